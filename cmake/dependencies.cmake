@@ -1,0 +1,41 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: 2026 kvtier authors
+# Every dependency comes from Debian packages (tools/setup.sh installs them).
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_package(fmt REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(CLI11 CONFIG QUIET)
+if(NOT CLI11_FOUND)
+  find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
+  add_library(CLI11::CLI11 INTERFACE IMPORTED)
+  target_include_directories(CLI11::CLI11 INTERFACE ${CLI11_INCLUDE_DIR})
+endif()
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+
+# Optional dependency helper: AUTO warns when missing, ON fails, OFF skips.
+function(kvtier_optional name found)
+  if(KVTIER_WITH_${name} STREQUAL "ON" AND NOT ${found})
+    message(FATAL_ERROR "KVTIER_WITH_${name}=ON but the dependency was not found")
+  elseif(KVTIER_WITH_${name} STREQUAL "AUTO" AND NOT ${found})
+    message(WARNING "KVTIER_WITH_${name}=AUTO: dependency not found, building without it")
+  endif()
+endfunction()
+
+set(KVTIER_HAVE_IO_URING 0)
+if(NOT KVTIER_WITH_IO_URING STREQUAL "OFF")
+  pkg_check_modules(URING QUIET IMPORTED_TARGET liburing)
+  kvtier_optional(IO_URING URING_FOUND)
+  if(URING_FOUND)
+    set(KVTIER_HAVE_IO_URING 1)
+  endif()
+endif()
+
+set(KVTIER_HAVE_CUDA 0)
+if(NOT KVTIER_WITH_CUDA STREQUAL "OFF")
+  find_package(CUDAToolkit QUIET)
+  kvtier_optional(CUDA CUDAToolkit_FOUND)
+  if(CUDAToolkit_FOUND)
+    set(KVTIER_HAVE_CUDA 1)
+  endif()
+endif()

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "kvtier/export.hpp"
+#include "kvtier/kv_view.hpp"
+#include "kvtier/options.hpp"
+#include "kvtier/stats.hpp"
+#include "kvtier/status.hpp"
+
+namespace kvtier {
+
+struct SaveResult {
+  uint64_t tokens_stored = 0;   ///< Tokens of the request now in the store (new plus present).
+  uint64_t chunks_written = 0;  ///< Records written by this call.
+  uint64_t chunks_present = 0;  ///< Records that were already stored (prefix reuse).
+  uint64_t bytes_written = 0;   ///< Payload bytes written by this call.
+};
+
+struct RestoreResult {
+  /// Tokens of the request whose KV is now in the destination, verified. A prefix of the request:
+  /// the longest stored prefix, cut at the first chunk that failed its checksum (that record is
+  /// dropped and counted as a miss). Destination rows past it are unspecified.
+  uint64_t tokens_restored = 0;
+  uint64_t bytes_read = 0;      ///< Bytes read from storage, headers and padding included.
+  uint64_t extents = 0;         ///< Contiguous file ranges the restore read.
+  uint64_t checksum_misses = 0; ///< Records found corrupt during this restore (now dropped).
+  std::string problem;          ///< Why the restore stopped short of the stored prefix; empty if not.
+};
+
+struct CeilingResult {
+  uint64_t bytes = 0;
+  double seconds = 0;
+};
+
+/// @brief The kvtier facade: saves a session's KV under chained prefix keys, finds the longest
+/// stored prefix of a token sequence, restores it, evicts it.
+///
+/// Thread-safety: all methods may be called concurrently from any thread. One Engine owns its rank's
+/// store directory; a second Engine (in this or another process) opening it gets kLocked.
+class KVTIER_EXPORT Engine {
+ public:
+  /// @brief Opens (or creates) the store of `options.geometry`'s rank under `options.root`.
+  /// @return kLocked when another engine holds it, kGeometryMismatch when the store was made for
+  /// another geometry, kCorrupt when its index cannot be read, kInvalidArgument for bad options.
+  [[nodiscard]] static Result<std::unique_ptr<Engine>> open(const Options& options);
+
+  virtual ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  /// @brief Saves the KV of `tokens` from `source` (contiguous form, capacity >= tokens.size()).
+  /// Chunks already stored are skipped. Returns once every new record is durable and visible.
+  /// A trailing partial chunk is stored as its own record (see docs/format.md, "Keys").
+  [[nodiscard]] Result<SaveResult> save(std::span<const Token> tokens, const ChunkedKv& source);
+
+  /// @brief Tokens of the longest stored prefix of `tokens` (0 when none). Reads no payload.
+  [[nodiscard]] Result<uint64_t> lookup(std::span<const Token> tokens);
+
+  /// @brief Restores the longest stored prefix of `tokens` into `destination` and verifies every
+  /// payload checksum on the way. A corrupt record is dropped and ends the prefix there.
+  [[nodiscard]] Result<RestoreResult> restore(std::span<const Token> tokens,
+                                              const ChunkedKv& destination);
+
+  /// @brief Drops every stored record of `tokens`' chunks (the prefix chain and its partial tail).
+  /// @return the number of records dropped.
+  [[nodiscard]] Result<uint64_t> evict(std::span<const Token> tokens);
+
+  /// @brief Reads and checks every record (header and payload checksums); drops the corrupt ones.
+  [[nodiscard]] Result<VerifyReport> verify(const ProgressFn& progress = {});
+
+  /// @brief Reads every live extent of the store with the engine's own I/O path, with no device
+  /// copy and no checksum: the read ceiling restores are compared against.
+  [[nodiscard]] Result<CeilingResult> measure_read_ceiling();
+
+  /// @brief Drops the store files' pages from the page cache (posix_fadvise DONTNEED), so the next
+  /// buffered read comes from the device.
+  [[nodiscard]] Status drop_page_cache();
+
+  [[nodiscard]] Stats stats() const;
+  [[nodiscard]] std::vector<SegmentInfo> segments() const;
+  /// Directory holding this rank's store.
+  [[nodiscard]] const std::string& store_dir() const;
+  /// The geometry the store was created with.
+  [[nodiscard]] const KvGeometry& geometry() const;
+
+  class Impl;
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvtier

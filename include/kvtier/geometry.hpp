@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvtier/export.hpp"
+#include "kvtier/status.hpp"
+
+namespace kvtier {
+
+/// @brief Shape of the KV cache one rank stores: what a chunk of tokens weighs and how it is laid out.
+///
+/// The contiguous chunk form of a KV tensor is `[2, layers, tokens, kv_heads * head_dim]` of
+/// `element_bytes`-sized elements (K before V). `kv_heads` counts the heads held by this TP rank.
+struct KVTIER_EXPORT KvGeometry {
+  std::string model_id;        ///< Model name; part of every key's namespace.
+  uint32_t layers = 0;         ///< Transformer layers holding KV.
+  uint32_t kv_heads = 0;       ///< KV heads on this rank (total KV heads / tp_world).
+  uint32_t head_dim = 0;       ///< Elements per head.
+  uint32_t element_bytes = 2;  ///< Bytes per element (2 for bf16/fp16, 1 for fp8).
+  uint32_t chunk_tokens = 256; ///< Tokens per key: the granularity of prefix matching.
+  uint32_t tp_rank = 0;        ///< Tensor-parallel rank this store belongs to.
+  uint32_t tp_world = 1;       ///< Tensor-parallel world size.
+
+  /// Bytes of one token's row in one layer for K or V: kv_heads * head_dim * element_bytes.
+  [[nodiscard]] uint64_t row_bytes() const;
+  /// Bytes of KV one token carries on this rank: 2 * layers * row_bytes().
+  [[nodiscard]] uint64_t bytes_per_token() const;
+  /// Bytes of a contiguous KV tensor holding `tokens` tokens.
+  [[nodiscard]] uint64_t bytes_for_tokens(uint64_t tokens) const;
+  /// Checks every field is in range (non-zero, rank < world, sizes that do not overflow).
+  [[nodiscard]] Status validate() const;
+  /// A stable text form, e.g. "qwen3-coder-30b-a3b/L48/H2/D128/E2/C256/tp0of2", used in namespaces.
+  [[nodiscard]] std::string describe() const;
+
+  bool operator==(const KvGeometry&) const = default;
+};
+
+/// @brief A named model shape. `kv_heads_total` is split evenly across TP ranks.
+struct KVTIER_EXPORT ModelPreset {
+  std::string_view name;
+  uint32_t layers;
+  uint32_t kv_heads_total;
+  uint32_t head_dim;
+  uint32_t element_bytes;
+};
+
+/// @brief The built-in presets (qwen3-coder-30b-a3b, llama-3-8b, ...).
+KVTIER_EXPORT const std::vector<ModelPreset>& model_presets();
+
+/// @brief Geometry of `preset` for one rank of a TP group.
+/// @return kInvalidArgument for an unknown preset or a world size that does not divide the heads.
+KVTIER_EXPORT Result<KvGeometry> geometry_for(std::string_view preset, uint32_t tp_rank = 0,
+                                              uint32_t tp_world = 1, uint32_t chunk_tokens = 256);
+
+}  // namespace kvtier

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace kvtier {
+
+using Token = int32_t;
+
+/// @brief Where a buffer lives. Device memory is addressed by the device that owns it.
+enum class MemoryKind : uint8_t {
+  kHost,  ///< Host memory; also what the host-emulated device hands out.
+  kCuda,  ///< CUDA device memory (used by the GPU data paths).
+};
+
+/// @brief A borrowed view of KV memory. kvtier never frees it.
+struct MemoryView {
+  std::byte* data = nullptr;
+  uint64_t size = 0;
+  MemoryKind kind = MemoryKind::kHost;
+  int device = 0;  ///< CUDA ordinal when kind == kCuda.
+};
+
+/// @brief KV of a session in contiguous chunk form: `[2, layers, capacity_tokens, row]` where
+/// row = kv_heads * head_dim elements. Token t of the session sits at index t on the token axis.
+struct ChunkedKv {
+  MemoryView memory;
+  uint64_t capacity_tokens = 0;  ///< Length of the token axis; memory.size must match exactly.
+};
+
+/// @brief Layouts of a serving engine's paged KV cache (per-layer tensors).
+/// The paged form (with a block table) is restored into by the GPU data paths; its kernels live in
+/// src/cuda and are not part of the host-only build.
+enum class PagedLayout : uint8_t {
+  kKvFirst,     ///< [2, num_blocks, block_size, kv_heads, head_dim] (vLLM flash-attn).
+  kBlockFirst,  ///< [num_blocks, 2, block_size, kv_heads, head_dim].
+  kPackedHeads, ///< [num_blocks, kv_heads, block_size, 2 * head_dim] (vLLM 0.26 packed).
+};
+
+/// @brief A paged KV cache: one tensor per layer and the blocks (in token order) of one session.
+struct PagedKv {
+  std::vector<MemoryView> layers;
+  std::span<const int32_t> block_table;
+  uint32_t block_size = 16;
+  uint32_t num_blocks = 0;
+  PagedLayout layout = PagedLayout::kKvFirst;
+};
+
+}  // namespace kvtier

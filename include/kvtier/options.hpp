@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kvtier/export.hpp"
+#include "kvtier/geometry.hpp"
+#include "kvtier/status.hpp"
+
+namespace kvtier {
+
+/// @brief How store files are read and written on the host.
+enum class IoPath : uint8_t {
+  kAuto,      ///< O_DIRECT through io_uring where the filesystem allows it, else buffered (logged).
+  kDirect,    ///< O_DIRECT; where the filesystem refuses it, falls back to buffered and says so.
+  kBuffered,  ///< Through the page cache (the baseline a naive engine gets).
+};
+
+KVTIER_EXPORT std::string_view io_path_name(IoPath path);
+KVTIER_EXPORT Result<IoPath> parse_io_path(std::string_view name);
+
+/// @brief "4096", "64M", "1.5G", "2T" -> bytes (binary units; K/M/G/T, KiB/MiB/GiB/TiB or none).
+/// @return kInvalidArgument for anything else, negative values or overflow.
+[[nodiscard]] KVTIER_EXPORT Result<uint64_t> parse_size(std::string_view text);
+
+enum class LogLevel : uint8_t { kDebug, kInfo, kWarn, kError, kOff };
+
+/// @brief A log sink the host application can inject. Called from any thread.
+using LogSink = std::function<void(LogLevel, std::string_view)>;
+
+/// @brief Engine configuration. Fields left at their defaults may be overridden by `KVTIER_*`
+/// environment variables (see docs/options.md); an explicitly set field always wins.
+struct KVTIER_EXPORT Options {
+  /// Root directory of the store; each TP rank keeps its own subdirectory `rank<R>of<W>`.
+  std::string root;
+  /// Shape of the KV this rank stores. A store keeps the geometry it was created with.
+  KvGeometry geometry;
+  /// Optional tenant salt: keys saved under one tenant never match lookups of another.
+  std::string tenant;
+  /// Upper bound on the bytes of segment files on disk. 0 picks 64 GiB.
+  uint64_t capacity_bytes = 0;
+  /// Size of one preallocated segment file. 0 picks 1 GiB (or capacity/4 when smaller).
+  uint64_t segment_bytes = 0;
+  /// Create the store when the directory holds none.
+  bool create_if_missing = true;
+  /// Host I/O path for segment files. kAuto lets KVTIER_IO_PATH choose, else picks O_DIRECT.
+  IoPath io_path = IoPath::kAuto;
+  /// Size of one read or write request; requests of a restore are this size or smaller. 0: 8 MiB.
+  uint64_t io_request_bytes = 0;
+  /// Bound on staging memory, and so on the bytes in flight, per engine. 0: 64 MiB.
+  uint64_t staging_bytes = 0;
+  /// Log sink; empty logs to stderr at the level of KVTIER_LOG_LEVEL (default warn).
+  LogSink log_sink;
+  /// Minimum level passed to the sink; unset: KVTIER_LOG_LEVEL, else kWarn.
+  std::optional<LogLevel> log_level;
+
+  /// Checks sizes and paths; fills zeros with their defaults in a copy.
+  [[nodiscard]] Result<Options> resolved() const;
+};
+
+}  // namespace kvtier

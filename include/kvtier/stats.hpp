@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kvtier {
+
+/// @brief Counters of one engine since it was opened, plus the state of its store.
+struct Stats {
+  std::string io_engine;        ///< I/O engine actually in use, e.g. "io_uring+O_DIRECT".
+  std::string io_fallback;      ///< Why the requested path was not used; empty when it was.
+  uint64_t capacity_bytes = 0;
+  uint64_t segment_bytes = 0;
+  uint64_t used_bytes = 0;      ///< Bytes of segment files on disk (preallocated).
+  uint64_t live_bytes = 0;      ///< Bytes of live records (headers and padding included).
+  uint64_t segments = 0;
+  uint64_t records = 0;
+  uint64_t saves = 0;
+  uint64_t chunks_written = 0;
+  uint64_t bytes_written = 0;
+  uint64_t lookups = 0;
+  uint64_t lookup_hit_tokens = 0;
+  uint64_t restores = 0;
+  uint64_t bytes_restored = 0;
+  uint64_t checksum_misses = 0;  ///< Records found corrupt (and dropped).
+  uint64_t evicted_segments = 0;  ///< Segments evicted to stay under capacity.
+  uint64_t evicted_records = 0;   ///< Records dropped by eviction, evict() or corruption.
+  uint64_t recovered_records = 0; ///< Records loaded from the index at open.
+  uint64_t dropped_at_open = 0;   ///< Index entries dropped at open (missing or truncated segment).
+};
+
+struct SegmentInfo {
+  uint32_t id = 0;
+  uint64_t file_bytes = 0;
+  uint64_t write_offset = 0;
+  uint64_t live_bytes = 0;
+  uint64_t records = 0;
+  uint64_t tokens = 0;
+};
+
+struct VerifyReport {
+  uint64_t records_checked = 0;
+  uint64_t bytes_checked = 0;
+  uint64_t corrupt_records = 0;  ///< Found corrupt and dropped from the index.
+  std::vector<std::string> problems;
+};
+
+/// Progress of long work: done and total units (bytes or records).
+using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
+
+}  // namespace kvtier

@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#include "kvtier/engine.hpp"
+
+#include <fcntl.h>
+
+#include <fmt/format.h>
+
+#include "common/try.hpp"
+#include "engine/engine_impl.hpp"
+
+namespace kvtier {
+
+Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& options) {
+  auto impl = std::make_unique<Impl>();
+  KVTIER_ASSIGN_OR_RETURN(impl->options_, options.resolved());
+  const Options& o = impl->options_;
+  impl->log_ = Logger(o.log_sink, o.log_level.value_or(LogLevel::kWarn));
+  KVTIER_ASSIGN_OR_RETURN(impl->store_, Store::open(o, impl->log_));
+  impl->device_ = make_host_device();
+  impl->staging_ = std::make_unique<StagingPool>(o.staging_bytes, o.io_request_bytes);
+  impl->namespace_ = namespace_key(o.geometry, o.tenant);
+
+  std::string engine_fallback;
+  auto probe = make_io_engine(o.io_path, 1, engine_fallback);
+  const bool direct = impl->store_->direct_io();
+  impl->io_name_ = fmt::format("{}{}", probe->name(), direct ? "+O_DIRECT" : " (buffered)");
+  impl->io_fallback_ = impl->store_->direct_io_fallback();
+  if (!engine_fallback.empty()) {
+    KVTIER_LOG(impl->log_, kWarn, "{}", engine_fallback);
+    impl->io_fallback_ += (impl->io_fallback_.empty() ? "" : "; ") + engine_fallback;
+  }
+  return impl;
+}
+
+std::unique_ptr<IoEngine> Engine::Impl::io_engine(size_t slots) {
+  std::string ignored;  // the reason was logged and recorded when the engine opened
+  return make_io_engine(options_.io_path, static_cast<uint32_t>(slots), ignored);
+}
+
+Status Engine::Impl::check_kv(const ChunkedKv& kv, uint64_t tokens, const char* what) const {
+  const KvGeometry& g = options_.geometry;
+  if (!device_->accepts(kv.memory)) {
+    return {ErrorCode::kNotSupported,
+            fmt::format("{}: memory not addressable by the {} device", what, device_->name())};
+  }
+  if (kv.memory.size != g.bytes_for_tokens(kv.capacity_tokens)) {
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("{}: {} bytes do not hold [2, {}, {}, {}] of {}-byte elements ({} bytes)",
+                        what, kv.memory.size, g.layers, kv.capacity_tokens,
+                        g.kv_heads * g.head_dim, g.element_bytes, g.bytes_for_tokens(kv.capacity_tokens))};
+  }
+  if (kv.capacity_tokens < tokens) {
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("{}: room for {} tokens, {} needed", what, kv.capacity_tokens, tokens)};
+  }
+  return {};
+}
+
+std::vector<LocatedRecord> Engine::Impl::find_prefix(std::span<const Token> tokens) {
+  const uint32_t chunk = options_.geometry.chunk_tokens;
+  std::vector<Key128> keys = chain_keys(namespace_, tokens, chunk);
+  std::vector<LocatedRecord> found = store_->find_chain(keys);
+  if (found.size() == keys.size() || (!found.empty() && found.back().meta.token_count < chunk)) {
+    return found;
+  }
+  // The next chunk is not stored whole; a shorter partial chunk under the same parent may be.
+  const Key128 parent = found.empty() ? namespace_ : found.back().meta.key;
+  const uint64_t start = found.size() * uint64_t{chunk};
+  uint32_t best = 0;
+  Key128 best_key;
+  for (const RecordMeta& m : store_->partial_children(parent)) {
+    if (m.token_count <= best || start + m.token_count > tokens.size()) continue;
+    if (chunk_key(parent, tokens.subspan(start, m.token_count)) == m.key) {
+      best = m.token_count;
+      best_key = m.key;
+    }
+  }
+  if (best > 0) {
+    if (auto rec = store_->find(best_key)) found.push_back(*rec);
+  }
+  return found;
+}
+
+Result<uint64_t> Engine::Impl::lookup(std::span<const Token> tokens) {
+  counters_.lookups++;
+  uint64_t hit = 0;
+  for (const LocatedRecord& r : find_prefix(tokens)) hit += r.meta.token_count;
+  counters_.lookup_hit_tokens += hit;
+  return hit;
+}
+
+Result<uint64_t> Engine::Impl::evict(std::span<const Token> tokens) {
+  std::vector<Key128> keys;
+  for (const LocatedRecord& r : find_prefix(tokens)) keys.push_back(r.meta.key);
+  KVTIER_TRY(store_->drop(keys));
+  return keys.size();
+}
+
+Status Engine::Impl::drop_page_cache() {
+  for (const LocatedRecord& r : store_->all_records()) {
+    int rc = ::posix_fadvise(r.file->fd.get(), 0, 0, POSIX_FADV_DONTNEED);
+    if (rc != 0) return posix_error(rc, "posix_fadvise " + r.file->path);
+  }
+  return {};
+}
+
+Stats Engine::Impl::stats() const {
+  Stats s;
+  s.io_engine = io_name_;
+  s.io_fallback = io_fallback_;
+  store_->fill_stats(s);
+  s.saves = counters_.saves;
+  s.chunks_written = counters_.chunks_written;
+  s.bytes_written = counters_.bytes_written;
+  s.lookups = counters_.lookups;
+  s.lookup_hit_tokens = counters_.lookup_hit_tokens;
+  s.restores = counters_.restores;
+  s.bytes_restored = counters_.bytes_restored;
+  s.checksum_misses = counters_.checksum_misses;
+  return s;
+}
+
+// The facade: no exception crosses the public API.
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+template <typename F>
+auto guarded(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return fail(ErrorCode::kInternal, "out of host memory");
+  } catch (const std::exception& e) {
+    return fail(ErrorCode::kInternal, fmt::format("unexpected exception: {}", e.what()));
+  }
+}
+
+Result<std::unique_ptr<Engine>> Engine::open(const Options& options) {
+  return guarded([&]() -> Result<std::unique_ptr<Engine>> {
+    KVTIER_ASSIGN_OR_RETURN(auto impl, Impl::create(options));
+    return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+  });
+}
+
+Result<SaveResult> Engine::save(std::span<const Token> tokens, const ChunkedKv& source) {
+  return guarded([&] { return impl_->save(tokens, source); });
+}
+Result<uint64_t> Engine::lookup(std::span<const Token> tokens) {
+  return guarded([&] { return impl_->lookup(tokens); });
+}
+Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const ChunkedKv& destination) {
+  return guarded([&] { return impl_->restore(tokens, destination); });
+}
+Result<uint64_t> Engine::evict(std::span<const Token> tokens) {
+  return guarded([&] { return impl_->evict(tokens); });
+}
+Result<VerifyReport> Engine::verify(const ProgressFn& progress) {
+  return guarded([&] { return impl_->verify(progress); });
+}
+Result<CeilingResult> Engine::measure_read_ceiling() {
+  return guarded([&] { return impl_->measure_read_ceiling(); });
+}
+Status Engine::drop_page_cache() {
+  try {
+    return impl_->drop_page_cache();
+  } catch (const std::exception& e) {
+    return {ErrorCode::kInternal, e.what()};
+  }
+}
+Stats Engine::stats() const { return impl_->stats(); }
+std::vector<SegmentInfo> Engine::segments() const { return impl_->store_->segments(); }
+const std::string& Engine::store_dir() const { return impl_->store_->dir(); }
+const KvGeometry& Engine::geometry() const { return impl_->options_.geometry; }
+
+}  // namespace kvtier

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/log.hpp"
+#include "device/device.hpp"
+#include "engine/keys.hpp"
+#include "io/pipeline.hpp"
+#include "kvtier/engine.hpp"
+#include "store/store.hpp"
+
+namespace kvtier {
+
+/// Engine state. Thread-safe: the store locks itself, counters are atomic, staging is a pool.
+class Engine::Impl {
+ public:
+  static Result<std::unique_ptr<Impl>> create(const Options& options);
+
+  Result<SaveResult> save(std::span<const Token> tokens, const ChunkedKv& source);
+  Result<uint64_t> lookup(std::span<const Token> tokens);
+  Result<RestoreResult> restore(std::span<const Token> tokens, const ChunkedKv& destination);
+  Result<uint64_t> evict(std::span<const Token> tokens);
+  Result<VerifyReport> verify(const ProgressFn& progress);
+  Result<CeilingResult> measure_read_ceiling();
+  Status drop_page_cache();
+  Stats stats() const;
+
+  Options options_;
+  Logger log_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<StagingPool> staging_;
+  Key128 namespace_;
+  std::string io_name_;
+  std::string io_fallback_;
+
+  /// What reading a list of records found (defined in restore.cpp).
+  struct ReadOutcome;
+
+ private:
+  struct Counters {
+    std::atomic<uint64_t> saves{0}, chunks_written{0}, bytes_written{0}, lookups{0},
+        lookup_hit_tokens{0}, restores{0}, bytes_restored{0}, checksum_misses{0};
+  };
+
+  /// The stored records of the longest stored prefix of `tokens`, in token order.
+  std::vector<LocatedRecord> find_prefix(std::span<const Token> tokens);
+  std::unique_ptr<IoEngine> io_engine(size_t slots);
+  Status check_kv(const ChunkedKv& kv, uint64_t tokens, const char* what) const;
+  /// Reads `records` and checks headers and checksums; restores into `destination` when given.
+  ReadOutcome read_records(std::span<const LocatedRecord> records, const ChunkedKv* destination,
+                           const ProgressFn& progress);
+
+  mutable Counters counters_;
+};
+
+}  // namespace kvtier

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#include "kvtier/geometry.hpp"
+
+#include <fmt/format.h>
+
+#include "common/try.hpp"
+
+namespace kvtier {
+
+uint64_t KvGeometry::row_bytes() const {
+  return uint64_t{kv_heads} * head_dim * element_bytes;
+}
+
+uint64_t KvGeometry::bytes_per_token() const { return 2 * uint64_t{layers} * row_bytes(); }
+
+uint64_t KvGeometry::bytes_for_tokens(uint64_t tokens) const { return tokens * bytes_per_token(); }
+
+Status KvGeometry::validate() const {
+  if (model_id.empty()) return {ErrorCode::kInvalidArgument, "geometry: empty model id"};
+  if (model_id.size() > 64) return {ErrorCode::kInvalidArgument, "geometry: model id over 64 bytes"};
+  // Bounds keep every product below 2^63 for sessions of up to 2^31 tokens.
+  if (layers == 0 || layers > 1024) {
+    return {ErrorCode::kInvalidArgument, fmt::format("geometry: layers {} not in 1..1024", layers)};
+  }
+  if (kv_heads == 0 || kv_heads > 1024) {
+    return {ErrorCode::kInvalidArgument, fmt::format("geometry: kv_heads {} not in 1..1024", kv_heads)};
+  }
+  if (head_dim == 0 || head_dim > 4096) {
+    return {ErrorCode::kInvalidArgument, fmt::format("geometry: head_dim {} not in 1..4096", head_dim)};
+  }
+  if (element_bytes != 1 && element_bytes != 2 && element_bytes != 4) {
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("geometry: element_bytes {} is not 1, 2 or 4", element_bytes)};
+  }
+  if (chunk_tokens == 0 || chunk_tokens > 65536) {
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("geometry: chunk_tokens {} not in 1..65536", chunk_tokens)};
+  }
+  if (tp_world == 0 || tp_world > 1024 || tp_rank >= tp_world) {
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("geometry: tp_rank {} / tp_world {} invalid", tp_rank, tp_world)};
+  }
+  if (row_bytes() % 8 != 0) {
+    // Payload checksums sum 8-byte words; each (K|V, layer) block must hold whole words.
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("geometry: a row of {} bytes (kv_heads x head_dim x element_bytes) is not "
+                        "a multiple of 8", row_bytes())};
+  }
+  if (bytes_for_tokens(chunk_tokens) > (uint64_t{4} << 30)) {
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("geometry: one chunk would weigh {} bytes (limit 4 GiB)",
+                        bytes_for_tokens(chunk_tokens))};
+  }
+  return {};
+}
+
+std::string KvGeometry::describe() const {
+  return fmt::format("{}/L{}/H{}/D{}/E{}/C{}/tp{}of{}", model_id, layers, kv_heads, head_dim,
+                     element_bytes, chunk_tokens, tp_rank, tp_world);
+}
+
+const std::vector<ModelPreset>& model_presets() {
+  // Shapes from each model's published config.json (num_hidden_layers, num_key_value_heads,
+  // head_dim); KV in bf16.
+  static const std::vector<ModelPreset> presets = {
+      {"qwen3-coder-30b-a3b", 48, 4, 128, 2},
+      {"llama-3-8b", 32, 8, 128, 2},
+      {"llama-3-70b", 80, 8, 128, 2},
+      {"qwen3-8b", 36, 8, 128, 2},
+      // A tiny shape for tests and quick runs on small machines.
+      {"tiny", 2, 2, 64, 2},
+  };
+  return presets;
+}
+
+Result<KvGeometry> geometry_for(std::string_view preset, uint32_t tp_rank, uint32_t tp_world,
+                                uint32_t chunk_tokens) {
+  for (const ModelPreset& p : model_presets()) {
+    if (p.name != preset) continue;
+    if (tp_world == 0 || p.kv_heads_total % tp_world != 0) {
+      return fail(ErrorCode::kInvalidArgument,
+                  fmt::format("{} has {} KV heads: tensor-parallel size {} does not divide them",
+                              preset, p.kv_heads_total, tp_world));
+    }
+    KvGeometry g{std::string(p.name), p.layers,       p.kv_heads_total / tp_world,
+                 p.head_dim,          p.element_bytes, chunk_tokens,
+                 tp_rank,             tp_world};
+    KVTIER_TRY(g.validate());
+    return g;
+  }
+  std::string names;
+  for (const ModelPreset& p : model_presets()) names += fmt::format(" {}", p.name);
+  return fail(ErrorCode::kInvalidArgument,
+              fmt::format("unknown model preset '{}'; known:{}", preset, names));
+}
+
+}  // namespace kvtier

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#include "kvtier/options.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "common/env.hpp"
+#include "common/try.hpp"
+
+namespace kvtier {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+constexpr uint64_t kAlign = 4096;
+
+// Precedence: a field set by the caller, then the environment, then the default.
+uint64_t pick(uint64_t explicit_value, const std::optional<uint64_t>& env, uint64_t fallback) {
+  if (explicit_value != 0) return explicit_value;
+  return env.value_or(fallback);
+}
+
+}  // namespace
+
+std::string_view io_path_name(IoPath path) {
+  switch (path) {
+    case IoPath::kAuto: return "auto";
+    case IoPath::kDirect: return "direct";
+    case IoPath::kBuffered: return "buffered";
+  }
+  return "?";
+}
+
+Result<IoPath> parse_io_path(std::string_view name) {
+  if (name == "auto") return IoPath::kAuto;
+  if (name == "direct" || name == "posix") return IoPath::kDirect;
+  if (name == "buffered") return IoPath::kBuffered;
+  return fail(ErrorCode::kInvalidArgument,
+              fmt::format("I/O path '{}': expected auto, direct or buffered", name));
+}
+
+Result<Options> Options::resolved() const {
+  KVTIER_ASSIGN_OR_RETURN(EnvOverrides env, read_env_overrides());
+  Options o = *this;
+  KVTIER_EXPECTS(!o.root.empty(), "options: root directory is empty");
+  KVTIER_TRY(o.geometry.validate());
+  KVTIER_EXPECTS(o.tenant.size() <= 256, "options: tenant salt over 256 bytes");
+  if (!o.log_level) o.log_level = env.log_level.value_or(LogLevel::kWarn);
+  if (o.io_path == IoPath::kAuto && env.io_path) o.io_path = *env.io_path;
+  o.capacity_bytes = pick(o.capacity_bytes, env.capacity_bytes, 64 * kGiB);
+  o.segment_bytes = pick(o.segment_bytes, env.segment_bytes,
+                         std::max<uint64_t>(std::min(kGiB, o.capacity_bytes / 4), 16 * kMiB));
+  o.io_request_bytes = pick(o.io_request_bytes, env.io_request_bytes, 8 * kMiB);
+  o.staging_bytes = pick(o.staging_bytes, env.staging_bytes, 64 * kMiB);
+
+  auto aligned = [](uint64_t v) { return v % kAlign == 0; };
+  KVTIER_EXPECTS(aligned(o.segment_bytes) && aligned(o.io_request_bytes) && aligned(o.staging_bytes),
+                 "options: segment, request and staging sizes must be multiples of 4 KiB");
+  KVTIER_EXPECTS(o.io_request_bytes >= kAlign && o.io_request_bytes <= kGiB,
+                 fmt::format("options: io_request_bytes {} not in 4 KiB..1 GiB", o.io_request_bytes));
+  KVTIER_EXPECTS(o.staging_bytes >= o.io_request_bytes && o.staging_bytes <= 64 * kGiB,
+                 fmt::format("options: staging_bytes {} must be >= io_request_bytes ({}) and <= 64 GiB",
+                             o.staging_bytes, o.io_request_bytes));
+  KVTIER_EXPECTS(o.segment_bytes <= o.capacity_bytes,
+                 fmt::format("options: segment_bytes {} exceeds capacity_bytes {}", o.segment_bytes,
+                             o.capacity_bytes));
+  // A chunk's record (header + payload) must fit in one segment.
+  uint64_t record = o.geometry.bytes_for_tokens(o.geometry.chunk_tokens) + 2 * kAlign;
+  KVTIER_EXPECTS(record <= o.segment_bytes,
+                 fmt::format("options: a {}-token chunk needs {} bytes but segments are {} bytes",
+                             o.geometry.chunk_tokens, record, o.segment_bytes));
+  return o;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#include "engine/record_io.hpp"
+
+namespace kvtier {
+
+IoPlan plan_io(std::span<const RecordMeta> records, std::span<const int> fds, uint64_t max_piece) {
+  IoPlan plan;
+  size_t r = 0;
+  while (r < records.size()) {
+    size_t last = r + 1;
+    while (last < records.size() && fds[last] == fds[r] && records[last].offset == records[last - 1].end()) {
+      ++last;
+    }
+    const uint64_t begin = records[r].offset;
+    const uint64_t length = records[last - 1].end() - begin;
+    const size_t first_piece = plan.pieces.size();
+    split_into_pieces(fds[r], begin, length, max_piece, plan.pieces);
+    size_t first = r;
+    for (size_t p = first_piece; p < plan.pieces.size(); ++p) {
+      const uint64_t piece_end = plan.pieces[p].offset + plan.pieces[p].length;
+      while (records[first].end() <= plan.pieces[p].offset) ++first;
+      size_t stop = first;
+      while (stop < last && records[stop].offset < piece_end) ++stop;
+      plan.piece_records.emplace_back(first, stop);
+    }
+    ++plan.extents;
+    plan.bytes += length;
+    r = last;
+  }
+  return plan;
+}
+
+}  // namespace kvtier

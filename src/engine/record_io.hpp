@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// Turns records into I/O pieces and maps piece bytes back to records and KV tensor rows.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "io/pipeline.hpp"
+#include "kvtier/geometry.hpp"
+#include "store/record_format.hpp"
+
+namespace kvtier {
+
+/// Pieces covering a list of records, with the records each piece overlaps.
+struct IoPlan {
+  std::vector<Piece> pieces;
+  std::vector<std::pair<size_t, size_t>> piece_records;  ///< [first, last) record of each piece
+  uint64_t extents = 0;  ///< Contiguous file ranges after merging adjacent records.
+  uint64_t bytes = 0;
+};
+
+/// Merges records that sit back to back in the same file into extents, then splits the extents
+/// into pieces of at most `max_piece` bytes (a multiple of 4 KiB, so no header straddles two).
+/// `fds[i]` is the file of records[i].
+IoPlan plan_io(std::span<const RecordMeta> records, std::span<const int> fds, uint64_t max_piece);
+
+enum class Region : uint8_t { kHeader, kPayload, kPadding };
+
+/// Calls fn(record, region, offset_in_region, offset_in_piece, length) for each part of
+/// piece `p` of `plan`.
+template <typename Fn>
+void for_each_region(const IoPlan& plan, std::span<const RecordMeta> records, size_t p, Fn&& fn) {
+  const Piece& piece = plan.pieces[p];
+  const uint64_t begin = piece.offset;
+  const uint64_t end = piece.offset + piece.length;
+  for (size_t r = plan.piece_records[p].first; r < plan.piece_records[p].second; ++r) {
+    const RecordMeta& m = records[r];
+    const uint64_t bounds[4] = {m.offset, m.offset + kBlock, m.offset + kBlock + m.payload_bytes, m.end()};
+    const Region kinds[3] = {Region::kHeader, Region::kPayload, Region::kPadding};
+    for (int k = 0; k < 3; ++k) {
+      uint64_t lo = std::max(begin, bounds[k]);
+      uint64_t hi = std::min(end, bounds[k + 1]);
+      if (lo < hi) fn(r, kinds[k], lo - bounds[k], lo - begin, hi - lo);
+    }
+  }
+}
+
+/// Calls fn(kv_offset, payload_offset, length) for payload bytes [q, q + n) of a record of `count`
+/// tokens whose first token is `first_token` of a contiguous KV tensor of `capacity` tokens.
+/// The payload is [2, layers, count, row]; the tensor is [2, layers, capacity, row].
+template <typename Fn>
+void for_each_payload_span(const KvGeometry& g, uint64_t count, uint64_t first_token,
+                           uint64_t capacity, uint64_t q, uint64_t n, Fn&& fn) {
+  const uint64_t row = g.row_bytes();
+  const uint64_t block = count * row;
+  while (n > 0) {
+    const uint64_t b = q / block;
+    const uint64_t within = q % block;
+    const uint64_t len = std::min(n, block - within);
+    fn((b * capacity + first_token) * row + within, q, len);
+    q += len;
+    n -= len;
+  }
+}
+
+}  // namespace kvtier

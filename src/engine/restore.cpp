@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// Engine::restore, verify and the read ceiling: read pieces, check headers and checksums as they
+// arrive, scatter payloads into the destination.
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "common/try.hpp"
+#include "engine/engine_impl.hpp"
+#include "engine/record_io.hpp"
+#include "store/checksum.hpp"
+
+namespace kvtier {
+
+enum class HeaderState : uint8_t { kUnseen, kGood, kBad };
+enum class RecordState : uint8_t { kIntact, kCorrupt, kIncomplete };
+
+struct Engine::Impl::ReadOutcome {
+  std::vector<uint64_t> sums;
+  std::vector<uint64_t> received;  // payload bytes seen per record
+  std::vector<HeaderState> header;
+  Status status;                   // I/O or device error that stopped the read early
+  uint64_t bytes = 0;
+  uint64_t extents = 0;
+
+  /// Corrupt means every byte arrived and a check failed; incomplete means an error stopped the
+  /// read first (a miss, but no evidence against the record).
+  [[nodiscard]] RecordState state(size_t r, const RecordMeta& m) const {
+    if (header[r] == HeaderState::kBad) return RecordState::kCorrupt;
+    if (header[r] == HeaderState::kUnseen || received[r] != m.payload_bytes) return RecordState::kIncomplete;
+    return kvsum::finish(sums[r], m.payload_bytes) == m.payload_checksum ? RecordState::kIntact
+                                                                        : RecordState::kCorrupt;
+  }
+};
+
+namespace {
+
+bool header_matches(std::span<const std::byte> block, const RecordMeta& want, const KvGeometry& g) {
+  RecordMeta got;
+  if (!decode_header(block, g, got).ok()) return false;
+  return got.key == want.key && got.token_count == want.token_count &&
+         got.payload_bytes == want.payload_bytes && got.payload_checksum == want.payload_checksum;
+}
+
+/// Checks headers, sums payloads and, with a destination, scatters them into it.
+class ScatterSink final : public PieceSink {
+ public:
+  ScatterSink(const IoPlan& plan, std::span<const RecordMeta> records,
+              std::span<const uint64_t> first_tokens, const ChunkedKv* destination,
+              const KvGeometry& g, Device& device, Engine::Impl::ReadOutcome& out,
+              const ProgressFn& progress)
+      : plan_(plan), records_(records), first_tokens_(first_tokens), destination_(destination),
+        g_(g), device_(device), out_(out), progress_(progress) {}
+
+  Status consume(size_t index, size_t, std::span<const std::byte> data) override {
+    Status status;
+    for_each_region(plan_, records_, index, [&](size_t r, Region region, uint64_t at, uint64_t in, uint64_t n) {
+      if (region == Region::kHeader) {
+        const bool good = at == 0 && n == kBlock && header_matches(data.subspan(in, n), records_[r], g_);
+        out_.header[r] = good ? HeaderState::kGood : HeaderState::kBad;
+      } else if (region == Region::kPayload) {
+        out_.received[r] += n;
+        if (destination_ == nullptr) {
+          out_.sums[r] += kvsum::partial(data.data() + in, n, at / 8);
+          return;
+        }
+        for_each_payload_span(g_, records_[r].token_count, first_tokens_[r], destination_->capacity_tokens,
+                              at, n, [&](uint64_t kv, uint64_t q, uint64_t len) {
+                                auto sum = device_.copy_in(destination_->memory, kv,
+                                                           data.subspan(in + (q - at), len), q / 8);
+                                if (sum) out_.sums[r] += *sum;
+                                else if (status.ok()) status = sum.error();
+                              });
+      }
+    });
+    done_ += data.size();
+    if (progress_) progress_(done_, plan_.bytes);
+    return status;
+  }
+
+ private:
+  const IoPlan& plan_;
+  std::span<const RecordMeta> records_;
+  std::span<const uint64_t> first_tokens_;
+  const ChunkedKv* destination_;
+  const KvGeometry& g_;
+  Device& device_;
+  Engine::Impl::ReadOutcome& out_;
+  const ProgressFn& progress_;
+  uint64_t done_ = 0;
+};
+
+}  // namespace
+
+Engine::Impl::ReadOutcome Engine::Impl::read_records(std::span<const LocatedRecord> located,
+                                                     const ChunkedKv* destination,
+                                                     const ProgressFn& progress) {
+  const uint32_t chunk = options_.geometry.chunk_tokens;
+  std::vector<RecordMeta> records;
+  std::vector<int> fds;
+  std::vector<uint64_t> first_tokens;
+  for (size_t i = 0; i < located.size(); ++i) {
+    records.push_back(located[i].meta);
+    fds.push_back(located[i].file->fd.get());
+    first_tokens.push_back(i * uint64_t{chunk});
+  }
+  ReadOutcome out;
+  out.sums.assign(records.size(), 0);
+  out.received.assign(records.size(), 0);
+  out.header.assign(records.size(), HeaderState::kUnseen);
+  const IoPlan plan = plan_io(records, fds, staging_->slot_bytes());
+  out.bytes = plan.bytes;
+  out.extents = plan.extents;
+  ScatterSink sink(plan, records, first_tokens, destination, options_.geometry, *device_, out, progress);
+  StagingPool::Lease lease = staging_->acquire(plan.pieces.size());
+  auto io = io_engine(lease.slots().size());
+  out.status = run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/false, sink);
+  return out;
+}
+
+Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const ChunkedKv& destination) {
+  KVTIER_EXPECTS(!tokens.empty(), "restore: the token list is empty");
+  counters_.restores++;
+  std::vector<LocatedRecord> found = find_prefix(tokens);
+  uint64_t prefix = 0;
+  for (const LocatedRecord& r : found) prefix += r.meta.token_count;
+  KVTIER_TRY(check_kv(destination, prefix, "restore destination"));
+  RestoreResult result;
+  if (found.empty()) return result;
+  ReadOutcome out = read_records(found, &destination, {});
+  result.bytes_read = out.bytes;
+  result.extents = out.extents;
+  std::vector<Key128> corrupt;
+  bool prefix_intact = true;
+  for (size_t r = 0; r < found.size(); ++r) {
+    const RecordState state = out.state(r, found[r].meta);
+    if (state == RecordState::kCorrupt) corrupt.push_back(found[r].meta.key);
+    prefix_intact = prefix_intact && state == RecordState::kIntact;
+    if (prefix_intact) result.tokens_restored += found[r].meta.token_count;
+  }
+  if (!out.status.ok()) {
+    KVTIER_LOG(log_, kWarn, "restore stopped at {} of {} tokens: {}", result.tokens_restored, prefix,
+               out.status.to_string());
+    result.problem = out.status.to_string();
+  }
+  if (!corrupt.empty()) {
+    result.checksum_misses = corrupt.size();
+    counters_.checksum_misses += corrupt.size();
+    KVTIER_LOG(log_, kWarn, "restore: {} record(s) failed their checks and were dropped", corrupt.size());
+    if (result.problem.empty()) result.problem = fmt::format("{} corrupt record(s) dropped", corrupt.size());
+    KVTIER_TRY(store_->drop(corrupt));
+  }
+  counters_.bytes_restored += options_.geometry.bytes_for_tokens(result.tokens_restored);
+  return result;
+}
+
+Result<VerifyReport> Engine::Impl::verify(const ProgressFn& progress) {
+  std::vector<LocatedRecord> all = store_->all_records();
+  VerifyReport report;
+  if (all.empty()) return report;
+  ReadOutcome out = read_records(all, nullptr, progress);
+  if (!out.status.ok()) return fail(out.status.with_context("verify"));
+  std::vector<Key128> corrupt;
+  for (size_t r = 0; r < all.size(); ++r) {
+    const RecordMeta& m = all[r].meta;
+    ++report.records_checked;
+    report.bytes_checked += m.record_bytes();
+    if (out.state(r, m) == RecordState::kIntact) continue;
+    corrupt.push_back(m.key);
+    report.problems.push_back(fmt::format("segment {} offset {}: {} ({} tokens)", m.segment, m.offset,
+                                          out.header[r] == HeaderState::kGood ? "payload checksum mismatch"
+                                                                              : "bad header",
+                                          m.token_count));
+  }
+  report.corrupt_records = corrupt.size();
+  counters_.checksum_misses += corrupt.size();
+  KVTIER_TRY(store_->drop(corrupt));
+  return report;
+}
+
+Result<CeilingResult> Engine::Impl::measure_read_ceiling() {
+  std::vector<LocatedRecord> all = store_->all_records();
+  std::vector<RecordMeta> records;
+  std::vector<int> fds;
+  for (const LocatedRecord& r : all) {
+    records.push_back(r.meta);
+    fds.push_back(r.file->fd.get());
+  }
+  const IoPlan plan = plan_io(records, fds, staging_->slot_bytes());
+  PieceSink discard;
+  StagingPool::Lease lease = staging_->acquire(plan.pieces.size());
+  auto io = io_engine(lease.slots().size());
+  auto start = std::chrono::steady_clock::now();
+  KVTIER_TRY(run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/false, discard));
+  std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  return CeilingResult{plan.bytes, elapsed.count()};
+}
+
+}  // namespace kvtier

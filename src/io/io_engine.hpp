@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// The I/O engine interface: queued reads and writes of file ranges, completed asynchronously.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "kvtier/options.hpp"
+#include "kvtier/status.hpp"
+
+namespace kvtier {
+
+struct IoRequest {
+  int fd = -1;
+  uint64_t offset = 0;
+  std::byte* buffer = nullptr;
+  uint32_t length = 0;
+  bool write = false;
+  uint64_t tag = 0;  ///< Returned in the completion.
+};
+
+struct IoCompletion {
+  uint64_t tag = 0;
+  int64_t result = 0;  ///< Bytes transferred, or -errno.
+};
+
+/// @brief A queue of file I/O. Each engine is used by one thread at a time; make one per operation.
+class IoEngine {
+ public:
+  virtual ~IoEngine() = default;
+  [[nodiscard]] virtual std::string_view name() const = 0;
+  /// Most requests that may be in flight at once.
+  [[nodiscard]] virtual uint32_t depth() const = 0;
+  /// Queues a request; it may start at once or at submit().
+  [[nodiscard]] virtual Status enqueue(const IoRequest& request) = 0;
+  /// Starts every queued request.
+  [[nodiscard]] virtual Status submit() = 0;
+  /// Waits until at least one request has completed; writes up to out.size() completions.
+  [[nodiscard]] virtual Result<size_t> wait(std::span<IoCompletion> out) = 0;
+};
+
+/// Synchronous pread/pwrite: every request completes inside enqueue(). The buffered baseline.
+std::unique_ptr<IoEngine> make_posix_engine();
+
+/// io_uring with `depth` entries; kNotSupported where the kernel or sandbox refuses io_uring.
+[[nodiscard]] Result<std::unique_ptr<IoEngine>> make_uring_engine(uint32_t depth);
+
+/// The engine for `path` ("auto"/"direct" prefer io_uring, "buffered" uses pread/pwrite). When
+/// io_uring is unavailable, `fallback` says why and the POSIX engine is returned.
+std::unique_ptr<IoEngine> make_io_engine(IoPath path, uint32_t depth, std::string& fallback);
+
+}  // namespace kvtier

@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#include "store/index_log.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
+#include <xxhash.h>
+
+#include <cstring>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "common/try.hpp"
+
+namespace kvtier {
+namespace {
+
+constexpr uint32_t kEntryMagic = 0x454a564b;  // "KVJE" little-endian
+constexpr char kCheckpointMagic[8] = {'K', 'V', 'T', 'C', 'K', 'P', 'T', '1'};
+// A damaged entry followed by fewer bytes than one entry is a torn tail, not corruption.
+constexpr size_t kMaxEntryBytes = 16 + sizeof(RecordMeta);
+
+struct EntryHeader {
+  uint32_t magic;
+  uint16_t op;
+  uint16_t body_bytes;
+  uint64_t checksum;  // XXH3-64 of op, body_bytes and the body.
+};
+static_assert(sizeof(EntryHeader) == 16);
+
+struct CheckpointHeader {
+  char magic[8];
+  uint32_t format_version;
+  uint32_t record_bytes;
+  uint64_t count;
+  uint64_t checksum;  // XXH3-64 of the record array.
+};
+static_assert(sizeof(CheckpointHeader) == 32);
+
+uint64_t entry_checksum(uint16_t op, uint16_t body_bytes, const void* body) {
+  XXH3_state_t s;
+  XXH3_64bits_reset(&s);
+  XXH3_64bits_update(&s, &op, sizeof(op));
+  XXH3_64bits_update(&s, &body_bytes, sizeof(body_bytes));
+  XXH3_64bits_update(&s, body, body_bytes);
+  return XXH3_64bits_digest(&s);
+}
+
+void apply(const JournalEntry& e, std::unordered_map<Key128, RecordMeta, Key128Hash>& live,
+           LoadedIndex& out) {
+  switch (e.op) {
+    case JournalOp::kAdd: live[e.meta.key] = e.meta; return;
+    case JournalOp::kDropRecord: live.erase(e.meta.key); return;
+    case JournalOp::kDropSegment:
+      std::erase_if(live, [&](const auto& kv) { return kv.second.segment == e.segment; });
+      out.dropped_segments.push_back(e.segment);
+      return;
+  }
+}
+
+}  // namespace
+
+void encode_journal_entry(const JournalEntry& entry, std::string& out) {
+  std::byte body[sizeof(RecordMeta)];
+  uint16_t body_bytes = 0;
+  switch (entry.op) {
+    case JournalOp::kAdd:
+      std::memcpy(body, &entry.meta, sizeof(RecordMeta));
+      body_bytes = sizeof(RecordMeta);
+      break;
+    case JournalOp::kDropRecord:
+      std::memcpy(body, &entry.meta.key, sizeof(Key128));
+      body_bytes = sizeof(Key128);
+      break;
+    case JournalOp::kDropSegment:
+      std::memcpy(body, &entry.segment, sizeof(uint32_t));
+      body_bytes = sizeof(uint32_t);
+      break;
+  }
+  EntryHeader h{kEntryMagic, static_cast<uint16_t>(entry.op), body_bytes, 0};
+  h.checksum = entry_checksum(h.op, body_bytes, body);
+  out.append(reinterpret_cast<const char*>(&h), sizeof(h));
+  out.append(reinterpret_cast<const char*>(body), body_bytes);
+}
+
+size_t decode_journal_entry(std::span<const std::byte> data, JournalEntry& entry) {
+  EntryHeader h;
+  if (data.size() < sizeof(h)) return 0;
+  std::memcpy(&h, data.data(), sizeof(h));
+  if (h.magic != kEntryMagic || data.size() < sizeof(h) + h.body_bytes) return 0;
+  const std::byte* body = data.data() + sizeof(h);
+  if (h.checksum != entry_checksum(h.op, h.body_bytes, body)) return 0;
+  entry = JournalEntry{};
+  switch (static_cast<JournalOp>(h.op)) {
+    case JournalOp::kAdd:
+      if (h.body_bytes != sizeof(RecordMeta)) return 0;
+      std::memcpy(&entry.meta, body, sizeof(RecordMeta));
+      break;
+    case JournalOp::kDropRecord:
+      if (h.body_bytes != sizeof(Key128)) return 0;
+      std::memcpy(&entry.meta.key, body, sizeof(Key128));
+      break;
+    case JournalOp::kDropSegment:
+      if (h.body_bytes != sizeof(uint32_t)) return 0;
+      std::memcpy(&entry.segment, body, sizeof(uint32_t));
+      break;
+    default:
+      return 0;
+  }
+  entry.op = static_cast<JournalOp>(h.op);
+  return sizeof(h) + h.body_bytes;
+}
+
+std::string encode_checkpoint(std::span<const RecordMeta> live) {
+  CheckpointHeader h{};
+  std::memcpy(h.magic, kCheckpointMagic, sizeof(h.magic));
+  h.format_version = kFormatVersion;
+  h.record_bytes = sizeof(RecordMeta);
+  h.count = live.size();
+  h.checksum = XXH3_64bits(live.data(), live.size_bytes());
+  std::string image(reinterpret_cast<const char*>(&h), sizeof(h));
+  image.append(reinterpret_cast<const char*>(live.data()), live.size_bytes());
+  return image;
+}
+
+Result<std::vector<RecordMeta>> decode_checkpoint(std::span<const std::byte> image) {
+  CheckpointHeader h;
+  if (image.size() < sizeof(h)) return fail(ErrorCode::kCorrupt, "index checkpoint truncated");
+  std::memcpy(&h, image.data(), sizeof(h));
+  if (std::memcmp(h.magic, kCheckpointMagic, sizeof(h.magic)) != 0) {
+    return fail(ErrorCode::kCorrupt, "index checkpoint has a bad magic");
+  }
+  if (h.format_version != kFormatVersion) {
+    return fail(ErrorCode::kFormatVersion,
+                fmt::format("index checkpoint format version {} (this build reads {})",
+                            h.format_version, kFormatVersion));
+  }
+  if (h.record_bytes != sizeof(RecordMeta) || h.count > (image.size() - sizeof(h)) / sizeof(RecordMeta) ||
+      image.size() != sizeof(h) + h.count * sizeof(RecordMeta)) {
+    return fail(ErrorCode::kCorrupt, "index checkpoint size does not match its record count");
+  }
+  std::vector<RecordMeta> records(h.count);
+  std::memcpy(records.data(), image.data() + sizeof(h), h.count * sizeof(RecordMeta));
+  if (XXH3_64bits(records.data(), h.count * sizeof(RecordMeta)) != h.checksum) {
+    return fail(ErrorCode::kCorrupt, "index checkpoint checksum mismatch");
+  }
+  return records;
+}
+
+Result<LoadedIndex> IndexLog::load(const std::string& dir) {
+  LoadedIndex out;
+  std::unordered_map<Key128, RecordMeta, Key128Hash> live;
+  auto journal = read_file(fmt::format("{}/{}", dir, kJournalName));
+  if (!journal && journal.error().code() != ErrorCode::kNotFound) return fail(journal.error());
+  std::span<const std::byte> bytes = journal ? std::as_bytes(std::span(*journal)) : std::span<const std::byte>();
+  out.journal_file_bytes = bytes.size();
+  auto ckpt = read_file(fmt::format("{}/{}", dir, kCheckpointName));
+  if (ckpt) {
+    auto records = decode_checkpoint(std::as_bytes(std::span(*ckpt)));
+    if (!records && records.error().code() == ErrorCode::kFormatVersion) return fail(records.error());
+    if (!records) {
+      out.needs_rebuild = true;
+      out.problem = records.error().message();
+      return out;
+    }
+    for (const RecordMeta& m : *records) live[m.key] = m;
+  } else if (ckpt.error().code() != ErrorCode::kNotFound) {
+    return fail(ckpt.error());
+  }
+  size_t pos = 0;
+  JournalEntry entry;
+  while (pos < bytes.size()) {
+    size_t n = decode_journal_entry(bytes.subspan(pos), entry);
+    if (n == 0) break;
+    apply(entry, live, out);
+    pos += n;
+  }
+  out.journal_valid_bytes = pos;
+  if (bytes.size() - pos > kMaxEntryBytes) {
+    out.needs_rebuild = true;
+    out.problem = fmt::format("index journal damaged at byte {} of {}", pos, bytes.size());
+  }
+  out.records.reserve(live.size());
+  for (auto& [key, meta] : live) out.records.push_back(meta);
+  return out;
+}
+
+Result<IndexLog> IndexLog::open(const std::string& dir, uint64_t valid_bytes) {
+  KVTIER_ASSIGN_OR_RETURN(UniqueFd fd, open_file(fmt::format("{}/{}", dir, kJournalName), O_RDWR | O_CREAT));
+  if (::ftruncate(fd.get(), static_cast<off_t>(valid_bytes)) != 0) {
+    return fail(posix_error(errno, "truncating the index journal"));
+  }
+  return IndexLog(dir, std::move(fd), valid_bytes);
+}
+
+Status IndexLog::append(std::span<const JournalEntry> entries) {
+  if (entries.empty()) return {};
+  std::string image;
+  for (const JournalEntry& e : entries) encode_journal_entry(e, image);
+  KVTIER_TRY(pwrite_full(fd_.get(), std::as_bytes(std::span(image)), journal_bytes_));
+  if (::fdatasync(fd_.get()) != 0) return posix_error(errno, "fdatasync of the index journal");
+  journal_bytes_ += image.size();
+  return {};
+}
+
+Status IndexLog::checkpoint(std::span<const RecordMeta> live) {
+  std::string image = encode_checkpoint(live);
+  KVTIER_TRY(write_file_atomic(dir_, kCheckpointName, std::as_bytes(std::span(image))));
+  // Replaying entries already in the checkpoint is harmless (every op is idempotent), so a crash
+  // between the rename above and this truncate loses nothing.
+  if (::ftruncate(fd_.get(), 0) != 0) return posix_error(errno, "truncating the index journal");
+  if (::fdatasync(fd_.get()) != 0) return posix_error(errno, "fdatasync of the index journal");
+  journal_bytes_ = 0;
+  return {};
+}
+
+}  // namespace kvtier

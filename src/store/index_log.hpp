@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// The persistent index: a checkpoint of all live records plus a journal of changes since.
+// Byte layout in docs/format.md ("Index").
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/posix.hpp"
+#include "store/record_format.hpp"
+
+namespace kvtier {
+
+enum class JournalOp : uint16_t { kAdd = 1, kDropRecord = 2, kDropSegment = 3 };
+
+struct JournalEntry {
+  JournalOp op = JournalOp::kAdd;
+  RecordMeta meta;       ///< kAdd: the record. kDropRecord: meta.key is the record.
+  uint32_t segment = 0;  ///< kDropSegment: the segment.
+};
+
+/// What load() recovered.
+struct LoadedIndex {
+  std::vector<RecordMeta> records;
+  std::vector<uint32_t> dropped_segments;  ///< Segments the journal dropped (files may linger).
+  bool needs_rebuild = false;              ///< Checkpoint or journal damaged: rescan segments.
+  std::string problem;                     ///< Why, when needs_rebuild.
+  uint64_t journal_valid_bytes = 0;        ///< End of the last valid journal entry.
+  uint64_t journal_file_bytes = 0;         ///< Size of the journal file.
+};
+
+/// @brief Owner of the journal file. Not thread-safe: the store calls it under its lock.
+class IndexLog {
+ public:
+  static constexpr const char* kJournalName = "index.journal";
+  static constexpr const char* kCheckpointName = "index.ckpt";
+
+  /// Reads checkpoint and journal. A torn last journal entry (a crash mid-append) is expected and
+  /// cut; damage anywhere else sets needs_rebuild.
+  [[nodiscard]] static Result<LoadedIndex> load(const std::string& dir);
+
+  /// Opens the journal for appending at `valid_bytes` (truncating what lies past it).
+  [[nodiscard]] static Result<IndexLog> open(const std::string& dir, uint64_t valid_bytes);
+
+  /// Appends the entries and makes them durable (fdatasync) before returning.
+  [[nodiscard]] Status append(std::span<const JournalEntry> entries);
+
+  /// Writes a checkpoint of `live` atomically, then empties the journal.
+  [[nodiscard]] Status checkpoint(std::span<const RecordMeta> live);
+
+  [[nodiscard]] uint64_t journal_bytes() const { return journal_bytes_; }
+
+ private:
+  IndexLog(std::string dir, UniqueFd fd, uint64_t bytes)
+      : dir_(std::move(dir)), fd_(std::move(fd)), journal_bytes_(bytes) {}
+
+  std::string dir_;
+  UniqueFd fd_;
+  uint64_t journal_bytes_ = 0;
+};
+
+/// Encodes one journal entry (header + body) onto `out`.
+void encode_journal_entry(const JournalEntry& entry, std::string& out);
+/// Decodes the entry at `data`; returns its encoded size, or 0 when the bytes there are not a
+/// complete, valid entry.
+size_t decode_journal_entry(std::span<const std::byte> data, JournalEntry& entry);
+/// Encodes a checkpoint file image.
+std::string encode_checkpoint(std::span<const RecordMeta> live);
+/// Decodes a checkpoint image; kCorrupt when damaged.
+[[nodiscard]] Result<std::vector<RecordMeta>> decode_checkpoint(std::span<const std::byte> image);
+
+}  // namespace kvtier

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// Segment records: a 4 KiB self-describing header, the payload, zero padding to 4 KiB.
+// Byte-by-byte layout in docs/format.md ("Record"); offsets are pinned by static_asserts.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "engine/keys.hpp"
+#include "kvtier/geometry.hpp"
+#include "kvtier/status.hpp"
+
+namespace kvtier {
+
+static_assert(std::endian::native == std::endian::little, "kvtier's on-disk format is little-endian");
+
+inline constexpr uint64_t kBlock = 4096;
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kChecksumKvsum64 = 1;
+inline constexpr char kRecordMagic[8] = {'K', 'V', 'T', 'R', 'E', 'C', '0', '1'};
+
+constexpr uint64_t align_up(uint64_t v, uint64_t a = kBlock) { return (v + a - 1) / a * a; }
+
+/// The first 256 bytes of a record; the rest of its 4 KiB header block is zero.
+struct RecordHeader {
+  char magic[8];
+  uint32_t format_version;
+  uint32_t header_bytes;
+  Key128 key;
+  Key128 parent;
+  Key128 namespace_key;
+  uint32_t layers;
+  uint32_t kv_heads;
+  uint32_t head_dim;
+  uint32_t element_bytes;
+  uint32_t chunk_tokens;
+  uint32_t tp_rank;
+  uint32_t tp_world;
+  uint32_t token_count;
+  uint64_t payload_bytes;
+  uint64_t payload_checksum;
+  uint32_t checksum_algorithm;
+  uint32_t flags;
+  uint64_t sequence;
+  uint64_t reserved[15];
+  uint64_t header_checksum;  ///< XXH3-64 of the 248 bytes before it.
+};
+static_assert(sizeof(RecordHeader) == 256);
+static_assert(offsetof(RecordHeader, key) == 16);
+static_assert(offsetof(RecordHeader, layers) == 64);
+static_assert(offsetof(RecordHeader, payload_bytes) == 96);
+static_assert(offsetof(RecordHeader, sequence) == 120);
+static_assert(offsetof(RecordHeader, header_checksum) == 248);
+
+/// What the index knows of a record.
+struct RecordMeta {
+  Key128 key;
+  Key128 parent;
+  uint32_t segment = 0;
+  uint32_t token_count = 0;
+  uint64_t offset = 0;  ///< Of the header, in the segment file; a multiple of 4 KiB.
+  uint64_t payload_bytes = 0;
+  uint64_t payload_checksum = 0;
+  uint64_t sequence = 0;
+
+  /// Bytes the record takes in its segment: header block plus padded payload.
+  [[nodiscard]] uint64_t record_bytes() const { return kBlock + align_up(payload_bytes); }
+  [[nodiscard]] uint64_t end() const { return offset + record_bytes(); }
+};
+static_assert(sizeof(RecordMeta) == 72);
+
+/// Writes the 4 KiB header block of `meta` into `block` (zeroing the rest).
+void encode_header(const RecordMeta& meta, const KvGeometry& geometry, const Key128& ns,
+                   std::span<std::byte> block);
+
+/// Parses and checks a header block: magic, version, header checksum, and that it was written for
+/// `geometry` (tenants share a store, so the namespace is not checked: the key carries it).
+/// Fills meta except meta.segment and meta.offset.
+[[nodiscard]] Status decode_header(std::span<const std::byte> block, const KvGeometry& geometry,
+                                   RecordMeta& meta);
+
+}  // namespace kvtier

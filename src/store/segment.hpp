@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// Segment files: large preallocated files that records are appended to.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/posix.hpp"
+#include "kvtier/geometry.hpp"
+#include "store/record_format.hpp"
+
+namespace kvtier {
+
+/// @brief An open segment file. Shared by the store and in-flight reads: a segment evicted while a
+/// restore reads it is unlinked, and its fd stays valid until the last reader lets go.
+/// Immutable after creation; thread-safe.
+struct SegmentFile {
+  uint32_t id = 0;
+  std::string path;
+  UniqueFd fd;
+  uint64_t size = 0;
+  bool direct = false;  ///< Opened with O_DIRECT.
+};
+
+std::string segment_name(uint32_t id);
+
+/// Creates segment `id` in `dir`, preallocated to `size` bytes (fallocate). ENOSPC is kNoSpace.
+[[nodiscard]] Result<std::shared_ptr<SegmentFile>> create_segment(const std::string& dir, uint32_t id,
+                                                                  uint64_t size, bool direct);
+/// Opens an existing segment.
+[[nodiscard]] Result<std::shared_ptr<SegmentFile>> open_segment(const std::string& dir, uint32_t id,
+                                                                bool direct);
+/// Ids of the segment files in `dir`, ascending.
+[[nodiscard]] Result<std::vector<uint32_t>> list_segments(const std::string& dir);
+
+/// Recovers a segment's records by walking its headers from offset 0 up to the first block that
+/// is not a valid header of `geometry`. Payloads are not read (restores verify them).
+[[nodiscard]] Result<std::vector<RecordMeta>> scan_segment(const SegmentFile& segment,
+                                                           const KvGeometry& geometry);
+
+/// Whether the filesystem holding `dir` takes O_DIRECT writes and reads of 4 KiB. When it does not,
+/// `reason` says why (e.g. "O_DIRECT refused by the filesystem (EINVAL)").
+bool probe_direct_io(const std::string& dir, std::string& reason);
+
+}  // namespace kvtier

@@ -1,0 +1,450 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#include "store/store.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/try.hpp"
+
+namespace kvtier {
+namespace {
+
+constexpr const char* kManifestName = "MANIFEST.json";
+constexpr const char* kLockName = "LOCK";
+
+Status make_dir(const std::string& path) {
+  if (::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) {
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0) return posix_error(errno, "stat " + path);
+    if (!S_ISDIR(st.st_mode)) {
+      return {ErrorCode::kInvalidArgument, fmt::format("{} exists and is not a directory", path)};
+    }
+    return {};
+  }
+  return posix_error(errno, "creating directory " + path);
+}
+
+nlohmann::json manifest_json(const KvGeometry& g, uint64_t segment_bytes) {
+  return {{"format", "kvtier-store"},
+          {"format_version", kFormatVersion},
+          {"model_id", g.model_id},
+          {"layers", g.layers},
+          {"kv_heads", g.kv_heads},
+          {"head_dim", g.head_dim},
+          {"element_bytes", g.element_bytes},
+          {"chunk_tokens", g.chunk_tokens},
+          {"tp_rank", g.tp_rank},
+          {"tp_world", g.tp_world},
+          {"segment_bytes", segment_bytes}};
+}
+
+Result<std::pair<KvGeometry, uint64_t>> parse_manifest(const std::string& text) {
+  try {
+    auto j = nlohmann::json::parse(text);
+    if (j.at("format") != "kvtier-store") return fail(ErrorCode::kCorrupt, "MANIFEST.json: not a kvtier store");
+    if (j.at("format_version").get<uint32_t>() != kFormatVersion) {
+      return fail(ErrorCode::kFormatVersion,
+                  fmt::format("store format version {} (this build reads {})",
+                              j.at("format_version").get<uint32_t>(), kFormatVersion));
+    }
+    KvGeometry g{j.at("model_id"), j.at("layers"),        j.at("kv_heads"), j.at("head_dim"),
+                 j.at("element_bytes"), j.at("chunk_tokens"), j.at("tp_rank"), j.at("tp_world")};
+    return std::pair{g, j.at("segment_bytes").get<uint64_t>()};
+  } catch (const nlohmann::json::exception& e) {
+    return fail(ErrorCode::kCorrupt, fmt::format("MANIFEST.json unreadable: {}", e.what()));
+  }
+}
+
+}  // namespace
+
+Store::~Store() = default;
+
+Result<std::unique_ptr<Store>> Store::open(const Options& options, const Logger& log) {
+  std::unique_ptr<Store> store(new Store());
+  store->log_ = &log;
+  store->geometry_ = options.geometry;
+  store->capacity_ = options.capacity_bytes;
+  store->dir_ = fmt::format("{}/rank{}of{}", options.root, options.geometry.tp_rank,
+                            options.geometry.tp_world);
+  struct stat st{};
+  if (!options.create_if_missing && ::stat(store->dir_.c_str(), &st) != 0) {
+    return fail(ErrorCode::kNotFound, fmt::format("no store at {}", store->dir_));
+  }
+  KVTIER_TRY(make_dir(options.root));
+  KVTIER_TRY(make_dir(store->dir_));
+  KVTIER_TRY(store->lock_directory());
+  KVTIER_TRY(store->load_or_create_manifest(options));
+  if (options.io_path != IoPath::kBuffered) {
+    store->direct_ = probe_direct_io(store->dir_, store->direct_fallback_);
+    if (!store->direct_) KVTIER_LOG(log, kWarn, "falling back to buffered I/O: {}", store->direct_fallback_);
+  }
+  KVTIER_TRY(store->load_index());
+  return store;
+}
+
+Status Store::lock_directory() {
+  std::string path = fmt::format("{}/{}", dir_, kLockName);
+  KVTIER_ASSIGN_OR_RETURN(lock_fd_, open_file(path, O_RDWR | O_CREAT));
+  if (::flock(lock_fd_.get(), LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    auto holder = read_file(path);
+    std::string who = holder && !holder->empty() ? fmt::format(" (held by pid {})", *holder) : "";
+    if (err == EWOULDBLOCK) {
+      return {ErrorCode::kLocked,
+              fmt::format("store {} is in use by another kvtier engine{}; each TP rank's store "
+                          "takes one writer", dir_, who)};
+    }
+    return posix_error(err, "locking " + path);
+  }
+  std::string pid = std::to_string(::getpid());
+  if (::ftruncate(lock_fd_.get(), 0) != 0) return posix_error(errno, "truncating " + path);
+  return pwrite_full(lock_fd_.get(), std::as_bytes(std::span(pid)), 0);
+}
+
+Status Store::load_or_create_manifest(const Options& options) {
+  std::string path = fmt::format("{}/{}", dir_, kManifestName);
+  auto text = read_file(path);
+  if (!text && text.error().code() != ErrorCode::kNotFound) return text.error();
+  if (!text) {
+    KVTIER_ASSIGN_OR_RETURN(auto existing, list_segments(dir_));
+    if (!existing.empty()) {
+      return {ErrorCode::kCorrupt,
+              fmt::format("{} holds segment files but no {}", dir_, kManifestName)};
+    }
+    segment_bytes_ = options.segment_bytes;
+    std::string image = manifest_json(geometry_, segment_bytes_).dump(2) + "\n";
+    return write_file_atomic(dir_, kManifestName, std::as_bytes(std::span(image)));
+  }
+  KVTIER_ASSIGN_OR_RETURN(auto parsed, parse_manifest(*text));
+  if (!(parsed.first == geometry_)) {
+    return {ErrorCode::kGeometryMismatch,
+            fmt::format("store {} was created for {}, not {}", dir_, parsed.first.describe(),
+                        geometry_.describe())};
+  }
+  segment_bytes_ = parsed.second;
+  if (segment_bytes_ == 0 || segment_bytes_ % kBlock != 0 || segment_bytes_ > capacity_) {
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("store {} uses {}-byte segments, which a capacity of {} bytes cannot hold",
+                        dir_, segment_bytes_, capacity_)};
+  }
+  return {};
+}
+
+Status Store::load_index() {
+  KVTIER_ASSIGN_OR_RETURN(LoadedIndex loaded, IndexLog::load(dir_));
+  KVTIER_ASSIGN_OR_RETURN(std::vector<uint32_t> ids, list_segments(dir_));
+  if (loaded.needs_rebuild) {
+    KVTIER_LOG(*log_, kWarn, "{}: {}; rebuilding the index from segment headers", dir_, loaded.problem);
+    loaded.records.clear();
+    for (uint32_t id : ids) {
+      KVTIER_ASSIGN_OR_RETURN(auto seg, open_segment(dir_, id, direct_));
+      KVTIER_ASSIGN_OR_RETURN(auto found, scan_segment(*seg, geometry_));
+      loaded.records.insert(loaded.records.end(), found.begin(), found.end());
+    }
+  }
+  // A torn tail is cut now; a damaged journal is kept whole until the checkpoint below replaces it,
+  // so a crash in between rebuilds again instead of losing what the damaged part held.
+  auto journal = IndexLog::open(
+      dir_, loaded.needs_rebuild ? loaded.journal_file_bytes : loaded.journal_valid_bytes);
+  if (!journal) return journal.error();
+  journal_.emplace(std::move(*journal));
+  std::lock_guard lock(mu_);
+  if (!ids.empty()) next_id_ = ids.back() + 1;
+  for (uint32_t id : ids) {
+    auto seg = open_segment(dir_, id, direct_);
+    if (!seg) return seg.error();
+    segments_[id].file = std::move(*seg);
+  }
+  KVTIER_TRY(adopt_records(std::move(loaded.records), loaded.dropped_segments));
+  bool changed = loaded.needs_rebuild || dropped_at_open_ > 0;
+  KVTIER_TRY(enforce_capacity_locked(0));
+  if (changed) KVTIER_TRY(journal_->checkpoint(live_records_locked()));
+  return {};
+}
+
+Status Store::adopt_records(std::vector<RecordMeta> records, std::span<const uint32_t> dropped) {
+  std::set<uint32_t> dropped_ids(dropped.begin(), dropped.end());
+  // Oldest first, so a key stored twice keeps its newest copy.
+  std::sort(records.begin(), records.end(),
+            [](const RecordMeta& a, const RecordMeta& b) { return a.sequence < b.sequence; });
+  for (const RecordMeta& m : records) {
+    auto it = segments_.find(m.segment);
+    bool ok = it != segments_.end() && !dropped_ids.contains(m.segment) && m.offset % kBlock == 0 &&
+              m.end() <= it->second.file->size && m.token_count > 0 &&
+              m.token_count <= geometry_.chunk_tokens &&
+              m.payload_bytes == geometry_.bytes_for_tokens(m.token_count);
+    if (!ok) {
+      ++dropped_at_open_;
+      KVTIER_LOG(*log_, kWarn, "{}: index entry for segment {} offset {} has no intact file; dropped",
+                 dir_, m.segment, m.offset);
+      continue;
+    }
+    if (auto old = index_.find(m.key); old != index_.end()) index_remove_locked(old->second);
+    index_add_locked(m);
+    sequence_ = std::max(sequence_, m.sequence);
+  }
+  recovered_records_ = index_.size();
+  for (auto it = segments_.begin(); it != segments_.end();) {
+    if (it->second.records > 0) {
+      ++it;
+      continue;
+    }
+    // An empty file is an unused active segment or one whose drop was journaled before a crash.
+    ::unlink(it->second.file->path.c_str());
+    it = segments_.erase(it);
+  }
+  std::vector<uint32_t> ids;
+  for (auto& [id, seg] : segments_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (uint32_t id : ids) segments_[id].last_use = ++use_clock_;
+  active_ = ids.empty() ? 0 : ids.back();
+  return {};
+}
+
+void Store::index_add_locked(const RecordMeta& meta) {
+  index_[meta.key] = meta;
+  Segment& seg = segments_.at(meta.segment);
+  seg.live_bytes += meta.record_bytes();
+  seg.records += 1;
+  seg.tokens += meta.token_count;
+  seg.write_offset = std::max(seg.write_offset, meta.end());
+  if (meta.token_count < geometry_.chunk_tokens) partials_[meta.parent].push_back(meta.key);
+}
+
+void Store::index_remove_locked(const RecordMeta& meta) {
+  if (auto it = segments_.find(meta.segment); it != segments_.end()) {
+    it->second.live_bytes -= meta.record_bytes();
+    it->second.records -= 1;
+    it->second.tokens -= meta.token_count;
+  }
+  if (meta.token_count < geometry_.chunk_tokens) {
+    auto it = partials_.find(meta.parent);
+    if (it != partials_.end()) {
+      std::erase(it->second, meta.key);
+      if (it->second.empty()) partials_.erase(it);
+    }
+  }
+  index_.erase(meta.key);
+}
+
+std::vector<LocatedRecord> Store::find_chain(std::span<const Key128> keys) {
+  std::lock_guard lock(mu_);
+  std::vector<LocatedRecord> out;
+  for (const Key128& key : keys) {
+    auto it = index_.find(key);
+    if (it == index_.end()) break;
+    Segment& seg = segments_.at(it->second.segment);
+    seg.last_use = ++use_clock_;
+    out.push_back({it->second, seg.file});
+  }
+  return out;
+}
+
+std::vector<RecordMeta> Store::partial_children(const Key128& parent) {
+  std::lock_guard lock(mu_);
+  std::vector<RecordMeta> out;
+  if (auto it = partials_.find(parent); it != partials_.end()) {
+    for (const Key128& key : it->second) out.push_back(index_.at(key));
+  }
+  return out;
+}
+
+std::optional<LocatedRecord> Store::find(const Key128& key) {
+  std::lock_guard lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return std::nullopt;
+  Segment& seg = segments_.at(it->second.segment);
+  seg.last_use = ++use_clock_;
+  return LocatedRecord{it->second, seg.file};
+}
+
+bool Store::contains(const Key128& key) {
+  std::lock_guard lock(mu_);
+  return index_.contains(key);
+}
+
+Status Store::enforce_capacity_locked(uint64_t reserve_segments) {
+  while ((segments_.size() + reserve_segments) * segment_bytes_ > capacity_) {
+    const Segment* victim = nullptr;
+    for (const auto& [id, seg] : segments_) {
+      if (seg.pins == 0 && (victim == nullptr || seg.last_use < victim->last_use)) victim = &seg;
+    }
+    if (victim == nullptr) {
+      return {ErrorCode::kCapacity,
+              fmt::format("store {} is full: {} segments of {} bytes in use by writers, capacity {} "
+                          "bytes", dir_, segments_.size(), segment_bytes_, capacity_)};
+    }
+    KVTIER_TRY(evict_segment_locked(victim->file->id));
+  }
+  return {};
+}
+
+Status Store::evict_segment_locked(uint32_t id) {
+  JournalEntry drop{JournalOp::kDropSegment, {}, id};
+  KVTIER_TRY(journal_->append(std::span(&drop, 1)));
+  Segment& seg = segments_.at(id);
+  evicted_records_ += seg.records;
+  ++evicted_segments_;
+  std::vector<RecordMeta> doomed;
+  for (const auto& [key, meta] : index_) {
+    if (meta.segment == id) doomed.push_back(meta);
+  }
+  for (const RecordMeta& m : doomed) index_remove_locked(m);
+  // Readers holding the SegmentFile keep reading the unlinked file; its bytes are never reused.
+  ::unlink(seg.file->path.c_str());
+  segments_.erase(id);
+  if (active_ == id) active_ = 0;
+  KVTIER_LOG(*log_, kDebug, "{}: evicted segment {} ({} records)", dir_, id, doomed.size());
+  return {};
+}
+
+Result<Store::Segment*> Store::new_segment_locked() {
+  KVTIER_TRY(enforce_capacity_locked(1));
+  uint32_t id = next_id_++;
+  KVTIER_ASSIGN_OR_RETURN(auto file, create_segment(dir_, id, segment_bytes_, direct_));
+  Segment& seg = segments_[id];
+  seg.file = std::move(file);
+  seg.last_use = ++use_clock_;
+  active_ = id;
+  return &seg;
+}
+
+Result<std::vector<Placement>> Store::reserve(std::span<const uint64_t> sizes) {
+  std::lock_guard lock(mu_);
+  std::vector<Placement> out;
+  out.reserve(sizes.size());
+  for (uint64_t size : sizes) {
+    Segment* seg = active_ != 0 ? &segments_.at(active_) : nullptr;
+    if (seg == nullptr || seg->write_offset + size > segment_bytes_) {
+      if (seg != nullptr) ++seg->pins;  // the segment being left must not go while we allocate
+      auto fresh = new_segment_locked();
+      if (seg != nullptr) --seg->pins;
+      if (!fresh) {
+        for (const Placement& p : out) --segments_.at(p.file->id).pins;
+        return fail(fresh.error());
+      }
+      seg = *fresh;
+    }
+    out.push_back({seg->file, seg->write_offset, ++sequence_});
+    seg->write_offset += size;
+    seg->last_use = ++use_clock_;
+    ++seg->pins;
+  }
+  return out;
+}
+
+void Store::abort(std::span<const Placement> placements) {
+  std::lock_guard lock(mu_);
+  for (const Placement& p : placements) --segments_.at(p.file->id).pins;
+}
+
+Status Store::commit(std::span<const RecordMeta> records, std::span<const Placement> placements) {
+  std::set<SegmentFile*> synced;
+  for (const Placement& p : placements) {
+    if (!synced.insert(p.file.get()).second) continue;
+    if (::fdatasync(p.file->fd.get()) != 0) {
+      Status st = posix_error(errno, "fdatasync " + p.file->path);
+      abort(placements);
+      return st;
+    }
+  }
+  std::lock_guard lock(mu_);
+  std::vector<JournalEntry> entries;
+  for (const RecordMeta& m : records) {
+    if (!index_.contains(m.key)) entries.push_back({JournalOp::kAdd, m, 0});
+  }
+  Status st = journal_->append(entries);
+  for (const Placement& p : placements) --segments_.at(p.file->id).pins;
+  if (!st.ok()) return st;
+  for (const JournalEntry& e : entries) {
+    index_add_locked(e.meta);
+    sequence_ = std::max(sequence_, e.meta.sequence);
+  }
+  return maybe_checkpoint_locked();
+}
+
+Status Store::drop(std::span<const Key128> keys) {
+  std::lock_guard lock(mu_);
+  return drop_locked(keys);
+}
+
+Status Store::drop_locked(std::span<const Key128> keys) {
+  std::vector<JournalEntry> entries;
+  for (const Key128& key : keys) {
+    if (index_.contains(key)) entries.push_back({JournalOp::kDropRecord, RecordMeta{key}, 0});
+  }
+  KVTIER_TRY(journal_->append(entries));
+  std::set<uint32_t> touched;
+  for (const JournalEntry& e : entries) {
+    const RecordMeta meta = index_.at(e.meta.key);
+    touched.insert(meta.segment);
+    index_remove_locked(meta);
+    ++evicted_records_;
+  }
+  for (uint32_t id : touched) {
+    const Segment& seg = segments_.at(id);
+    if (seg.records == 0 && seg.pins == 0 && id != active_) KVTIER_TRY(evict_segment_locked(id));
+  }
+  return maybe_checkpoint_locked();
+}
+
+Status Store::maybe_checkpoint_locked() {
+  constexpr uint64_t kMinJournal = uint64_t{4} << 20;
+  if (journal_->journal_bytes() < std::max<uint64_t>(kMinJournal, index_.size() * sizeof(RecordMeta))) {
+    return {};
+  }
+  return journal_->checkpoint(live_records_locked());
+}
+
+std::vector<RecordMeta> Store::live_records_locked() const {
+  std::vector<RecordMeta> out;
+  out.reserve(index_.size());
+  for (const auto& [key, meta] : index_) out.push_back(meta);
+  return out;
+}
+
+std::vector<LocatedRecord> Store::all_records() {
+  std::lock_guard lock(mu_);
+  std::vector<LocatedRecord> out;
+  for (const auto& [key, meta] : index_) out.push_back({meta, segments_.at(meta.segment).file});
+  std::sort(out.begin(), out.end(), [](const LocatedRecord& a, const LocatedRecord& b) {
+    return std::pair(a.meta.segment, a.meta.offset) < std::pair(b.meta.segment, b.meta.offset);
+  });
+  return out;
+}
+
+std::vector<SegmentInfo> Store::segments() {
+  std::lock_guard lock(mu_);
+  std::vector<SegmentInfo> out;
+  for (const auto& [id, seg] : segments_) {
+    out.push_back({id, seg.file->size, seg.write_offset, seg.live_bytes, seg.records, seg.tokens});
+  }
+  std::sort(out.begin(), out.end(), [](const SegmentInfo& a, const SegmentInfo& b) { return a.id < b.id; });
+  return out;
+}
+
+void Store::fill_stats(Stats& stats) {
+  std::lock_guard lock(mu_);
+  stats.capacity_bytes = capacity_;
+  stats.segment_bytes = segment_bytes_;
+  stats.segments = segments_.size();
+  stats.used_bytes = segments_.size() * segment_bytes_;
+  stats.records = index_.size();
+  stats.live_bytes = 0;
+  for (const auto& [id, seg] : segments_) stats.live_bytes += seg.live_bytes;
+  stats.evicted_segments = evicted_segments_;
+  stats.evicted_records = evicted_records_;
+  stats.recovered_records = recovered_records_;
+  stats.dropped_at_open = dropped_at_open_;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// One rank's store directory: lock, manifest, segments, index, capacity and eviction.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/log.hpp"
+#include "common/posix.hpp"
+#include "kvtier/options.hpp"
+#include "kvtier/stats.hpp"
+#include "store/index_log.hpp"
+#include "store/segment.hpp"
+
+namespace kvtier {
+
+/// Where a new record goes.
+struct Placement {
+  std::shared_ptr<SegmentFile> file;
+  uint64_t offset = 0;
+  uint64_t sequence = 0;  ///< Store-wide write order, recorded in the header.
+};
+
+/// A record to be found with the file it lives in.
+struct LocatedRecord {
+  RecordMeta meta;
+  std::shared_ptr<SegmentFile> file;
+};
+
+/// @brief The store of one rank. Thread-safe: every public method takes the store's lock, and
+/// none holds it across payload I/O (only across journal appends and segment creation).
+class Store {
+ public:
+  /// Opens or creates the store directory for `options` (already resolved).
+  [[nodiscard]] static Result<std::unique_ptr<Store>> open(const Options& options, const Logger& log);
+  ~Store();
+
+  [[nodiscard]] const std::string& dir() const { return dir_; }
+  [[nodiscard]] const KvGeometry& geometry() const { return geometry_; }
+  [[nodiscard]] bool direct_io() const { return direct_; }
+  [[nodiscard]] const std::string& direct_io_fallback() const { return direct_fallback_; }
+
+  /// The longest run of `keys` stored, in order, with their files; marks their segments used.
+  [[nodiscard]] std::vector<LocatedRecord> find_chain(std::span<const Key128> keys);
+  /// Stored partial-chunk records whose parent is `parent`.
+  [[nodiscard]] std::vector<RecordMeta> partial_children(const Key128& parent);
+  [[nodiscard]] std::optional<LocatedRecord> find(const Key128& key);
+  [[nodiscard]] bool contains(const Key128& key);
+
+  /// Reserves room for records of `sizes` bytes (in order, adjacent where they fit), evicting
+  /// least recently used segments to stay within capacity. The segments stay pinned (not
+  /// evictable) until commit() or abort().
+  [[nodiscard]] Result<std::vector<Placement>> reserve(std::span<const uint64_t> sizes);
+  /// Makes written records durable and visible: fdatasync of their segments, then one journal
+  /// append. Keys stored meanwhile by another writer are skipped. Unpins the reservation.
+  [[nodiscard]] Status commit(std::span<const RecordMeta> records, std::span<const Placement> placements);
+  /// Unpins a reservation whose writes failed; its space is left unused.
+  void abort(std::span<const Placement> placements);
+
+  /// Drops records from the index (durably); segments left empty are deleted.
+  [[nodiscard]] Status drop(std::span<const Key128> keys);
+
+  /// Every live record, grouped by segment and in file order.
+  [[nodiscard]] std::vector<LocatedRecord> all_records();
+  [[nodiscard]] std::vector<SegmentInfo> segments();
+  /// Fills the store part of `stats`.
+  void fill_stats(Stats& stats);
+
+ private:
+  struct Segment {
+    std::shared_ptr<SegmentFile> file;
+    uint64_t write_offset = 0;
+    uint64_t live_bytes = 0;
+    uint64_t records = 0;
+    uint64_t tokens = 0;
+    uint64_t last_use = 0;
+    uint32_t pins = 0;
+  };
+
+  Store() = default;
+  Status lock_directory();
+  Status load_or_create_manifest(const Options& options);
+  Status load_index();
+  Status adopt_records(std::vector<RecordMeta> records, std::span<const uint32_t> dropped);
+  Status enforce_capacity_locked(uint64_t reserve_segments);
+  Result<Segment*> new_segment_locked();
+  Status evict_segment_locked(uint32_t id);
+  Status drop_locked(std::span<const Key128> keys);
+  void index_add_locked(const RecordMeta& meta);
+  void index_remove_locked(const RecordMeta& meta);
+  Status maybe_checkpoint_locked();
+  std::vector<RecordMeta> live_records_locked() const;
+
+  const Logger* log_ = nullptr;
+  std::string dir_;
+  KvGeometry geometry_;
+  uint64_t capacity_ = 0;
+  uint64_t segment_bytes_ = 0;
+  bool direct_ = false;
+  std::string direct_fallback_;
+  UniqueFd lock_fd_;
+
+  std::mutex mu_;
+  std::optional<IndexLog> journal_;                                  // guarded by mu_
+  std::unordered_map<Key128, RecordMeta, Key128Hash> index_;         // guarded by mu_
+  std::unordered_map<Key128, std::vector<Key128>, Key128Hash> partials_;  // parent -> keys
+  std::unordered_map<uint32_t, Segment> segments_;                   // guarded by mu_
+  uint32_t active_ = 0;       // segment receiving appends; 0 when none
+  uint32_t next_id_ = 1;
+  uint64_t use_clock_ = 0;
+  uint64_t sequence_ = 0;
+  uint64_t evicted_segments_ = 0;
+  uint64_t evicted_records_ = 0;
+  uint64_t recovered_records_ = 0;
+  uint64_t dropped_at_open_ = 0;
+};
+
+}  // namespace kvtier

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#include "synthetic.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+namespace kvtier::synthetic {
+namespace {
+
+constexpr uint64_t mix(uint64_t k) {
+  k ^= k >> 31;
+  k *= 0x7fb5d329728ea185ULL;
+  k ^= k >> 27;
+  k *= 0x81dadef4bc2dd44dULL;
+  k ^= k >> 33;
+  return k;
+}
+
+uint64_t row_seed(Token token, uint64_t position, uint64_t block) {
+  return mix(static_cast<uint64_t>(static_cast<uint32_t>(token)) * 0x9e3779b97f4a7c15ULL ^
+             mix(position + 1) ^ (block << 48));
+}
+
+// Writes (or, with `check`, compares) the row of one token in one (K|V, layer) block.
+bool row(std::byte* dst, uint64_t bytes, uint64_t seed, bool check) {
+  uint64_t words[64];
+  for (uint64_t done = 0; done < bytes; done += sizeof(words)) {
+    const uint64_t n = std::min<uint64_t>(sizeof(words), bytes - done);
+    for (uint64_t i = 0; i < (n + 7) / 8; ++i) words[i] = mix(seed + (done / 8) + i);
+    if (check) {
+      if (std::memcmp(dst + done, words, n) != 0) return false;
+    } else {
+      std::memcpy(dst + done, words, n);
+    }
+  }
+  return true;
+}
+
+// Runs fn(first, last) over token ranges on all cores.
+template <typename Fn>
+void parallel_tokens(uint64_t n, Fn&& fn) {
+  const unsigned threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  const uint64_t step = (n + threads - 1) / threads;
+  for (unsigned t = 0; t < threads; ++t) {
+    const uint64_t first = t * step;
+    const uint64_t last = std::min(n, first + step);
+    if (first < last) pool.emplace_back([&fn, first, last] { fn(first, last); });
+  }
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace
+
+std::vector<Token> tokens(uint64_t seed, uint64_t count) {
+  std::vector<Token> out(count);
+  for (uint64_t i = 0; i < count; ++i) out[i] = static_cast<Token>(mix(seed * 0x2545f4914f6cdd1dULL + i) % 151936);
+  return out;
+}
+
+void fill_kv(const KvGeometry& g, std::span<const Token> tokens, std::span<std::byte> kv,
+             uint64_t capacity_tokens) {
+  const uint64_t rb = g.row_bytes();
+  parallel_tokens(tokens.size(), [&](uint64_t first, uint64_t last) {
+    for (uint64_t b = 0; b < 2 * uint64_t{g.layers}; ++b) {
+      for (uint64_t t = first; t < last; ++t) {
+        row(kv.data() + (b * capacity_tokens + t) * rb, rb, row_seed(tokens[t], t, b), false);
+      }
+    }
+  });
+}
+
+uint64_t first_mismatch(const KvGeometry& g, std::span<const Token> tokens,
+                        std::span<const std::byte> kv, uint64_t capacity_tokens) {
+  const uint64_t rb = g.row_bytes();
+  std::mutex mu;
+  uint64_t result = tokens.size();
+  parallel_tokens(tokens.size(), [&](uint64_t first, uint64_t last) {
+    uint64_t bad = tokens.size();
+    for (uint64_t b = 0; b < 2 * uint64_t{g.layers}; ++b) {
+      for (uint64_t t = first; t < std::min(last, bad); ++t) {
+        auto* p = const_cast<std::byte*>(kv.data() + (b * capacity_tokens + t) * rb);
+        if (!row(p, rb, row_seed(tokens[t], t, b), true)) bad = t;
+      }
+    }
+    std::lock_guard lock(mu);
+    result = std::min(result, bad);
+  });
+  return result;
+}
+
+}  // namespace kvtier::synthetic

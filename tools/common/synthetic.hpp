@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// Synthetic sessions: token ids from a seed, KV bytes generated deterministically from the token ids
+// (a stand-in for a model's prefill). Used by the CLI, the benchmarks and the tests.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kvtier/geometry.hpp"
+#include "kvtier/kv_view.hpp"
+
+namespace kvtier::synthetic {
+
+/// `count` token ids in [0, 151936) derived from `seed`.
+std::vector<Token> tokens(uint64_t seed, uint64_t count);
+
+/// Fills the contiguous KV tensor `kv` ([2, layers, capacity, row]) for tokens[0..n): every row's
+/// bytes depend on the token id, its position, K/V and the layer.
+void fill_kv(const KvGeometry& g, std::span<const Token> tokens, std::span<std::byte> kv,
+             uint64_t capacity_tokens);
+
+/// Index of the first token of tokens[0..n) whose rows in `kv` differ from fill_kv's, or n.
+uint64_t first_mismatch(const KvGeometry& g, std::span<const Token> tokens,
+                        std::span<const std::byte> kv, uint64_t capacity_tokens);
+
+}  // namespace kvtier::synthetic

@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cli_common.hpp"
+
+namespace kvtier::cli {
+
+struct BenchFlags {
+  uint64_t sessions = 4;
+  uint64_t tokens = 20000;
+  uint64_t seed = 1;
+  std::string paths = "direct,buffered";
+  std::string json;
+  bool keep = false;
+};
+
+int run_bench(StoreFlags flags, const BenchFlags& bench);
+
+}  // namespace kvtier::cli

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#include "cli_common.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+namespace kvtier::cli {
+namespace {
+
+Result<uint64_t> size_flag(const std::string& text, const char* name) {
+  auto v = parse_size(text);
+  if (!v) return fail(v.error().with_context(fmt::format("--{}", name)));
+  return v;
+}
+
+}  // namespace
+
+void StoreFlags::add_to(CLI::App& app) {
+  app.add_option("--store", root, "Store root directory (each TP rank uses rank<R>of<W>/ in it)");
+  app.add_option("--model", model, "Model preset: qwen3-coder-30b-a3b, llama-3-8b, llama-3-70b, qwen3-8b, tiny");
+  app.add_option("--tp-rank", tp_rank, "Tensor-parallel rank of this store");
+  app.add_option("--tp-world", tp_world, "Tensor-parallel world size");
+  app.add_option("--chunk-tokens", chunk_tokens, "Tokens per key (prefix-match granularity)");
+  app.add_option("--tenant", tenant, "Tenant salt: keys of one tenant never match another's");
+  app.add_option("--capacity", capacity, "Store capacity (e.g. 64G); 0 = default 64 GiB");
+  app.add_option("--segment-size", segment, "Segment file size (e.g. 1G); 0 = default");
+  app.add_option("--io", io, "I/O path: auto, direct (O_DIRECT via io_uring) or buffered");
+  app.add_option("--request-size", request, "I/O request size (e.g. 8M); 0 = default 8 MiB");
+  app.add_option("--staging", staging, "Staging memory, the bound on bytes in flight; 0 = 64 MiB");
+}
+
+Result<Options> StoreFlags::options(bool create) const {
+  Options o;
+  o.root = root;
+  auto g = geometry_for(model, tp_rank, tp_world, chunk_tokens);
+  if (!g) return fail(g.error());
+  o.geometry = *g;
+  o.tenant = tenant;
+  o.create_if_missing = create;
+  auto path = parse_io_path(io);
+  if (!path) return fail(path.error());
+  o.io_path = *path;
+  const std::pair<const std::string*, uint64_t*> sizes[] = {
+      {&capacity, &o.capacity_bytes}, {&segment, &o.segment_bytes},
+      {&request, &o.io_request_bytes}, {&staging, &o.staging_bytes}};
+  const char* names[] = {"capacity", "segment-size", "request-size", "staging"};
+  for (size_t i = 0; i < 4; ++i) {
+    auto v = size_flag(*sizes[i].first, names[i]);
+    if (!v) return fail(v.error());
+    *sizes[i].second = *v;
+  }
+  return o;
+}
+
+int exit_code(const Status& status) {
+  const int code = static_cast<int>(status.code());
+  if (code >= 100 && code < 200) return 2;
+  if (code >= 200 && code < 300) return 3;
+  if (code >= 300 && code < 400) return 4;
+  return 70;
+}
+
+int report(const Status& status, std::string_view what) {
+  std::fprintf(stderr, "kvtier: %.*s: %s\n", static_cast<int>(what.size()), what.data(),
+               status.to_string().c_str());
+  return exit_code(status);
+}
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (bytes >= 1000 && u < 4) {
+    bytes /= 1000;
+    ++u;
+  }
+  return fmt::format("{:.2f} {}", bytes, units[u]);
+}
+
+Progress::Progress(std::string label) : label_(std::move(label)), tty_(::isatty(2) != 0) {}
+
+void Progress::update(uint64_t done, uint64_t total) {
+  const int percent = total == 0 ? 100 : static_cast<int>(done * 100 / total);
+  if (percent == last_percent_) return;
+  // Without a terminal, print every 25% so logs show the run is alive without flooding.
+  if (!tty_ && percent % 25 != 0 && percent != 100) return;
+  last_percent_ = percent;
+  std::fprintf(stderr, tty_ ? "\r%s: %3d%%" : "%s: %3d%%\n", label_.c_str(), percent);
+  std::fflush(stderr);
+}
+
+void Progress::finish() {
+  if (tty_ && last_percent_ >= 0) std::fprintf(stderr, "\n");
+}
+
+}  // namespace kvtier::cli

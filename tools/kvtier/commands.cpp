@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// kvtier put / get / ls / stat / verify.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_common.hpp"
+#include "synthetic.hpp"
+
+namespace kvtier::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+/// A host KV tensor for `tokens` tokens, uninitialised.
+struct HostKv {
+  HostKv(const KvGeometry& g, uint64_t tokens)
+      : bytes(g.bytes_for_tokens(tokens)), data(new std::byte[bytes]), view{{data.get(), bytes}, tokens} {}
+  uint64_t bytes;
+  std::unique_ptr<std::byte[]> data;
+  ChunkedKv view;
+};
+
+Result<std::unique_ptr<Engine>> open_engine(const StoreFlags& flags, bool create) {
+  auto options = flags.options(create);
+  if (!options) return fail(options.error());
+  return Engine::open(*options);
+}
+
+}  // namespace
+
+int run_put(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t sessions) {
+  if (tokens == 0 || sessions == 0) return report({ErrorCode::kInvalidArgument, "--tokens and --sessions must be > 0"}, "put");
+  auto engine = open_engine(flags, true);
+  if (!engine) return report(engine.error(), "put");
+  const KvGeometry& g = (*engine)->geometry();
+  HostKv kv(g, tokens);
+  for (uint64_t s = 0; s < sessions; ++s) {
+    auto ids = synthetic::tokens(seed + s, tokens);
+    synthetic::fill_kv(g, ids, {kv.data.get(), kv.bytes}, tokens);
+    auto start = Clock::now();
+    auto saved = (*engine)->save(ids, kv.view);
+    if (!saved) return report(saved.error(), fmt::format("put session {}", seed + s));
+    double t = seconds_since(start);
+    std::printf("put seed=%llu tokens=%llu chunks written=%llu present=%llu %s in %.3f s (%s/s)\n",
+                static_cast<unsigned long long>(seed + s), static_cast<unsigned long long>(tokens),
+                static_cast<unsigned long long>(saved->chunks_written),
+                static_cast<unsigned long long>(saved->chunks_present),
+                human_bytes(static_cast<double>(saved->bytes_written)).c_str(), t,
+                human_bytes(static_cast<double>(saved->bytes_written) / t).c_str());
+  }
+  return 0;
+}
+
+int run_get(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t sessions) {
+  if (tokens == 0 || sessions == 0) return report({ErrorCode::kInvalidArgument, "--tokens and --sessions must be > 0"}, "get");
+  auto engine = open_engine(flags, false);
+  if (!engine) return report(engine.error(), "get");
+  const KvGeometry& g = (*engine)->geometry();
+  HostKv kv(g, tokens);
+  int rc = 0;
+  for (uint64_t s = 0; s < sessions; ++s) {
+    auto ids = synthetic::tokens(seed + s, tokens);
+    auto start = Clock::now();
+    auto restored = (*engine)->restore(ids, kv.view);
+    if (!restored) return report(restored.error(), fmt::format("get session {}", seed + s));
+    double t = seconds_since(start);
+    const uint64_t n = restored->tokens_restored;
+    const uint64_t bad = synthetic::first_mismatch(g, std::span(ids).first(n), {kv.data.get(), kv.bytes}, tokens);
+    std::printf("get seed=%llu restored %llu/%llu tokens in %.3f s (%s/s, %llu extents)%s%s\n",
+                static_cast<unsigned long long>(seed + s), static_cast<unsigned long long>(n),
+                static_cast<unsigned long long>(tokens), t,
+                human_bytes(static_cast<double>(g.bytes_for_tokens(n)) / t).c_str(),
+                static_cast<unsigned long long>(restored->extents),
+                bad < n ? fmt::format(" MISMATCH at token {}", bad).c_str() : "",
+                restored->problem.empty() ? "" : fmt::format(" ({})", restored->problem).c_str());
+    if (bad < n || n < tokens) rc = 1;
+  }
+  return rc;
+}
+
+int run_ls(const StoreFlags& flags) {
+  auto engine = open_engine(flags, false);
+  if (!engine) return report(engine.error(), "ls");
+  std::printf("%-10s %14s %14s %14s %9s %10s\n", "segment", "file bytes", "written", "live bytes",
+              "records", "tokens");
+  for (const SegmentInfo& s : (*engine)->segments()) {
+    std::printf("%-10u %14llu %14llu %14llu %9llu %10llu\n", s.id,
+                static_cast<unsigned long long>(s.file_bytes), static_cast<unsigned long long>(s.write_offset),
+                static_cast<unsigned long long>(s.live_bytes), static_cast<unsigned long long>(s.records),
+                static_cast<unsigned long long>(s.tokens));
+  }
+  return 0;
+}
+
+int run_stat(const StoreFlags& flags, bool json) {
+  auto engine = open_engine(flags, false);
+  if (!engine) return report(engine.error(), "stat");
+  const Stats s = (*engine)->stats();
+  nlohmann::ordered_json j = {
+      {"store", (*engine)->store_dir()},       {"geometry", (*engine)->geometry().describe()},
+      {"io_engine", s.io_engine},              {"io_fallback", s.io_fallback},
+      {"capacity_bytes", s.capacity_bytes},    {"segment_bytes", s.segment_bytes},
+      {"used_bytes", s.used_bytes},            {"live_bytes", s.live_bytes},
+      {"segments", s.segments},                {"records", s.records},
+      {"recovered_records", s.recovered_records}, {"dropped_at_open", s.dropped_at_open}};
+  if (json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  for (auto& [key, value] : j.items()) {
+    std::printf("%-18s %s\n", key.c_str(), value.is_string() ? value.get<std::string>().c_str() : value.dump().c_str());
+  }
+  return 0;
+}
+
+int run_verify(const StoreFlags& flags) {
+  auto engine = open_engine(flags, false);
+  if (!engine) return report(engine.error(), "verify");
+  Progress progress("verify");
+  auto report_or = (*engine)->verify([&](uint64_t d, uint64_t t) { progress.update(d, t); });
+  progress.finish();
+  if (!report_or) return report(report_or.error(), "verify");
+  for (const std::string& p : report_or->problems) std::printf("corrupt: %s\n", p.c_str());
+  std::printf("verified %llu records (%s): %llu corrupt%s\n",
+              static_cast<unsigned long long>(report_or->records_checked),
+              human_bytes(static_cast<double>(report_or->bytes_checked)).c_str(),
+              static_cast<unsigned long long>(report_or->corrupt_records),
+              report_or->corrupt_records ? " (dropped from the index)" : "");
+  return report_or->corrupt_records == 0 ? 0 : 1;
+}
+
+}  // namespace kvtier::cli

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: 2026 kvtier authors
+# Installs what kvtier needs to build and test (Debian 12 packages), then configures and builds.
+# Usage: tools/setup.sh [preset]   (default preset: release)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+preset="${1:-release}"
+
+packages=(cmake ninja-build g++ pkg-config liburing-dev libxxhash-dev libcli11-dev
+          nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" -j "$(nproc)"
