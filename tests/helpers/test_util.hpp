@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "kvtier/kvtier.hpp"
+
+namespace kvtier::testing {
+
+inline ::testing::AssertionResult is_ok(const Status& s) {
+  if (s.ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << s.to_string();
+}
+template <typename T>
+::testing::AssertionResult is_ok(const Result<T>& r) {
+  if (r.has_value()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << r.error().to_string();
+}
+
+#define ASSERT_OK(expr) ASSERT_TRUE(::kvtier::testing::is_ok(expr))
+#define EXPECT_OK(expr) EXPECT_TRUE(::kvtier::testing::is_ok(expr))
+
+/// A fresh directory under KVTIER_TEST_DIR (default: the system temp dir), removed afterwards.
+/// O_DIRECT tests need it on a real filesystem, not tmpfs.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("KVTIER_TEST_DIR");
+    std::filesystem::path root = base ? base : std::filesystem::temp_directory_path();
+    path_ = root / ("kvtier-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  explicit TempDir(const std::filesystem::path& root) {
+    path_ = root / ("kvtier-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  [[nodiscard]] std::string str() const { return path_.string(); }
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+
+ private:
+  static int& counter() {
+    static int c = 0;
+    return c;
+  }
+  std::filesystem::path path_;
+};
+
+/// The seed of this run's random choices: KVTIER_TEST_SEED or the clock. Printed so a failing run
+/// can be repeated.
+inline uint64_t test_seed() {
+  static const uint64_t seed = [] {
+    const char* env = std::getenv("KVTIER_TEST_SEED");
+    uint64_t s = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
+    std::printf("KVTIER_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
+    return s;
+  }();
+  return seed;
+}
+
+/// A small geometry: 1 KiB per token, so 100K-token sessions fit in 100 MB.
+inline KvGeometry tiny_geometry(uint32_t chunk_tokens = 256, uint32_t rank = 0, uint32_t world = 1) {
+  return *geometry_for("tiny", rank, world, chunk_tokens);
+}
+
+/// A host KV buffer in contiguous chunk form.
+struct HostKv {
+  HostKv(const KvGeometry& g, uint64_t tokens)
+      : bytes(g.bytes_for_tokens(tokens)), data(new std::byte[bytes]()), view{{data.get(), bytes}, tokens} {}
+  std::span<std::byte> span() const { return {data.get(), bytes}; }
+  uint64_t bytes;
+  std::unique_ptr<std::byte[]> data;
+  ChunkedKv view;
+};
+
+inline Options small_options(const std::string& root, const KvGeometry& g) {
+  Options o;
+  o.root = root;
+  o.geometry = g;
+  o.capacity_bytes = uint64_t{1} << 30;
+  o.segment_bytes = uint64_t{16} << 20;
+  o.io_request_bytes = uint64_t{1} << 20;
+  o.staging_bytes = uint64_t{4} << 20;
+  o.log_level = LogLevel::kOff;
+  return o;
+}
+
+}  // namespace kvtier::testing

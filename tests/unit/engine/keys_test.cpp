@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#include "engine/keys.hpp"
+
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+
+namespace kvtier {
+namespace {
+
+std::vector<Token> iota_tokens(size_t n, Token start = 0) {
+  std::vector<Token> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = start + static_cast<Token>(i);
+  return t;
+}
+
+TEST(Keys, ChainHasOneKeyPerChunkPlusPartialTail) {
+  const Key128 ns = namespace_key(testing::tiny_geometry(), "");
+  EXPECT_EQ(chain_keys(ns, iota_tokens(1024), 256).size(), 4u);
+  EXPECT_EQ(chain_keys(ns, iota_tokens(1025), 256).size(), 5u);
+  EXPECT_EQ(chain_keys(ns, iota_tokens(1), 256).size(), 1u);
+}
+
+TEST(Keys, SharedPrefixSharesKeysAndDivergenceChangesEveryLaterKey) {
+  const Key128 ns = namespace_key(testing::tiny_geometry(), "");
+  auto a = iota_tokens(1024);
+  auto b = a;
+  b[300] = 999999;  // inside chunk 1
+  auto ka = chain_keys(ns, a, 256);
+  auto kb = chain_keys(ns, b, 256);
+  EXPECT_EQ(ka[0], kb[0]);
+  for (size_t i = 1; i < 4; ++i) EXPECT_NE(ka[i], kb[i]) << i;
+}
+
+TEST(Keys, SameChunkUnderDifferentPrefixGetsDifferentKey) {
+  const Key128 ns = namespace_key(testing::tiny_geometry(), "");
+  auto a = iota_tokens(512);
+  auto b = iota_tokens(512);
+  b[0] = -1;
+  // Chunk 1 holds the same tokens in both, but its parent differs.
+  EXPECT_NE(chain_keys(ns, a, 256)[1], chain_keys(ns, b, 256)[1]);
+}
+
+TEST(Keys, TenantsRanksAndModelsAreSeparateNamespaces) {
+  auto g = testing::tiny_geometry();
+  const Key128 base = namespace_key(g, "");
+  EXPECT_NE(base, namespace_key(g, "tenant-a"));
+  EXPECT_NE(namespace_key(g, "tenant-a"), namespace_key(g, "tenant-b"));
+  EXPECT_NE(base, namespace_key(testing::tiny_geometry(256, 1, 2), ""));
+  EXPECT_NE(namespace_key(testing::tiny_geometry(256, 0, 2), ""), namespace_key(testing::tiny_geometry(256, 1, 2), ""));
+  EXPECT_NE(base, namespace_key(testing::tiny_geometry(128), ""));
+  KvGeometry other = g;
+  other.model_id = "tiny-2";
+  EXPECT_NE(base, namespace_key(other, ""));
+  auto tokens = iota_tokens(256);
+  EXPECT_NE(chain_keys(base, tokens, 256)[0], chain_keys(namespace_key(g, "t"), tokens, 256)[0]);
+}
+
+TEST(Keys, PartialChunkKeyDependsOnItsLength) {
+  const Key128 ns = namespace_key(testing::tiny_geometry(), "");
+  auto t = iota_tokens(300);
+  auto k300 = chain_keys(ns, t, 256);
+  auto k299 = chain_keys(ns, std::span(t).first(299), 256);
+  EXPECT_EQ(k300[0], k299[0]);
+  EXPECT_NE(k300[1], k299[1]);
+}
+
+}  // namespace
+}  // namespace kvtier

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#include "io/pipeline.hpp"
+
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+
+#include "common/posix.hpp"
+#include "test_util.hpp"
+
+namespace kvtier {
+namespace {
+
+/// An engine that really reads and writes, but can shorten, interrupt or fail requests.
+class FaultyEngine final : public IoEngine {
+ public:
+  std::function<int64_t(const IoRequest&, int call)> fault;  // returns 0 for "no fault"
+  std::string_view name() const override { return "faulty"; }
+  uint32_t depth() const override { return 8; }
+  Status enqueue(const IoRequest& r) override {
+    int call = calls_++;
+    int64_t forced = fault ? fault(r, call) : 0;
+    if (forced < 0) {
+      done_.push_back({r.tag, forced});
+      return {};
+    }
+    uint32_t len = forced > 0 ? static_cast<uint32_t>(std::min<int64_t>(forced, r.length)) : r.length;
+    ssize_t n = r.write ? ::pwrite(r.fd, r.buffer, len, static_cast<off_t>(r.offset))
+                        : ::pread(r.fd, r.buffer, len, static_cast<off_t>(r.offset));
+    done_.push_back({r.tag, n < 0 ? -errno : n});
+    return {};
+  }
+  Status submit() override { return {}; }
+  Result<size_t> wait(std::span<IoCompletion> out) override {
+    // Complete in reverse order to exercise out-of-order delivery.
+    size_t n = 0;
+    while (n < out.size() && !done_.empty()) {
+      out[n++] = done_.back();
+      done_.pop_back();
+    }
+    return n;
+  }
+
+ private:
+  std::deque<IoCompletion> done_;
+  int calls_ = 0;
+};
+
+class CollectSink final : public PieceSink {
+ public:
+  explicit CollectSink(std::vector<std::byte>& out, std::span<const Piece> pieces) : out_(out), pieces_(pieces) {}
+  Status consume(size_t index, size_t, std::span<const std::byte> data) override {
+    std::memcpy(out_.data() + pieces_[index].offset, data.data(), data.size());
+    ++consumed;
+    return {};
+  }
+  Status fill(size_t index, std::span<std::byte> data) override {
+    std::memcpy(data.data(), out_.data() + pieces_[index].offset, data.size());
+    return {};
+  }
+  int consumed = 0;
+
+ private:
+  std::vector<std::byte>& out_;
+  std::span<const Piece> pieces_;
+};
+
+class PipelineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    data_.resize(1 << 20);
+    for (size_t i = 0; i < data_.size(); ++i) data_[i] = static_cast<std::byte>(i * 31 + 7);
+    auto fd = open_file(dir_.str() + "/f", O_RDWR | O_CREAT);
+    ASSERT_OK(fd);
+    fd_ = std::move(*fd);
+    ASSERT_OK(pwrite_full(fd_.get(), data_, 0));
+    split_into_pieces(fd_.get(), 0, data_.size(), 64 << 10, pieces_);
+    for (int i = 0; i < 3; ++i) slots_.emplace_back(64 << 10);
+    for (auto& s : slots_) spans_.push_back(s.span());
+  }
+  testing::TempDir dir_;
+  UniqueFd fd_;
+  std::vector<std::byte> data_;
+  std::vector<Piece> pieces_;
+  std::vector<AlignedBuffer> slots_;
+  std::vector<std::span<std::byte>> spans_;
+};
+
+TEST_F(PipelineTest, ReadsEveryPieceThroughFewerSlots) {
+  std::vector<std::byte> got(data_.size());
+  CollectSink sink(got, pieces_);
+  FaultyEngine engine;
+  ASSERT_OK(run_pipeline(engine, pieces_, spans_, false, sink));
+  EXPECT_EQ(sink.consumed, 16);
+  EXPECT_EQ(got, data_);
+}
+
+TEST_F(PipelineTest, ShortTransfersAndEintrAreResumed) {
+  std::vector<std::byte> got(data_.size());
+  CollectSink sink(got, pieces_);
+  FaultyEngine engine;
+  engine.fault = [](const IoRequest&, int call) -> int64_t {
+    if (call % 3 == 0) return 4096;  // short read
+    if (call % 5 == 0) return -EINTR;
+    return 0;
+  };
+  ASSERT_OK(run_pipeline(engine, pieces_, spans_, false, sink));
+  EXPECT_EQ(got, data_);
+}
+
+TEST_F(PipelineTest, EioStopsThePipelineWithAnIoError) {
+  std::vector<std::byte> got(data_.size());
+  CollectSink sink(got, pieces_);
+  FaultyEngine engine;
+  engine.fault = [](const IoRequest& r, int) -> int64_t { return r.offset == (5 << 16) ? -EIO : 0; };
+  Status st = run_pipeline(engine, pieces_, spans_, false, sink);
+  EXPECT_EQ(st.code(), ErrorCode::kIo);
+  EXPECT_EQ(st.native_error(), EIO);
+  EXPECT_LT(sink.consumed, 16);
+}
+
+TEST_F(PipelineTest, EnospcOnWriteIsNoSpace) {
+  CollectSink sink(data_, pieces_);
+  FaultyEngine engine;
+  engine.fault = [](const IoRequest& r, int) -> int64_t { return r.offset >= (8 << 16) ? -ENOSPC : 0; };
+  EXPECT_EQ(run_pipeline(engine, pieces_, spans_, true, sink).code(), ErrorCode::kNoSpace);
+}
+
+TEST_F(PipelineTest, ReadPastEndOfFileIsCorruptNotAHang) {
+  std::vector<Piece> beyond;
+  split_into_pieces(fd_.get(), data_.size() - 4096, 64 << 10, 64 << 10, beyond);
+  std::vector<std::byte> got(data_.size() + (64 << 10));
+  CollectSink sink(got, beyond);
+  FaultyEngine engine;
+  EXPECT_EQ(run_pipeline(engine, beyond, spans_, false, sink).code(), ErrorCode::kCorrupt);
+}
+
+TEST(StagingPool, BoundsSlotsAndReturnsThemOnRelease) {
+  StagingPool pool(4 << 20, 1 << 20);
+  EXPECT_EQ(pool.slot_count(), 4u);
+  {
+    auto a = pool.acquire(3);
+    EXPECT_EQ(a.slots().size(), 3u);
+    auto b = pool.acquire(3);
+    EXPECT_EQ(b.slots().size(), 1u);  // only one left: an operation never takes more than exists
+    for (auto s : a.slots()) EXPECT_EQ(reinterpret_cast<uintptr_t>(s.data()) % 4096, 0u);
+  }
+  EXPECT_EQ(pool.acquire(10).slots().size(), 4u);
+}
+
+TEST(IoEngines, UringAndPosixMoveTheSameBytes) {
+  testing::TempDir dir;
+  auto fd = open_file(dir.str() + "/g", O_RDWR | O_CREAT);
+  ASSERT_OK(fd);
+  std::vector<std::byte> data(256 << 10);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>(i ^ 0x5a);
+  std::vector<Piece> pieces;
+  split_into_pieces(fd->get(), 0, data.size(), 64 << 10, pieces);
+  std::vector<AlignedBuffer> bufs;
+  std::vector<std::span<std::byte>> spans;
+  for (int i = 0; i < 2; ++i) spans.push_back(bufs.emplace_back(64 << 10).span());
+  std::string fallback;
+  auto uring = make_io_engine(IoPath::kDirect, 2, fallback);
+  CollectSink writer(data, pieces);
+  ASSERT_OK(run_pipeline(*uring, pieces, spans, true, writer));
+  std::vector<std::byte> got(data.size());
+  CollectSink reader(got, pieces);
+  auto posix = make_posix_engine();
+  ASSERT_OK(run_pipeline(*posix, pieces, spans, false, reader));
+  EXPECT_EQ(got, data);
+  if (!fallback.empty()) GTEST_SKIP() << "io_uring unavailable here: " << fallback;
+  EXPECT_EQ(uring->name(), "io_uring");
+}
+
+}  // namespace
+}  // namespace kvtier
