@@ -35,9 +35,17 @@ struct CheckpointHeader {
   uint32_t format_version;
   uint32_t record_bytes;
   uint64_t count;
-  uint64_t checksum;  // XXH3-64 of the record array.
+  uint64_t checksum;  // XXH3-64 of the 24 header bytes before it, then the record array.
 };
 static_assert(sizeof(CheckpointHeader) == 32);
+
+uint64_t checkpoint_checksum(const CheckpointHeader& h, const void* records, size_t bytes) {
+  XXH3_state_t s;
+  XXH3_64bits_reset(&s);
+  XXH3_64bits_update(&s, &h, offsetof(CheckpointHeader, checksum));
+  XXH3_64bits_update(&s, records, bytes);
+  return XXH3_64bits_digest(&s);
+}
 
 uint64_t entry_checksum(uint16_t op, uint16_t body_bytes, const void* body) {
   XXH3_state_t s;
@@ -119,7 +127,7 @@ std::string encode_checkpoint(std::span<const RecordMeta> live) {
   h.format_version = kFormatVersion;
   h.record_bytes = sizeof(RecordMeta);
   h.count = live.size();
-  h.checksum = XXH3_64bits(live.data(), live.size_bytes());
+  h.checksum = checkpoint_checksum(h, live.data(), live.size_bytes());
   std::string image(reinterpret_cast<const char*>(&h), sizeof(h));
   image.append(reinterpret_cast<const char*>(live.data()), live.size_bytes());
   return image;
@@ -132,20 +140,22 @@ Result<std::vector<RecordMeta>> decode_checkpoint(std::span<const std::byte> ima
   if (std::memcmp(h.magic, kCheckpointMagic, sizeof(h.magic)) != 0) {
     return fail(ErrorCode::kCorrupt, "index checkpoint has a bad magic");
   }
+  const size_t body = image.size() - sizeof(h);
+  if (h.record_bytes != sizeof(RecordMeta) || body % sizeof(RecordMeta) != 0 ||
+      h.count != body / sizeof(RecordMeta)) {
+    return fail(ErrorCode::kCorrupt, "index checkpoint size does not match its record count");
+  }
+  // The checksum comes before any field is trusted, the version included.
+  if (checkpoint_checksum(h, image.data() + sizeof(h), body) != h.checksum) {
+    return fail(ErrorCode::kCorrupt, "index checkpoint checksum mismatch");
+  }
   if (h.format_version != kFormatVersion) {
     return fail(ErrorCode::kFormatVersion,
                 fmt::format("index checkpoint format version {} (this build reads {})",
                             h.format_version, kFormatVersion));
   }
-  if (h.record_bytes != sizeof(RecordMeta) || h.count > (image.size() - sizeof(h)) / sizeof(RecordMeta) ||
-      image.size() != sizeof(h) + h.count * sizeof(RecordMeta)) {
-    return fail(ErrorCode::kCorrupt, "index checkpoint size does not match its record count");
-  }
   std::vector<RecordMeta> records(h.count);
-  std::memcpy(records.data(), image.data() + sizeof(h), h.count * sizeof(RecordMeta));
-  if (XXH3_64bits(records.data(), h.count * sizeof(RecordMeta)) != h.checksum) {
-    return fail(ErrorCode::kCorrupt, "index checkpoint checksum mismatch");
-  }
+  std::memcpy(records.data(), image.data() + sizeof(h), body);
   return records;
 }
 

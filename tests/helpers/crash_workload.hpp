@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// What the crash-test child saves, shared by the child and the test that checks it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kvtier/kvtier.hpp"
+
+namespace kvtier::crash_workload {
+
+inline Options options(const std::string& root) {
+  Options o;
+  o.root = root;
+  o.geometry = *geometry_for("tiny", 0, 1, 256);
+  o.capacity_bytes = uint64_t{8} << 30;
+  o.segment_bytes = uint64_t{8} << 20;
+  o.io_request_bytes = uint64_t{1} << 20;
+  o.staging_bytes = uint64_t{4} << 20;
+  o.log_level = LogLevel::kError;
+  return o;
+}
+
+/// 1 to 3000 tokens: partial chunks, single chunks and records spanning segments all occur.
+inline uint64_t session_tokens(uint64_t id) { return 1 + (id * 2654435761u) % 3000; }
+
+}  // namespace kvtier::crash_workload

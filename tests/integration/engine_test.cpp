@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// The engine end to end on real files: save, lookup, restore, persistence, tenants and ranks.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "synthetic.hpp"
+#include "test_util.hpp"
+
+namespace kvtier {
+namespace {
+
+using testing::HostKv;
+
+class EngineTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Engine> open(const Options& o) {
+    auto e = Engine::open(o);
+    EXPECT_TRUE(testing::is_ok(e));
+    return e ? std::move(*e) : nullptr;
+  }
+  std::unique_ptr<Engine> open() { return open(testing::small_options(dir_.str(), g_)); }
+
+  SaveResult save(Engine& e, std::span<const Token> tokens) {
+    HostKv kv(g_, tokens.size());
+    synthetic::fill_kv(g_, tokens, kv.span(), tokens.size());
+    auto r = e.save(tokens, kv.view);
+    EXPECT_TRUE(testing::is_ok(r));
+    return r.value_or(SaveResult{});
+  }
+
+  /// Restores and returns how many tokens came back byte-exact (asserting they all match).
+  uint64_t restore_exact(Engine& e, std::span<const Token> tokens) {
+    HostKv kv(g_, tokens.size());
+    auto r = e.restore(tokens, kv.view);
+    EXPECT_TRUE(testing::is_ok(r));
+    if (!r) return 0;
+    const uint64_t n = r->tokens_restored;
+    EXPECT_EQ(synthetic::first_mismatch(g_, tokens.first(n), kv.span(), tokens.size()), n);
+    return n;
+  }
+
+  testing::TempDir dir_;
+  KvGeometry g_ = testing::tiny_geometry();
+};
+
+TEST_F(EngineTest, SaveThenRestoreIsByteExactFromOneTokenTo100K) {
+  auto e = open();
+  uint64_t seed = 100;
+  for (uint64_t n : {1u, 2u, 255u, 256u, 257u, 1000u, 4096u, 100000u}) {
+    auto tokens = synthetic::tokens(seed++, n);
+    SaveResult s = save(*e, tokens);
+    EXPECT_EQ(s.chunks_written, (n + 255) / 256) << n;
+    EXPECT_EQ(restore_exact(*e, tokens), n) << n;
+  }
+}
+
+TEST_F(EngineTest, RestoreReadsASessionAsFewLargeExtents) {
+  auto e = open();
+  auto tokens = synthetic::tokens(1, 10000);  // 10 MB in 16 MiB segments: at most 2 files
+  save(*e, tokens);
+  HostKv kv(g_, tokens.size());
+  auto r = e->restore(tokens, kv.view);
+  ASSERT_OK(r);
+  EXPECT_LE(r->extents, 2u);
+}
+
+TEST_F(EngineTest, LookupFindsTheLongestStoredPrefix) {
+  auto e = open();
+  auto stored = synthetic::tokens(7, 1000);  // chunks of 256: three full, one partial of 232
+  save(*e, stored);
+  EXPECT_EQ(*e->lookup(stored), 1000u);
+  auto longer = stored;
+  longer.resize(1500, 42);
+  EXPECT_EQ(*e->lookup(longer), 1000u);  // the stored partial chunk is a prefix of this one
+  auto diverge = stored;
+  diverge[600] = -5;
+  EXPECT_EQ(*e->lookup(diverge), 512u);
+  EXPECT_EQ(*e->lookup(std::span(stored).first(900)), 768u);
+  EXPECT_EQ(*e->lookup(synthetic::tokens(8, 1000)), 0u);
+  EXPECT_EQ(restore_exact(*e, longer), 1000u);
+}
+
+TEST_F(EngineTest, ResavingAPrefixWritesOnlyTheNewChunks) {
+  auto e = open();
+  auto tokens = synthetic::tokens(3, 1024);
+  save(*e, std::span(tokens).first(512));
+  SaveResult s = save(*e, tokens);
+  EXPECT_EQ(s.chunks_present, 2u);
+  EXPECT_EQ(s.chunks_written, 2u);
+  EXPECT_EQ(restore_exact(*e, tokens), 1024u);
+}
+
+TEST_F(EngineTest, TenantANeverHitsTenantB) {
+  Options a = testing::small_options(dir_.str(), g_);
+  a.tenant = "tenant-a";
+  auto tokens = synthetic::tokens(11, 600);
+  {
+    auto e = open(a);
+    save(*e, tokens);
+    EXPECT_EQ(*e->lookup(tokens), 600u);
+  }
+  Options b = a;
+  b.tenant = "tenant-b";
+  auto e = open(b);
+  EXPECT_EQ(*e->lookup(tokens), 0u);
+  HostKv kv(g_, 600);
+  EXPECT_EQ(e->restore(tokens, kv.view)->tokens_restored, 0u);
+}
+
+TEST_F(EngineTest, RankZeroNeverHitsRankOne) {
+  Options r0 = testing::small_options(dir_.str(), testing::tiny_geometry(256, 0, 2));
+  Options r1 = testing::small_options(dir_.str(), testing::tiny_geometry(256, 1, 2));
+  auto e0 = open(r0);
+  auto e1 = open(r1);  // both ranks' stores live side by side under one root
+  ASSERT_NE(e0->store_dir(), e1->store_dir());
+  auto tokens = synthetic::tokens(12, 700);
+  HostKv kv(r0.geometry, tokens.size());
+  synthetic::fill_kv(r0.geometry, tokens, kv.span(), tokens.size());
+  ASSERT_OK(e0->save(tokens, kv.view));
+  EXPECT_EQ(*e0->lookup(tokens), 700u);
+  EXPECT_EQ(*e1->lookup(tokens), 0u);
+}
+
+TEST_F(EngineTest, StorePersistsAcrossReopen) {
+  auto a = synthetic::tokens(21, 3000);
+  auto b = synthetic::tokens(22, 777);
+  {
+    auto e = open();
+    save(*e, a);
+    save(*e, b);
+  }
+  auto e = open();
+  EXPECT_EQ(e->stats().recovered_records, 12u + 4u);
+  EXPECT_EQ(restore_exact(*e, a), 3000u);
+  EXPECT_EQ(restore_exact(*e, b), 777u);
+  save(*e, synthetic::tokens(23, 500));  // appends after what was recovered
+  EXPECT_EQ(restore_exact(*e, a), 3000u);
+}
+
+TEST_F(EngineTest, EvictDropsTheSession) {
+  auto e = open();
+  auto tokens = synthetic::tokens(31, 1000);
+  save(*e, tokens);
+  auto dropped = e->evict(tokens);
+  ASSERT_OK(dropped);
+  EXPECT_EQ(*dropped, 4u);
+  EXPECT_EQ(*e->lookup(tokens), 0u);
+  EXPECT_EQ(e->stats().records, 0u);
+}
+
+TEST_F(EngineTest, BadArgumentsAreClearErrors) {
+  auto e = open();
+  HostKv kv(g_, 10);
+  std::vector<Token> none;
+  EXPECT_EQ(e->save(none, kv.view).error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(e->restore(none, kv.view).error().code(), ErrorCode::kInvalidArgument);
+  auto tokens = synthetic::tokens(1, 20);
+  EXPECT_EQ(e->save(tokens, kv.view).error().code(), ErrorCode::kInvalidArgument);  // room for 10
+  ChunkedKv wrong = kv.view;
+  wrong.memory.size -= 8;
+  EXPECT_EQ(e->save(std::span(tokens).first(10), wrong).error().code(), ErrorCode::kInvalidArgument);
+  ChunkedKv gpu = kv.view;
+  gpu.memory.kind = MemoryKind::kCuda;
+  EXPECT_EQ(e->save(std::span(tokens).first(10), gpu).error().code(), ErrorCode::kNotSupported);
+  save(*e, tokens);
+  EXPECT_EQ(e->restore(tokens, kv.view).error().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST_F(EngineTest, OpenRefusesAnotherGeometryAndMissingStores) {
+  { auto e = open(); }
+  Options other = testing::small_options(dir_.str(), testing::tiny_geometry(128));
+  auto e = Engine::open(other);
+  ASSERT_FALSE(e.has_value());
+  EXPECT_EQ(e.error().code(), ErrorCode::kGeometryMismatch);
+  EXPECT_NE(e.error().message().find("C256"), std::string::npos);
+  Options missing = testing::small_options(dir_.str() + "/nowhere", g_);
+  missing.create_if_missing = false;
+  EXPECT_EQ(Engine::open(missing).error().code(), ErrorCode::kNotFound);
+}
+
+TEST_F(EngineTest, RootThatIsAFileIsAnError) {
+  std::string file = dir_.str() + "/plain-file";
+  { std::ofstream(file) << "x"; }
+  auto e = Engine::open(testing::small_options(file, g_));
+  ASSERT_FALSE(e.has_value());
+  EXPECT_NE(e.error().message().find("not a directory"), std::string::npos) << e.error().to_string();
+}
+
+TEST_F(EngineTest, SecondEngineOnTheSameRankIsRefused) {
+  auto first = open();
+  auto second = Engine::open(testing::small_options(dir_.str(), g_));
+  ASSERT_FALSE(second.has_value());
+  EXPECT_EQ(second.error().code(), ErrorCode::kLocked);
+  EXPECT_NE(second.error().message().find("in use"), std::string::npos);
+}
+
+TEST_F(EngineTest, ConcurrentSavesAndRestoresStayExact) {
+  auto e = open();
+  std::vector<std::thread> threads;
+  std::atomic<int> exact{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 5; ++i) {
+        auto tokens = synthetic::tokens(1000 + t * 10 + i, 900 + i * 100);
+        HostKv kv(g_, tokens.size());
+        synthetic::fill_kv(g_, tokens, kv.span(), tokens.size());
+        if (!e->save(tokens, kv.view)) continue;
+        HostKv out(g_, tokens.size());
+        auto r = e->restore(tokens, out.view);
+        if (r && r->tokens_restored == tokens.size() &&
+            synthetic::first_mismatch(g_, tokens, out.span(), tokens.size()) == tokens.size()) {
+          ++exact;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(exact.load(), 20);
+}
+
+}  // namespace
+}  // namespace kvtier

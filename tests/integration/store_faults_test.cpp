@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// Damage to the store on disk: a wrong byte is never served, the rest stays usable.
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <linux/magic.h>
+
+#include "crash_workload.hpp"
+#include "synthetic.hpp"
+#include "test_util.hpp"
+
+namespace kvtier {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::HostKv;
+
+class StoreFaultTest : public ::testing::Test {
+ protected:
+  Options options() const { return testing::small_options(dir_.str(), g_); }
+  std::unique_ptr<Engine> open(const Options& o) {
+    auto e = Engine::open(o);
+    EXPECT_TRUE(testing::is_ok(e));
+    return e ? std::move(*e) : nullptr;
+  }
+  void save(Engine& e, std::span<const Token> tokens) {
+    HostKv kv(g_, tokens.size());
+    synthetic::fill_kv(g_, tokens, kv.span(), tokens.size());
+    ASSERT_OK(e.save(tokens, kv.view));
+  }
+  /// Restores; checks every restored byte; returns the result.
+  RestoreResult restore_checked(Engine& e, std::span<const Token> tokens) {
+    HostKv kv(g_, tokens.size());
+    auto r = e.restore(tokens, kv.view);
+    EXPECT_TRUE(testing::is_ok(r));
+    if (!r) return {};
+    EXPECT_EQ(synthetic::first_mismatch(g_, tokens.first(r->tokens_restored), kv.span(), tokens.size()),
+              r->tokens_restored);
+    return *r;
+  }
+  std::vector<fs::path> segment_files() const {
+    std::vector<fs::path> out;
+    for (auto& entry : fs::directory_iterator(dir_.path() / "rank0of1")) {
+      if (entry.path().extension() == ".kvt") out.push_back(entry.path());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  static void flip_byte(const fs::path& file, uint64_t offset) {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(offset));
+    char c = 0;
+    f.get(c);
+    f.seekp(static_cast<std::streamoff>(offset));
+    f.put(static_cast<char>(c ^ 0x10));
+  }
+
+  testing::TempDir dir_;
+  KvGeometry g_ = testing::tiny_geometry();
+};
+
+// One 256-token chunk of tiny weighs 256 KiB: its record is 4 KiB header + 256 KiB payload.
+constexpr uint64_t kRecord = 4096 + 256 * 1024;
+
+TEST_F(StoreFaultTest, FlippedPayloadBitIsAMissAndTheRecordIsDropped) {
+  auto tokens = synthetic::tokens(1, 1024);
+  { auto e = open(options()); save(*e, tokens); }
+  flip_byte(segment_files()[0], 2 * kRecord + 4096 + 777);  // payload of chunk 2
+  auto e = open(options());
+  RestoreResult r = restore_checked(*e, tokens);
+  EXPECT_EQ(r.tokens_restored, 512u);
+  EXPECT_EQ(r.checksum_misses, 1u);
+  EXPECT_FALSE(r.problem.empty());
+  EXPECT_EQ(e->stats().checksum_misses, 1u);
+  EXPECT_EQ(*e->lookup(tokens), 512u);  // dropped: later lookups no longer promise it
+}
+
+TEST_F(StoreFaultTest, FlippedHeaderBitIsAMiss) {
+  auto tokens = synthetic::tokens(2, 1024);
+  { auto e = open(options()); save(*e, tokens); }
+  flip_byte(segment_files()[0], kRecord + 20);  // key of chunk 1's header
+  auto e = open(options());
+  RestoreResult r = restore_checked(*e, tokens);
+  EXPECT_EQ(r.tokens_restored, 256u);
+  EXPECT_EQ(r.checksum_misses, 1u);
+}
+
+TEST_F(StoreFaultTest, VerifyFindsAndDropsCorruptRecords) {
+  auto tokens = synthetic::tokens(3, 2048);
+  { auto e = open(options()); save(*e, tokens); }
+  flip_byte(segment_files()[0], 5 * kRecord + 4096 + 12345);
+  auto e = open(options());
+  auto report = e->verify({});
+  ASSERT_OK(report);
+  EXPECT_EQ(report->records_checked, 8u);
+  EXPECT_EQ(report->corrupt_records, 1u);
+  EXPECT_EQ(report->problems.size(), 1u);
+  EXPECT_EQ(e->verify({})->corrupt_records, 0u);
+  EXPECT_EQ(restore_checked(*e, tokens).tokens_restored, 5u * 256);
+}
+
+TEST_F(StoreFaultTest, TruncatedSegmentDropsWhatItLostAndServesTheRest) {
+  auto tokens = synthetic::tokens(4, 2048);
+  { auto e = open(options()); save(*e, tokens); }
+  fs::resize_file(segment_files()[0], 3 * kRecord + 1000);
+  auto e = open(options());
+  EXPECT_EQ(e->stats().dropped_at_open, 5u);
+  EXPECT_EQ(restore_checked(*e, tokens).tokens_restored, 3u * 256);
+}
+
+TEST_F(StoreFaultTest, DeletedSegmentIsForgottenAtOpen) {
+  Options o = options();
+  auto a = synthetic::tokens(5, 40 * 256);  // 10 MB each: two sessions need two 16 MiB segments
+  auto b = synthetic::tokens(6, 40 * 256);
+  { auto e = open(o); save(*e, a); save(*e, b); }
+  auto files = segment_files();
+  ASSERT_GE(files.size(), 2u);
+  fs::remove(files.back());  // b's tail lived there; all of a and b's head are in the first
+  auto e = open(o);
+  EXPECT_GT(e->stats().dropped_at_open, 0u);
+  EXPECT_EQ(restore_checked(*e, a).tokens_restored, a.size());
+  const uint64_t b_left = restore_checked(*e, b).tokens_restored;
+  EXPECT_GT(b_left, 0u);
+  EXPECT_LT(b_left, b.size());
+}
+
+TEST_F(StoreFaultTest, CorruptCheckpointIsRebuiltFromSegmentHeaders) {
+  auto tokens = synthetic::tokens(7, 1500);
+  { auto e = open(options()); save(*e, tokens); }
+  { std::ofstream(dir_.str() + "/rank0of1/index.ckpt") << "KVTCKPT1 but not really a checkpoint"; }
+  auto e = open(options());
+  EXPECT_EQ(e->stats().recovered_records, 6u);
+  EXPECT_EQ(restore_checked(*e, tokens).tokens_restored, 1500u);
+}
+
+TEST_F(StoreFaultTest, JournalDamagedMidwayIsRebuiltFromSegmentHeaders) {
+  auto a = synthetic::tokens(8, 1500);
+  auto b = synthetic::tokens(9, 1500);
+  { auto e = open(options()); save(*e, a); save(*e, b); }
+  flip_byte(dir_.str() + "/rank0of1/index.journal", 30);  // inside the first entry
+  auto e = open(options());
+  EXPECT_EQ(restore_checked(*e, a).tokens_restored, 1500u);
+  EXPECT_EQ(restore_checked(*e, b).tokens_restored, 1500u);
+}
+
+TEST_F(StoreFaultTest, ManifestDamageIsAClearError) {
+  { auto e = open(options()); }
+  { std::ofstream(dir_.str() + "/rank0of1/MANIFEST.json") << "{ not json"; }
+  auto e = Engine::open(options());
+  ASSERT_FALSE(e.has_value());
+  EXPECT_EQ(e.error().code(), ErrorCode::kCorrupt);
+}
+
+TEST_F(StoreFaultTest, EvictionKeepsTheStoreWithinCapacityAtAllTimes) {
+  Options o = options();
+  o.capacity_bytes = 64 << 20;  // four 16 MiB segments
+  auto e = open(o);
+  std::vector<std::vector<Token>> sessions;
+  for (int i = 0; i < 12; ++i) {
+    sessions.push_back(synthetic::tokens(200 + i, 6000));  // ~6 MB each
+    save(*e, sessions.back());
+    uint64_t on_disk = 0;
+    for (auto& f : segment_files()) on_disk += fs::file_size(f);
+    ASSERT_LE(on_disk, o.capacity_bytes) << "after session " << i;
+    ASSERT_LE(e->stats().used_bytes, o.capacity_bytes);
+  }
+  EXPECT_GT(e->stats().evicted_segments, 0u);
+  EXPECT_EQ(restore_checked(*e, sessions.back()).tokens_restored, 6000u);
+  EXPECT_LT(*e->lookup(sessions.front()), 6000u);  // the oldest went first
+}
+
+TEST_F(StoreFaultTest, SessionLargerThanCapacityIsRefused) {
+  Options o = options();
+  o.capacity_bytes = 32 << 20;
+  auto e = open(o);
+  auto tokens = synthetic::tokens(300, 40000);  // 40 MB
+  HostKv kv(g_, tokens.size());
+  synthetic::fill_kv(g_, tokens, kv.span(), tokens.size());
+  auto r = e->save(tokens, kv.view);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), ErrorCode::kCapacity);
+}
+
+/// Saves and restores through an engine on `root` and returns its stats.
+Stats round_trip_on(const std::string& root) {
+  KvGeometry g = testing::tiny_geometry();
+  Options o = testing::small_options(root, g);
+  o.io_path = IoPath::kDirect;
+  auto e = Engine::open(o);
+  EXPECT_TRUE(testing::is_ok(e));
+  if (!e) return {};
+  auto tokens = synthetic::tokens(1, 700);
+  HostKv kv(g, tokens.size());
+  synthetic::fill_kv(g, tokens, kv.span(), tokens.size());
+  EXPECT_OK((*e)->save(tokens, kv.view));
+  HostKv out(g, tokens.size());
+  auto r = (*e)->restore(tokens, out.view);
+  EXPECT_TRUE(testing::is_ok(r));
+  EXPECT_EQ(r.value_or(RestoreResult{}).tokens_restored, 700u);
+  EXPECT_EQ(synthetic::first_mismatch(g, tokens, out.span(), tokens.size()), 700u);
+  return (*e)->stats();
+}
+
+TEST(StoreFallback, TmpfsGetsODirectOnlyWhereTheKernelAllowsIt) {
+  struct statfs st{};
+  if (::statfs("/dev/shm", &st) != 0 || st.f_type != TMPFS_MAGIC) GTEST_SKIP() << "no tmpfs at /dev/shm";
+  testing::TempDir dir(fs::path("/dev/shm"));
+  Stats s = round_trip_on(dir.str());
+  // tmpfs takes O_DIRECT since Linux 6.6 and refuses it before; either way the engine must say which.
+  if (s.io_fallback.empty()) {
+    EXPECT_NE(s.io_engine.find("O_DIRECT"), std::string::npos) << s.io_engine;
+  } else {
+    EXPECT_NE(s.io_fallback.find("O_DIRECT refused"), std::string::npos) << s.io_fallback;
+    EXPECT_NE(s.io_engine.find("buffered"), std::string::npos) << s.io_engine;
+  }
+}
+
+/// A ramfs mounted for one test: a filesystem that refuses O_DIRECT on every kernel.
+class RamfsMount {
+ public:
+  RamfsMount() : dir_() {
+    mounted_ = ::mount("kvtier-test", dir_.str().c_str(), "ramfs", 0, nullptr) == 0;
+  }
+  ~RamfsMount() {
+    if (mounted_) ::umount(dir_.str().c_str());
+  }
+  [[nodiscard]] bool mounted() const { return mounted_; }
+  [[nodiscard]] std::string str() const { return dir_.str(); }
+
+ private:
+  testing::TempDir dir_;
+  bool mounted_ = false;
+};
+
+TEST(StoreFallback, FilesystemRefusingODirectFallsBackToBufferedAndSaysSo) {
+  RamfsMount ramfs;
+  if (!ramfs.mounted()) GTEST_SKIP() << "cannot mount a ramfs here (needs root): " << std::strerror(errno);
+  Stats s = round_trip_on(ramfs.str());
+  EXPECT_NE(s.io_fallback.find("O_DIRECT refused"), std::string::npos) << s.io_fallback;
+  EXPECT_NE(s.io_engine.find("buffered"), std::string::npos) << s.io_engine;
+}
+
+TEST(StoreLock, SecondProcessOnTheSameRankIsRefused) {
+  testing::TempDir dir;
+  // The helper opens the crash workload's store: same geometry as here.
+  Options o = crash_workload::options(dir.str());
+  auto run_helper = [&] {
+    std::string cmd = std::string(KVTIER_TEST_HELPER) + " open " + dir.str() + " 2>/dev/null";
+    int status = std::system(cmd.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(run_helper(), 0);  // nobody holds it: the helper opens and exits
+  auto e = Engine::open(o);
+  ASSERT_OK(e);
+  EXPECT_EQ(run_helper(), 3);  // kLocked
+}
+
+}  // namespace
+}  // namespace kvtier
