@@ -74,9 +74,10 @@ class KVTIER_EXPORT Engine {
   /// @brief Reads and checks every record (header and payload checksums); drops the corrupt ones.
   [[nodiscard]] Result<VerifyReport> verify(const ProgressFn& progress = {});
 
-  /// @brief Reads every live extent of the store with the engine's own I/O path, with no device
-  /// copy and no checksum: the read ceiling restores are compared against.
-  [[nodiscard]] Result<CeilingResult> measure_read_ceiling();
+  /// @brief Reads the records a restore of `tokens` would read (every live record when `tokens` is
+  /// empty) with the engine's own I/O path and staging, but no device copy and no checksum: the
+  /// read ceiling restores are compared against.
+  [[nodiscard]] Result<CeilingResult> measure_read_ceiling(std::span<const Token> tokens = {});
 
   /// @brief Drops the store files' pages from the page cache (posix_fadvise DONTNEED), so the next
   /// buffered read comes from the device.

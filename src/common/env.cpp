@@ -42,6 +42,9 @@ Result<uint64_t> parse_size(std::string_view text) {
   char* end = nullptr;
   errno = 0;
   double value = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || errno != 0 || !std::isfinite(value) || value < 0) {
+    return fail(ErrorCode::kInvalidArgument, fmt::format("size '{}' is not a non-negative number", text));
+  }
   std::string_view suffix(end);
   double scale = 1;
   if (suffix == "K" || suffix == "KiB" || suffix == "k") scale = 1024.0;
@@ -50,9 +53,6 @@ Result<uint64_t> parse_size(std::string_view text) {
   else if (suffix == "T" || suffix == "TiB") scale = 1024.0 * 1024 * 1024 * 1024;
   else if (!suffix.empty() && suffix != "B") {
     return fail(ErrorCode::kInvalidArgument, fmt::format("size '{}': unknown unit '{}'", text, suffix));
-  }
-  if (end == s.c_str() || errno != 0 || !std::isfinite(value) || value < 0) {
-    return fail(ErrorCode::kInvalidArgument, fmt::format("size '{}' is not a non-negative number", text));
   }
   double bytes = value * scale;
   if (bytes >= 18446744073709551616.0) {

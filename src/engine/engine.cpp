@@ -158,8 +158,8 @@ Result<uint64_t> Engine::evict(std::span<const Token> tokens) {
 Result<VerifyReport> Engine::verify(const ProgressFn& progress) {
   return guarded([&] { return impl_->verify(progress); });
 }
-Result<CeilingResult> Engine::measure_read_ceiling() {
-  return guarded([&] { return impl_->measure_read_ceiling(); });
+Result<CeilingResult> Engine::measure_read_ceiling(std::span<const Token> tokens) {
+  return guarded([&] { return impl_->measure_read_ceiling(tokens); });
 }
 Status Engine::drop_page_cache() {
   try {

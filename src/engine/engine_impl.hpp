@@ -26,7 +26,7 @@ class Engine::Impl {
   Result<RestoreResult> restore(std::span<const Token> tokens, const ChunkedKv& destination);
   Result<uint64_t> evict(std::span<const Token> tokens);
   Result<VerifyReport> verify(const ProgressFn& progress);
-  Result<CeilingResult> measure_read_ceiling();
+  Result<CeilingResult> measure_read_ceiling(std::span<const Token> tokens);
   Status drop_page_cache();
   Stats stats() const;
 

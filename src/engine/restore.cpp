@@ -179,8 +179,8 @@ Result<VerifyReport> Engine::Impl::verify(const ProgressFn& progress) {
   return report;
 }
 
-Result<CeilingResult> Engine::Impl::measure_read_ceiling() {
-  std::vector<LocatedRecord> all = store_->all_records();
+Result<CeilingResult> Engine::Impl::measure_read_ceiling(std::span<const Token> tokens) {
+  std::vector<LocatedRecord> all = tokens.empty() ? store_->all_records() : find_prefix(tokens);
   std::vector<RecordMeta> records;
   std::vector<int> fds;
   for (const LocatedRecord& r : all) {

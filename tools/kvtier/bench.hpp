@@ -13,6 +13,7 @@ struct BenchFlags {
   uint64_t sessions = 4;
   uint64_t tokens = 20000;
   uint64_t seed = 1;
+  uint64_t repeat = 3;  // restore/ceiling pairs per session and path
   std::string paths = "direct,buffered";
   std::string json;
   bool keep = false;

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--sessions", bench.sessions, "Sessions to save and restore");
   bench_cmd->add_option("--tokens", bench.tokens, "Tokens per session");
   bench_cmd->add_option("--seed", bench.seed, "Seed of the first session");
+  bench_cmd->add_option("--repeat", bench.repeat, "Restore/ceiling pairs per session and path (medians are reported)");
   bench_cmd->add_option("--paths", bench.paths, "Comma-separated I/O paths to restore over (direct, buffered)");
   bench_cmd->add_option("--json", bench.json, "Write results as JSON to this file");
   bench_cmd->add_flag("--keep", bench.keep, "Keep the benchmark's store instead of deleting it");

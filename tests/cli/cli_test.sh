@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: 2026 kvtier authors
+# The kvtier CLI with good and bad input: right exit codes and a message naming the problem.
+# Usage: cli_test.sh <path to kvtier>
+set -u
+kvtier="$1"
+work=$(mktemp -d "${KVTIER_TEST_DIR:-/tmp}/kvtier-cli-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+
+# expect <exit code> <text expected in output> <args...>
+expect() {
+  local want_rc="$1" want_text="$2"
+  shift 2
+  local out rc
+  out=$("$kvtier" "$@" 2>&1)
+  rc=$?
+  if [[ $rc -eq $want_rc && "$out" == *"$want_text"* ]]; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "FAIL: kvtier $* -> rc $rc (want $want_rc), output:"
+    echo "$out" | head -5
+    echo "  (wanted text: $want_text)"
+  fi
+}
+
+s="$work/store"
+common=(--store "$s" --model tiny --segment-size 8M --capacity 256M)
+expect 0 "chunks written=4" put "${common[@]}" --tokens 1000
+expect 0 "restored 1000/1000" get "${common[@]}" --tokens 1000
+expect 0 "chunks written=0 present=4" put "${common[@]}" --tokens 1000
+expect 1 "restored 0/1000" get "${common[@]}" --tokens 1000 --seed 99
+expect 0 "verified 4 records" verify "${common[@]}"
+expect 0 "records" stat "${common[@]}"
+expect 0 '"records": 4' stat "${common[@]}" --json
+expect 0 "segment" ls "${common[@]}"
+
+# Bad input: nonsense sizes, unknown models, wrong geometry, missing or unusable paths.
+expect 2 "not a non-negative number" put --store "$s" --model tiny --tokens 10 --capacity lots
+expect 2 "unknown unit" put --store "$s" --model tiny --tokens 10 --segment-size 12Q
+expect 2 "unknown model preset" put --store "$s" --model gpt-17 --tokens 10
+expect 2 "does not divide" put --store "$s" --model qwen3-coder-30b-a3b --tp-world 3 --tokens 10
+expect 2 "must be > 0" put "${common[@]}" --tokens 0
+expect 3 "was created for" get --store "$s" --model tiny --chunk-tokens 128 --tokens 10
+expect 3 "no store at" get --store "$work/missing" --model tiny --tokens 10
+expect 3 "no store at" verify --store "$work/missing" --model tiny
+touch "$work/file"
+expect 2 "not a directory" put --store "$work/file" --model tiny --tokens 10
+expect 2 "I/O path" put "${common[@]}" --tokens 10 --io sideways
+expect 109 "" put "${common[@]}" --tokens 10 --bogus-flag
+if [[ $(id -u) -ne 0 ]]; then
+  mkdir -p "$work/ro" && chmod 0500 "$work/ro"
+  expect 3 "permission" put --store "$work/ro/s" --model tiny --tokens 10
+fi
+
+# A corrupt store: damaged manifest, then a damaged record found by verify.
+cp -r "$s" "$work/damaged"
+echo "{ nope" > "$work/damaged/rank0of1/MANIFEST.json"
+expect 3 "MANIFEST.json" get --store "$work/damaged" --model tiny --tokens 10
+seg=$(ls "$s"/rank0of1/seg-*.kvt | head -1)
+printf '\xff\xff\xff\xff' | dd of="$seg" bs=1 seek=$((4096 + 100)) conv=notrunc status=none
+expect 1 "1 corrupt" verify "${common[@]}"
+expect 1 "restored 0/1000" get "${common[@]}" --tokens 1000
+
+# A store asked to hold more than its capacity.
+expect 3 "capacity" put --store "$work/small" --model tiny --segment-size 1M --capacity 2M --tokens 5000
+
+# A full disk: a 6 MiB tmpfs (mounting needs root; skipped otherwise).
+mkdir -p "$work/full"
+if mount -t tmpfs -o size=6m kvtier-cli-test "$work/full" 2>/dev/null; then
+  expect 4 "no space" put --store "$work/full/s" --model tiny --segment-size 4M --capacity 64M --tokens 9000
+  umount "$work/full"
+else
+  echo "skip: full-disk case needs root to mount a small tmpfs"
+fi
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
