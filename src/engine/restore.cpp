@@ -2,7 +2,10 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // Engine::restore, verify and the read ceiling: read pieces, check headers and checksums as they
 // arrive, scatter payloads into the destination.
+#include <atomic>
 #include <chrono>
+#include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -17,9 +20,10 @@ enum class HeaderState : uint8_t { kUnseen, kGood, kBad };
 enum class RecordState : uint8_t { kIntact, kCorrupt, kIncomplete };
 
 struct Engine::Impl::ReadOutcome {
-  std::vector<uint64_t> sums;
-  std::vector<uint64_t> received;  // payload bytes seen per record
-  std::vector<HeaderState> header;
+  // Pieces of one record may be consumed on different threads; their sums simply add up.
+  std::vector<std::atomic<uint64_t>> sums;
+  std::vector<std::atomic<uint64_t>> received;  // payload bytes seen per record
+  std::vector<HeaderState> header;              // written by the one piece holding the header
   Status status;                   // I/O or device error that stopped the read early
   uint64_t bytes = 0;
   uint64_t extents = 0;
@@ -35,6 +39,10 @@ struct Engine::Impl::ReadOutcome {
 };
 
 namespace {
+
+// Checksumming and scattering a piece costs more CPU than reading it: spread it over the cores
+// (the I/O thread mostly sleeps in the kernel).
+unsigned consumer_threads() { return std::clamp(std::thread::hardware_concurrency(), 1u, 4u); }
 
 bool header_matches(std::span<const std::byte> block, const RecordMeta& want, const KvGeometry& g) {
   RecordMeta got;
@@ -74,8 +82,11 @@ class ScatterSink final : public PieceSink {
                               });
       }
     });
-    done_ += data.size();
-    if (progress_) progress_(done_, plan_.bytes);
+    const uint64_t done = done_ += data.size();
+    if (progress_) {
+      std::lock_guard lock(progress_mu_);
+      progress_(done, plan_.bytes);
+    }
     return status;
   }
 
@@ -88,7 +99,8 @@ class ScatterSink final : public PieceSink {
   Device& device_;
   Engine::Impl::ReadOutcome& out_;
   const ProgressFn& progress_;
-  uint64_t done_ = 0;
+  std::mutex progress_mu_;
+  std::atomic<uint64_t> done_{0};
 };
 
 }  // namespace
@@ -106,8 +118,8 @@ Engine::Impl::ReadOutcome Engine::Impl::read_records(std::span<const LocatedReco
     first_tokens.push_back(i * uint64_t{chunk});
   }
   ReadOutcome out;
-  out.sums.assign(records.size(), 0);
-  out.received.assign(records.size(), 0);
+  out.sums = std::vector<std::atomic<uint64_t>>(records.size());
+  out.received = std::vector<std::atomic<uint64_t>>(records.size());
   out.header.assign(records.size(), HeaderState::kUnseen);
   const IoPlan plan = plan_io(records, fds, staging_->slot_bytes());
   out.bytes = plan.bytes;
@@ -115,7 +127,7 @@ Engine::Impl::ReadOutcome Engine::Impl::read_records(std::span<const LocatedReco
   ScatterSink sink(plan, records, first_tokens, destination, options_.geometry, *device_, out, progress);
   StagingPool::Lease lease = staging_->acquire(plan.pieces.size());
   auto io = io_engine(lease.slots().size());
-  out.status = run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/false, sink);
+  out.status = run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/false, sink, consumer_threads());
   return out;
 }
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <deque>
+#include <thread>
 
 #include "common/posix.hpp"
 #include "common/try.hpp"
@@ -20,77 +22,176 @@ IoRequest request_for(const Piece& p, std::span<std::byte> slot, uint32_t done, 
   return {p.fd, p.offset + done, slot.data() + done, p.length - done, write, tag};
 }
 
+/// One run of the pipeline. The calling thread owns the I/O engine (enqueue, submit, wait); read
+/// pieces that arrive are consumed inline or by `workers` threads, which hand their slot back
+/// through freed_ for the I/O thread to refill.
+class PipelineRun {
+ public:
+  PipelineRun(IoEngine& engine, std::span<const Piece> pieces, std::span<const std::span<std::byte>> slots,
+              bool write, PieceSink& sink, unsigned workers)
+      : engine_(engine), pieces_(pieces), slots_(slots), write_(write), sink_(sink),
+        state_(slots.size()), completions_(slots.size()), workers_(write ? 0 : workers) {}
+
+  Status run() {
+    for (unsigned w = 0; w < workers_; ++w) threads_.emplace_back([this] { worker_loop(); });
+    for (size_t s = 0; s < slots_.size() && next_ < pieces_.size() && ok(); ++s) note(start(s));
+    if (in_flight_ > 0) note(engine_.submit());
+    Status broken = io_loop();
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+    if (!broken.ok()) return broken;
+    if (!error_.ok()) return error_;
+    for (size_t s = 0; s < slots_.size(); ++s) KVTIER_TRY(sink_.release(s));
+    return {};
+  }
+
+ private:
+  bool ok() {
+    std::lock_guard lock(mu_);
+    return error_.ok();
+  }
+  void note(Status st) {
+    if (st.ok()) return;
+    std::lock_guard lock(mu_);
+    if (error_.ok()) error_ = std::move(st);
+  }
+
+  Status start(size_t slot) {
+    const size_t index = next_++;
+    KVTIER_TRY(sink_.release(slot));
+    state_[slot] = {index, 0};
+    std::span<std::byte> data = slots_[slot].first(pieces_[index].length);
+    if (write_) KVTIER_TRY(sink_.fill(index, data));
+    KVTIER_TRY(engine_.enqueue(request_for(pieces_[index], data, 0, write_, slot)));
+    ++in_flight_;
+    return {};
+  }
+
+  // Runs until no request is in flight and no slot is being consumed. Returns a non-ok Status only
+  // when the engine itself broke (then in-flight requests cannot be reaped).
+  Status io_loop() {
+    for (;;) {
+      refill_freed_slots();
+      if (in_flight_ > 0) {
+        auto n = engine_.wait(completions_);
+        if (!n) return n.error();
+        for (size_t i = 0; i < *n; ++i) on_completion(completions_[i]);
+        if (in_flight_ > 0) note(engine_.submit());
+        continue;
+      }
+      std::unique_lock lock(mu_);
+      if (consuming_ == 0 && freed_.empty()) return {};
+      cv_.wait(lock, [&] { return !freed_.empty(); });
+    }
+  }
+
+  void refill_freed_slots() {
+    std::vector<size_t> freed;
+    {
+      std::lock_guard lock(mu_);
+      freed.swap(freed_);
+    }
+    bool started = false;
+    for (size_t slot : freed) {
+      if (next_ < pieces_.size() && ok()) {
+        note(start(slot));
+        started = true;
+      }
+    }
+    if (started) note(engine_.submit());
+  }
+
+  void on_completion(const IoCompletion& c) {
+    const size_t slot = c.tag;
+    SlotState& st = state_[slot];
+    const Piece& piece = pieces_[st.piece];
+    --in_flight_;
+    if (!ok()) return;
+    if (c.result == -EINTR || c.result == -EAGAIN) return resume(slot);
+    if (c.result < 0) {
+      return note(posix_error(static_cast<int>(-c.result),
+                              write_ ? "write of a store segment" : "read of a store segment"));
+    }
+    if (c.result == 0) return note({ErrorCode::kCorrupt, "segment file ends before a record does (short read)"});
+    st.done += static_cast<uint32_t>(c.result);
+    if (st.done < piece.length) return resume(slot);  // short transfer: go on from where it stopped
+    if (write_) return hand_back(slot);
+    if (workers_ == 0) {
+      note(sink_.consume(st.piece, slot, slots_[slot].first(piece.length)));
+      return hand_back(slot);
+    }
+    {
+      std::lock_guard lock(mu_);
+      ready_.push_back(slot);
+      ++consuming_;
+    }
+    cv_.notify_all();
+  }
+
+  void resume(size_t slot) {
+    const SlotState& st = state_[slot];
+    note(engine_.enqueue(request_for(pieces_[st.piece], slots_[slot], st.done, write_, slot)));
+    ++in_flight_;
+  }
+
+  void hand_back(size_t slot) {
+    std::lock_guard lock(mu_);
+    freed_.push_back(slot);
+  }
+
+  void worker_loop() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || !ready_.empty(); });
+      if (ready_.empty()) return;
+      const size_t slot = ready_.front();
+      ready_.pop_front();
+      const bool skip = !error_.ok();
+      lock.unlock();
+      // state_[slot] is stable: the I/O thread does not touch a slot until it comes back freed.
+      Status st = skip ? Status() : sink_.consume(state_[slot].piece, slot,
+                                                  slots_[slot].first(pieces_[state_[slot].piece].length));
+      lock.lock();
+      if (!st.ok() && error_.ok()) error_ = std::move(st);
+      freed_.push_back(slot);
+      --consuming_;
+      cv_.notify_all();
+    }
+  }
+
+  IoEngine& engine_;
+  std::span<const Piece> pieces_;
+  std::span<const std::span<std::byte>> slots_;
+  const bool write_;
+  PieceSink& sink_;
+  std::vector<SlotState> state_;             // I/O thread, or the worker holding the slot
+  std::vector<IoCompletion> completions_;    // I/O thread only
+  size_t next_ = 0;                          // I/O thread only
+  size_t in_flight_ = 0;                     // I/O thread only
+  const unsigned workers_;
+  std::vector<std::thread> threads_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<size_t> ready_;    // guarded by mu_: slots waiting for a worker
+  std::vector<size_t> freed_;   // guarded by mu_: slots consumed, to be refilled
+  size_t consuming_ = 0;        // guarded by mu_
+  bool stop_ = false;           // guarded by mu_
+  Status error_;                // guarded by mu_: the first error
+};
+
 }  // namespace
 
 Status run_pipeline(IoEngine& engine, std::span<const Piece> pieces,
-                    std::span<const std::span<std::byte>> slots, bool write, PieceSink& sink) {
+                    std::span<const std::span<std::byte>> slots, bool write, PieceSink& sink,
+                    unsigned workers) {
   if (pieces.empty()) return {};
   if (slots.empty()) return {ErrorCode::kInternal, "pipeline without staging slots"};
-  std::vector<SlotState> state(slots.size());
-  std::vector<IoCompletion> completions(slots.size());
-  size_t next = 0;
-  size_t in_flight = 0;
-  Status first_error;
-
-  auto start = [&](size_t slot) -> Status {
-    const size_t index = next++;
-    KVTIER_TRY(sink.release(slot));
-    state[slot] = {index, 0};
-    std::span<std::byte> data = slots[slot].first(pieces[index].length);
-    if (write) KVTIER_TRY(sink.fill(index, data));
-    KVTIER_TRY(engine.enqueue(request_for(pieces[index], data, 0, write, slot)));
-    ++in_flight;
-    return {};
-  };
-  auto note_error = [&](Status st) {
-    if (first_error.ok()) first_error = std::move(st);
-  };
-
-  for (size_t s = 0; s < slots.size() && next < pieces.size() && first_error.ok(); ++s) note_error(start(s));
-  if (in_flight > 0) note_error(engine.submit());
-  while (in_flight > 0) {
-    auto n = engine.wait(completions);
-    if (!n) return n.error();  // the queue is broken; nothing more can be reaped
-    for (size_t i = 0; i < *n; ++i) {
-      const size_t slot = completions[i].tag;
-      const int64_t res = completions[i].result;
-      SlotState& st = state[slot];
-      const Piece& piece = pieces[st.piece];
-      --in_flight;
-      if (!first_error.ok()) continue;
-      if (res == -EINTR || res == -EAGAIN) {
-        note_error(engine.enqueue(request_for(piece, slots[slot], st.done, write, slot)));
-        ++in_flight;
-        continue;
-      }
-      if (res < 0) {
-        note_error(posix_error(static_cast<int>(-res),
-                               write ? "write of a store segment" : "read of a store segment"));
-        continue;
-      }
-      if (res == 0) {
-        note_error({ErrorCode::kCorrupt, "segment file ends before a record does (short read)"});
-        continue;
-      }
-      st.done += static_cast<uint32_t>(res);
-      if (st.done < piece.length) {  // short transfer: go on from where it stopped
-        note_error(engine.enqueue(request_for(piece, slots[slot], st.done, write, slot)));
-        ++in_flight;
-        continue;
-      }
-      if (!write) note_error(sink.consume(st.piece, slot, slots[slot].first(piece.length)));
-      if (first_error.ok() && next < pieces.size()) note_error(start(slot));
-    }
-    if (in_flight > 0) {
-      Status st = engine.submit();
-      if (!st.ok()) {
-        note_error(st);
-      }
-    }
-  }
-  if (!first_error.ok()) return first_error;
-  for (size_t s = 0; s < slots.size(); ++s) KVTIER_TRY(sink.release(s));
-  return {};
+  return PipelineRun(engine, pieces, slots, write, sink, workers).run();
 }
 
 void split_into_pieces(int fd, uint64_t offset, uint64_t length, uint64_t max_piece,

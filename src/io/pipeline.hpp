@@ -38,11 +38,13 @@ class PieceSink {
 };
 
 /// Runs every piece through `engine`, one per slot in flight, retrying short transfers for the
-/// remainder. Reads deliver each piece to sink.consume() as it completes (any order). On the first
-/// error no new piece starts, in-flight ones are drained, and that error is returned.
+/// remainder. Reads deliver each piece to sink.consume() as it completes (any order): inline on the
+/// calling thread when `workers` is 0, else on that many worker threads, concurrently (the sink must
+/// then be thread-safe across pieces). On the first error no new piece starts, in-flight ones are
+/// drained, and that error is returned.
 [[nodiscard]] Status run_pipeline(IoEngine& engine, std::span<const Piece> pieces,
                                   std::span<const std::span<std::byte>> slots, bool write,
-                                  PieceSink& sink);
+                                  PieceSink& sink, unsigned workers = 0);
 
 /// Splits [offset, offset + length) of `fd` into pieces of at most `max_piece` bytes.
 void split_into_pieces(int fd, uint64_t offset, uint64_t length, uint64_t max_piece,
