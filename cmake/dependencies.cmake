@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: 2026 kvtier authors
 # Every dependency comes from Debian packages (tools/setup.sh installs them).
-find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 find_package(fmt REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
@@ -11,7 +10,21 @@ if(NOT CLI11_FOUND)
   add_library(CLI11::CLI11 INTERFACE IMPORTED)
   target_include_directories(CLI11::CLI11 INTERFACE ${CLI11_INCLUDE_DIR})
 endif()
-pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+# liburing and xxhash ship no CMake config: find them directly (no pkg-config needed, so a prefix
+# given in CMAKE_PREFIX_PATH works too).
+function(kvtier_find_c_library target header lib required)
+  find_path(${target}_INCLUDE_DIR ${header})
+  find_library(${target}_LIBRARY ${lib})
+  if(${target}_INCLUDE_DIR AND ${target}_LIBRARY)
+    add_library(kvtier::${target} UNKNOWN IMPORTED)
+    set_target_properties(kvtier::${target} PROPERTIES IMPORTED_LOCATION ${${target}_LIBRARY}
+                          INTERFACE_INCLUDE_DIRECTORIES ${${target}_INCLUDE_DIR})
+    set(${target}_FOUND TRUE PARENT_SCOPE)
+  elseif(required)
+    message(FATAL_ERROR "${header} / lib${lib} not found (tools/setup.sh installs them)")
+  endif()
+endfunction()
+kvtier_find_c_library(xxhash xxhash.h xxhash TRUE)
 
 # Optional dependency helper: AUTO warns when missing, ON fails, OFF skips.
 function(kvtier_optional name found)
@@ -24,9 +37,9 @@ endfunction()
 
 set(KVTIER_HAVE_IO_URING 0)
 if(NOT KVTIER_WITH_IO_URING STREQUAL "OFF")
-  pkg_check_modules(URING QUIET IMPORTED_TARGET liburing)
-  kvtier_optional(IO_URING URING_FOUND)
-  if(URING_FOUND)
+  kvtier_find_c_library(uring liburing.h uring FALSE)
+  kvtier_optional(IO_URING uring_FOUND)
+  if(uring_FOUND)
     set(KVTIER_HAVE_IO_URING 1)
   endif()
 endif()
