@@ -59,6 +59,10 @@ class KVTIER_EXPORT Engine {
   /// A trailing partial chunk is stored as its own record (see docs/format.md, "Keys").
   [[nodiscard]] Result<SaveResult> save(std::span<const Token> tokens, const ChunkedKv& source);
 
+  /// @brief Saves from a paged KV cache: `source.block_table` lists, in token order, the blocks
+  /// holding `tokens`. Same semantics as the contiguous form.
+  [[nodiscard]] Result<SaveResult> save(std::span<const Token> tokens, const PagedKv& source);
+
   /// @brief Tokens of the longest stored prefix of `tokens` (0 when none). Reads no payload.
   [[nodiscard]] Result<uint64_t> lookup(std::span<const Token> tokens);
 
@@ -66,6 +70,10 @@ class KVTIER_EXPORT Engine {
   /// payload checksum on the way. A corrupt record is dropped and ends the prefix there.
   [[nodiscard]] Result<RestoreResult> restore(std::span<const Token> tokens,
                                               const ChunkedKv& destination);
+
+  /// @brief Restores into a paged KV cache: token t lands in block block_table[t / block_size] at
+  /// row t % block_size of every layer's tensor, in `destination.layout`.
+  [[nodiscard]] Result<RestoreResult> restore(std::span<const Token> tokens, const PagedKv& destination);
 
   /// @brief Drops every stored record of `tokens`' chunks (the prefix chain and its partial tail).
   /// @return the number of records dropped.

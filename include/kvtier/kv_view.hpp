@@ -32,21 +32,21 @@ struct ChunkedKv {
   uint64_t capacity_tokens = 0;  ///< Length of the token axis; memory.size must match exactly.
 };
 
-/// @brief Layouts of a serving engine's paged KV cache (per-layer tensors).
-/// The paged form (with a block table) is restored into by the GPU data paths; its kernels live in
-/// src/cuda and are not part of the host-only build.
+/// @brief Layouts of a serving engine's paged KV cache (one tensor per layer). Every layout holds
+/// 2 x block_size x kv_heads x head_dim elements per block; they differ in order.
 enum class PagedLayout : uint8_t {
   kKvFirst,     ///< [2, num_blocks, block_size, kv_heads, head_dim] (vLLM flash-attn).
   kBlockFirst,  ///< [num_blocks, 2, block_size, kv_heads, head_dim].
   kPackedHeads, ///< [num_blocks, kv_heads, block_size, 2 * head_dim] (vLLM 0.26 packed).
 };
 
-/// @brief A paged KV cache: one tensor per layer and the blocks (in token order) of one session.
+/// @brief A paged KV cache: one tensor per layer (each num_blocks blocks), and the blocks that hold
+/// one session's tokens, in token order. kvtier borrows all of it for the duration of a call.
 struct PagedKv {
-  std::vector<MemoryView> layers;
-  std::span<const int32_t> block_table;
-  uint32_t block_size = 16;
-  uint32_t num_blocks = 0;
+  std::vector<MemoryView> layers;        ///< one per model layer, all of the same kind and device
+  std::span<const int32_t> block_table;  ///< block of tokens [i*block_size, (i+1)*block_size)
+  uint32_t block_size = 16;              ///< tokens per block
+  uint32_t num_blocks = 0;               ///< blocks in each layer's tensor
   PagedLayout layout = PagedLayout::kKvFirst;
 };
 

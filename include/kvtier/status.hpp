@@ -30,6 +30,7 @@ enum class ErrorCode : int32_t {
   kIo = 300,
   kNoSpace = 301,
   kPermission = 302,
+  kDevice = 303,  ///< CUDA or cuFile reported an error (native_error holds its code)
   // 900-999: internal invariants.
   kInternal = 900,
 };

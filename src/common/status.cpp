@@ -23,6 +23,7 @@ std::string_view error_code_name(ErrorCode code) {
     case ErrorCode::kIo: return "I/O error";
     case ErrorCode::kNoSpace: return "no space";
     case ErrorCode::kPermission: return "permission denied";
+    case ErrorCode::kDevice: return "device error";
     case ErrorCode::kInternal: return "internal error";
   }
   return "unknown";

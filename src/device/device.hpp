@@ -1,41 +1,79 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// The device layer: moves KV bytes between staging memory and the memory a caller handed in.
+// The device layer: moves payload bytes between host staging and the caller's KV memory, in any
+// supported layout, summing payload checksums on the way.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
+#include "device/kv_layout.hpp"
 #include "kvtier/kv_view.hpp"
 #include "kvtier/status.hpp"
 
 namespace kvtier {
 
-/// @brief Copies between host staging buffers and KV memory, summing payload checksums on the way.
-/// Implementations: the host-emulated device (KV memory is host memory; the whole pipeline runs on
-/// a CPU) and, in GPU builds, CUDA. Thread-safe.
+/// A caller's KV memory as the engine sees it: layout parameters with host-side pointers (the
+/// addresses the caller gave), plus where that memory lives.
+struct KvTarget {
+  KvLayoutParams params;                  ///< layer_base / block_table unset: see below
+  MemoryKind kind = MemoryKind::kHost;
+  int device = 0;
+  std::vector<uint8_t*> layer_base;       ///< paged forms
+  std::vector<int32_t> block_table;       ///< paged forms
+};
+
+/// A record's place in the session: its tokens [first_token, first_token + token_count).
+struct RecordRange {
+  uint64_t first_token = 0;
+  uint32_t token_count = 0;
+};
+
+/// @brief One save or restore against one target. Not thread-safe across calls on the same slot;
+/// scatter() on different slots may run concurrently.
+class DeviceTransfer {
+ public:
+  virtual ~DeviceTransfer() = default;
+  /// Restore: places the payload spans of `piece` (host staging, slot `slot`) into the target and
+  /// adds their kvsum terms to the records' sums. May complete asynchronously, until release(slot).
+  [[nodiscard]] virtual Status scatter(size_t slot, std::span<const std::byte> piece,
+                                       std::span<const PieceSpan> spans) = 0;
+  /// Save: fills the payload spans of `piece` from the target; complete on return.
+  [[nodiscard]] virtual Status gather(size_t slot, std::span<std::byte> piece,
+                                      std::span<const PieceSpan> spans) = 0;
+  /// Waits until the staging memory of `slot` may be reused.
+  [[nodiscard]] virtual Status release(size_t slot) = 0;
+  /// Waits for all outstanding work; returns the kvsum partial sums scatter() accumulated, one per
+  /// record.
+  [[nodiscard]] virtual Result<std::vector<uint64_t>> finish() = 0;
+  /// Save: kvsum partial sums of whole records read from the target.
+  [[nodiscard]] virtual Result<std::vector<uint64_t>> record_sums(std::span<const RecordRange> records) = 0;
+  /// Bytes this transfer moved between host staging and device memory (0 for host targets).
+  [[nodiscard]] virtual uint64_t device_copy_bytes() const { return 0; }
+};
+
+/// @brief A place KV memory can live: the host (the host-emulated device) or a CUDA GPU.
+/// Thread-safe.
 class Device {
  public:
   virtual ~Device() = default;
   [[nodiscard]] virtual std::string_view name() const = 0;
-  /// Whether `view` is memory this device can address.
-  [[nodiscard]] virtual bool accepts(const MemoryView& view) const = 0;
-  /// Copies `src` to `dst` + `offset`; returns the kvsum partial of the bytes, which start at word
-  /// `first_word` of their record's payload.
-  [[nodiscard]] virtual Result<uint64_t> copy_in(const MemoryView& dst, uint64_t offset,
-                                                 std::span<const std::byte> src,
-                                                 uint64_t first_word) = 0;
-  /// Copies `src` + `offset` into `dst`; returns the kvsum partial like copy_in().
-  [[nodiscard]] virtual Result<uint64_t> copy_out(std::span<std::byte> dst, const MemoryView& src,
-                                                  uint64_t offset, uint64_t first_word) = 0;
-  /// kvsum partial of `src` + `offset`, `bytes` long, without copying.
-  [[nodiscard]] virtual Result<uint64_t> sum(const MemoryView& src, uint64_t offset, uint64_t bytes,
-                                             uint64_t first_word) = 0;
+  [[nodiscard]] virtual bool accepts(MemoryKind kind) const = 0;
+  /// Starts a transfer over `records` records using `slots` staging slots of `slot_bytes`.
+  [[nodiscard]] virtual Result<std::unique_ptr<DeviceTransfer>> begin(const KvTarget& target, size_t records,
+                                                                      size_t slots, size_t slot_bytes) = 0;
+  /// Pins host staging memory once so copies from it can run asynchronously.
+  [[nodiscard]] virtual Status register_staging(std::span<std::byte> /*memory*/) { return {}; }
 };
 
 /// The host-emulated device: KV memory is host memory (MemoryKind::kHost).
 std::unique_ptr<Device> make_host_device();
+
+/// The CUDA device where this build has CUDA and the machine a GPU; otherwise the reason why not.
+Result<std::unique_ptr<Device>> make_cuda_device();
 
 }  // namespace kvtier

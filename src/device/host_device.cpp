@@ -1,28 +1,98 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
+#include <atomic>
+#include <cstring>
+
 #include "device/device.hpp"
 #include "store/checksum.hpp"
 
 namespace kvtier {
 namespace {
 
+/// Calls fn(target_address, payload_offset, bytes) for the runs of payload bytes [q, q + n) of a
+/// record of `count` tokens starting at `first_token`: each run is contiguous in the target.
+template <typename Fn>
+void for_each_run(const KvLayoutParams& p, uint64_t first_token, uint64_t count, uint64_t q, uint64_t n,
+                  Fn&& fn) {
+  const uint64_t run = contiguous_run(p);
+  while (n > 0) {
+    const PayloadPos pos = payload_pos(p, count, q);
+    // In the contiguous form a whole (K|V, layer) block of the record is one run.
+    const uint64_t left = p.form == KvForm::kContiguous
+                              ? (count - pos.token) * p.row_bytes - pos.col
+                              : run - pos.col % run;
+    const uint64_t len = std::min(n, left);
+    fn(kv_address(p, pos.kv, pos.layer, first_token + pos.token, pos.col), q, len);
+    q += len;
+    n -= len;
+  }
+}
+
+class HostTransfer final : public DeviceTransfer {
+ public:
+  HostTransfer(const KvTarget& target, size_t records)
+      : target_(target), sums_(records) {
+    params_ = target_.params;
+    params_.layer_base = target_.layer_base.data();
+    params_.block_table = target_.block_table.data();
+  }
+
+  Status scatter(size_t, std::span<const std::byte> piece, std::span<const PieceSpan> spans) override {
+    for (const PieceSpan& s : spans) {
+      uint64_t sum = 0;
+      for_each_run(params_, s.first_token, s.token_count, s.payload_offset, s.bytes,
+                   [&](uint8_t* dst, uint64_t q, uint64_t len) {
+                     sum += kvsum::copy_partial(reinterpret_cast<std::byte*>(dst),
+                                                piece.data() + s.piece_offset + (q - s.payload_offset), len, q / 8);
+                   });
+      sums_[s.record] += sum;
+    }
+    return {};
+  }
+
+  Status gather(size_t, std::span<std::byte> piece, std::span<const PieceSpan> spans) override {
+    for (const PieceSpan& s : spans) {
+      for_each_run(params_, s.first_token, s.token_count, s.payload_offset, s.bytes,
+                   [&](uint8_t* src, uint64_t q, uint64_t len) {
+                     std::memcpy(piece.data() + s.piece_offset + (q - s.payload_offset), src, len);
+                   });
+    }
+    return {};
+  }
+
+  Status release(size_t) override { return {}; }
+
+  Result<std::vector<uint64_t>> finish() override {
+    std::vector<uint64_t> out(sums_.size());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = sums_[i];
+    return out;
+  }
+
+  Result<std::vector<uint64_t>> record_sums(std::span<const RecordRange> records) override {
+    std::vector<uint64_t> out;
+    for (const RecordRange& r : records) {
+      const uint64_t bytes = 2 * uint64_t{params_.layers} * r.token_count * params_.row_bytes;
+      uint64_t sum = 0;
+      for_each_run(params_, r.first_token, r.token_count, 0, bytes, [&](uint8_t* src, uint64_t q, uint64_t len) {
+        sum += kvsum::partial(reinterpret_cast<const std::byte*>(src), len, q / 8);
+      });
+      out.push_back(sum);
+    }
+    return out;
+  }
+
+ private:
+  KvTarget target_;
+  KvLayoutParams params_;
+  std::vector<std::atomic<uint64_t>> sums_;  // pieces of one record may land on different threads
+};
+
 class HostDevice final : public Device {
  public:
   std::string_view name() const override { return "host-emulated"; }
-  bool accepts(const MemoryView& view) const override {
-    return view.kind == MemoryKind::kHost && view.data != nullptr;
-  }
-  Result<uint64_t> copy_in(const MemoryView& dst, uint64_t offset, std::span<const std::byte> src,
-                           uint64_t first_word) override {
-    return kvsum::copy_partial(dst.data + offset, src.data(), src.size(), first_word);
-  }
-  Result<uint64_t> copy_out(std::span<std::byte> dst, const MemoryView& src, uint64_t offset,
-                            uint64_t first_word) override {
-    return kvsum::copy_partial(dst.data(), src.data + offset, dst.size(), first_word);
-  }
-  Result<uint64_t> sum(const MemoryView& src, uint64_t offset, uint64_t bytes,
-                       uint64_t first_word) override {
-    return kvsum::partial(src.data + offset, bytes, first_word);
+  bool accepts(MemoryKind kind) const override { return kind == MemoryKind::kHost; }
+  Result<std::unique_ptr<DeviceTransfer>> begin(const KvTarget& target, size_t records, size_t, size_t) override {
+    return std::unique_ptr<DeviceTransfer>(std::make_unique<HostTransfer>(target, records));
   }
 };
 

@@ -17,8 +17,19 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   const Options& o = impl->options_;
   impl->log_ = Logger(o.log_sink, o.log_level.value_or(LogLevel::kWarn));
   KVTIER_ASSIGN_OR_RETURN(impl->store_, Store::open(o, impl->log_));
-  impl->device_ = make_host_device();
+  impl->host_device_ = make_host_device();
   impl->staging_ = std::make_unique<StagingPool>(o.staging_bytes, o.io_request_bytes);
+  auto cuda = make_cuda_device();
+  if (cuda) {
+    impl->cuda_device_ = std::move(*cuda);
+    // Pinned once for the engine's life: copies to the GPU then run asynchronously from staging.
+    for (std::span<std::byte> slot : impl->staging_->all_slots()) {
+      KVTIER_TRY(impl->cuda_device_->register_staging(slot));
+    }
+  } else {
+    impl->cuda_unavailable_ = cuda.error().to_string();
+    KVTIER_LOG(impl->log_, kInfo, "no CUDA device: {}", impl->cuda_unavailable_);
+  }
   impl->namespace_ = namespace_key(o.geometry, o.tenant);
 
   std::string engine_fallback;
@@ -36,25 +47,6 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
 std::unique_ptr<IoEngine> Engine::Impl::io_engine(size_t slots) {
   std::string ignored;  // the reason was logged and recorded when the engine opened
   return make_io_engine(options_.io_path, static_cast<uint32_t>(slots), ignored);
-}
-
-Status Engine::Impl::check_kv(const ChunkedKv& kv, uint64_t tokens, const char* what) const {
-  const KvGeometry& g = options_.geometry;
-  if (!device_->accepts(kv.memory)) {
-    return {ErrorCode::kNotSupported,
-            fmt::format("{}: memory not addressable by the {} device", what, device_->name())};
-  }
-  if (kv.memory.size != g.bytes_for_tokens(kv.capacity_tokens)) {
-    return {ErrorCode::kInvalidArgument,
-            fmt::format("{}: {} bytes do not hold [2, {}, {}, {}] of {}-byte elements ({} bytes)",
-                        what, kv.memory.size, g.layers, kv.capacity_tokens,
-                        g.kv_heads * g.head_dim, g.element_bytes, g.bytes_for_tokens(kv.capacity_tokens))};
-  }
-  if (kv.capacity_tokens < tokens) {
-    return {ErrorCode::kInvalidArgument,
-            fmt::format("{}: room for {} tokens, {} needed", what, kv.capacity_tokens, tokens)};
-  }
-  return {};
 }
 
 std::vector<LocatedRecord> Engine::Impl::find_prefix(std::span<const Token> tokens) {
@@ -144,13 +136,31 @@ Result<std::unique_ptr<Engine>> Engine::open(const Options& options) {
 }
 
 Result<SaveResult> Engine::save(std::span<const Token> tokens, const ChunkedKv& source) {
-  return guarded([&] { return impl_->save(tokens, source); });
+  return guarded([&]() -> Result<SaveResult> {
+    KVTIER_ASSIGN_OR_RETURN(KvTarget target, impl_->target_of(source));
+    return impl_->save(tokens, target);
+  });
+}
+Result<SaveResult> Engine::save(std::span<const Token> tokens, const PagedKv& source) {
+  return guarded([&]() -> Result<SaveResult> {
+    KVTIER_ASSIGN_OR_RETURN(KvTarget target, impl_->target_of(source));
+    return impl_->save(tokens, target);
+  });
 }
 Result<uint64_t> Engine::lookup(std::span<const Token> tokens) {
   return guarded([&] { return impl_->lookup(tokens); });
 }
 Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const ChunkedKv& destination) {
-  return guarded([&] { return impl_->restore(tokens, destination); });
+  return guarded([&]() -> Result<RestoreResult> {
+    KVTIER_ASSIGN_OR_RETURN(KvTarget target, impl_->target_of(destination));
+    return impl_->restore(tokens, target);
+  });
+}
+Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const PagedKv& destination) {
+  return guarded([&]() -> Result<RestoreResult> {
+    KVTIER_ASSIGN_OR_RETURN(KvTarget target, impl_->target_of(destination));
+    return impl_->restore(tokens, target);
+  });
 }
 Result<uint64_t> Engine::evict(std::span<const Token> tokens) {
   return guarded([&] { return impl_->evict(tokens); });

@@ -21,19 +21,26 @@ class Engine::Impl {
  public:
   static Result<std::unique_ptr<Impl>> create(const Options& options);
 
-  Result<SaveResult> save(std::span<const Token> tokens, const ChunkedKv& source);
+  Result<SaveResult> save(std::span<const Token> tokens, const KvTarget& source);
   Result<uint64_t> lookup(std::span<const Token> tokens);
-  Result<RestoreResult> restore(std::span<const Token> tokens, const ChunkedKv& destination);
+  Result<RestoreResult> restore(std::span<const Token> tokens, const KvTarget& destination);
   Result<uint64_t> evict(std::span<const Token> tokens);
   Result<VerifyReport> verify(const ProgressFn& progress);
   Result<CeilingResult> measure_read_ceiling(std::span<const Token> tokens);
   Status drop_page_cache();
   Stats stats() const;
 
+  /// The caller's KV memory checked against the geometry: kInvalidArgument when its size or shape
+  /// does not match, kNotSupported when no device of this engine can address it.
+  Result<KvTarget> target_of(const ChunkedKv& kv) const;
+  Result<KvTarget> target_of(const PagedKv& kv) const;
+
   Options options_;
   Logger log_;
   std::unique_ptr<Store> store_;
-  std::unique_ptr<Device> device_;
+  std::unique_ptr<Device> host_device_;
+  std::unique_ptr<Device> cuda_device_;  // null when this build or machine has no CUDA GPU
+  std::string cuda_unavailable_;         // why cuda_device_ is null
   std::unique_ptr<StagingPool> staging_;
   Key128 namespace_;
   std::string io_name_;
@@ -45,15 +52,16 @@ class Engine::Impl {
  private:
   struct Counters {
     std::atomic<uint64_t> saves{0}, chunks_written{0}, bytes_written{0}, lookups{0},
-        lookup_hit_tokens{0}, restores{0}, bytes_restored{0}, checksum_misses{0};
+        lookup_hit_tokens{0}, restores{0}, bytes_restored{0}, checksum_misses{0},
+        staging_bytes_read{0}, device_copy_bytes{0};
   };
 
   /// The stored records of the longest stored prefix of `tokens`, in token order.
   std::vector<LocatedRecord> find_prefix(std::span<const Token> tokens);
   std::unique_ptr<IoEngine> io_engine(size_t slots);
-  Status check_kv(const ChunkedKv& kv, uint64_t tokens, const char* what) const;
+  Result<Device*> device_for(MemoryKind kind) const;
   /// Reads `records` and checks headers and checksums; restores into `destination` when given.
-  ReadOutcome read_records(std::span<const LocatedRecord> records, const ChunkedKv* destination,
+  ReadOutcome read_records(std::span<const LocatedRecord> records, const KvTarget* destination,
                            const ProgressFn& progress);
 
   mutable Counters counters_;

@@ -51,52 +51,48 @@ bool header_matches(std::span<const std::byte> block, const RecordMeta& want, co
          got.payload_bytes == want.payload_bytes && got.payload_checksum == want.payload_checksum;
 }
 
-/// Checks headers, sums payloads and, with a destination, scatters them into it.
+/// Checks headers and sums payloads; with a destination, the device scatters payloads into it and
+/// sums them there (where the data lands), else they are summed here from staging.
 class ScatterSink final : public PieceSink {
  public:
-  ScatterSink(const IoPlan& plan, std::span<const RecordMeta> records,
-              std::span<const uint64_t> first_tokens, const ChunkedKv* destination,
-              const KvGeometry& g, Device& device, Engine::Impl::ReadOutcome& out,
+  ScatterSink(const IoPlan& plan, std::span<const RecordMeta> records, std::span<const uint64_t> first_tokens,
+              DeviceTransfer* transfer, const KvGeometry& g, Engine::Impl::ReadOutcome& out,
               const ProgressFn& progress)
-      : plan_(plan), records_(records), first_tokens_(first_tokens), destination_(destination),
-        g_(g), device_(device), out_(out), progress_(progress) {}
+      : plan_(plan), records_(records), first_tokens_(first_tokens), transfer_(transfer), g_(g), out_(out),
+        progress_(progress) {}
 
-  Status consume(size_t index, size_t, std::span<const std::byte> data) override {
-    Status status;
+  Status consume(size_t index, size_t slot, std::span<const std::byte> data) override {
+    std::vector<PieceSpan> spans;
     for_each_region(plan_, records_, index, [&](size_t r, Region region, uint64_t at, uint64_t in, uint64_t n) {
       if (region == Region::kHeader) {
         const bool good = at == 0 && n == kBlock && header_matches(data.subspan(in, n), records_[r], g_);
         out_.header[r] = good ? HeaderState::kGood : HeaderState::kBad;
       } else if (region == Region::kPayload) {
         out_.received[r] += n;
-        if (destination_ == nullptr) {
+        if (transfer_ == nullptr) {
           out_.sums[r] += kvsum::partial(data.data() + in, n, at / 8);
-          return;
+        } else {
+          spans.push_back({in, at, n, first_tokens_[r], records_[r].token_count, static_cast<uint32_t>(r)});
         }
-        for_each_payload_span(g_, records_[r].token_count, first_tokens_[r], destination_->capacity_tokens,
-                              at, n, [&](uint64_t kv, uint64_t q, uint64_t len) {
-                                auto sum = device_.copy_in(destination_->memory, kv,
-                                                           data.subspan(in + (q - at), len), q / 8);
-                                if (sum) out_.sums[r] += *sum;
-                                else if (status.ok()) status = sum.error();
-                              });
       }
     });
+    Status st = transfer_ == nullptr || spans.empty() ? Status() : transfer_->scatter(slot, data, spans);
     const uint64_t done = done_ += data.size();
     if (progress_) {
       std::lock_guard lock(progress_mu_);
       progress_(done, plan_.bytes);
     }
-    return status;
+    return st;
   }
+
+  Status release(size_t slot) override { return transfer_ == nullptr ? Status() : transfer_->release(slot); }
 
  private:
   const IoPlan& plan_;
   std::span<const RecordMeta> records_;
   std::span<const uint64_t> first_tokens_;
-  const ChunkedKv* destination_;
+  DeviceTransfer* transfer_;
   const KvGeometry& g_;
-  Device& device_;
   Engine::Impl::ReadOutcome& out_;
   const ProgressFn& progress_;
   std::mutex progress_mu_;
@@ -106,7 +102,7 @@ class ScatterSink final : public PieceSink {
 }  // namespace
 
 Engine::Impl::ReadOutcome Engine::Impl::read_records(std::span<const LocatedRecord> located,
-                                                     const ChunkedKv* destination,
+                                                     const KvTarget* destination,
                                                      const ProgressFn& progress) {
   const uint32_t chunk = options_.geometry.chunk_tokens;
   std::vector<RecordMeta> records;
@@ -124,20 +120,42 @@ Engine::Impl::ReadOutcome Engine::Impl::read_records(std::span<const LocatedReco
   const IoPlan plan = plan_io(records, fds, staging_->slot_bytes());
   out.bytes = plan.bytes;
   out.extents = plan.extents;
-  ScatterSink sink(plan, records, first_tokens, destination, options_.geometry, *device_, out, progress);
   StagingPool::Lease lease = staging_->acquire(plan.pieces.size());
+  std::unique_ptr<DeviceTransfer> transfer;
+  if (destination != nullptr) {
+    auto device = device_for(destination->kind);
+    auto begun = device ? (*device)->begin(*destination, records.size(), lease.slots().size(), staging_->slot_bytes())
+                        : fail(device.error());
+    if (!begun) {
+      out.status = begun.error();
+      return out;
+    }
+    transfer = std::move(*begun);
+  }
+  ScatterSink sink(plan, records, first_tokens, transfer.get(), options_.geometry, out, progress);
   auto io = io_engine(lease.slots().size());
   out.status = run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/false, sink, consumer_threads());
+  counters_.staging_bytes_read += plan.bytes;
+  if (transfer) {
+    auto sums = transfer->finish();
+    if (!sums && out.status.ok()) out.status = sums.error();
+    if (sums) {
+      for (size_t r = 0; r < records.size(); ++r) out.sums[r] += (*sums)[r];
+    }
+    counters_.device_copy_bytes += transfer->device_copy_bytes();
+  }
   return out;
 }
 
-Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const ChunkedKv& destination) {
+Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const KvTarget& destination) {
   KVTIER_EXPECTS(!tokens.empty(), "restore: the token list is empty");
   counters_.restores++;
   std::vector<LocatedRecord> found = find_prefix(tokens);
   uint64_t prefix = 0;
   for (const LocatedRecord& r : found) prefix += r.meta.token_count;
-  KVTIER_TRY(check_kv(destination, prefix, "restore destination"));
+  KVTIER_EXPECTS(destination.params.capacity_tokens >= prefix,
+                 fmt::format("restore destination: room for {} tokens, {} stored", destination.params.capacity_tokens,
+                             prefix));
   RestoreResult result;
   if (found.empty()) return result;
   ReadOutcome out = read_records(found, &destination, {});

@@ -65,7 +65,7 @@ class PipelineRun {
     KVTIER_TRY(sink_.release(slot));
     state_[slot] = {index, 0};
     std::span<std::byte> data = slots_[slot].first(pieces_[index].length);
-    if (write_) KVTIER_TRY(sink_.fill(index, data));
+    if (write_) KVTIER_TRY(sink_.fill(index, slot, data));
     KVTIER_TRY(engine_.enqueue(request_for(pieces_[index], data, 0, write_, slot)));
     ++in_flight_;
     return {};
@@ -207,6 +207,12 @@ StagingPool::StagingPool(uint64_t total_bytes, uint64_t slot_bytes) : slot_bytes
     buffers_.emplace_back(slot_bytes);
     free_.push_back(i);
   }
+}
+
+std::vector<std::span<std::byte>> StagingPool::all_slots() const {
+  std::vector<std::span<std::byte>> out;
+  for (const AlignedBuffer& b : buffers_) out.push_back(b.span());
+  return out;
 }
 
 StagingPool::Lease StagingPool::acquire(size_t want) {

@@ -26,8 +26,10 @@ struct Piece {
 class PieceSink {
  public:
   virtual ~PieceSink() = default;
-  /// Writes: fill `data` with the bytes of piece `index` before it is written.
-  [[nodiscard]] virtual Status fill(size_t /*index*/, std::span<std::byte> /*data*/) { return {}; }
+  /// Writes: fill `data` (staging slot `slot`) with the bytes of piece `index` before it is written.
+  [[nodiscard]] virtual Status fill(size_t /*index*/, size_t /*slot*/, std::span<std::byte> /*data*/) {
+    return {};
+  }
   /// Reads: piece `index` has arrived in `data` (held in staging slot `slot`).
   [[nodiscard]] virtual Status consume(size_t /*index*/, size_t /*slot*/,
                                        std::span<const std::byte> /*data*/) {
@@ -75,6 +77,8 @@ class StagingPool {
   [[nodiscard]] Lease acquire(size_t want);
   [[nodiscard]] uint64_t slot_bytes() const { return slot_bytes_; }
   [[nodiscard]] size_t slot_count() const { return buffers_.size(); }
+  /// Every slot's memory, e.g. to pin it once.
+  [[nodiscard]] std::vector<std::span<std::byte>> all_slots() const;
 
  private:
   void give_back(const std::vector<size_t>& ids);

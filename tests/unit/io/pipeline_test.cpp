@@ -60,7 +60,7 @@ class CollectSink final : public PieceSink {
     ++consumed;
     return {};
   }
-  Status fill(size_t index, std::span<std::byte> data) override {
+  Status fill(size_t index, size_t, std::span<std::byte> data) override {
     std::memcpy(data.data(), out_.data() + pieces_[index].offset, data.size());
     return {};
   }

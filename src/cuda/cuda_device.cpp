@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// The CUDA device: H2D copies from pinned staging on one stream per slot, then the scatter kernel
+// (which also checksums) from device staging into the caller's KV memory.
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "common/try.hpp"
+#include "cuda/kernels.hpp"
+#include "device/device.hpp"
+
+namespace kvtier {
+namespace {
+
+/// The CUDA error domain.
+Status cuda_status(cudaError_t err, std::string_view context) {
+  if (err == cudaSuccess) return {};
+  return Status(ErrorCode::kDevice, fmt::format("{}: {} ({})", context, cudaGetErrorString(err), cudaGetErrorName(err)),
+                static_cast<int>(err));
+}
+
+Status launched(int err, std::string_view what) { return cuda_status(static_cast<cudaError_t>(err), what); }
+
+/// Device memory owned by one pointer; freed without checking (destructors must not fail).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      ptr_ = std::exchange(o.ptr_, nullptr);
+    }
+    return *this;
+  }
+  ~DeviceBuffer() { reset(); }
+  static Result<DeviceBuffer> allocate(size_t bytes) {
+    DeviceBuffer b;
+    KVTIER_TRY(cuda_status(cudaMalloc(&b.ptr_, std::max<size_t>(bytes, 16)), fmt::format("cudaMalloc({})", bytes)));
+    return b;
+  }
+  void reset() noexcept {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+    ptr_ = nullptr;
+  }
+  template <typename T = uint8_t>
+  [[nodiscard]] T* get() const {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+/// One slot's stream, completion event and device staging.
+struct SlotResources {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t done = nullptr;
+  DeviceBuffer staging;
+  bool pending = false;
+};
+
+class CudaTransfer final : public DeviceTransfer {
+ public:
+  static Result<std::unique_ptr<CudaTransfer>> create(const KvTarget& target, size_t records, size_t slots,
+                                                      size_t slot_bytes) {
+    auto t = std::unique_ptr<CudaTransfer>(new CudaTransfer());
+    t->device_ = target.device;
+    KVTIER_TRY(t->select());
+    t->params_ = target.params;
+    if (t->params_.row_bytes % 16 != 0 || t->params_.head_bytes % 16 != 0) {
+      return fail(ErrorCode::kNotSupported,
+                  fmt::format("GPU KV paths need rows and heads of 16-byte multiples (head is {} bytes)",
+                              t->params_.head_bytes));
+    }
+    KVTIER_ASSIGN_OR_RETURN(t->sums_, DeviceBuffer::allocate(std::max<size_t>(records, 1) * 8));
+    KVTIER_TRY(cuda_status(cudaMemset(t->sums_.get(), 0, std::max<size_t>(records, 1) * 8), "cudaMemset"));
+    t->records_ = records;
+    if (!target.layer_base.empty()) {
+      KVTIER_ASSIGN_OR_RETURN(t->layer_base_, DeviceBuffer::allocate(target.layer_base.size() * sizeof(uint8_t*)));
+      KVTIER_TRY(cuda_status(cudaMemcpy(t->layer_base_.get(), target.layer_base.data(),
+                                        target.layer_base.size() * sizeof(uint8_t*), cudaMemcpyHostToDevice),
+                             "copying layer pointers"));
+      KVTIER_ASSIGN_OR_RETURN(t->block_table_, DeviceBuffer::allocate(target.block_table.size() * sizeof(int32_t)));
+      KVTIER_TRY(cuda_status(cudaMemcpy(t->block_table_.get(), target.block_table.data(),
+                                        target.block_table.size() * sizeof(int32_t), cudaMemcpyHostToDevice),
+                             "copying the block table"));
+      t->params_.layer_base = t->layer_base_.get<uint8_t*>();
+      t->params_.block_table = t->block_table_.get<int32_t>();
+    }
+    t->slots_.resize(slots);
+    for (SlotResources& s : t->slots_) {
+      KVTIER_TRY(cuda_status(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate"));
+      KVTIER_TRY(cuda_status(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "cudaEventCreate"));
+      KVTIER_ASSIGN_OR_RETURN(s.staging, DeviceBuffer::allocate(slot_bytes));
+    }
+    return t;
+  }
+
+  ~CudaTransfer() override {
+    (void)select();
+    for (SlotResources& s : slots_) {
+      if (s.stream != nullptr) cudaStreamSynchronize(s.stream);
+      if (s.done != nullptr) cudaEventDestroy(s.done);
+      if (s.stream != nullptr) cudaStreamDestroy(s.stream);
+    }
+  }
+
+  Status scatter(size_t slot, std::span<const std::byte> piece, std::span<const PieceSpan> spans) override {
+    KVTIER_TRY(select());
+    SlotResources& s = slots_[slot];
+    KVTIER_TRY(cuda_status(cudaMemcpyAsync(s.staging.get(), piece.data(), piece.size(), cudaMemcpyHostToDevice,
+                                           s.stream),
+                           "H2D copy of a staging piece"));
+    copied_ += piece.size();
+    for (const PieceSpan& span : spans) {
+      KVTIER_TRY(launched(cuda::launch_scatter(s.staging.get() + span.piece_offset, span, params_,
+                                               sums_.get<unsigned long long>(), s.stream),
+                          "scatter kernel"));
+    }
+    KVTIER_TRY(cuda_status(cudaEventRecord(s.done, s.stream), "cudaEventRecord"));
+    s.pending = true;
+    return {};
+  }
+
+  Status gather(size_t slot, std::span<std::byte> piece, std::span<const PieceSpan> spans) override {
+    KVTIER_TRY(select());
+    SlotResources& s = slots_[slot];
+    for (const PieceSpan& span : spans) {
+      KVTIER_TRY(launched(cuda::launch_gather(s.staging.get() + span.piece_offset, span, params_, s.stream),
+                          "gather kernel"));
+      KVTIER_TRY(cuda_status(cudaMemcpyAsync(piece.data() + span.piece_offset, s.staging.get() + span.piece_offset,
+                                             span.bytes, cudaMemcpyDeviceToHost, s.stream),
+                             "D2H copy of a staging piece"));
+      copied_ += span.bytes;
+    }
+    return cuda_status(cudaStreamSynchronize(s.stream), "gather");
+  }
+
+  Status release(size_t slot) override {
+    SlotResources& s = slots_[slot];
+    if (!s.pending) return {};
+    KVTIER_TRY(select());
+    s.pending = false;
+    return cuda_status(cudaEventSynchronize(s.done), "waiting for a staging slot's copy");
+  }
+
+  Result<std::vector<uint64_t>> finish() override {
+    KVTIER_TRY(select());
+    for (size_t i = 0; i < slots_.size(); ++i) KVTIER_TRY(release(i));
+    std::vector<uint64_t> out(records_);
+    KVTIER_TRY(cuda_status(cudaMemcpy(out.data(), sums_.get(), records_ * 8, cudaMemcpyDeviceToHost), "reading sums"));
+    return out;
+  }
+
+  Result<std::vector<uint64_t>> record_sums(std::span<const RecordRange> records) override {
+    KVTIER_TRY(select());
+    KVTIER_ASSIGN_OR_RETURN(DeviceBuffer sums, DeviceBuffer::allocate(std::max<size_t>(records.size(), 1) * 8));
+    cudaStream_t stream = slots_.empty() ? nullptr : slots_[0].stream;
+    KVTIER_TRY(cuda_status(cudaMemsetAsync(sums.get(), 0, records.size() * 8, stream), "cudaMemset"));
+    for (size_t i = 0; i < records.size(); ++i) {
+      KVTIER_TRY(launched(cuda::launch_record_sum(records[i].first_token, records[i].token_count, params_,
+                                                  sums.get<unsigned long long>() + i, stream),
+                          "checksum kernel"));
+    }
+    std::vector<uint64_t> out(records.size());
+    KVTIER_TRY(cuda_status(cudaMemcpyAsync(out.data(), sums.get(), records.size() * 8, cudaMemcpyDeviceToHost, stream),
+                           "reading sums"));
+    KVTIER_TRY(cuda_status(cudaStreamSynchronize(stream), "checksum kernel"));
+    return out;
+  }
+
+  uint64_t device_copy_bytes() const override { return copied_; }
+
+ private:
+  CudaTransfer() = default;
+  // Worker threads call in: the current device is per thread.
+  Status select() const { return cuda_status(cudaSetDevice(device_), fmt::format("cudaSetDevice({})", device_)); }
+
+  int device_ = 0;
+  KvLayoutParams params_;
+  size_t records_ = 0;
+  DeviceBuffer sums_;
+  DeviceBuffer layer_base_;
+  DeviceBuffer block_table_;
+  std::vector<SlotResources> slots_;
+  std::atomic<uint64_t> copied_{0};
+};
+
+class CudaDevice final : public Device {
+ public:
+  std::string_view name() const override { return "cuda"; }
+  bool accepts(MemoryKind kind) const override { return kind == MemoryKind::kCuda; }
+
+  Result<std::unique_ptr<DeviceTransfer>> begin(const KvTarget& target, size_t records, size_t slots,
+                                                size_t slot_bytes) override {
+    KVTIER_ASSIGN_OR_RETURN(auto t, CudaTransfer::create(target, records, slots, slot_bytes));
+    return std::unique_ptr<DeviceTransfer>(std::move(t));
+  }
+
+  Status register_staging(std::span<std::byte> memory) override {
+    // Registered for the engine's lifetime; unregistered by the process exit, never from a static
+    // destructor (CUDA may be torn down by then).
+    return cuda_status(cudaHostRegister(memory.data(), memory.size(), cudaHostRegisterDefault),
+                       "pinning staging memory (cudaHostRegister)");
+  }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Device>> make_cuda_device_impl() {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) return fail(cuda_status(err, "no usable CUDA device"));
+  if (count == 0) return fail(ErrorCode::kNotSupported, "no CUDA device on this machine");
+  return std::unique_ptr<Device>(std::make_unique<CudaDevice>());
+}
+
+}  // namespace kvtier

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// Launchers of the KV kernels (kernels.cu). Plain C++ interface: no CUDA headers needed to call them.
+#pragma once
+
+#include <cstdint>
+
+#include "device/kv_layout.hpp"
+
+namespace kvtier::cuda {
+
+using Stream = void*;  // cudaStream_t
+
+/// Copies a span's payload bytes from device staging `src` into the target and adds their kvsum
+/// terms to sums[span.record]. Requires 16-byte multiples (rows and heads of 16-byte multiples).
+int launch_scatter(const uint8_t* src, const PieceSpan& span, const KvLayoutParams& p,
+                   unsigned long long* sums, Stream stream);
+
+/// The reverse: copies a span's payload bytes from the target into device staging `dst`.
+int launch_gather(uint8_t* dst, const PieceSpan& span, const KvLayoutParams& p, Stream stream);
+
+/// Adds the kvsum terms of a whole record's payload (read from the target) to *sum.
+int launch_record_sum(uint64_t first_token, uint32_t token_count, const KvLayoutParams& p,
+                      unsigned long long* sum, Stream stream);
+
+/// Copies `bytes` (a multiple of 16) from `src` to `dst` and adds their kvsum terms, the first at
+/// word `first_word`, to *sum: the checksum-on-copy used by the DRAM tier and the tests.
+int launch_copy_sum(uint8_t* dst, const uint8_t* src, uint64_t bytes, uint64_t first_word,
+                    unsigned long long* sum, Stream stream);
+
+}  // namespace kvtier::cuda

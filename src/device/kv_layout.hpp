@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// Where each byte of a record's payload lands in the caller's KV memory, for every supported
+// layout. Compiled by both the host compiler and nvcc: the host-emulated device and the CUDA
+// kernels share these formulas, so the two cannot disagree about a layout.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define KVTIER_HD __host__ __device__ __forceinline__
+#else
+#define KVTIER_HD inline
+#endif
+
+namespace kvtier {
+
+enum class KvForm : uint32_t {
+  kContiguous = 0,       ///< [2, layers, capacity, row]
+  kPagedKvFirst = 1,     ///< per layer [2, num_blocks, block_size, heads, head_dim]
+  kPagedBlockFirst = 2,  ///< per layer [num_blocks, 2, block_size, heads, head_dim]
+  kPagedPackedHeads = 3, ///< per layer [num_blocks, heads, block_size, 2 * head_dim]
+};
+
+/// Plain data describing one KV target; pointers are in the target's address space (host memory
+/// for the host device, device memory for the CUDA kernels).
+struct KvLayoutParams {
+  KvForm form = KvForm::kContiguous;
+  uint32_t layers = 0;
+  uint32_t heads = 0;
+  uint32_t head_bytes = 0;         // head_dim * element_bytes
+  uint64_t row_bytes = 0;          // heads * head_bytes
+  uint64_t capacity_tokens = 0;    // tokens the target holds
+  uint8_t* base = nullptr;         // contiguous form
+  uint8_t* const* layer_base = nullptr;  // paged forms: one tensor per layer
+  const int32_t* block_table = nullptr;  // paged forms: block of each block_size tokens
+  uint32_t block_size = 0;
+  uint32_t num_blocks = 0;
+};
+
+/// Bytes that sit next to each other in the target starting at a row boundary: a whole row, or one
+/// head's slice of it in the packed layout.
+KVTIER_HD uint64_t contiguous_run(const KvLayoutParams& p) {
+  return p.form == KvForm::kPagedPackedHeads ? p.head_bytes : p.row_bytes;
+}
+
+/// Address of byte `col` of the row of (`kv`, `layer`, `token`).
+KVTIER_HD uint8_t* kv_address(const KvLayoutParams& p, uint32_t kv, uint32_t layer, uint64_t token,
+                              uint64_t col) {
+  if (p.form == KvForm::kContiguous) {
+    return p.base + (((uint64_t{kv} * p.layers + layer) * p.capacity_tokens + token) * p.row_bytes + col);
+  }
+  const uint64_t block = static_cast<uint64_t>(p.block_table[token / p.block_size]);
+  const uint64_t in = token % p.block_size;
+  uint8_t* layer_base = p.layer_base[layer];
+  switch (p.form) {
+    case KvForm::kPagedKvFirst:
+      return layer_base + (((uint64_t{kv} * p.num_blocks + block) * p.block_size + in) * p.row_bytes + col);
+    case KvForm::kPagedBlockFirst:
+      return layer_base + (((block * 2 + kv) * p.block_size + in) * p.row_bytes + col);
+    case KvForm::kPagedPackedHeads: {
+      const uint64_t head = col / p.head_bytes;
+      const uint64_t within = col % p.head_bytes;
+      return layer_base + (((block * p.heads + head) * p.block_size + in) * 2 * p.head_bytes +
+                           uint64_t{kv} * p.head_bytes + within);
+    }
+    case KvForm::kContiguous:
+      break;
+  }
+  return nullptr;
+}
+
+/// Payload bytes of one record that sit in one staging piece.
+struct PieceSpan {
+  uint64_t piece_offset = 0;    ///< where they start in the piece
+  uint64_t payload_offset = 0;  ///< where they start in the record's payload
+  uint64_t bytes = 0;
+  uint64_t first_token = 0;     ///< the record's first token in the session
+  uint32_t token_count = 0;     ///< tokens in the record
+  uint32_t record = 0;          ///< the record's index in the operation (its checksum slot)
+};
+
+/// Position of payload byte `q` of a record of `count` tokens: (kv, layer, token within the
+/// record, byte within the row). The payload is [2, layers, count, row].
+struct PayloadPos {
+  uint32_t kv;
+  uint32_t layer;
+  uint64_t token;
+  uint64_t col;
+};
+
+KVTIER_HD PayloadPos payload_pos(const KvLayoutParams& p, uint64_t count, uint64_t q) {
+  const uint64_t block_bytes = count * p.row_bytes;
+  const uint64_t b = q / block_bytes;
+  const uint64_t within = q % block_bytes;
+  return {static_cast<uint32_t>(b / p.layers), static_cast<uint32_t>(b % p.layers), within / p.row_bytes,
+          within % p.row_bytes};
+}
+
+}  // namespace kvtier

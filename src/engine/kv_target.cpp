@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// Checks a caller's KV memory against the geometry and describes it as a KvTarget.
+#include <fmt/format.h>
+
+#include "common/try.hpp"
+#include "engine/engine_impl.hpp"
+
+namespace kvtier {
+namespace {
+
+KvLayoutParams base_params(const KvGeometry& g) {
+  KvLayoutParams p;
+  p.layers = g.layers;
+  p.heads = g.kv_heads;
+  p.head_bytes = g.head_dim * g.element_bytes;
+  p.row_bytes = g.row_bytes();
+  return p;
+}
+
+KvForm form_of(PagedLayout layout) {
+  switch (layout) {
+    case PagedLayout::kKvFirst: return KvForm::kPagedKvFirst;
+    case PagedLayout::kBlockFirst: return KvForm::kPagedBlockFirst;
+    case PagedLayout::kPackedHeads: return KvForm::kPagedPackedHeads;
+  }
+  return KvForm::kPagedKvFirst;
+}
+
+}  // namespace
+
+Result<Device*> Engine::Impl::device_for(MemoryKind kind) const {
+  if (host_device_->accepts(kind)) return host_device_.get();
+  if (cuda_device_ && cuda_device_->accepts(kind)) return cuda_device_.get();
+  return fail(ErrorCode::kNotSupported,
+              fmt::format("KV memory on a CUDA device, but this engine has no CUDA device: {}", cuda_unavailable_));
+}
+
+Result<KvTarget> Engine::Impl::target_of(const ChunkedKv& kv) const {
+  const KvGeometry& g = options_.geometry;
+  KVTIER_EXPECTS(kv.memory.data != nullptr, "KV memory: null pointer");
+  if (kv.memory.size != g.bytes_for_tokens(kv.capacity_tokens)) {
+    return fail(ErrorCode::kInvalidArgument,
+                fmt::format("KV memory: {} bytes do not hold [2, {}, {}, {}] of {}-byte elements ({} bytes)",
+                            kv.memory.size, g.layers, kv.capacity_tokens, g.kv_heads * g.head_dim,
+                            g.element_bytes, g.bytes_for_tokens(kv.capacity_tokens)));
+  }
+  KVTIER_ASSIGN_OR_RETURN(Device * device, device_for(kv.memory.kind));
+  (void)device;
+  KvTarget t;
+  t.params = base_params(g);
+  t.params.form = KvForm::kContiguous;
+  t.params.capacity_tokens = kv.capacity_tokens;
+  t.params.base = reinterpret_cast<uint8_t*>(kv.memory.data);
+  t.kind = kv.memory.kind;
+  t.device = kv.memory.device;
+  return t;
+}
+
+Result<KvTarget> Engine::Impl::target_of(const PagedKv& kv) const {
+  const KvGeometry& g = options_.geometry;
+  KVTIER_EXPECTS(kv.layers.size() == g.layers,
+                 fmt::format("paged KV: {} layer tensors for a {}-layer model", kv.layers.size(), g.layers));
+  KVTIER_EXPECTS(kv.block_size > 0 && kv.block_size <= 65536, "paged KV: block_size must be in 1..65536");
+  KVTIER_EXPECTS(kv.num_blocks > 0, "paged KV: num_blocks is 0");
+  const uint64_t layer_bytes = uint64_t{kv.num_blocks} * 2 * kv.block_size * g.row_bytes();
+  KvTarget t;
+  t.kind = kv.layers[0].kind;
+  t.device = kv.layers[0].device;
+  for (size_t l = 0; l < kv.layers.size(); ++l) {
+    const MemoryView& m = kv.layers[l];
+    KVTIER_EXPECTS(m.data != nullptr, fmt::format("paged KV: layer {} is a null pointer", l));
+    KVTIER_EXPECTS(m.kind == t.kind && m.device == t.device,
+                   fmt::format("paged KV: layer {} lives elsewhere than layer 0", l));
+    KVTIER_EXPECTS(m.size == layer_bytes,
+                   fmt::format("paged KV: layer {} holds {} bytes; {} blocks of {} tokens need {}", l, m.size,
+                               kv.num_blocks, kv.block_size, layer_bytes));
+    t.layer_base.push_back(reinterpret_cast<uint8_t*>(m.data));
+  }
+  for (size_t i = 0; i < kv.block_table.size(); ++i) {
+    const int32_t b = kv.block_table[i];
+    KVTIER_EXPECTS(b >= 0 && static_cast<uint32_t>(b) < kv.num_blocks,
+                   fmt::format("paged KV: block_table[{}] = {} is not a block of 0..{}", i, b, kv.num_blocks - 1));
+  }
+  KVTIER_ASSIGN_OR_RETURN(Device * device, device_for(t.kind));
+  (void)device;
+  t.block_table.assign(kv.block_table.begin(), kv.block_table.end());
+  t.params = base_params(g);
+  t.params.form = form_of(kv.layout);
+  t.params.capacity_tokens = kv.block_table.size() * uint64_t{kv.block_size};
+  t.params.block_size = kv.block_size;
+  t.params.num_blocks = kv.num_blocks;
+  return t;
+}
+
+}  // namespace kvtier
