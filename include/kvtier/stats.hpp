@@ -27,6 +27,10 @@ struct Stats {
   uint64_t restores = 0;
   uint64_t bytes_restored = 0;
   uint64_t checksum_misses = 0;  ///< Records found corrupt (and dropped).
+  /// Host memory traffic of the data path, accounted from what it moves (not a hardware counter):
+  /// bytes read from storage into host staging, and bytes copied between staging and a device.
+  uint64_t staging_bytes_read = 0;
+  uint64_t device_copy_bytes = 0;
   uint64_t evicted_segments = 0;  ///< Segments evicted to stay under capacity.
   uint64_t evicted_records = 0;   ///< Records dropped by eviction, evict() or corruption.
   uint64_t recovered_records = 0; ///< Records loaded from the index at open.

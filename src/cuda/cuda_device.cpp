@@ -113,10 +113,14 @@ class CudaTransfer final : public DeviceTransfer {
   Status scatter(size_t slot, std::span<const std::byte> piece, std::span<const PieceSpan> spans) override {
     KVTIER_TRY(select());
     SlotResources& s = slots_[slot];
-    KVTIER_TRY(cuda_status(cudaMemcpyAsync(s.staging.get(), piece.data(), piece.size(), cudaMemcpyHostToDevice,
-                                           s.stream),
-                           "H2D copy of a staging piece"));
-    copied_ += piece.size();
+    // Only payload bytes cross to the GPU (headers were checked on the host): host traffic stays at
+    // one DMA in from storage and one DMA out per payload byte.
+    for (const PieceSpan& span : spans) {
+      KVTIER_TRY(cuda_status(cudaMemcpyAsync(s.staging.get() + span.piece_offset, piece.data() + span.piece_offset,
+                                             span.bytes, cudaMemcpyHostToDevice, s.stream),
+                             "H2D copy of a staging piece"));
+      copied_ += span.bytes;
+    }
     for (const PieceSpan& span : spans) {
       KVTIER_TRY(launched(cuda::launch_scatter(s.staging.get() + span.piece_offset, span, params_,
                                                sums_.get<unsigned long long>(), s.stream),

@@ -110,6 +110,8 @@ Stats Engine::Impl::stats() const {
   s.restores = counters_.restores;
   s.bytes_restored = counters_.bytes_restored;
   s.checksum_misses = counters_.checksum_misses;
+  s.staging_bytes_read = counters_.staging_bytes_read;
+  s.device_copy_bytes = counters_.device_copy_bytes;
   return s;
 }
 

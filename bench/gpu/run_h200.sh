@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: 2026 kvtier authors
+# One batch on the H200 machine: build with CUDA, run every test (GPU tests included), then the
+# GPU path benchmark. Debian packages the machine lacks travel as .deb files in .deps/ (see
+# docs/perf.md) and are unpacked under /tmp/deps. Results go to $OUT.
+set -uo pipefail
+OUT="${OUT:-/tmp/kvtier-out}"
+mkdir -p "$OUT" /tmp/deps
+for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
+export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv
+  g++ --version | head -1; cmake --version | head -1; nvcc --version | tail -1
+  nproc; free -g | head -2; df -h / | tail -1; uname -r
+  ls -l /usr/local/cuda/include/cufile.h /usr/local/cuda/lib64/libcufile.so* 2>&1 | head -5
+  ls /proc/driver/nvidia-fs 2>&1 | head -2
+} > "$OUT/machine.txt" 2>&1
+cat "$OUT/machine.txt"
+cmake -S . -B build/h200 -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/tmp/deps/usr \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DKVTIER_WITH_CUDA=ON -DKVTIER_WITH_IO_URING=ON > "$OUT/configure.log" 2>&1 \
+  || { tail -30 "$OUT/configure.log"; exit 1; }
+cmake --build build/h200 -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -40; exit 1; }
+echo "== tests"
+KVTIER_TEST_DIR=/root ctest --test-dir build/h200 -j 8 --output-on-failure > "$OUT/ctest.log" 2>&1
+grep -E "tests passed|Failed|SKIPPED|Passed.*gpu|Gpu" "$OUT/ctest.log" | tail -15
+build/h200/tests/kvtier_gpu_tests > "$OUT/gpu_tests.log" 2>&1; tail -4 "$OUT/gpu_tests.log"
+echo "== GPU path benchmark"
+mkdir -p /root/kvbench && rm -rf /root/kvbench/*
+build/h200/bench/kvtier_gpu_bench /root/kvbench "$OUT/gpu_bench.json" "${TOKENS:-100000}" "${REPEATS:-3}" 2>&1 | tee "$OUT/gpu_bench.txt"
+rm -rf /root/kvbench
