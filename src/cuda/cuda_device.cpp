@@ -207,10 +207,28 @@ class CudaDevice final : public Device {
   }
 
   Status register_staging(std::span<std::byte> memory) override {
-    // Registered for the engine's lifetime; unregistered by the process exit, never from a static
-    // destructor (CUDA may be torn down by then).
+    // Registered for the engine's lifetime, unregistered when it closes.
     return cuda_status(cudaHostRegister(memory.data(), memory.size(), cudaHostRegisterDefault),
                        "pinning staging memory (cudaHostRegister)");
+  }
+
+  void unregister_staging(std::span<std::byte> memory) noexcept override { cudaHostUnregister(memory.data()); }
+
+  Status check_memory(const MemoryView& view) const override {
+    cudaPointerAttributes attr{};
+    cudaError_t err = cudaPointerGetAttributes(&attr, view.data);
+    if (err != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky-free error so later calls are not blamed for it
+      return cuda_status(err, "inspecting KV memory");
+    }
+    if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
+      return {ErrorCode::kInvalidArgument, "KV memory marked as CUDA memory is not device memory"};
+    }
+    if (attr.device != view.device) {
+      return {ErrorCode::kInvalidArgument,
+              fmt::format("KV memory marked as on CUDA device {} lives on device {}", view.device, attr.device)};
+    }
+    return {};
   }
 };
 

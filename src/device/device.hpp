@@ -68,6 +68,11 @@ class Device {
                                                                       size_t slots, size_t slot_bytes) = 0;
   /// Pins host staging memory once so copies from it can run asynchronously.
   [[nodiscard]] virtual Status register_staging(std::span<std::byte> /*memory*/) { return {}; }
+  /// Undoes register_staging() before the memory is freed.
+  virtual void unregister_staging(std::span<std::byte> /*memory*/) noexcept {}
+  /// kInvalidArgument when `view` is not memory of this device (e.g. a host pointer passed as
+  /// CUDA memory), so a caller's mistake is an error rather than a fault or silent corruption.
+  [[nodiscard]] virtual Status check_memory(const MemoryView& /*view*/) const { return {}; }
 };
 
 /// The host-emulated device: KV memory is host memory (MemoryKind::kHost).

@@ -19,17 +19,7 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   KVTIER_ASSIGN_OR_RETURN(impl->store_, Store::open(o, impl->log_));
   impl->host_device_ = make_host_device();
   impl->staging_ = std::make_unique<StagingPool>(o.staging_bytes, o.io_request_bytes);
-  auto cuda = make_cuda_device();
-  if (cuda) {
-    impl->cuda_device_ = std::move(*cuda);
-    // Pinned once for the engine's life: copies to the GPU then run asynchronously from staging.
-    for (std::span<std::byte> slot : impl->staging_->all_slots()) {
-      KVTIER_TRY(impl->cuda_device_->register_staging(slot));
-    }
-  } else {
-    impl->cuda_unavailable_ = cuda.error().to_string();
-    KVTIER_LOG(impl->log_, kInfo, "no CUDA device: {}", impl->cuda_unavailable_);
-  }
+
   impl->namespace_ = namespace_key(o.geometry, o.tenant);
 
   std::string engine_fallback;
@@ -42,6 +32,34 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
     impl->io_fallback_ += (impl->io_fallback_.empty() ? "" : "; ") + engine_fallback;
   }
   return impl;
+}
+
+Engine::Impl::~Impl() {
+  if (cuda_device_) {
+    for (std::span<std::byte> slot : staging_->all_slots()) cuda_device_->unregister_staging(slot);
+  }
+}
+
+void Engine::Impl::start_cuda() const {
+  auto cuda = make_cuda_device();
+  if (!cuda) {
+    cuda_unavailable_ = cuda.error().to_string();
+    KVTIER_LOG(log_, kInfo, "no CUDA device: {}", cuda_unavailable_);
+    return;
+  }
+  // Staging is pinned once for the engine's life: copies to the GPU then run asynchronously.
+  std::vector<std::span<std::byte>> done;
+  for (std::span<std::byte> slot : staging_->all_slots()) {
+    Status st = (*cuda)->register_staging(slot);
+    if (!st.ok()) {
+      for (auto d : done) (*cuda)->unregister_staging(d);
+      cuda_unavailable_ = st.to_string();
+      KVTIER_LOG(log_, kWarn, "CUDA device unusable: {}", cuda_unavailable_);
+      return;
+    }
+    done.push_back(slot);
+  }
+  cuda_device_ = std::move(*cuda);
 }
 
 std::unique_ptr<IoEngine> Engine::Impl::io_engine(size_t slots) {

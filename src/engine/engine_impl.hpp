@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ namespace kvtier {
 class Engine::Impl {
  public:
   static Result<std::unique_ptr<Impl>> create(const Options& options);
+  ~Impl();
 
   Result<SaveResult> save(std::span<const Token> tokens, const KvTarget& source);
   Result<uint64_t> lookup(std::span<const Token> tokens);
@@ -39,8 +41,6 @@ class Engine::Impl {
   Logger log_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Device> host_device_;
-  std::unique_ptr<Device> cuda_device_;  // null when this build or machine has no CUDA GPU
-  std::string cuda_unavailable_;         // why cuda_device_ is null
   std::unique_ptr<StagingPool> staging_;
   Key128 namespace_;
   std::string io_name_;
@@ -64,7 +64,14 @@ class Engine::Impl {
   ReadOutcome read_records(std::span<const LocatedRecord> records, const KvTarget* destination,
                            const ProgressFn& progress);
 
+  /// Starts the CUDA device on first use of CUDA memory: engines that only see host memory never
+  /// initialise CUDA, even on a GPU machine.
+  void start_cuda() const;
+
   mutable Counters counters_;
+  mutable std::once_flag cuda_once_;
+  mutable std::unique_ptr<Device> cuda_device_;  // null when this build or machine has no CUDA GPU
+  mutable std::string cuda_unavailable_;         // why cuda_device_ is null
 };
 
 }  // namespace kvtier

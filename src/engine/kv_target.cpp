@@ -31,6 +31,7 @@ KvForm form_of(PagedLayout layout) {
 
 Result<Device*> Engine::Impl::device_for(MemoryKind kind) const {
   if (host_device_->accepts(kind)) return host_device_.get();
+  std::call_once(cuda_once_, [this] { start_cuda(); });
   if (cuda_device_ && cuda_device_->accepts(kind)) return cuda_device_.get();
   return fail(ErrorCode::kNotSupported,
               fmt::format("KV memory on a CUDA device, but this engine has no CUDA device: {}", cuda_unavailable_));
@@ -46,7 +47,7 @@ Result<KvTarget> Engine::Impl::target_of(const ChunkedKv& kv) const {
                             g.element_bytes, g.bytes_for_tokens(kv.capacity_tokens)));
   }
   KVTIER_ASSIGN_OR_RETURN(Device * device, device_for(kv.memory.kind));
-  (void)device;
+  KVTIER_TRY(device->check_memory(kv.memory));
   KvTarget t;
   t.params = base_params(g);
   t.params.form = KvForm::kContiguous;
@@ -83,7 +84,7 @@ Result<KvTarget> Engine::Impl::target_of(const PagedKv& kv) const {
                    fmt::format("paged KV: block_table[{}] = {} is not a block of 0..{}", i, b, kv.num_blocks - 1));
   }
   KVTIER_ASSIGN_OR_RETURN(Device * device, device_for(t.kind));
-  (void)device;
+  for (const MemoryView& m : kv.layers) KVTIER_TRY(device->check_memory(m));
   t.block_table.assign(kv.block_table.begin(), kv.block_table.end());
   t.params = base_params(g);
   t.params.form = form_of(kv.layout);

@@ -163,9 +163,12 @@ TEST_F(EngineTest, BadArgumentsAreClearErrors) {
   ChunkedKv wrong = kv.view;
   wrong.memory.size -= 8;
   EXPECT_EQ(e->save(std::span(tokens).first(10), wrong).error().code(), ErrorCode::kInvalidArgument);
+  // Host memory passed as CUDA memory: refused as unsupported without a GPU, as not device memory
+  // with one; never dereferenced on the wrong side.
   ChunkedKv gpu = kv.view;
   gpu.memory.kind = MemoryKind::kCuda;
-  EXPECT_EQ(e->save(std::span(tokens).first(10), gpu).error().code(), ErrorCode::kNotSupported);
+  const ErrorCode code = e->save(std::span(tokens).first(10), gpu).error().code();
+  EXPECT_TRUE(code == ErrorCode::kNotSupported || code == ErrorCode::kInvalidArgument) << static_cast<int>(code);
   save(*e, tokens);
   EXPECT_EQ(e->restore(tokens, kv.view).error().code(), ErrorCode::kInvalidArgument);
 }
