@@ -28,4 +28,15 @@ build/h200/tests/kvtier_gpu_tests > "$OUT/gpu_tests.log" 2>&1; tail -4 "$OUT/gpu
 echo "== GPU path benchmark"
 mkdir -p /root/kvbench && rm -rf /root/kvbench/*
 build/h200/bench/kvtier_gpu_bench /root/kvbench "$OUT/gpu_bench.json" "${TOKENS:-100000}" "${REPEATS:-3}" 2>&1 | tee "$OUT/gpu_bench.txt"
+echo "== dd ceiling: O_DIRECT 16 MiB reads of both ranks' segment files at once (one dd per rank)"
+sync; echo 3 > /proc/sys/vm/drop_caches
+start=$(date +%s.%N)
+start=$(date +%s.%N)
+for r in /root/kvbench/rank*; do
+  (for f in "$r"/seg-*.kvt; do dd if="$f" of=/dev/null bs=16M iflag=direct status=none; done) &
+done
+wait
+end=$(date +%s.%N)
+bytes=$(du -cb /root/kvbench/rank*/seg-*.kvt | tail -1 | cut -f1)
+python3 -c "print(f'dd O_DIRECT: {$bytes/1e9:.2f} GB in {$end-$start:.2f} s = {$bytes/1e9/($end-$start):.2f} GB/s')" | tee -a "$OUT/gpu_bench.txt"
 rm -rf /root/kvbench

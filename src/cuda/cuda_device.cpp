@@ -77,6 +77,9 @@ class CudaTransfer final : public DeviceTransfer {
                   fmt::format("GPU KV paths need rows and heads of 16-byte multiples (head is {} bytes)",
                               t->params_.head_bytes));
     }
+    if (t->params_.capacity_tokens >= (uint64_t{1} << 31)) {
+      return fail(ErrorCode::kNotSupported, "GPU KV paths take targets of fewer than 2^31 tokens");
+    }
     KVTIER_ASSIGN_OR_RETURN(t->sums_, DeviceBuffer::allocate(std::max<size_t>(records, 1) * 8));
     KVTIER_TRY(cuda_status(cudaMemset(t->sums_.get(), 0, std::max<size_t>(records, 1) * 8), "cudaMemset"));
     t->records_ = records;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "cuda/fast_div.hpp"
 #include "cuda/kernels.hpp"
 #include "store/checksum.hpp"
 
@@ -15,6 +16,50 @@ namespace kvtier::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+
+/// What the fast kernels need to place 16-byte vectors of a record's payload.
+struct FastLayout {
+  KvLayoutParams p;
+  FastDiv vectors_per_row;   // row_bytes / 16
+  FastDiv tokens;            // tokens in the record
+  FastDiv layers;
+  FastDiv block_size;
+  FastDiv head_vectors;      // head_bytes / 16
+
+  FastLayout(const KvLayoutParams& params, uint32_t count)
+      : p(params), vectors_per_row(static_cast<uint32_t>(params.row_bytes / 16)), tokens(count),
+        layers(params.layers), block_size(params.block_size == 0 ? 1 : params.block_size),
+        head_vectors(params.head_bytes / 16) {}
+
+  /// Address of payload vector `v` (16-byte units from the payload start) of a record whose first
+  /// token is `first_token`. Same placement as kv_address() in device/kv_layout.hpp.
+  __device__ __forceinline__ uint8_t* address(uint32_t v, uint32_t first_token) const {
+    const uint32_t row = vectors_per_row.div(v);
+    const uint32_t col_vec = v - row * vectors_per_row.d;
+    const uint32_t block = tokens.div(row);
+    const uint32_t token = first_token + (row - block * tokens.d);
+    const uint32_t kv = layers.div(block);
+    const uint32_t layer = block - kv * layers.d;
+    if (p.form == KvForm::kContiguous) {
+      return p.base + ((uint64_t{kv} * p.layers + layer) * p.capacity_tokens + token) * p.row_bytes +
+             uint64_t{col_vec} * 16;
+    }
+    const uint32_t bi = block_size.div(token);
+    const uint64_t in = token - bi * block_size.d;
+    const uint64_t blk = static_cast<uint64_t>(p.block_table[bi]);
+    uint8_t* base = p.layer_base[layer];
+    if (p.form == KvForm::kPagedKvFirst) {
+      return base + ((uint64_t{kv} * p.num_blocks + blk) * p.block_size + in) * p.row_bytes + uint64_t{col_vec} * 16;
+    }
+    if (p.form == KvForm::kPagedBlockFirst) {
+      return base + ((blk * 2 + kv) * p.block_size + in) * p.row_bytes + uint64_t{col_vec} * 16;
+    }
+    const uint32_t head = head_vectors.div(col_vec);
+    const uint32_t within = col_vec - head * head_vectors.d;
+    return base + ((blk * p.heads + head) * p.block_size + in) * 2 * p.head_bytes + uint64_t{kv} * p.head_bytes +
+           uint64_t{within} * 16;
+  }
+};
 
 __device__ __forceinline__ unsigned long long block_sum(unsigned long long v) {
   __shared__ unsigned long long warp_sums[kThreads / 32];
@@ -36,42 +81,37 @@ __device__ __forceinline__ unsigned long long terms_of(const uint4& v, uint64_t 
   return kvsum::term(w0, word) + kvsum::term(w1, word + 1);
 }
 
-__global__ void scatter_kernel(const uint8_t* __restrict__ src, PieceSpan span, KvLayoutParams p,
+__global__ void scatter_kernel(const uint8_t* __restrict__ src, PieceSpan span, FastLayout f,
                                unsigned long long* sums) {
-  const uint64_t vectors = span.bytes / 16;
+  const uint32_t vectors = static_cast<uint32_t>(span.bytes / 16);
+  const uint32_t first_vector = static_cast<uint32_t>(span.payload_offset / 16);
+  const uint32_t first_token = static_cast<uint32_t>(span.first_token);
   unsigned long long acc = 0;
-  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < vectors;
-       i += uint64_t{gridDim.x} * blockDim.x) {
-    const uint64_t q = span.payload_offset + i * 16;
-    const uint4 v = *reinterpret_cast<const uint4*>(src + i * 16);
-    const PayloadPos pos = payload_pos(p, span.token_count, q);
-    *reinterpret_cast<uint4*>(kv_address(p, pos.kv, pos.layer, span.first_token + pos.token, pos.col)) = v;
-    acc += terms_of(v, q / 8);
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < vectors; i += gridDim.x * blockDim.x) {
+    const uint32_t v = first_vector + i;
+    const uint4 value = reinterpret_cast<const uint4*>(src)[i];
+    *reinterpret_cast<uint4*>(f.address(v, first_token)) = value;
+    acc += terms_of(value, uint64_t{v} * 2);
   }
   const unsigned long long total = block_sum(acc);
   if (threadIdx.x == 0 && total != 0) atomicAdd(&sums[span.record], total);
 }
 
-__global__ void gather_kernel(uint8_t* __restrict__ dst, PieceSpan span, KvLayoutParams p) {
-  const uint64_t vectors = span.bytes / 16;
-  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < vectors;
-       i += uint64_t{gridDim.x} * blockDim.x) {
-    const uint64_t q = span.payload_offset + i * 16;
-    const PayloadPos pos = payload_pos(p, span.token_count, q);
-    *reinterpret_cast<uint4*>(dst + i * 16) =
-        *reinterpret_cast<const uint4*>(kv_address(p, pos.kv, pos.layer, span.first_token + pos.token, pos.col));
+__global__ void gather_kernel(uint8_t* __restrict__ dst, PieceSpan span, FastLayout f) {
+  const uint32_t vectors = static_cast<uint32_t>(span.bytes / 16);
+  const uint32_t first_vector = static_cast<uint32_t>(span.payload_offset / 16);
+  const uint32_t first_token = static_cast<uint32_t>(span.first_token);
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < vectors; i += gridDim.x * blockDim.x) {
+    reinterpret_cast<uint4*>(dst)[i] = *reinterpret_cast<const uint4*>(f.address(first_vector + i, first_token));
   }
 }
 
-__global__ void record_sum_kernel(uint64_t first_token, uint32_t count, KvLayoutParams p, unsigned long long* sum) {
-  const uint64_t vectors = 2 * uint64_t{p.layers} * count * p.row_bytes / 16;
+__global__ void record_sum_kernel(uint32_t first_token, uint32_t count, FastLayout f, unsigned long long* sum) {
+  const uint32_t vectors = static_cast<uint32_t>(2 * uint64_t{f.p.layers} * count * f.p.row_bytes / 16);
   unsigned long long acc = 0;
-  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < vectors;
-       i += uint64_t{gridDim.x} * blockDim.x) {
-    const uint64_t q = i * 16;
-    const PayloadPos pos = payload_pos(p, count, q);
-    const uint4 v = *reinterpret_cast<const uint4*>(kv_address(p, pos.kv, pos.layer, first_token + pos.token, pos.col));
-    acc += terms_of(v, q / 8);
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < vectors; i += gridDim.x * blockDim.x) {
+    const uint4 v = *reinterpret_cast<const uint4*>(f.address(i, first_token));
+    acc += terms_of(v, uint64_t{i} * 2);
   }
   const unsigned long long total = block_sum(acc);
   if (threadIdx.x == 0 && total != 0) atomicAdd(sum, total);
@@ -103,20 +143,22 @@ int last_error() { return static_cast<int>(cudaGetLastError()); }
 
 int launch_scatter(const uint8_t* src, const PieceSpan& span, const KvLayoutParams& p, unsigned long long* sums,
                    Stream stream) {
-  scatter_kernel<<<blocks_for(span.bytes), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(src, span, p, sums);
+  scatter_kernel<<<blocks_for(span.bytes), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      src, span, FastLayout(p, span.token_count), sums);
   return last_error();
 }
 
 int launch_gather(uint8_t* dst, const PieceSpan& span, const KvLayoutParams& p, Stream stream) {
-  gather_kernel<<<blocks_for(span.bytes), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(dst, span, p);
+  gather_kernel<<<blocks_for(span.bytes), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      dst, span, FastLayout(p, span.token_count));
   return last_error();
 }
 
 int launch_record_sum(uint64_t first_token, uint32_t token_count, const KvLayoutParams& p, unsigned long long* sum,
                       Stream stream) {
   const uint64_t bytes = 2 * uint64_t{p.layers} * token_count * p.row_bytes;
-  record_sum_kernel<<<blocks_for(bytes), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(first_token, token_count,
-                                                                                           p, sum);
+  record_sum_kernel<<<blocks_for(bytes), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<uint32_t>(first_token), token_count, FastLayout(p, token_count), sum);
   return last_error();
 }
 
