@@ -124,11 +124,10 @@ class CudaTransfer final : public DeviceTransfer {
                              "H2D copy of a staging piece"));
       copied_ += span.bytes;
     }
-    for (const PieceSpan& span : spans) {
-      KVTIER_TRY(launched(cuda::launch_scatter(s.staging.get() + span.piece_offset, span, params_,
-                                               sums_.get<unsigned long long>(), s.stream),
-                          "scatter kernel"));
-    }
+    std::vector<cuda::ScatterJob> jobs;
+    for (const PieceSpan& span : spans) jobs.push_back({s.staging.get() + span.piece_offset, span});
+    KVTIER_TRY(launched(cuda::launch_scatter(jobs.data(), jobs.size(), params_, sums_.get<unsigned long long>(), s.stream),
+                        "scatter kernel"));
     KVTIER_TRY(cuda_status(cudaEventRecord(s.done, s.stream), "cudaEventRecord"));
     s.pending = true;
     return {};

@@ -21,19 +21,17 @@ constexpr int kThreads = 256;
 struct FastLayout {
   KvLayoutParams p;
   FastDiv vectors_per_row;   // row_bytes / 16
-  FastDiv tokens;            // tokens in the record
   FastDiv layers;
   FastDiv block_size;
   FastDiv head_vectors;      // head_bytes / 16
 
-  FastLayout(const KvLayoutParams& params, uint32_t count)
-      : p(params), vectors_per_row(static_cast<uint32_t>(params.row_bytes / 16)), tokens(count),
-        layers(params.layers), block_size(params.block_size == 0 ? 1 : params.block_size),
+  explicit FastLayout(const KvLayoutParams& params)
+      : p(params), vectors_per_row(static_cast<uint32_t>(params.row_bytes / 16)), layers(params.layers), block_size(params.block_size == 0 ? 1 : params.block_size),
         head_vectors(params.head_bytes / 16) {}
 
-  /// Address of payload vector `v` (16-byte units from the payload start) of a record whose first
-  /// token is `first_token`. Same placement as kv_address() in device/kv_layout.hpp.
-  __device__ __forceinline__ uint8_t* address(uint32_t v, uint32_t first_token) const {
+  /// Address of payload vector `v` (16-byte units from the payload start) of a record of `tokens`
+  /// tokens whose first is `first_token`. Same placement as kv_address() in device/kv_layout.hpp.
+  __device__ __forceinline__ uint8_t* address(uint32_t v, uint32_t first_token, const FastDiv& tokens) const {
     const uint32_t row = vectors_per_row.div(v);
     const uint32_t col_vec = v - row * vectors_per_row.d;
     const uint32_t block = tokens.div(row);
@@ -81,36 +79,54 @@ __device__ __forceinline__ unsigned long long terms_of(const uint4& v, uint64_t 
   return kvsum::term(w0, word) + kvsum::term(w1, word + 1);
 }
 
-__global__ void scatter_kernel(const uint8_t* __restrict__ src, PieceSpan span, FastLayout f,
-                               unsigned long long* sums) {
-  const uint32_t vectors = static_cast<uint32_t>(span.bytes / 16);
-  const uint32_t first_vector = static_cast<uint32_t>(span.payload_offset / 16);
-  const uint32_t first_token = static_cast<uint32_t>(span.first_token);
+/// Up to kMaxBatch spans per launch, passed by value: one launch per staging piece, not per span,
+/// so short spans do not pay a launch and a tail wave each.
+constexpr int kMaxBatch = 32;
+struct ScatterItem {
+  const uint8_t* src;
+  PieceSpan span;
+  FastDiv tokens;
+};
+struct ScatterBatch {
+  uint32_t count;
+  ScatterItem items[kMaxBatch];
+};
+
+template <bool kChecksum>
+__global__ void scatter_kernel(ScatterBatch batch, FastLayout f, unsigned long long* sums) {
+  const ScatterItem& item = batch.items[blockIdx.y];
+  const uint32_t vectors = static_cast<uint32_t>(item.span.bytes / 16);
+  const uint32_t first_vector = static_cast<uint32_t>(item.span.payload_offset / 16);
+  const uint32_t first_token = static_cast<uint32_t>(item.span.first_token);
   unsigned long long acc = 0;
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < vectors; i += gridDim.x * blockDim.x) {
     const uint32_t v = first_vector + i;
-    const uint4 value = reinterpret_cast<const uint4*>(src)[i];
-    *reinterpret_cast<uint4*>(f.address(v, first_token)) = value;
-    acc += terms_of(value, uint64_t{v} * 2);
+    const uint4 value = reinterpret_cast<const uint4*>(item.src)[i];
+    *reinterpret_cast<uint4*>(f.address(v, first_token, item.tokens)) = value;
+    if constexpr (kChecksum) acc += terms_of(value, uint64_t{v} * 2);
   }
-  const unsigned long long total = block_sum(acc);
-  if (threadIdx.x == 0 && total != 0) atomicAdd(&sums[span.record], total);
+  if constexpr (kChecksum) {
+    const unsigned long long total = block_sum(acc);
+    if (threadIdx.x == 0 && total != 0) atomicAdd(&sums[item.span.record], total);
+  }
 }
 
-__global__ void gather_kernel(uint8_t* __restrict__ dst, PieceSpan span, FastLayout f) {
+__global__ void gather_kernel(uint8_t* __restrict__ dst, PieceSpan span, FastLayout f, FastDiv tokens) {
   const uint32_t vectors = static_cast<uint32_t>(span.bytes / 16);
   const uint32_t first_vector = static_cast<uint32_t>(span.payload_offset / 16);
   const uint32_t first_token = static_cast<uint32_t>(span.first_token);
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < vectors; i += gridDim.x * blockDim.x) {
-    reinterpret_cast<uint4*>(dst)[i] = *reinterpret_cast<const uint4*>(f.address(first_vector + i, first_token));
+    reinterpret_cast<uint4*>(dst)[i] =
+        *reinterpret_cast<const uint4*>(f.address(first_vector + i, first_token, tokens));
   }
 }
 
-__global__ void record_sum_kernel(uint32_t first_token, uint32_t count, FastLayout f, unsigned long long* sum) {
+__global__ void record_sum_kernel(uint32_t first_token, uint32_t count, FastLayout f, FastDiv tokens,
+                                  unsigned long long* sum) {
   const uint32_t vectors = static_cast<uint32_t>(2 * uint64_t{f.p.layers} * count * f.p.row_bytes / 16);
   unsigned long long acc = 0;
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < vectors; i += gridDim.x * blockDim.x) {
-    const uint4 v = *reinterpret_cast<const uint4*>(f.address(i, first_token));
+    const uint4 v = *reinterpret_cast<const uint4*>(f.address(i, first_token, tokens));
     acc += terms_of(v, uint64_t{i} * 2);
   }
   const unsigned long long total = block_sum(acc);
@@ -141,16 +157,30 @@ int last_error() { return static_cast<int>(cudaGetLastError()); }
 
 }  // namespace
 
-int launch_scatter(const uint8_t* src, const PieceSpan& span, const KvLayoutParams& p, unsigned long long* sums,
-                   Stream stream) {
-  scatter_kernel<<<blocks_for(span.bytes), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      src, span, FastLayout(p, span.token_count), sums);
-  return last_error();
+int launch_scatter(const ScatterJob* jobs, size_t count, const KvLayoutParams& p, unsigned long long* sums,
+                   Stream stream, bool checksum) {
+  const FastLayout layout(p);
+  for (size_t first = 0; first < count; first += kMaxBatch) {
+    ScatterBatch batch{};
+    uint64_t largest = 0;
+    for (size_t i = first; i < std::min(count, first + kMaxBatch); ++i) {
+      batch.items[batch.count++] = {jobs[i].src, jobs[i].span, FastDiv(jobs[i].span.token_count)};
+      largest = std::max(largest, jobs[i].span.bytes);
+    }
+    const dim3 grid(std::max(1u, blocks_for(largest) / batch.count), batch.count);
+    if (checksum) {
+      scatter_kernel<true><<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(batch, layout, sums);
+    } else {
+      scatter_kernel<false><<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(batch, layout, sums);
+    }
+    if (int err = last_error(); err != 0) return err;
+  }
+  return 0;
 }
 
 int launch_gather(uint8_t* dst, const PieceSpan& span, const KvLayoutParams& p, Stream stream) {
   gather_kernel<<<blocks_for(span.bytes), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      dst, span, FastLayout(p, span.token_count));
+      dst, span, FastLayout(p), FastDiv(span.token_count));
   return last_error();
 }
 
@@ -158,7 +188,7 @@ int launch_record_sum(uint64_t first_token, uint32_t token_count, const KvLayout
                       Stream stream) {
   const uint64_t bytes = 2 * uint64_t{p.layers} * token_count * p.row_bytes;
   record_sum_kernel<<<blocks_for(bytes), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      static_cast<uint32_t>(first_token), token_count, FastLayout(p, token_count), sum);
+      static_cast<uint32_t>(first_token), token_count, FastLayout(p), FastDiv(token_count), sum);
   return last_error();
 }
 

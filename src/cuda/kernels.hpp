@@ -3,7 +3,9 @@
 // Launchers of the KV kernels (kernels.cu). Plain C++ interface: no CUDA headers needed to call them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+
 
 #include "device/kv_layout.hpp"
 
@@ -11,10 +13,17 @@ namespace kvtier::cuda {
 
 using Stream = void*;  // cudaStream_t
 
-/// Copies a span's payload bytes from device staging `src` into the target and adds their kvsum
-/// terms to sums[span.record]. Requires 16-byte multiples (rows and heads of 16-byte multiples).
-int launch_scatter(const uint8_t* src, const PieceSpan& span, const KvLayoutParams& p,
-                   unsigned long long* sums, Stream stream);
+/// Payload bytes of one span, already in device memory at `src`.
+struct ScatterJob {
+  const uint8_t* src;
+  PieceSpan span;
+};
+
+/// Copies each job's payload bytes into the target and adds their kvsum terms to
+/// sums[span.record] (unless `checksum` is false: benchmarks only). Up to 32 jobs per launch.
+/// Requires 16-byte multiples (rows and heads of 16-byte multiples). Returns a cudaError_t.
+int launch_scatter(const ScatterJob* jobs, size_t count, const KvLayoutParams& p, unsigned long long* sums,
+                   Stream stream, bool checksum = true);
 
 /// The reverse: copies a span's payload bytes from the target into device staging `dst`.
 int launch_gather(uint8_t* dst, const PieceSpan& span, const KvLayoutParams& p, Stream stream);
