@@ -79,7 +79,7 @@ struct Rank {
 };
 
 Rank make_rank(const std::string& root, uint32_t rank, uint64_t tokens, const std::string& io,
-               uint64_t request_bytes = 8 << 20) {
+               uint64_t request_bytes = 16 << 20) {
   Rank r;
   r.options.io_request_bytes = request_bytes;
   r.options.staging_bytes = 8 * request_bytes;

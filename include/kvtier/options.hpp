@@ -50,9 +50,10 @@ struct KVTIER_EXPORT Options {
   bool create_if_missing = true;
   /// Host I/O path for segment files. kAuto lets KVTIER_IO_PATH choose, else picks O_DIRECT.
   IoPath io_path = IoPath::kAuto;
-  /// Size of one read or write request; requests of a restore are this size or smaller. 0: 8 MiB.
+  /// Size of one read or write request; requests of a restore are this size or smaller.
+  /// 0: 16 MiB (the best O_DIRECT request size measured on both test machines; docs/perf.md).
   uint64_t io_request_bytes = 0;
-  /// Bound on staging memory, and so on the bytes in flight, per engine. 0: 64 MiB.
+  /// Bound on staging memory, and so on the bytes in flight, per engine. 0: 128 MiB.
   uint64_t staging_bytes = 0;
   /// Log sink; empty logs to stderr at the level of KVTIER_LOG_LEVEL (default warn).
   LogSink log_sink;

@@ -52,8 +52,8 @@ Result<Options> Options::resolved() const {
   o.capacity_bytes = pick(o.capacity_bytes, env.capacity_bytes, 64 * kGiB);
   o.segment_bytes = pick(o.segment_bytes, env.segment_bytes,
                          std::max<uint64_t>(std::min(kGiB, o.capacity_bytes / 4), 16 * kMiB));
-  o.io_request_bytes = pick(o.io_request_bytes, env.io_request_bytes, 8 * kMiB);
-  o.staging_bytes = pick(o.staging_bytes, env.staging_bytes, 64 * kMiB);
+  o.io_request_bytes = pick(o.io_request_bytes, env.io_request_bytes, 16 * kMiB);
+  o.staging_bytes = pick(o.staging_bytes, env.staging_bytes, 128 * kMiB);
 
   auto aligned = [](uint64_t v) { return v % kAlign == 0; };
   KVTIER_EXPECTS(aligned(o.segment_bytes) && aligned(o.io_request_bytes) && aligned(o.staging_bytes),
