@@ -13,6 +13,7 @@
 #include <string>
 
 #include "kvtier/kvtier.hpp"
+#include "synthetic.hpp"
 
 namespace kvtier::testing {
 
@@ -75,15 +76,7 @@ inline KvGeometry tiny_geometry(uint32_t chunk_tokens = 256, uint32_t rank = 0, 
   return *geometry_for("tiny", rank, world, chunk_tokens);
 }
 
-/// A host KV buffer in contiguous chunk form.
-struct HostKv {
-  HostKv(const KvGeometry& g, uint64_t tokens)
-      : bytes(g.bytes_for_tokens(tokens)), data(new std::byte[bytes]()), view{{data.get(), bytes}, tokens} {}
-  std::span<std::byte> span() const { return {data.get(), bytes}; }
-  uint64_t bytes;
-  std::unique_ptr<std::byte[]> data;
-  ChunkedKv view;
-};
+using synthetic::HostKv;
 
 inline Options small_options(const std::string& root, const KvGeometry& g) {
   Options o;

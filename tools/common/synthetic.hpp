@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -12,6 +13,16 @@
 #include "kvtier/kv_view.hpp"
 
 namespace kvtier::synthetic {
+
+/// A zero-filled host KV tensor in contiguous chunk form for `tokens` tokens.
+struct HostKv {
+  HostKv(const KvGeometry& g, uint64_t tokens)
+      : bytes(g.bytes_for_tokens(tokens)), data(new std::byte[bytes]()), view{{data.get(), bytes}, tokens} {}
+  [[nodiscard]] std::span<std::byte> span() const { return {data.get(), bytes}; }
+  uint64_t bytes;
+  std::unique_ptr<std::byte[]> data;
+  ChunkedKv view;
+};
 
 /// `count` token ids in [0, 151936) derived from `seed`.
 std::vector<Token> tokens(uint64_t seed, uint64_t count);

@@ -20,14 +20,7 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-/// A host KV tensor for `tokens` tokens, uninitialised.
-struct HostKv {
-  HostKv(const KvGeometry& g, uint64_t tokens)
-      : bytes(g.bytes_for_tokens(tokens)), data(new std::byte[bytes]), view{{data.get(), bytes}, tokens} {}
-  uint64_t bytes;
-  std::unique_ptr<std::byte[]> data;
-  ChunkedKv view;
-};
+using synthetic::HostKv;
 
 Result<std::unique_ptr<Engine>> open_engine(const StoreFlags& flags, bool create) {
   auto options = flags.options(create);
