@@ -60,3 +60,17 @@ if(NOT KVTIER_WITH_CUDA STREQUAL "OFF")
     enable_language(CUDA)
   endif()
 endif()
+
+# cuFile: only its header is needed at build time (libcufile.so.0 is loaded at run time). It comes
+# with the CUDA toolkit on GDS machines, or from the nvidia-cufile package (PyPI).
+set(KVTIER_HAVE_CUFILE 0)
+if(KVTIER_HAVE_CUDA AND NOT KVTIER_WITH_CUFILE STREQUAL "OFF")
+  execute_process(COMMAND python3 -c "import nvidia, os; print(';'.join(os.path.join(p, 'cu13', 'include') for p in nvidia.__path__))"
+                  OUTPUT_VARIABLE KVTIER_PIP_CUFILE_DIRS OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  find_path(CUFILE_INCLUDE_DIR cufile.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${KVTIER_PIP_CUFILE_DIRS})
+  if(CUFILE_INCLUDE_DIR)
+    set(cufile_FOUND TRUE)
+    set(KVTIER_HAVE_CUFILE 1)
+  endif()
+  kvtier_optional(CUFILE cufile_FOUND)
+endif()

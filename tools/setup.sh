@@ -21,5 +21,12 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# cufile.h for the GPUDirect Storage path (Debian has no package for it). Optional: without it
+# kvtier builds without GDS and says so at run time.
+if command -v nvcc >/dev/null && ! python3 -c "import nvidia, os, sys; sys.exit(not any(os.path.exists(os.path.join(p, 'cu13/include/cufile.h')) for p in nvidia.__path__))" 2>/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check nvidia-cufile >/dev/null 2>&1 \
+    || echo "setup: nvidia-cufile not installed; building without GPUDirect Storage"
+fi
+
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$(nproc)"

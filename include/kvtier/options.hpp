@@ -16,9 +16,15 @@ namespace kvtier {
 
 /// @brief How store files are read and written on the host.
 enum class IoPath : uint8_t {
-  kAuto,      ///< O_DIRECT through io_uring where the filesystem allows it, else buffered (logged).
+  kAuto,      ///< Restores into CUDA memory through cuFile only where it reads peer-to-peer (not its
+              ///< compatibility mode); otherwise, and for host memory, O_DIRECT through io_uring where
+              ///< the filesystem allows it, else buffered. Every fallback is logged and in Stats.
   kDirect,    ///< O_DIRECT; where the filesystem refuses it, falls back to buffered and says so.
   kBuffered,  ///< Through the page cache (the baseline a naive engine gets).
+  kGds,       ///< Restores into CUDA memory read through cuFile (GPUDirect Storage) into registered
+              ///< device buffers, even where cuFile runs in its compatibility mode (reported as such);
+              ///< where cuFile cannot open or register the store's files, the direct path is used and
+              ///< the reason recorded. Host memory targets take the direct path.
 };
 
 KVTIER_EXPORT std::string_view io_path_name(IoPath path);

@@ -13,6 +13,11 @@ namespace kvtier {
 struct Stats {
   std::string io_engine;        ///< I/O engine actually in use, e.g. "io_uring+O_DIRECT".
   std::string io_fallback;      ///< Why the requested path was not used; empty when it was.
+  /// GPUDirect Storage for restores into CUDA memory: "GPUDirect Storage peer-to-peer (...)",
+  /// "cuFile compat mode: ..." (never counted as GDS), or why cuFile is not used. Empty until the
+  /// first restore into CUDA memory.
+  std::string gds;
+  uint64_t gds_restores = 0;    ///< Restores read through cuFile.
   uint64_t capacity_bytes = 0;
   uint64_t segment_bytes = 0;
   uint64_t used_bytes = 0;      ///< Bytes of segment files on disk (preallocated).

@@ -133,6 +133,30 @@ class CudaTransfer final : public DeviceTransfer {
     return {};
   }
 
+  Status scatter_device(size_t slot, const std::byte* device_piece, std::span<const PieceSpan> spans) override {
+    KVTIER_TRY(select());
+    SlotResources& s = slots_[slot];
+    std::vector<cuda::ScatterJob> jobs;
+    for (const PieceSpan& span : spans) {
+      jobs.push_back({reinterpret_cast<const uint8_t*>(device_piece) + span.piece_offset, span});
+    }
+    KVTIER_TRY(launched(cuda::launch_scatter(jobs.data(), jobs.size(), params_, sums_.get<unsigned long long>(),
+                                             s.stream),
+                        "scatter kernel"));
+    KVTIER_TRY(cuda_status(cudaEventRecord(s.done, s.stream), "cudaEventRecord"));
+    s.pending = true;
+    return {};
+  }
+
+  Status read_device(size_t slot, const std::byte* device_src, std::span<std::byte> host) override {
+    KVTIER_TRY(select());
+    SlotResources& s = slots_[slot];
+    KVTIER_TRY(cuda_status(cudaMemcpyAsync(host.data(), device_src, host.size(), cudaMemcpyDeviceToHost, s.stream),
+                           "D2H copy of a record header"));
+    copied_ += host.size();
+    return cuda_status(cudaStreamSynchronize(s.stream), "D2H copy of a record header");
+  }
+
   Status gather(size_t slot, std::span<std::byte> piece, std::span<const PieceSpan> spans) override {
     KVTIER_TRY(select());
     SlotResources& s = slots_[slot];

@@ -42,6 +42,18 @@ class DeviceTransfer {
   /// adds their kvsum terms to the records' sums. May complete asynchronously, until release(slot).
   [[nodiscard]] virtual Status scatter(size_t slot, std::span<const std::byte> piece,
                                        std::span<const PieceSpan> spans) = 0;
+  /// Restore from a piece already in device memory (GPUDirect Storage): like scatter(), minus the
+  /// copy to the device. Asynchronous until release(slot).
+  [[nodiscard]] virtual Status scatter_device(size_t /*slot*/, const std::byte* /*device_piece*/,
+                                              std::span<const PieceSpan> /*spans*/) {
+    return {ErrorCode::kNotSupported, "this device has no device-resident staging"};
+  }
+  /// Copies `host.size()` bytes of device memory at `device_src` to `host`, in order with the work
+  /// of `slot`; complete on return (used for record headers read by GPUDirect Storage).
+  [[nodiscard]] virtual Status read_device(size_t /*slot*/, const std::byte* /*device_src*/,
+                                           std::span<std::byte> /*host*/) {
+    return {ErrorCode::kNotSupported, "this device has no device memory"};
+  }
   /// Save: fills the payload spans of `piece` from the target; complete on return.
   [[nodiscard]] virtual Status gather(size_t slot, std::span<std::byte> piece,
                                       std::span<const PieceSpan> spans) = 0;

@@ -35,6 +35,7 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
 }
 
 Engine::Impl::~Impl() {
+  gds_.reset();  // cuFile lets go of its handles and buffers while CUDA is still up
   if (cuda_device_) {
     for (std::span<std::byte> slot : staging_->all_slots()) cuda_device_->unregister_staging(slot);
   }
@@ -60,6 +61,36 @@ void Engine::Impl::start_cuda() const {
     done.push_back(slot);
   }
   cuda_device_ = std::move(*cuda);
+}
+
+GdsContext* Engine::Impl::gds_for_restore(int device) const {
+  std::call_once(gds_once_, [&] {
+    std::string note = start_gds(device);
+    std::lock_guard lock(fallback_mu_);
+    gds_note_ = std::move(note);
+  });
+  return gds_.get();
+}
+
+std::string Engine::Impl::start_gds(int device) const {
+  const IoPath path = options_.io_path;
+  if (path != IoPath::kGds && path != IoPath::kAuto) return fmt::format("not used (I/O path {})", io_path_name(path));
+  auto gds = GdsContext::create(device, staging_->slot_count(), staging_->slot_bytes());
+  if (!gds) {
+    std::string note = fmt::format("unavailable, restores use O_DIRECT + host bounce: {}", gds.error().to_string());
+    const LogLevel level = path == IoPath::kGds ? LogLevel::kWarn : LogLevel::kInfo;
+    if (log_.enabled(level)) log_.write(level, "GDS " + note);
+    return note;
+  }
+  std::string note = (*gds)->mode().description;
+  if (path == IoPath::kAuto && !(*gds)->mode().peer_to_peer) {
+    note += "; auto uses O_DIRECT + host bounce instead";
+    KVTIER_LOG(log_, kInfo, "GDS: {}", note);
+    return note;
+  }
+  KVTIER_LOG(log_, kInfo, "GDS: {}", note);
+  gds_ = std::move(*gds);
+  return note;
 }
 
 std::unique_ptr<IoEngine> Engine::Impl::io_engine(size_t slots) {
@@ -118,7 +149,11 @@ Status Engine::Impl::drop_page_cache() {
 Stats Engine::Impl::stats() const {
   Stats s;
   s.io_engine = io_name_;
-  s.io_fallback = io_fallback_;
+  {
+    std::lock_guard lock(fallback_mu_);
+    s.io_fallback = io_fallback_;
+    s.gds = gds_note_;
+  }
   store_->fill_stats(s);
   s.saves = counters_.saves;
   s.chunks_written = counters_.chunks_written;
@@ -130,6 +165,7 @@ Stats Engine::Impl::stats() const {
   s.checksum_misses = counters_.checksum_misses;
   s.staging_bytes_read = counters_.staging_bytes_read;
   s.device_copy_bytes = counters_.device_copy_bytes;
+  s.gds_restores = counters_.gds_restores;
   return s;
 }
 

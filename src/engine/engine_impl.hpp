@@ -11,6 +11,7 @@
 #include "common/log.hpp"
 #include "device/device.hpp"
 #include "engine/keys.hpp"
+#include "io/gds/gds.hpp"
 #include "io/pipeline.hpp"
 #include "kvtier/engine.hpp"
 #include "store/store.hpp"
@@ -53,7 +54,7 @@ class Engine::Impl {
   struct Counters {
     std::atomic<uint64_t> saves{0}, chunks_written{0}, bytes_written{0}, lookups{0},
         lookup_hit_tokens{0}, restores{0}, bytes_restored{0}, checksum_misses{0},
-        staging_bytes_read{0}, device_copy_bytes{0};
+        staging_bytes_read{0}, device_copy_bytes{0}, gds_restores{0};
   };
 
   /// The stored records of the longest stored prefix of `tokens`, in token order.
@@ -63,6 +64,14 @@ class Engine::Impl {
   /// Reads `records` and checks headers and checksums; restores into `destination` when given.
   ReadOutcome read_records(std::span<const LocatedRecord> records, const KvTarget* destination,
                            const ProgressFn& progress);
+  /// The same through GPUDirect Storage into `destination` (CUDA memory). An error means cuFile
+  /// refused the store's files before anything was read: the caller falls back.
+  Result<ReadOutcome> read_records_gds(std::span<const LocatedRecord> records, const KvTarget& destination,
+                                       GdsContext& gds);
+  /// The cuFile context restores into CUDA memory use, or null (gds_note_ says why).
+  GdsContext* gds_for_restore(int device) const;
+  /// Opens cuFile for gds_for_restore(); returns the note for Stats::gds.
+  std::string start_gds(int device) const;
 
   /// Starts the CUDA device on first use of CUDA memory: engines that only see host memory never
   /// initialise CUDA, even on a GPU machine.
@@ -72,6 +81,10 @@ class Engine::Impl {
   mutable std::once_flag cuda_once_;
   mutable std::unique_ptr<Device> cuda_device_;  // null when this build or machine has no CUDA GPU
   mutable std::string cuda_unavailable_;         // why cuda_device_ is null
+  mutable std::once_flag gds_once_;
+  mutable std::unique_ptr<GdsContext> gds_;      // null unless restores go through cuFile
+  mutable std::string gds_note_;                 // cuFile's mode, or why it is not used
+  mutable std::mutex fallback_mu_;               // guards io_fallback_ (after open) and gds_note_
 };
 
 }  // namespace kvtier

@@ -29,6 +29,7 @@ std::string_view io_path_name(IoPath path) {
     case IoPath::kAuto: return "auto";
     case IoPath::kDirect: return "direct";
     case IoPath::kBuffered: return "buffered";
+    case IoPath::kGds: return "gds";
   }
   return "?";
 }
@@ -37,8 +38,9 @@ Result<IoPath> parse_io_path(std::string_view name) {
   if (name == "auto") return IoPath::kAuto;
   if (name == "direct" || name == "posix") return IoPath::kDirect;
   if (name == "buffered") return IoPath::kBuffered;
+  if (name == "gds") return IoPath::kGds;
   return fail(ErrorCode::kInvalidArgument,
-              fmt::format("I/O path '{}': expected auto, direct or buffered", name));
+              fmt::format("I/O path '{}': expected auto, direct, buffered or gds", name));
 }
 
 Result<Options> Options::resolved() const {

@@ -4,6 +4,7 @@
 // arrive, scatter payloads into the destination.
 #include <atomic>
 #include <chrono>
+#include <unordered_map>
 #include <mutex>
 #include <thread>
 
@@ -147,6 +148,75 @@ Engine::Impl::ReadOutcome Engine::Impl::read_records(std::span<const LocatedReco
   return out;
 }
 
+Result<Engine::Impl::ReadOutcome> Engine::Impl::read_records_gds(std::span<const LocatedRecord> located,
+                                                                 const KvTarget& destination, GdsContext& gds) {
+  const uint32_t chunk = options_.geometry.chunk_tokens;
+  std::vector<RecordMeta> records;
+  std::vector<int> fds;
+  std::vector<uint64_t> first_tokens;
+  std::unordered_map<int, const SegmentFile*> files;
+  for (size_t i = 0; i < located.size(); ++i) {
+    KVTIER_TRY(gds.attach(located[i].file));  // once per segment file for the engine's life
+    records.push_back(located[i].meta);
+    fds.push_back(located[i].file->fd.get());
+    first_tokens.push_back(i * uint64_t{chunk});
+    files[located[i].file->fd.get()] = located[i].file.get();
+  }
+  ReadOutcome out;
+  out.sums = std::vector<std::atomic<uint64_t>>(records.size());
+  out.received = std::vector<std::atomic<uint64_t>>(records.size());
+  out.header.assign(records.size(), HeaderState::kUnseen);
+  const IoPlan plan = plan_io(records, fds, staging_->slot_bytes());
+  out.bytes = plan.bytes;
+  out.extents = plan.extents;
+  KVTIER_ASSIGN_OR_RETURN(Device * device, device_for(destination.kind));
+  KVTIER_ASSIGN_OR_RETURN(auto transfer, device->begin(destination, records.size(), gds.buffer_count(),
+                                                       staging_->slot_bytes()));
+  // One thread per registered device buffer: cuFileRead is synchronous, so parallel reads come from
+  // parallel callers, and the bytes in flight stay bounded by the buffers.
+  std::atomic<size_t> next{0};
+  std::mutex error_mu;
+  auto worker = [&](size_t slot) {
+    std::vector<PieceSpan> spans;
+    alignas(8) std::byte header[kBlock];
+    for (size_t p = next++; p < plan.pieces.size(); p = next++) {
+      const Piece& piece = plan.pieces[p];
+      Status st = transfer->release(slot);
+      if (st.ok()) st = gds.read(*files.at(piece.fd), slot, piece.offset, piece.length);
+      spans.clear();
+      for_each_region(plan, records, p, [&](size_t r, Region region, uint64_t at, uint64_t in, uint64_t n) {
+        if (!st.ok()) return;
+        if (region == Region::kHeader) {
+          st = transfer->read_device(slot, gds.buffer(slot) + in, std::span(header, n));
+          const bool good = st.ok() && at == 0 && n == kBlock && header_matches(std::span(header, n), records[r],
+                                                                                 options_.geometry);
+          out.header[r] = good ? HeaderState::kGood : HeaderState::kBad;
+        } else if (region == Region::kPayload) {
+          out.received[r] += n;
+          spans.push_back({in, at, n, first_tokens[r], records[r].token_count, static_cast<uint32_t>(r)});
+        }
+      });
+      if (st.ok() && !spans.empty()) st = transfer->scatter_device(slot, gds.buffer(slot), spans);
+      if (!st.ok()) {
+        std::lock_guard lock(error_mu);
+        if (out.status.ok()) out.status = st;
+        next = plan.pieces.size();  // stop handing out pieces
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < gds.buffer_count(); ++w) threads.emplace_back(worker, w);
+  for (auto& t : threads) t.join();
+  auto sums = transfer->finish();
+  if (!sums && out.status.ok()) out.status = sums.error();
+  if (sums) {
+    for (size_t r = 0; r < records.size(); ++r) out.sums[r] += (*sums)[r];
+  }
+  counters_.device_copy_bytes += transfer->device_copy_bytes();
+  counters_.gds_restores++;
+  return out;
+}
+
 Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const KvTarget& destination) {
   KVTIER_EXPECTS(!tokens.empty(), "restore: the token list is empty");
   counters_.restores++;
@@ -158,7 +228,23 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const
                              prefix));
   RestoreResult result;
   if (found.empty()) return result;
-  ReadOutcome out = read_records(found, &destination, {});
+  ReadOutcome out;
+  bool read = false;
+  if (destination.kind == MemoryKind::kCuda) {
+    if (GdsContext* gds = gds_for_restore(destination.device)) {
+      auto via_gds = read_records_gds(found, destination, *gds);
+      if (via_gds) {
+        out = std::move(*via_gds);
+        read = true;
+      } else {
+        // cuFile refused the store's files: say why once, then serve this restore the POSIX way.
+        KVTIER_LOG(log_, kWarn, "GDS restore fell back to O_DIRECT + host bounce: {}", via_gds.error().to_string());
+        std::lock_guard lock(fallback_mu_);
+        io_fallback_ = "GDS: " + via_gds.error().to_string();
+      }
+    }
+  }
+  if (!read) out = read_records(found, &destination, {});
   result.bytes_read = out.bytes;
   result.extents = out.extents;
   std::vector<Key128> corrupt;

@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -161,6 +163,46 @@ TEST_F(GpuPathTest, CorruptRecordIsAMissOnTheGpuPath) {
   EXPECT_EQ(r->checksum_misses, 1u);
   dst.download(host.span());
   EXPECT_EQ(synthetic::first_mismatch(g_, std::span(tokens).first(6 * 64), host.span(), n), 6u * 64);
+}
+
+// GPUDirect Storage through the real cuFile. KVTIER_TEST_EXPECT_GDS says what this machine should
+// do: "used" (cuFile registers the store's files), "fallback" (it cannot: the reason must be
+// reported), or unset (either, but honestly labelled).
+TEST_F(GpuPathTest, GdsRestoreIsByteExactAndReportsItsModeOrWhyItFellBack) {
+  SKIP_WITHOUT_GPU();
+  Options o = testing::small_options(dir_.str(), g_);
+  o.io_path = IoPath::kGds;
+  o.log_level = LogLevel::kWarn;
+  auto e = Engine::open(o);
+  ASSERT_OK(e);
+  const uint64_t n = 5000;
+  auto tokens = synthetic::tokens(77, n);
+  testing::HostKv host(g_, n);
+  synthetic::fill_kv(g_, tokens, host.span(), n);
+  ASSERT_OK((*e)->save(tokens, host.view));
+  GpuBuffer dst(host.bytes);
+  auto r = (*e)->restore(tokens, ChunkedKv{dst.view(), n});
+  ASSERT_OK(r);
+  EXPECT_EQ(r->tokens_restored, n);
+  testing::HostKv back(g_, n);
+  dst.download(back.span());
+  EXPECT_EQ(synthetic::first_mismatch(g_, tokens, back.span(), n), n);
+  const Stats s = (*e)->stats();
+  std::printf("gds: %s\nfallback: %s\ngds restores: %llu\n", s.gds.c_str(), s.io_fallback.c_str(),
+              static_cast<unsigned long long>(s.gds_restores));
+  EXPECT_FALSE(s.gds.empty());
+  const char* expect = std::getenv("KVTIER_TEST_EXPECT_GDS");
+  if (s.gds_restores > 0) {
+    // Read through cuFile: the mode must say which, and compat mode is never called GPUDirect.
+    EXPECT_TRUE(s.gds.find("compat mode") != std::string::npos || s.gds.find("peer-to-peer") != std::string::npos)
+        << s.gds;
+    if (expect != nullptr) EXPECT_STREQ(expect, "used");
+  } else {
+    // Not read through cuFile: a reason a user can act on.
+    EXPECT_FALSE(s.gds.find("unavailable") == std::string::npos && s.io_fallback.find("GDS") == std::string::npos)
+        << s.gds << " / " << s.io_fallback;
+    if (expect != nullptr) EXPECT_STREQ(expect, "fallback");
+  }
 }
 
 }  // namespace

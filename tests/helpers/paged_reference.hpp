@@ -47,7 +47,7 @@ inline void move_row(const KvGeometry& g, PagedLayout layout, std::vector<std::v
   const uint64_t blk = static_cast<uint64_t>(table[t / bs]), in = t % bs;
   std::byte* row = contiguous + ((uint64_t{kv} * g.layers + l) * capacity + t) * H * Dbytes;
   for (uint64_t h = 0; h < H; ++h) {
-    uint64_t index;  // byte index of element [.., h, 0] in the layer tensor
+    uint64_t index = 0;  // byte index of element [.., h, 0] in the layer tensor
     switch (layout) {
       case PagedLayout::kKvFirst:  // [2][nb][bs][H][D]
         index = (((kv * nb + blk) * bs + in) * H + h) * Dbytes;

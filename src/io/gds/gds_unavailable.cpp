@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// GdsContext where kvtier was built without cufile.h: every attempt says so.
+#include "io/gds/gds.hpp"
+
+namespace kvtier {
+
+class GdsContext::Impl {};
+
+bool gds_compiled_in() { return false; }
+
+GdsContext::GdsContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GdsContext::~GdsContext() = default;
+
+Result<std::unique_ptr<GdsContext>> GdsContext::create(int, size_t, size_t) {
+  return fail(ErrorCode::kNotSupported,
+              "kvtier was built without cufile.h (CUDA toolkit or the nvidia-cufile package)");
+}
+
+const GdsMode& GdsContext::mode() const {
+  static const GdsMode none;
+  return none;
+}
+size_t GdsContext::buffer_count() const { return 0; }
+std::byte* GdsContext::buffer(size_t) const { return nullptr; }
+Status GdsContext::attach(const std::shared_ptr<SegmentFile>&) { return {ErrorCode::kNotSupported, "no cuFile"}; }
+Status GdsContext::read(const SegmentFile&, size_t, uint64_t, size_t) {
+  return {ErrorCode::kNotSupported, "no cuFile"};
+}
+
+}  // namespace kvtier
