@@ -29,7 +29,7 @@ void StoreFlags::add_to(CLI::App& app) {
   app.add_option("--tenant", tenant, "Tenant salt: keys of one tenant never match another's");
   app.add_option("--capacity", capacity, "Store capacity (e.g. 64G); 0 = default 64 GiB");
   app.add_option("--segment-size", segment, "Segment file size (e.g. 1G); 0 = default");
-  app.add_option("--io", io, "I/O path: auto, direct (O_DIRECT via io_uring) or buffered");
+  app.add_option("--io", io, "I/O path: auto, direct (O_DIRECT via io_uring), buffered, or gds (cuFile, for GPU memory)");
   app.add_option("--request-size", request, "I/O request size (e.g. 8M); 0 = default 16 MiB");
   app.add_option("--staging", staging, "Staging memory, the bound on bytes in flight; 0 = 128 MiB");
 }
