@@ -14,7 +14,7 @@ inline Options options(const std::string& root) {
   Options o;
   o.root = root;
   o.geometry = *geometry_for("tiny", 0, 1, 256);
-  o.capacity_bytes = uint64_t{8} << 30;
+  o.capacity_bytes = uint64_t{32} << 30;  // never evicts, even in the 1,000-kill run
   o.segment_bytes = uint64_t{8} << 20;
   o.io_request_bytes = uint64_t{1} << 20;
   o.staging_bytes = uint64_t{4} << 20;
