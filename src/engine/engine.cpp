@@ -69,7 +69,7 @@ GdsContext* Engine::Impl::gds_for_restore(int device) const {
     std::lock_guard lock(fallback_mu_);
     gds_note_ = std::move(note);
   });
-  return gds_.get();
+  return gds_refused_ ? nullptr : gds_.get();
 }
 
 std::string Engine::Impl::start_gds(int device) const {

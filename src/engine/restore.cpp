@@ -41,6 +41,26 @@ struct Engine::Impl::ReadOutcome {
 
 namespace {
 
+/// The records of a read in token order, their files and first tokens, planned into pieces.
+struct ReadPlan {
+  std::vector<RecordMeta> records;
+  std::vector<int> fds;
+  std::vector<uint64_t> first_tokens;
+  IoPlan io;
+
+  ReadPlan(std::span<const LocatedRecord> located, uint32_t chunk_tokens, uint64_t piece_bytes) {
+    for (size_t i = 0; i < located.size(); ++i) {
+      records.push_back(located[i].meta);
+      fds.push_back(located[i].file->fd.get());
+      first_tokens.push_back(i * uint64_t{chunk_tokens});
+    }
+    io = plan_io(records, fds, piece_bytes);
+  }
+
+  /// An outcome sized for these records.
+  void start(Engine::Impl::ReadOutcome& out) const;
+};
+
 // Checksumming and scattering a piece costs more CPU than reading it: spread it over the cores
 // (the I/O thread mostly sleeps in the kernel).
 unsigned consumer_threads() { return std::clamp(std::thread::hardware_concurrency(), 1u, 4u); }
@@ -102,25 +122,22 @@ class ScatterSink final : public PieceSink {
 
 }  // namespace
 
-Engine::Impl::ReadOutcome Engine::Impl::read_records(std::span<const LocatedRecord> located,
-                                                     const KvTarget* destination,
-                                                     const ProgressFn& progress) {
-  const uint32_t chunk = options_.geometry.chunk_tokens;
-  std::vector<RecordMeta> records;
-  std::vector<int> fds;
-  std::vector<uint64_t> first_tokens;
-  for (size_t i = 0; i < located.size(); ++i) {
-    records.push_back(located[i].meta);
-    fds.push_back(located[i].file->fd.get());
-    first_tokens.push_back(i * uint64_t{chunk});
-  }
-  ReadOutcome out;
+void ReadPlan::start(Engine::Impl::ReadOutcome& out) const {
   out.sums = std::vector<std::atomic<uint64_t>>(records.size());
   out.received = std::vector<std::atomic<uint64_t>>(records.size());
   out.header.assign(records.size(), HeaderState::kUnseen);
-  const IoPlan plan = plan_io(records, fds, staging_->slot_bytes());
-  out.bytes = plan.bytes;
-  out.extents = plan.extents;
+  out.bytes = io.bytes;
+  out.extents = io.extents;
+}
+
+Engine::Impl::ReadOutcome Engine::Impl::read_records(std::span<const LocatedRecord> located,
+                                                     const KvTarget* destination,
+                                                     const ProgressFn& progress) {
+  const ReadPlan read(located, options_.geometry.chunk_tokens, staging_->slot_bytes());
+  const std::vector<RecordMeta>& records = read.records;
+  const IoPlan& plan = read.io;
+  ReadOutcome out;
+  read.start(out);
   StagingPool::Lease lease = staging_->acquire(plan.pieces.size());
   std::unique_ptr<DeviceTransfer> transfer;
   if (destination != nullptr) {
@@ -133,7 +150,7 @@ Engine::Impl::ReadOutcome Engine::Impl::read_records(std::span<const LocatedReco
     }
     transfer = std::move(*begun);
   }
-  ScatterSink sink(plan, records, first_tokens, transfer.get(), options_.geometry, out, progress);
+  ScatterSink sink(plan, records, read.first_tokens, transfer.get(), options_.geometry, out, progress);
   auto io = io_engine(lease.slots().size());
   out.status = run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/false, sink, consumer_threads());
   counters_.staging_bytes_read += plan.bytes;
@@ -150,25 +167,17 @@ Engine::Impl::ReadOutcome Engine::Impl::read_records(std::span<const LocatedReco
 
 Result<Engine::Impl::ReadOutcome> Engine::Impl::read_records_gds(std::span<const LocatedRecord> located,
                                                                  const KvTarget& destination, GdsContext& gds) {
-  const uint32_t chunk = options_.geometry.chunk_tokens;
-  std::vector<RecordMeta> records;
-  std::vector<int> fds;
-  std::vector<uint64_t> first_tokens;
   std::unordered_map<int, const SegmentFile*> files;
-  for (size_t i = 0; i < located.size(); ++i) {
-    KVTIER_TRY(gds.attach(located[i].file));  // once per segment file for the engine's life
-    records.push_back(located[i].meta);
-    fds.push_back(located[i].file->fd.get());
-    first_tokens.push_back(i * uint64_t{chunk});
-    files[located[i].file->fd.get()] = located[i].file.get();
+  for (const LocatedRecord& r : located) {
+    KVTIER_TRY(gds.attach(r.file));  // once per segment file for the engine's life
+    files[r.file->fd.get()] = r.file.get();
   }
+  const ReadPlan read(located, options_.geometry.chunk_tokens, staging_->slot_bytes());
+  const std::vector<RecordMeta>& records = read.records;
+  const std::vector<uint64_t>& first_tokens = read.first_tokens;
+  const IoPlan& plan = read.io;
   ReadOutcome out;
-  out.sums = std::vector<std::atomic<uint64_t>>(records.size());
-  out.received = std::vector<std::atomic<uint64_t>>(records.size());
-  out.header.assign(records.size(), HeaderState::kUnseen);
-  const IoPlan plan = plan_io(records, fds, staging_->slot_bytes());
-  out.bytes = plan.bytes;
-  out.extents = plan.extents;
+  read.start(out);
   KVTIER_ASSIGN_OR_RETURN(Device * device, device_for(destination.kind));
   KVTIER_ASSIGN_OR_RETURN(auto transfer, device->begin(destination, records.size(), gds.buffer_count(),
                                                        staging_->slot_bytes()));
@@ -237,10 +246,11 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const
         out = std::move(*via_gds);
         read = true;
       } else {
-        // cuFile refused the store's files: say why once, then serve this restore the POSIX way.
+        // cuFile refused the store's files: say why once, then serve restores the POSIX way.
         KVTIER_LOG(log_, kWarn, "GDS restore fell back to O_DIRECT + host bounce: {}", via_gds.error().to_string());
         std::lock_guard lock(fallback_mu_);
         io_fallback_ = "GDS: " + via_gds.error().to_string();
+        gds_refused_ = true;
       }
     }
   }
@@ -297,13 +307,8 @@ Result<VerifyReport> Engine::Impl::verify(const ProgressFn& progress) {
 
 Result<CeilingResult> Engine::Impl::measure_read_ceiling(std::span<const Token> tokens) {
   std::vector<LocatedRecord> all = tokens.empty() ? store_->all_records() : find_prefix(tokens);
-  std::vector<RecordMeta> records;
-  std::vector<int> fds;
-  for (const LocatedRecord& r : all) {
-    records.push_back(r.meta);
-    fds.push_back(r.file->fd.get());
-  }
-  const IoPlan plan = plan_io(records, fds, staging_->slot_bytes());
+  const ReadPlan read(all, options_.geometry.chunk_tokens, staging_->slot_bytes());
+  const IoPlan& plan = read.io;
   PieceSink discard;
   StagingPool::Lease lease = staging_->acquire(plan.pieces.size());
   auto io = io_engine(lease.slots().size());
