@@ -34,7 +34,7 @@ KVTIER_TEST_DIR=/root KVTIER_TEST_EXPECT_GDS=used CUFILE_LOGFILE_PATH="$OUT/cufi
 grep -E "gds|fallback|OK \]|FAILED|PASSED" "$OUT/gpu_tests.log" | tail -12
 export KVTIER_BENCH_GDS=1
 echo "== GPU path benchmark"
-mkdir -p /root/kvbench && rm -rf /root/kvbench/*
+mkdir -p /root/kvbench && rm -rf /root/kvbench/* /root/kvbench-dram
 build/h200/bench/kvtier_gpu_bench /root/kvbench "$OUT/gpu_bench.json" "${TOKENS:-100000}" "${REPEATS:-3}" 2>&1 | tee "$OUT/gpu_bench.txt"
 echo "== dd ceiling: O_DIRECT 16 MiB reads of both ranks' segment files at once (one dd per rank)"
 sync; echo 3 > /proc/sys/vm/drop_caches
@@ -47,4 +47,4 @@ wait
 end=$(date +%s.%N)
 bytes=$(du -cb /root/kvbench/rank*/seg-*.kvt | tail -1 | cut -f1)
 python3 -c "print(f'dd O_DIRECT: {$bytes/1e9:.2f} GB in {$end-$start:.2f} s = {$bytes/1e9/($end-$start):.2f} GB/s')" | tee -a "$OUT/gpu_bench.txt"
-rm -rf /root/kvbench
+rm -rf /root/kvbench /root/kvbench-dram

@@ -61,6 +61,10 @@ struct KVTIER_EXPORT Options {
   uint64_t io_request_bytes = 0;
   /// Bound on staging memory, and so on the bytes in flight, per engine. 0: 128 MiB.
   uint64_t staging_bytes = 0;
+  /// Bytes of the DRAM tier: pinned host memory holding the payloads of recently saved records in
+  /// front of the disk; a hit restores with one copy to the device and no disk read. 0 (the default)
+  /// disables it; KVTIER_DRAM_BYTES sets it when left 0 here.
+  uint64_t dram_bytes = 0;
   /// Log sink; empty logs to stderr at the level of KVTIER_LOG_LEVEL (default warn).
   LogSink log_sink;
   /// Minimum level passed to the sink; unset: KVTIER_LOG_LEVEL, else kWarn.

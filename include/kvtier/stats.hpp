@@ -18,6 +18,8 @@ struct Stats {
   /// first restore into CUDA memory.
   std::string gds;
   uint64_t gds_restores = 0;    ///< Restores read through cuFile.
+  uint64_t dram_hits = 0;       ///< Records restored from the DRAM tier.
+  uint64_t dram_records = 0;    ///< Records the DRAM tier holds now.
   uint64_t capacity_bytes = 0;
   uint64_t segment_bytes = 0;
   uint64_t used_bytes = 0;      ///< Bytes of segment files on disk (preallocated).

@@ -72,6 +72,7 @@ Result<EnvOverrides> read_env_overrides() {
   KVTIER_ASSIGN_OR_RETURN(env.segment_bytes, env_size("KVTIER_SEGMENT_BYTES"));
   KVTIER_ASSIGN_OR_RETURN(env.io_request_bytes, env_size("KVTIER_IO_REQUEST_BYTES"));
   KVTIER_ASSIGN_OR_RETURN(env.staging_bytes, env_size("KVTIER_STAGING_BYTES"));
+  KVTIER_ASSIGN_OR_RETURN(env.dram_bytes, env_size("KVTIER_DRAM_BYTES"));
   return env;
 }
 

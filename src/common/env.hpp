@@ -19,6 +19,7 @@ struct EnvOverrides {
   std::optional<uint64_t> segment_bytes;    // KVTIER_SEGMENT_BYTES
   std::optional<uint64_t> io_request_bytes; // KVTIER_IO_REQUEST_BYTES
   std::optional<uint64_t> staging_bytes;    // KVTIER_STAGING_BYTES
+  std::optional<uint64_t> dram_bytes;       // KVTIER_DRAM_BYTES
 };
 
 [[nodiscard]] Result<EnvOverrides> read_env_overrides();

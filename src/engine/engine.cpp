@@ -19,6 +19,9 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   KVTIER_ASSIGN_OR_RETURN(impl->store_, Store::open(o, impl->log_));
   impl->host_device_ = make_host_device();
   impl->staging_ = std::make_unique<StagingPool>(o.staging_bytes, o.io_request_bytes);
+  if (o.dram_bytes > 0) {
+    impl->dram_ = std::make_unique<DramTier>(o.dram_bytes, align_up(o.geometry.bytes_for_tokens(o.geometry.chunk_tokens)));
+  }
 
   impl->namespace_ = namespace_key(o.geometry, o.tenant);
 
@@ -37,8 +40,14 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
 Engine::Impl::~Impl() {
   gds_.reset();  // cuFile lets go of its handles and buffers while CUDA is still up
   if (cuda_device_) {
-    for (std::span<std::byte> slot : staging_->all_slots()) cuda_device_->unregister_staging(slot);
+    for (std::span<std::byte> slot : pinned_memory()) cuda_device_->unregister_staging(slot);
   }
+}
+
+std::vector<std::span<std::byte>> Engine::Impl::pinned_memory() const {
+  std::vector<std::span<std::byte>> out = staging_->all_slots();
+  if (dram_ && !dram_->arena().empty()) out.push_back(dram_->arena());
+  return out;
 }
 
 void Engine::Impl::start_cuda() const {
@@ -48,9 +57,10 @@ void Engine::Impl::start_cuda() const {
     KVTIER_LOG(log_, kInfo, "no CUDA device: {}", cuda_unavailable_);
     return;
   }
-  // Staging is pinned once for the engine's life: copies to the GPU then run asynchronously.
+  // Staging and the DRAM tier are pinned once for the engine's life: copies to the GPU then run
+  // asynchronously.
   std::vector<std::span<std::byte>> done;
-  for (std::span<std::byte> slot : staging_->all_slots()) {
+  for (std::span<std::byte> slot : pinned_memory()) {
     Status st = (*cuda)->register_staging(slot);
     if (!st.ok()) {
       for (auto d : done) (*cuda)->unregister_staging(d);
@@ -134,6 +144,7 @@ Result<uint64_t> Engine::Impl::lookup(std::span<const Token> tokens) {
 Result<uint64_t> Engine::Impl::evict(std::span<const Token> tokens) {
   std::vector<Key128> keys;
   for (const LocatedRecord& r : find_prefix(tokens)) keys.push_back(r.meta.key);
+  if (dram_) dram_->erase(keys);
   KVTIER_TRY(store_->drop(keys));
   return keys.size();
 }
@@ -166,6 +177,8 @@ Stats Engine::Impl::stats() const {
   s.staging_bytes_read = counters_.staging_bytes_read;
   s.device_copy_bytes = counters_.device_copy_bytes;
   s.gds_restores = counters_.gds_restores;
+  s.dram_hits = counters_.dram_hits;
+  s.dram_records = dram_ ? dram_->entries() : 0;
   return s;
 }
 

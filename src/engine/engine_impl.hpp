@@ -10,6 +10,7 @@
 
 #include "common/log.hpp"
 #include "device/device.hpp"
+#include "engine/dram_tier.hpp"
 #include "engine/keys.hpp"
 #include "io/gds/gds.hpp"
 #include "io/pipeline.hpp"
@@ -43,6 +44,7 @@ class Engine::Impl {
   std::unique_ptr<Store> store_;
   std::unique_ptr<Device> host_device_;
   std::unique_ptr<StagingPool> staging_;
+  std::unique_ptr<DramTier> dram_;  // null when Options::dram_bytes is 0
   Key128 namespace_;
   std::string io_name_;
   std::string io_fallback_;
@@ -54,7 +56,7 @@ class Engine::Impl {
   struct Counters {
     std::atomic<uint64_t> saves{0}, chunks_written{0}, bytes_written{0}, lookups{0},
         lookup_hit_tokens{0}, restores{0}, bytes_restored{0}, checksum_misses{0},
-        staging_bytes_read{0}, device_copy_bytes{0}, gds_restores{0};
+        staging_bytes_read{0}, device_copy_bytes{0}, gds_restores{0}, dram_hits{0};
   };
 
   /// The stored records of the longest stored prefix of `tokens`, in token order.
@@ -62,12 +64,20 @@ class Engine::Impl {
   std::unique_ptr<IoEngine> io_engine(size_t slots);
   Result<Device*> device_for(MemoryKind kind) const;
   /// Reads `records` and checks headers and checksums; restores into `destination` when given.
+  /// `first_tokens` gives each record's first token; empty means record i starts at i * chunk.
   ReadOutcome read_records(std::span<const LocatedRecord> records, const KvTarget* destination,
-                           const ProgressFn& progress);
+                           const ProgressFn& progress, std::span<const uint64_t> first_tokens = {});
   /// The same through GPUDirect Storage into `destination` (CUDA memory). An error means cuFile
   /// refused the store's files before anything was read: the caller falls back.
   Result<ReadOutcome> read_records_gds(std::span<const LocatedRecord> records, const KvTarget& destination,
-                                       GdsContext& gds);
+                                       GdsContext& gds, std::span<const uint64_t> first_tokens);
+  /// Restores the records the DRAM tier holds (hits[r] set) into `destination`; returns, per hit,
+  /// whether its bytes checked out (a bad copy is erased and read from disk instead).
+  Result<std::vector<bool>> restore_from_dram(std::span<const LocatedRecord> records,
+                                              std::vector<DramTier::Hit>& hits, const KvTarget& destination);
+  /// Reads records from disk into `destination`: through cuFile where it is in use, else POSIX.
+  ReadOutcome read_from_disk(std::span<const LocatedRecord> records, const KvTarget& destination,
+                             std::span<const uint64_t> first_tokens);
   /// The cuFile context restores into CUDA memory use, or null (gds_note_ says why).
   GdsContext* gds_for_restore(int device) const;
   /// Opens cuFile for gds_for_restore(); returns the note for Stats::gds.
@@ -76,6 +86,8 @@ class Engine::Impl {
   /// Starts the CUDA device on first use of CUDA memory: engines that only see host memory never
   /// initialise CUDA, even on a GPU machine.
   void start_cuda() const;
+  /// Host memory the CUDA device pins: staging slots and the DRAM tier's arena.
+  std::vector<std::span<std::byte>> pinned_memory() const;
 
   mutable Counters counters_;
   mutable std::once_flag cuda_once_;

@@ -56,6 +56,7 @@ Result<Options> Options::resolved() const {
                          std::max<uint64_t>(std::min(kGiB, o.capacity_bytes / 4), 16 * kMiB));
   o.io_request_bytes = pick(o.io_request_bytes, env.io_request_bytes, 16 * kMiB);
   o.staging_bytes = pick(o.staging_bytes, env.staging_bytes, 128 * kMiB);
+  o.dram_bytes = pick(o.dram_bytes, env.dram_bytes, 0);
 
   auto aligned = [](uint64_t v) { return v % kAlign == 0; };
   KVTIER_EXPECTS(aligned(o.segment_bytes) && aligned(o.io_request_bytes) && aligned(o.staging_bytes),
@@ -73,6 +74,8 @@ Result<Options> Options::resolved() const {
   KVTIER_EXPECTS(record <= o.segment_bytes,
                  fmt::format("options: a {}-token chunk needs {} bytes but segments are {} bytes",
                              o.geometry.chunk_tokens, record, o.segment_bytes));
+  KVTIER_EXPECTS(o.dram_bytes == 0 || o.dram_bytes >= record,
+                 fmt::format("options: a DRAM tier of {} bytes cannot hold one {}-byte chunk", o.dram_bytes, record));
   return o;
 }
 

@@ -2,6 +2,7 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // Engine::restore, verify and the read ceiling: read pieces, check headers and checksums as they
 // arrive, scatter payloads into the destination.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <unordered_map>
@@ -48,11 +49,13 @@ struct ReadPlan {
   std::vector<uint64_t> first_tokens;
   IoPlan io;
 
-  ReadPlan(std::span<const LocatedRecord> located, uint32_t chunk_tokens, uint64_t piece_bytes) {
+  /// `firsts` gives each record's first token; empty means record i starts at i * chunk_tokens.
+  ReadPlan(std::span<const LocatedRecord> located, uint32_t chunk_tokens, uint64_t piece_bytes,
+           std::span<const uint64_t> firsts = {}) {
     for (size_t i = 0; i < located.size(); ++i) {
       records.push_back(located[i].meta);
       fds.push_back(located[i].file->fd.get());
-      first_tokens.push_back(i * uint64_t{chunk_tokens});
+      first_tokens.push_back(firsts.empty() ? i * uint64_t{chunk_tokens} : firsts[i]);
     }
     io = plan_io(records, fds, piece_bytes);
   }
@@ -131,9 +134,9 @@ void ReadPlan::start(Engine::Impl::ReadOutcome& out) const {
 }
 
 Engine::Impl::ReadOutcome Engine::Impl::read_records(std::span<const LocatedRecord> located,
-                                                     const KvTarget* destination,
-                                                     const ProgressFn& progress) {
-  const ReadPlan read(located, options_.geometry.chunk_tokens, staging_->slot_bytes());
+                                                     const KvTarget* destination, const ProgressFn& progress,
+                                                     std::span<const uint64_t> first_tokens) {
+  const ReadPlan read(located, options_.geometry.chunk_tokens, staging_->slot_bytes(), first_tokens);
   const std::vector<RecordMeta>& records = read.records;
   const IoPlan& plan = read.io;
   ReadOutcome out;
@@ -166,13 +169,14 @@ Engine::Impl::ReadOutcome Engine::Impl::read_records(std::span<const LocatedReco
 }
 
 Result<Engine::Impl::ReadOutcome> Engine::Impl::read_records_gds(std::span<const LocatedRecord> located,
-                                                                 const KvTarget& destination, GdsContext& gds) {
+                                                                 const KvTarget& destination, GdsContext& gds,
+                                                                 std::span<const uint64_t> firsts) {
   std::unordered_map<int, const SegmentFile*> files;
   for (const LocatedRecord& r : located) {
     KVTIER_TRY(gds.attach(r.file));  // once per segment file for the engine's life
     files[r.file->fd.get()] = r.file.get();
   }
-  const ReadPlan read(located, options_.geometry.chunk_tokens, staging_->slot_bytes());
+  const ReadPlan read(located, options_.geometry.chunk_tokens, staging_->slot_bytes(), firsts);
   const std::vector<RecordMeta>& records = read.records;
   const std::vector<uint64_t>& first_tokens = read.first_tokens;
   const IoPlan& plan = read.io;
@@ -226,6 +230,47 @@ Result<Engine::Impl::ReadOutcome> Engine::Impl::read_records_gds(std::span<const
   return out;
 }
 
+Result<std::vector<bool>> Engine::Impl::restore_from_dram(std::span<const LocatedRecord> records,
+                                                          std::vector<DramTier::Hit>& hits,
+                                                          const KvTarget& destination) {
+  KVTIER_ASSIGN_OR_RETURN(Device * device, device_for(destination.kind));
+  const size_t slots = staging_->slot_count();
+  const uint64_t piece = staging_->slot_bytes();
+  KVTIER_ASSIGN_OR_RETURN(auto transfer, device->begin(destination, records.size(), slots, piece));
+  // The tier's slabs play the staging pieces: one copy each to the device, verified where it lands.
+  size_t next_slot = 0;
+  for (size_t r = 0; r < records.size(); ++r) {
+    if (!hits[r]) continue;
+    const std::span<const std::byte> payload = hits[r].payload();
+    for (uint64_t at = 0; at < payload.size(); at += piece) {
+      const uint64_t n = std::min<uint64_t>(piece, payload.size() - at);
+      const size_t slot = next_slot++ % slots;
+      KVTIER_TRY(transfer->release(slot));
+      const PieceSpan span{0, at, n, r * uint64_t{options_.geometry.chunk_tokens}, records[r].meta.token_count,
+                           static_cast<uint32_t>(r)};
+      KVTIER_TRY(transfer->scatter(slot, payload.subspan(at, n), std::span(&span, 1)));
+    }
+  }
+  KVTIER_ASSIGN_OR_RETURN(std::vector<uint64_t> sums, transfer->finish());
+  counters_.device_copy_bytes += transfer->device_copy_bytes();
+  std::vector<bool> good(records.size(), false);
+  std::vector<Key128> bad;
+  for (size_t r = 0; r < records.size(); ++r) {
+    if (!hits[r]) continue;
+    const RecordMeta& m = records[r].meta;
+    good[r] = kvsum::finish(sums[r], m.payload_bytes) == m.payload_checksum;
+    if (!good[r]) bad.push_back(m.key);
+    hits[r].reset();
+  }
+  if (!bad.empty()) {
+    KVTIER_LOG(log_, kWarn, "DRAM tier: {} record(s) failed their checksum; dropped from the tier, read from disk",
+               bad.size());
+    dram_->erase(bad);
+  }
+  counters_.dram_hits += static_cast<uint64_t>(std::count(good.begin(), good.end(), true));
+  return good;
+}
+
 Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const KvTarget& destination) {
   KVTIER_EXPECTS(!tokens.empty(), "restore: the token list is empty");
   counters_.restores++;
@@ -237,38 +282,50 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const
                              prefix));
   RestoreResult result;
   if (found.empty()) return result;
-  ReadOutcome out;
-  bool read = false;
-  if (destination.kind == MemoryKind::kCuda) {
-    if (GdsContext* gds = gds_for_restore(destination.device)) {
-      auto via_gds = read_records_gds(found, destination, *gds);
-      if (via_gds) {
-        out = std::move(*via_gds);
-        read = true;
-      } else {
-        // cuFile refused the store's files: say why once, then serve restores the POSIX way.
-        KVTIER_LOG(log_, kWarn, "GDS restore fell back to O_DIRECT + host bounce: {}", via_gds.error().to_string());
-        std::lock_guard lock(fallback_mu_);
-        io_fallback_ = "GDS: " + via_gds.error().to_string();
-        gds_refused_ = true;
+  std::vector<RecordState> states(found.size(), RecordState::kIncomplete);
+
+  // DRAM tier first: what it holds needs no disk read.
+  std::vector<bool> from_dram(found.size(), false);
+  if (dram_) {
+    std::vector<DramTier::Hit> hits(found.size());
+    size_t n = 0;
+    for (size_t r = 0; r < found.size(); ++r) {
+      hits[r] = dram_->find(found[r].meta.key, found[r].meta.payload_checksum);
+      n += hits[r] ? 1 : 0;
+    }
+    if (n > 0) {
+      KVTIER_ASSIGN_OR_RETURN(from_dram, restore_from_dram(found, hits, destination));
+      for (size_t r = 0; r < found.size(); ++r) {
+        if (from_dram[r]) states[r] = RecordState::kIntact;
       }
     }
   }
-  if (!read) out = read_records(found, &destination, {});
-  result.bytes_read = out.bytes;
-  result.extents = out.extents;
+  std::vector<LocatedRecord> misses;
+  std::vector<size_t> miss_index;
+  std::vector<uint64_t> miss_first;
+  for (size_t r = 0; r < found.size(); ++r) {
+    if (from_dram[r]) continue;
+    misses.push_back(found[r]);
+    miss_index.push_back(r);
+    miss_first.push_back(r * uint64_t{options_.geometry.chunk_tokens});
+  }
+  if (!misses.empty()) {
+    ReadOutcome out = read_from_disk(misses, destination, miss_first);
+    result.bytes_read = out.bytes;
+    result.extents = out.extents;
+    for (size_t i = 0; i < misses.size(); ++i) states[miss_index[i]] = out.state(i, misses[i].meta);
+    if (!out.status.ok()) result.problem = out.status.to_string();
+  }
+
   std::vector<Key128> corrupt;
   bool prefix_intact = true;
   for (size_t r = 0; r < found.size(); ++r) {
-    const RecordState state = out.state(r, found[r].meta);
-    if (state == RecordState::kCorrupt) corrupt.push_back(found[r].meta.key);
-    prefix_intact = prefix_intact && state == RecordState::kIntact;
+    if (states[r] == RecordState::kCorrupt) corrupt.push_back(found[r].meta.key);
+    prefix_intact = prefix_intact && states[r] == RecordState::kIntact;
     if (prefix_intact) result.tokens_restored += found[r].meta.token_count;
   }
-  if (!out.status.ok()) {
-    KVTIER_LOG(log_, kWarn, "restore stopped at {} of {} tokens: {}", result.tokens_restored, prefix,
-               out.status.to_string());
-    result.problem = out.status.to_string();
+  if (!result.problem.empty()) {
+    KVTIER_LOG(log_, kWarn, "restore stopped at {} of {} tokens: {}", result.tokens_restored, prefix, result.problem);
   }
   if (!corrupt.empty()) {
     result.checksum_misses = corrupt.size();
@@ -279,6 +336,23 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const
   }
   counters_.bytes_restored += options_.geometry.bytes_for_tokens(result.tokens_restored);
   return result;
+}
+
+Engine::Impl::ReadOutcome Engine::Impl::read_from_disk(std::span<const LocatedRecord> records,
+                                                       const KvTarget& destination,
+                                                       std::span<const uint64_t> first_tokens) {
+  if (destination.kind == MemoryKind::kCuda) {
+    if (GdsContext* gds = gds_for_restore(destination.device)) {
+      auto via_gds = read_records_gds(records, destination, *gds, first_tokens);
+      if (via_gds) return std::move(*via_gds);
+      // cuFile refused the store's files: say why once, then serve restores the POSIX way.
+      KVTIER_LOG(log_, kWarn, "GDS restore fell back to O_DIRECT + host bounce: {}", via_gds.error().to_string());
+      std::lock_guard lock(fallback_mu_);
+      io_fallback_ = "GDS: " + via_gds.error().to_string();
+      gds_refused_ = true;
+    }
+  }
+  return read_records(records, &destination, {}, first_tokens);
 }
 
 Result<VerifyReport> Engine::Impl::verify(const ProgressFn& progress) {

@@ -2,6 +2,7 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // Engine::save: checksum, place, gather into staging, write, fdatasync, journal.
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -17,8 +18,10 @@ namespace {
 class GatherSink final : public PieceSink {
  public:
   GatherSink(const IoPlan& plan, std::span<const RecordMeta> records, std::span<const uint64_t> first_tokens,
-             const KvGeometry& g, const Key128& ns, DeviceTransfer& transfer)
-      : plan_(plan), records_(records), first_tokens_(first_tokens), g_(g), ns_(ns), transfer_(transfer) {}
+             const KvGeometry& g, const Key128& ns, DeviceTransfer& transfer,
+             std::span<const std::optional<DramTier::Reservation>> tier)
+      : plan_(plan), records_(records), first_tokens_(first_tokens), g_(g), ns_(ns), transfer_(transfer),
+        tier_(tier) {}
 
   Status fill(size_t index, size_t slot, std::span<std::byte> data) override {
     spans_.clear();
@@ -38,7 +41,14 @@ class GatherSink final : public PieceSink {
           return;
       }
     });
-    return transfer_.gather(slot, data, spans_);
+    KVTIER_TRY(transfer_.gather(slot, data, spans_));
+    // Write-through into the DRAM tier while the bytes are in staging.
+    for (const PieceSpan& span : spans_) {
+      if (const auto& r = tier_[span.record]) {
+        std::memcpy(r->data + span.payload_offset, data.data() + span.piece_offset, span.bytes);
+      }
+    }
+    return {};
   }
 
  private:
@@ -48,6 +58,7 @@ class GatherSink final : public PieceSink {
   const KvGeometry& g_;
   const Key128& ns_;
   DeviceTransfer& transfer_;
+  std::span<const std::optional<DramTier::Reservation>> tier_;
   std::vector<PieceSpan> spans_;
 };
 
@@ -102,15 +113,25 @@ Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTar
     fds.push_back(placements[i].file->fd.get());
   }
   const IoPlan plan = plan_io(records, fds, staging_->slot_bytes());
-  GatherSink sink(plan, records, first_tokens, g, namespace_, *transfer);
+  std::vector<std::optional<DramTier::Reservation>> tier(records.size());
+  if (dram_) {
+    for (auto& r : tier) r = dram_->reserve();
+  }
+  GatherSink sink(plan, records, first_tokens, g, namespace_, *transfer, tier);
   auto io = io_engine(lease.slots().size());
   Status written = run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/true, sink);
   counters_.device_copy_bytes += transfer->device_copy_bytes();
-  if (!written.ok()) {
-    store_->abort(placements);
-    return fail(written.with_context(fmt::format("save to {}", store_->dir())));
+  if (written.ok()) written = store_->commit(records, placements);
+  else store_->abort(placements);
+  for (size_t i = 0; i < records.size() && dram_; ++i) {
+    if (!tier[i]) continue;
+    if (written.ok()) {
+      dram_->publish(*tier[i], records[i].key, records[i].payload_bytes, records[i].payload_checksum);
+    } else {
+      dram_->abandon(*tier[i]);
+    }
   }
-  KVTIER_TRY(store_->commit(records, placements));
+  if (!written.ok()) return fail(written.with_context(fmt::format("save to {}", store_->dir())));
   result.chunks_written = records.size();
   for (const RecordMeta& m : records) result.bytes_written += m.payload_bytes;
   counters_.chunks_written += result.chunks_written;

@@ -165,6 +165,29 @@ TEST_F(GpuPathTest, CorruptRecordIsAMissOnTheGpuPath) {
   EXPECT_EQ(synthetic::first_mismatch(g_, std::span(tokens).first(6 * 64), host.span(), n), 6u * 64);
 }
 
+TEST_F(GpuPathTest, DramTierHitRestoresIntoGpuByteExact) {
+  SKIP_WITHOUT_GPU();
+  Options o = testing::small_options(dir_.str(), g_);
+  o.dram_bytes = 64 << 20;
+  auto e = Engine::open(o);
+  ASSERT_OK(e);
+  const uint64_t n = 3000;
+  auto tokens = synthetic::tokens(55, n);
+  testing::HostKv host(g_, n);
+  synthetic::fill_kv(g_, tokens, host.span(), n);
+  GpuBuffer src(host.bytes), dst(host.bytes);
+  src.upload(host.span());
+  ASSERT_OK((*e)->save(tokens, ChunkedKv{src.view(), n}));
+  auto r = (*e)->restore(tokens, ChunkedKv{dst.view(), n});
+  ASSERT_OK(r);
+  EXPECT_EQ(r->tokens_restored, n);
+  EXPECT_EQ(r->bytes_read, 0u);  // nothing came from the disk
+  EXPECT_EQ((*e)->stats().dram_hits, (n + 63) / 64);
+  testing::HostKv back(g_, n);
+  dst.download(back.span());
+  EXPECT_EQ(synthetic::first_mismatch(g_, tokens, back.span(), n), n);
+}
+
 // GPUDirect Storage through the real cuFile. KVTIER_TEST_EXPECT_GDS says what this machine should
 // do: "used" (cuFile registers the store's files), "fallback" (it cannot: the reason must be
 // reported), or unset (either, but honestly labelled).

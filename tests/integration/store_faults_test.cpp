@@ -176,6 +176,27 @@ TEST_F(StoreFaultTest, EvictionKeepsTheStoreWithinCapacityAtAllTimes) {
   EXPECT_LT(*e->lookup(sessions.front()), 6000u);  // the oldest went first
 }
 
+TEST_F(StoreFaultTest, DramTierServesWhatItHoldsWithoutReadingTheDisk) {
+  Options o = options();
+  o.dram_bytes = 8 << 20;  // 31 slabs of 256 KiB: room for one 7-chunk session, not for three
+  auto e = open(o);
+  auto a = synthetic::tokens(400, 7 * 256);
+  save(*e, a);
+  // Damage every payload on disk: a restore that touched the disk would miss.
+  for (uint64_t r = 0; r < 7; ++r) flip_byte(segment_files()[0], r * kRecord + 4096 + 99);
+  RestoreResult hit = restore_checked(*e, a);
+  EXPECT_EQ(hit.tokens_restored, a.size());
+  EXPECT_EQ(hit.checksum_misses, 0u);
+  EXPECT_EQ(hit.bytes_read, 0u);
+  EXPECT_EQ(e->stats().dram_hits, 7u);
+  // Push `a` out of the tier: now the damaged disk copy is what is read, and it is a miss.
+  save(*e, synthetic::tokens(401, 16 * 256));
+  save(*e, synthetic::tokens(402, 16 * 256));
+  RestoreResult miss = restore_checked(*e, a);
+  EXPECT_EQ(miss.tokens_restored, 0u);
+  EXPECT_GT(miss.checksum_misses, 0u);
+}
+
 TEST_F(StoreFaultTest, SessionLargerThanCapacityIsRefused) {
   Options o = options();
   o.capacity_bytes = 32 << 20;

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// The DRAM tier: payloads of recently saved records kept in (pinned) host memory in front of the
+// disk, so a hit restores with one copy to the device and no disk read.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "common/aligned_buffer.hpp"
+#include "engine/keys.hpp"
+
+namespace kvtier {
+
+/// @brief Fixed-size slabs (one record payload each: every full chunk weighs the same) carved from
+/// one page-aligned arena, with LRU eviction. Thread-safe. Slabs handed out by find() are pinned
+/// (never evicted or reused) until the Hit is destroyed.
+class DramTier {
+ public:
+  DramTier(uint64_t capacity_bytes, uint64_t slab_bytes);
+
+  /// A record's payload in the tier, held for the caller.
+  class Hit {
+   public:
+    Hit() = default;
+    Hit(DramTier* tier, uint32_t slab, std::span<const std::byte> payload, uint64_t checksum)
+        : tier_(tier), slab_(slab), payload_(payload), checksum_(checksum) {}
+    Hit(Hit&& o) noexcept;
+    Hit& operator=(Hit&& o) noexcept;
+    Hit(const Hit&) = delete;
+    Hit& operator=(const Hit&) = delete;
+    ~Hit() { reset(); }
+    void reset() noexcept;
+    [[nodiscard]] explicit operator bool() const { return tier_ != nullptr; }
+    [[nodiscard]] std::span<const std::byte> payload() const { return payload_; }
+    [[nodiscard]] uint64_t checksum() const { return checksum_; }
+
+   private:
+    DramTier* tier_ = nullptr;
+    uint32_t slab_ = 0;
+    std::span<const std::byte> payload_;
+    uint64_t checksum_ = 0;
+  };
+
+  /// The record's payload if the tier holds it with this checksum (a stale copy is dropped).
+  [[nodiscard]] Hit find(const Key128& key, uint64_t checksum);
+  /// A slab taken for a record being filled; invisible to find() until published.
+  struct Reservation {
+    uint32_t slab = 0;
+    std::byte* data = nullptr;
+  };
+  /// Takes a free slab, or the least recently used unpinned one; nullopt when every slab is pinned.
+  [[nodiscard]] std::optional<Reservation> reserve();
+  /// Makes a filled reservation visible as `key`'s payload (`bytes` long, with `checksum`).
+  void publish(const Reservation& r, const Key128& key, uint64_t bytes, uint64_t checksum);
+  /// Gives an unpublished reservation back.
+  void abandon(const Reservation& r);
+  /// reserve() + copy + publish(); a no-op when the payload does not fit a slab or none is free.
+  void insert(const Key128& key, std::span<const std::byte> payload, uint64_t checksum);
+  void erase(std::span<const Key128> keys);
+
+  /// The arena, e.g. to pin it for DMA once.
+  [[nodiscard]] std::span<std::byte> arena() const { return arena_.span(); }
+  [[nodiscard]] uint64_t slab_bytes() const { return slab_bytes_; }
+  [[nodiscard]] uint64_t entries() const;
+
+ private:
+  struct Entry {
+    uint32_t slab;
+    uint64_t bytes;
+    uint64_t checksum;
+    std::list<Key128>::iterator lru;  // position in lru_ (front = most recent)
+  };
+  void unpin(uint32_t slab);
+  bool take_slab_locked(uint32_t& slab);
+
+  uint64_t slab_bytes_;
+  AlignedBuffer arena_;
+  mutable std::mutex mu_;
+  std::unordered_map<Key128, Entry, Key128Hash> entries_;  // guarded by mu_
+  std::list<Key128> lru_;                                  // guarded by mu_
+  std::vector<uint32_t> free_;                             // guarded by mu_
+  std::vector<uint32_t> pins_;                             // guarded by mu_: readers per slab
+  std::vector<bool> owned_;                                // guarded by mu_: slab holds an entry
+};
+
+}  // namespace kvtier
