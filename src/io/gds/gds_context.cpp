@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <unordered_map>
@@ -73,21 +74,24 @@ Status cufile_status(CUfileError_t e, std::string_view context) {
                 static_cast<int>(e.err));
 }
 
-// The process holds one driver open while any context lives: cuFile's open and close are
-// process-wide, and closing must come before CUDA is torn down (so never from a static destructor).
+// cuFile's driver is process-wide. It is opened once and stays open for the process: reopening
+// it after a close is not something cuFile promises to support. It is closed by an atexit handler,
+// which runs before the CUDA runtime's own teardown (registered earlier, so run later), as cuFile
+// needs CUDA alive to free its bounce buffers.
 std::mutex driver_mu;
-int driver_users = 0;
+bool driver_open = false;
+
+void close_driver_at_exit() {
+  if (auto api = cufile_api(); api && driver_open) (*api)->driver_close();
+}
 
 Status driver_acquire(const CuFileApi& api) {
   std::lock_guard lock(driver_mu);
-  if (driver_users == 0) KVTIER_TRY(cufile_status(api.driver_open(), "cuFileDriverOpen"));
-  ++driver_users;
+  if (driver_open) return {};
+  KVTIER_TRY(cufile_status(api.driver_open(), "cuFileDriverOpen"));
+  driver_open = true;
+  std::atexit(close_driver_at_exit);
   return {};
-}
-
-void driver_release(const CuFileApi& api) {
-  std::lock_guard lock(driver_mu);
-  if (--driver_users == 0) api.driver_close();
 }
 
 GdsMode mode_of(const CUfileDrvProps_t& props) {
@@ -114,7 +118,6 @@ class GdsContext::Impl {
  public:
   const CuFileApi* api = nullptr;
   int device = 0;
-  bool driver_held = false;
   GdsMode mode;
   std::vector<void*> buffers;
   std::vector<bool> registered;
@@ -128,7 +131,6 @@ class GdsContext::Impl {
       if (registered[i]) api->buf_deregister(buffers[i]);
       cudaFree(buffers[i]);
     }
-    if (driver_held) driver_release(*api);
   }
 };
 
@@ -142,7 +144,6 @@ Result<std::unique_ptr<GdsContext>> GdsContext::create(int device, size_t buffer
   impl->device = device;
   if (cudaSetDevice(device) != cudaSuccess) return fail(ErrorCode::kDevice, "cudaSetDevice failed");
   KVTIER_TRY(driver_acquire(*api));
-  impl->driver_held = true;
   CUfileDrvProps_t props{};
   KVTIER_TRY(cufile_status(api->driver_get_properties(&props), "cuFileDriverGetProperties"));
   impl->mode = mode_of(props);
