@@ -201,6 +201,37 @@ TEST_F(EngineTest, SecondEngineOnTheSameRankIsRefused) {
   EXPECT_NE(second.error().message().find("in use"), std::string::npos);
 }
 
+TEST_F(EngineTest, TwoRanksWithDramTiersRestoreConcurrently) {
+  std::vector<std::unique_ptr<Engine>> engines;
+  std::vector<KvGeometry> geometries = {testing::tiny_geometry(256, 0, 2), testing::tiny_geometry(256, 1, 2)};
+  auto tokens = synthetic::tokens(70, 5000);
+  for (const KvGeometry& g : geometries) {
+    Options o = testing::small_options(dir_.str(), g);
+    o.dram_bytes = 8 << 20;
+    engines.push_back(open(o));
+    HostKv kv(g, tokens.size());
+    synthetic::fill_kv(g, tokens, kv.span(), tokens.size());
+    ASSERT_OK(engines.back()->save(tokens, kv.view));
+  }
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::thread> threads;
+    std::atomic<int> exact{0};
+    for (size_t i = 0; i < engines.size(); ++i) {
+      threads.emplace_back([&, i] {
+        HostKv out(geometries[i], tokens.size());
+        auto r = engines[i]->restore(tokens, out.view);
+        if (r && r->tokens_restored == tokens.size() &&
+            synthetic::first_mismatch(geometries[i], tokens, out.span(), tokens.size()) == tokens.size()) {
+          ++exact;
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(exact.load(), 2) << "round " << round;
+  }
+  EXPECT_GT(engines[0]->stats().dram_hits, 0u);
+}
+
 TEST_F(EngineTest, ConcurrentSavesAndRestoresStayExact) {
   auto e = open();
   std::vector<std::thread> threads;
