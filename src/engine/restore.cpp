@@ -171,6 +171,8 @@ Engine::Impl::ReadOutcome Engine::Impl::read_records(std::span<const LocatedReco
 Result<Engine::Impl::ReadOutcome> Engine::Impl::read_records_gds(std::span<const LocatedRecord> located,
                                                                  const KvTarget& destination, GdsContext& gds,
                                                                  std::span<const uint64_t> firsts) {
+  // The registered device buffers are the engine's, not the call's: one GDS restore at a time.
+  std::lock_guard gds_lock(gds_mu_);
   std::unordered_map<int, const SegmentFile*> files;
   for (const LocatedRecord& r : located) {
     KVTIER_TRY(gds.attach(r.file));  // once per segment file for the engine's life
