@@ -99,11 +99,16 @@ Status write_file_atomic(const std::string& dir, const std::string& name,
 
 Result<std::string> read_file(const std::string& path) {
   KVTIER_ASSIGN_OR_RETURN(UniqueFd fd, open_file(path, O_RDONLY));
-  off_t size = ::lseek(fd.get(), 0, SEEK_END);
-  if (size < 0) return fail(posix_error(errno, fmt::format("lseek {}", path)));
-  std::string text(static_cast<size_t>(size), '\0');
-  KVTIER_TRY(pread_full(fd.get(), std::as_writable_bytes(std::span(text)), 0));
-  return text;
+  // Read to end of file rather than trusting the size: /proc and /sys files report 0 or 4096.
+  std::string text;
+  char buf[64 * 1024];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail(posix_error(errno, fmt::format("read {}", path)));
+    if (n == 0) return text;
+    text.append(buf, static_cast<size_t>(n));
+  }
 }
 
 }  // namespace kvtier
