@@ -18,6 +18,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/posix.hpp"
+#include "metrics/counters.hpp"
 #include "synthetic.hpp"
 
 #define KVTIER_BENCH_TRY(expr)                  \
@@ -42,8 +44,34 @@ double percentile(std::vector<double> v, double p) {
   return v[lo] + (v[hi] - v[lo]) * (idx - static_cast<double>(lo));
 }
 
+/// Kernel counters at one edge of a restore window.
+struct Edge {
+  metrics::DiskCounters disk;
+  metrics::CpuCounters cpu;
+  uint64_t process_ticks = 0;
+};
+
+/// Reads the counters; fields it cannot read stay zero (the figures then read zero, and the
+/// header line says which counter is missing).
+Edge read_edge(const std::string& device) {
+  Edge e;
+  if (auto t = read_file("/proc/diskstats"); t && !device.empty()) {
+    if (auto d = metrics::parse_diskstats(*t, device)) e.disk = *d;
+  }
+  if (auto t = read_file("/proc/stat")) {
+    if (auto c = metrics::parse_proc_stat(*t)) e.cpu = *c;
+  }
+  if (auto t = read_file("/proc/self/stat")) {
+    if (auto p = metrics::parse_process_ticks(*t)) e.process_ticks = *p;
+  }
+  return e;
+}
+
 struct PathResult {
   std::string path;
+  std::vector<double> disk_read_bytes;     // per restore, from /proc/diskstats at the window edges
+  std::vector<double> machine_core_s;      // per restore, /proc/stat busy time
+  std::vector<double> process_core_s;      // per restore, this process's user + system time
   std::string io_engine;
   std::string fallback;
   std::vector<double> seconds;          // restore, per session
@@ -95,17 +123,24 @@ Result<CeilingResult> session_ceiling(const StoreFlags& flags, std::span<const T
 
 /// Restores session `ids` over `io` with the page cache dropped, checking every byte afterwards.
 Status restore_once(const StoreFlags& flags, const std::string& io, std::span<const Token> ids,
-                    std::span<std::byte> kv, PathResult& r) {
+                    std::span<std::byte> kv, const std::string& device, PathResult& r) {
   auto engine = open_with(flags, io);
   if (!engine) return engine.error();
   r.io_engine = (*engine)->stats().io_engine;
   r.fallback = (*engine)->stats().io_fallback;
   const KvGeometry& g = (*engine)->geometry();
   if (Status st = (*engine)->drop_page_cache(); !st.ok()) return st;
+  const Edge before = read_edge(device);
   auto start = Clock::now();
   auto restored = (*engine)->restore(ids, ChunkedKv{{kv.data(), kv.size()}, ids.size()});
+  const double seconds = since(start);
+  const Edge after = read_edge(device);
   if (!restored) return restored.error();
-  r.seconds.push_back(since(start));
+  r.seconds.push_back(seconds);
+  const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  r.disk_read_bytes.push_back(static_cast<double>(after.disk.bytes_read() - before.disk.bytes_read()));
+  r.machine_core_s.push_back(static_cast<double>(after.cpu.busy - before.cpu.busy) / tick);
+  r.process_core_s.push_back(static_cast<double>(after.process_ticks - before.process_ticks) / tick);
   r.extents = restored->extents;
   r.read_bytes_per_session = restored->bytes_read;
   const uint64_t bad = synthetic::first_mismatch(g, ids, kv, ids.size());
@@ -116,7 +151,7 @@ Status restore_once(const StoreFlags& flags, const std::string& io, std::span<co
 /// Per session: the restore and the ceiling read of the same records, in alternating order so
 /// that neither always finds the other's bytes warm in a lower cache (e.g. a VM host's).
 Result<PathResult> restore_sessions(const StoreFlags& flags, const BenchFlags& bench, const std::string& io,
-                                    const KvGeometry& g) {
+                                    const KvGeometry& g, const std::string& device) {
   PathResult r;
   r.path = io;
   r.bytes_per_session = g.bytes_for_tokens(bench.tokens);
@@ -134,7 +169,7 @@ Result<PathResult> restore_sessions(const StoreFlags& flags, const BenchFlags& b
         if (!c) return fail(c.error());
         r.ceiling_seconds.push_back(c->seconds);
       } else {
-        KVTIER_BENCH_TRY(restore_once(flags, io, ids, {kv.get(), r.bytes_per_session}, r));
+        KVTIER_BENCH_TRY(restore_once(flags, io, ids, {kv.get(), r.bytes_per_session}, device, r));
       }
     }
     progress.update(round + 1, rounds);
@@ -184,10 +219,13 @@ int run_bench(StoreFlags flags, const BenchFlags& bench) {
     cleanup();
     return report(st, "bench save");
   }
+  // The drive under the store, for /proc/diskstats deltas at each restore's edges.
+  auto device = metrics::block_device_of(flags.root);
+  std::printf("disk      %s\n", device ? device->c_str() : ("unknown: " + device.error().to_string()).c_str());
   std::vector<PathResult> results;
   std::stringstream paths(bench.paths);
   for (std::string io; std::getline(paths, io, ',');) {
-    auto r = restore_sessions(flags, bench, io, options->geometry);
+    auto r = restore_sessions(flags, bench, io, options->geometry, device.value_or(""));
     if (!r) {
       cleanup();
       return report(r.error(), fmt::format("bench restore ({})", io));
@@ -210,10 +248,17 @@ int run_bench(StoreFlags flags, const BenchFlags& bench) {
                 p50 * 1e3, percentile(r.seconds, 1.0) * 1e3, gbs, ceiling_gbs, ratio,
                 static_cast<unsigned long long>(r.extents), r.verified ? "byte-exact" : "MISMATCH");
     if (!r.fallback.empty()) std::printf("          fallback: %s\n", r.fallback.c_str());
+    const double disk = metrics::median(r.disk_read_bytes).value_or(0);
+    std::printf("          disk read %.2f GB/s (diskstats, window edges; %.2f bytes per KV byte), CPU %.2f "
+                "core-s machine / %.2f core-s kvtier per restore\n",
+                disk / p50 / 1e9, disk / static_cast<double>(r.bytes_per_session),
+                metrics::median(r.machine_core_s).value_or(0), metrics::median(r.process_core_s).value_or(0));
     out["paths"].push_back({{"path", r.path}, {"io_engine", r.io_engine}, {"fallback", r.fallback},
                             {"restore_seconds", r.seconds}, {"ceiling_seconds", r.ceiling_seconds},
                             {"kv_bytes_per_session", r.bytes_per_session},
                             {"read_bytes_per_session", r.read_bytes_per_session},
+                            {"disk_read_bytes", r.disk_read_bytes}, {"machine_core_seconds", r.machine_core_s},
+                            {"process_core_seconds", r.process_core_s},
                             {"p50_ms", p50 * 1e3}, {"gb_per_s", gbs}, {"ceiling_gb_per_s", ceiling_gbs},
                             {"ratio_to_ceiling", ratio}, {"verified", r.verified}});
     if (!r.verified) rc = 1;
