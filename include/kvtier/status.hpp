@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <expected>
+#include <optional>
+#include <type_traits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -65,15 +67,61 @@ class [[nodiscard]] KVTIER_EXPORT Status {
   std::string message_;
 };
 
+#if defined(__cpp_lib_expected)
 /// @brief A value or the Status explaining why there is none.
 template <typename T>
 using Result = std::expected<T, Status>;
+using Failure = std::unexpected<Status>;
+#else
+/// The error side of a Result, for standard libraries without std::expected (e.g. clang 14 with
+/// libstdc++ 12, which the fuzzers build with).
+class Failure {
+ public:
+  explicit Failure(Status s) : status_(std::move(s)) {}
+  [[nodiscard]] Status& error() & { return status_; }
+  [[nodiscard]] Status&& error() && { return std::move(status_); }
+
+ private:
+  Status status_;
+};
+
+/// @brief A value or the Status explaining why there is none: the subset of std::expected that
+/// kvtier uses.
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  template <typename U = T, typename = std::enable_if_t<std::is_constructible_v<T, U&&>>>
+  Result(U&& value) : value_(std::forward<U>(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(Failure f) : error_(std::move(f).error()) {}    // NOLINT(google-explicit-constructor)
+
+  [[nodiscard]] bool has_value() const { return value_.has_value(); }
+  explicit operator bool() const { return has_value(); }
+  T& value() & { return *value_; }
+  const T& value() const& { return *value_; }
+  T&& value() && { return std::move(*value_); }
+  T& operator*() & { return *value_; }
+  const T& operator*() const& { return *value_; }
+  T&& operator*() && { return std::move(*value_); }
+  T* operator->() { return &*value_; }
+  const T* operator->() const { return &*value_; }
+  const Status& error() const& { return error_; }
+  Status&& error() && { return std::move(error_); }
+  template <typename U>
+  T value_or(U&& fallback) const& {
+    return value_ ? *value_ : static_cast<T>(std::forward<U>(fallback));
+  }
+
+ private:
+  std::optional<T> value_;
+  Status error_;
+};
+#endif
 
 /// @brief Turns a non-ok Status into the error side of a Result.
-inline std::unexpected<Status> fail(Status status) { return std::unexpected(std::move(status)); }
+inline Failure fail(Status status) { return Failure(std::move(status)); }
 
-inline std::unexpected<Status> fail(ErrorCode code, std::string message, int native_error = 0) {
-  return std::unexpected(Status(code, std::move(message), native_error));
+inline Failure fail(ErrorCode code, std::string message, int native_error = 0) {
+  return Failure(Status(code, std::move(message), native_error));
 }
 
 }  // namespace kvtier

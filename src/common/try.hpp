@@ -15,7 +15,7 @@ struct ErrorReturn {
   operator Status() && { return std::move(status); }  // NOLINT(google-explicit-constructor)
   template <typename T>
   operator Result<T>() && {  // NOLINT(google-explicit-constructor)
-    return std::unexpected(std::move(status));
+    return Failure(std::move(status));
   }
 };
 
