@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cuda/kernels.hpp"
+#include "metrics/counters.hpp"
 #include "kvtier/kvtier.hpp"
 #include "synthetic.hpp"
 
@@ -44,10 +45,7 @@ T ok_or_die(Result<T> r, const char* what) {
   return std::move(*r);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+double median(std::vector<double> v) { return metrics::median(std::move(v)).value_or(0); }
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
