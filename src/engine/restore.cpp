@@ -38,6 +38,16 @@ struct Engine::Impl::ReadOutcome {
     return kvsum::finish(sums[r], m.payload_bytes) == m.payload_checksum ? RecordState::kIntact
                                                                         : RecordState::kCorrupt;
   }
+
+  /// Waits for the device's work and adds the sums it computed where the data landed.
+  void absorb(DeviceTransfer& transfer) {
+    auto device_sums = transfer.finish();
+    if (!device_sums) {
+      if (status.ok()) status = device_sums.error();
+      return;
+    }
+    for (size_t r = 0; r < sums.size(); ++r) sums[r] += (*device_sums)[r];
+  }
 };
 
 namespace {
@@ -75,36 +85,55 @@ bool header_matches(std::span<const std::byte> block, const RecordMeta& want, co
          got.payload_bytes == want.payload_bytes && got.payload_checksum == want.payload_checksum;
 }
 
+/// What piece `p` of `read` holds: checks its record headers, whose bytes `header_at(offset, bytes)`
+/// supplies (a view of host staging, or a copy back from device staging), counts the payload bytes
+/// received and lists them in `spans`. Stops at the first error `header_at` returns.
+template <typename HeaderAt>
+Status classify_piece(const ReadPlan& read, size_t p, const KvGeometry& g, Engine::Impl::ReadOutcome& out,
+                      HeaderAt&& header_at, std::vector<PieceSpan>& spans) {
+  Status st;
+  spans.clear();
+  for_each_region(read.io, read.records, p, [&](size_t r, Region region, uint64_t at, uint64_t in, uint64_t n) {
+    if (!st.ok()) return;
+    if (region == Region::kHeader) {
+      Result<std::span<const std::byte>> block = header_at(in, n);
+      if (!block) st = block.error();
+      const bool good = block && at == 0 && n == kBlock && header_matches(*block, read.records[r], g);
+      out.header[r] = good ? HeaderState::kGood : HeaderState::kBad;
+    } else if (region == Region::kPayload) {
+      out.received[r] += n;
+      spans.push_back({in, at, n, read.first_tokens[r], read.records[r].token_count, static_cast<uint32_t>(r)});
+    }
+  });
+  return st;
+}
+
 /// Checks headers and sums payloads; with a destination, the device scatters payloads into it and
 /// sums them there (where the data lands), else they are summed here from staging.
 class ScatterSink final : public PieceSink {
  public:
-  ScatterSink(const IoPlan& plan, std::span<const RecordMeta> records, std::span<const uint64_t> first_tokens,
-              DeviceTransfer* transfer, const KvGeometry& g, Engine::Impl::ReadOutcome& out,
+  ScatterSink(const ReadPlan& read, DeviceTransfer* transfer, const KvGeometry& g, Engine::Impl::ReadOutcome& out,
               const ProgressFn& progress)
-      : plan_(plan), records_(records), first_tokens_(first_tokens), transfer_(transfer), g_(g), out_(out),
-        progress_(progress) {}
+      : read_(read), transfer_(transfer), g_(g), out_(out), progress_(progress) {}
 
   Status consume(size_t index, size_t slot, std::span<const std::byte> data) override {
     std::vector<PieceSpan> spans;
-    for_each_region(plan_, records_, index, [&](size_t r, Region region, uint64_t at, uint64_t in, uint64_t n) {
-      if (region == Region::kHeader) {
-        const bool good = at == 0 && n == kBlock && header_matches(data.subspan(in, n), records_[r], g_);
-        out_.header[r] = good ? HeaderState::kGood : HeaderState::kBad;
-      } else if (region == Region::kPayload) {
-        out_.received[r] += n;
-        if (transfer_ == nullptr) {
-          out_.sums[r] += kvsum::partial(data.data() + in, n, at / 8);
-        } else {
-          spans.push_back({in, at, n, first_tokens_[r], records_[r].token_count, static_cast<uint32_t>(r)});
-        }
+    auto header_at = [&](uint64_t in, uint64_t n) -> Result<std::span<const std::byte>> {
+      return data.subspan(in, n);
+    };
+    KVTIER_TRY(classify_piece(read_, index, g_, out_, header_at, spans));
+    Status st;
+    if (transfer_ == nullptr) {
+      for (const PieceSpan& sp : spans) {
+        out_.sums[sp.record] += kvsum::partial(data.data() + sp.piece_offset, sp.bytes, sp.payload_offset / 8);
       }
-    });
-    Status st = transfer_ == nullptr || spans.empty() ? Status() : transfer_->scatter(slot, data, spans);
+    } else if (!spans.empty()) {
+      st = transfer_->scatter(slot, data, spans);
+    }
     const uint64_t done = done_ += data.size();
     if (progress_) {
       std::lock_guard lock(progress_mu_);
-      progress_(done, plan_.bytes);
+      progress_(done, read_.io.bytes);
     }
     return st;
   }
@@ -112,9 +141,7 @@ class ScatterSink final : public PieceSink {
   Status release(size_t slot) override { return transfer_ == nullptr ? Status() : transfer_->release(slot); }
 
  private:
-  const IoPlan& plan_;
-  std::span<const RecordMeta> records_;
-  std::span<const uint64_t> first_tokens_;
+  const ReadPlan& read_;
   DeviceTransfer* transfer_;
   const KvGeometry& g_;
   Engine::Impl::ReadOutcome& out_;
@@ -153,16 +180,12 @@ Engine::Impl::ReadOutcome Engine::Impl::read_records(std::span<const LocatedReco
     }
     transfer = std::move(*begun);
   }
-  ScatterSink sink(plan, records, read.first_tokens, transfer.get(), options_.geometry, out, progress);
+  ScatterSink sink(read, transfer.get(), options_.geometry, out, progress);
   auto io = io_engine(lease.slots().size());
   out.status = run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/false, sink, consumer_threads());
   counters_.staging_bytes_read += plan.bytes;
   if (transfer) {
-    auto sums = transfer->finish();
-    if (!sums && out.status.ok()) out.status = sums.error();
-    if (sums) {
-      for (size_t r = 0; r < records.size(); ++r) out.sums[r] += (*sums)[r];
-    }
+    out.absorb(*transfer);
     counters_.device_copy_bytes += transfer->device_copy_bytes();
   }
   return out;
@@ -179,13 +202,11 @@ Result<Engine::Impl::ReadOutcome> Engine::Impl::read_records_gds(std::span<const
     files[r.file->fd.get()] = r.file.get();
   }
   const ReadPlan read(located, options_.geometry.chunk_tokens, staging_->slot_bytes(), firsts);
-  const std::vector<RecordMeta>& records = read.records;
-  const std::vector<uint64_t>& first_tokens = read.first_tokens;
   const IoPlan& plan = read.io;
   ReadOutcome out;
   read.start(out);
   KVTIER_ASSIGN_OR_RETURN(Device * device, device_for(destination.kind));
-  KVTIER_ASSIGN_OR_RETURN(auto transfer, device->begin(destination, records.size(), gds.buffer_count(),
+  KVTIER_ASSIGN_OR_RETURN(auto transfer, device->begin(destination, read.records.size(), gds.buffer_count(),
                                                        staging_->slot_bytes()));
   // One thread per registered device buffer: cuFileRead is synchronous, so parallel reads come from
   // parallel callers, and the bytes in flight stay bounded by the buffers.
@@ -198,19 +219,12 @@ Result<Engine::Impl::ReadOutcome> Engine::Impl::read_records_gds(std::span<const
       const Piece& piece = plan.pieces[p];
       Status st = transfer->release(slot);
       if (st.ok()) st = gds.read(*files.at(piece.fd), slot, piece.offset, piece.length);
-      spans.clear();
-      for_each_region(plan, records, p, [&](size_t r, Region region, uint64_t at, uint64_t in, uint64_t n) {
-        if (!st.ok()) return;
-        if (region == Region::kHeader) {
-          st = transfer->read_device(slot, gds.buffer(slot) + in, std::span(header, n));
-          const bool good = st.ok() && at == 0 && n == kBlock && header_matches(std::span(header, n), records[r],
-                                                                                 options_.geometry);
-          out.header[r] = good ? HeaderState::kGood : HeaderState::kBad;
-        } else if (region == Region::kPayload) {
-          out.received[r] += n;
-          spans.push_back({in, at, n, first_tokens[r], records[r].token_count, static_cast<uint32_t>(r)});
-        }
-      });
+      // Headers landed in device memory with the payload: copy each 4 KiB back to check it here.
+      auto header_at = [&](uint64_t in, uint64_t n) -> Result<std::span<const std::byte>> {
+        KVTIER_TRY(transfer->read_device(slot, gds.buffer(slot) + in, std::span(header, n)));
+        return std::span<const std::byte>(header, n);
+      };
+      if (st.ok()) st = classify_piece(read, p, options_.geometry, out, header_at, spans);
       if (st.ok() && !spans.empty()) st = transfer->scatter_device(slot, gds.buffer(slot), spans);
       if (!st.ok()) {
         std::lock_guard lock(error_mu);
@@ -222,11 +236,7 @@ Result<Engine::Impl::ReadOutcome> Engine::Impl::read_records_gds(std::span<const
   std::vector<std::thread> threads;
   for (size_t w = 0; w < gds.buffer_count(); ++w) threads.emplace_back(worker, w);
   for (auto& t : threads) t.join();
-  auto sums = transfer->finish();
-  if (!sums && out.status.ok()) out.status = sums.error();
-  if (sums) {
-    for (size_t r = 0; r < records.size(); ++r) out.sums[r] += (*sums)[r];
-  }
+  out.absorb(*transfer);
   counters_.device_copy_bytes += transfer->device_copy_bytes();
   counters_.gds_restores++;
   return out;
