@@ -97,8 +97,11 @@ Status classify_piece(const ReadPlan& read, size_t p, const KvGeometry& g, Engin
     if (!st.ok()) return;
     if (region == Region::kHeader) {
       Result<std::span<const std::byte>> block = header_at(in, n);
-      if (!block) st = block.error();
-      const bool good = block && at == 0 && n == kBlock && header_matches(*block, read.records[r], g);
+      if (!block) {  // not seen: an error to report, not evidence against the record
+        st = block.error();
+        return;
+      }
+      const bool good = at == 0 && n == kBlock && header_matches(*block, read.records[r], g);
       out.header[r] = good ? HeaderState::kGood : HeaderState::kBad;
     } else if (region == Region::kPayload) {
       out.received[r] += n;
