@@ -4,6 +4,8 @@
 
 #include <fcntl.h>
 
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "common/try.hpp"
@@ -204,32 +206,30 @@ Result<std::unique_ptr<Engine>> Engine::open(const Options& options) {
   });
 }
 
-Result<SaveResult> Engine::save(std::span<const Token> tokens, const ChunkedKv& source) {
-  return guarded([&]() -> Result<SaveResult> {
-    KVTIER_ASSIGN_OR_RETURN(KvTarget target, impl_->target_of(source));
-    return impl_->save(tokens, target);
+// Checks the caller's KV memory, then runs op on it.
+template <typename Kv, typename Op>
+auto on_target(Engine::Impl& impl, const Kv& kv, Op&& op) {
+  using R = decltype(op(std::declval<const KvTarget&>()));
+  return guarded([&]() -> R {
+    KVTIER_ASSIGN_OR_RETURN(KvTarget target, impl.target_of(kv));
+    return op(target);
   });
 }
+
+Result<SaveResult> Engine::save(std::span<const Token> tokens, const ChunkedKv& source) {
+  return on_target(*impl_, source, [&](const KvTarget& t) { return impl_->save(tokens, t); });
+}
 Result<SaveResult> Engine::save(std::span<const Token> tokens, const PagedKv& source) {
-  return guarded([&]() -> Result<SaveResult> {
-    KVTIER_ASSIGN_OR_RETURN(KvTarget target, impl_->target_of(source));
-    return impl_->save(tokens, target);
-  });
+  return on_target(*impl_, source, [&](const KvTarget& t) { return impl_->save(tokens, t); });
 }
 Result<uint64_t> Engine::lookup(std::span<const Token> tokens) {
   return guarded([&] { return impl_->lookup(tokens); });
 }
 Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const ChunkedKv& destination) {
-  return guarded([&]() -> Result<RestoreResult> {
-    KVTIER_ASSIGN_OR_RETURN(KvTarget target, impl_->target_of(destination));
-    return impl_->restore(tokens, target);
-  });
+  return on_target(*impl_, destination, [&](const KvTarget& t) { return impl_->restore(tokens, t); });
 }
 Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const PagedKv& destination) {
-  return guarded([&]() -> Result<RestoreResult> {
-    KVTIER_ASSIGN_OR_RETURN(KvTarget target, impl_->target_of(destination));
-    return impl_->restore(tokens, target);
-  });
+  return on_target(*impl_, destination, [&](const KvTarget& t) { return impl_->restore(tokens, t); });
 }
 Result<uint64_t> Engine::evict(std::span<const Token> tokens) {
   return guarded([&] { return impl_->evict(tokens); });

@@ -19,14 +19,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/posix.hpp"
+#include "common/try.hpp"
 #include "metrics/counters.hpp"
 #include "synthetic.hpp"
-
-#define KVTIER_BENCH_TRY(expr)                  \
-  do {                                          \
-    ::kvtier::Status st_ = (expr);              \
-    if (!st_.ok()) return ::kvtier::fail(st_);  \
-  } while (0)
 
 namespace kvtier::cli {
 namespace {
@@ -169,7 +164,7 @@ Result<PathResult> restore_sessions(const StoreFlags& flags, const BenchFlags& b
         if (!c) return fail(c.error());
         r.ceiling_seconds.push_back(c->seconds);
       } else {
-        KVTIER_BENCH_TRY(restore_once(flags, io, ids, {kv.get(), r.bytes_per_session}, device, r));
+        KVTIER_TRY(restore_once(flags, io, ids, {kv.get(), r.bytes_per_session}, device, r));
       }
     }
     progress.update(round + 1, rounds);
