@@ -152,7 +152,11 @@ Result<uint64_t> Engine::Impl::evict(std::span<const Token> tokens) {
 }
 
 Status Engine::Impl::drop_page_cache() {
+  // Once per segment file, not once per record: all_records() is grouped by segment.
+  const SegmentFile* last = nullptr;
   for (const LocatedRecord& r : store_->all_records()) {
+    if (r.file.get() == last) continue;
+    last = r.file.get();
     int rc = ::posix_fadvise(r.file->fd.get(), 0, 0, POSIX_FADV_DONTNEED);
     if (rc != 0) return posix_error(rc, "posix_fadvise " + r.file->path);
   }
