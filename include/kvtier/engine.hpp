@@ -30,6 +30,12 @@ struct RestoreResult {
   uint64_t bytes_read = 0;      ///< Bytes read from storage, headers and padding included.
   uint64_t extents = 0;         ///< Contiguous file ranges the restore read.
   uint64_t checksum_misses = 0; ///< Records found corrupt during this restore (now dropped).
+  /// Host memory traffic of this restore, accounted from what the data path moved (not a hardware
+  /// counter): O_DIRECT read 1x the bytes read (the drive's DMA into staging), buffered 3x (page
+  /// cache write, kernel copy out of it), cuFile compat mode 2x (its bounce buffers), cuFile
+  /// peer-to-peer 0; plus 1x per byte copied between host and GPU by DMA, or 2x per byte copied by
+  /// the CPU (host-memory targets). The bounce path's minimum is 2x the payload.
+  uint64_t host_bytes = 0;
   std::string problem;          ///< Why the restore stopped short of the stored prefix; empty if not.
 };
 

@@ -38,6 +38,8 @@ struct Stats {
   /// bytes read from storage into host staging, and bytes copied between staging and a device.
   uint64_t staging_bytes_read = 0;
   uint64_t device_copy_bytes = 0;
+  /// Host memory traffic of all restores, accounted per path (RestoreResult::host_bytes).
+  uint64_t restore_host_bytes = 0;
   uint64_t evicted_segments = 0;  ///< Segments evicted to stay under capacity.
   uint64_t evicted_records = 0;   ///< Records dropped by eviction, evict() or corruption.
   uint64_t recovered_records = 0; ///< Records loaded from the index at open.

@@ -66,6 +66,9 @@ class DeviceTransfer {
   [[nodiscard]] virtual Result<std::vector<uint64_t>> record_sums(std::span<const RecordRange> records) = 0;
   /// Bytes this transfer moved between host staging and device memory (0 for host targets).
   [[nodiscard]] virtual uint64_t device_copy_bytes() const { return 0; }
+  /// Host memory traffic of this transfer's copies, accounted from what they moved: a DMA between
+  /// host and device touches host memory once per byte, a CPU copy twice (read and write).
+  [[nodiscard]] virtual uint64_t host_memory_bytes() const { return device_copy_bytes(); }
 };
 
 /// @brief A place KV memory can live: the host (the host-emulated device) or a CUDA GPU.

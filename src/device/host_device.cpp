@@ -42,6 +42,7 @@ class HostTransfer final : public DeviceTransfer {
       uint64_t sum = 0;
       for_each_run(params_, s.first_token, s.token_count, s.payload_offset, s.bytes,
                    [&](uint8_t* dst, uint64_t q, uint64_t len) {
+                     copied_ += len;
                      sum += kvsum::copy_partial(reinterpret_cast<std::byte*>(dst),
                                                 piece.data() + s.piece_offset + (q - s.payload_offset), len, q / 8);
                    });
@@ -61,6 +62,8 @@ class HostTransfer final : public DeviceTransfer {
   }
 
   Status release(size_t) override { return {}; }
+
+  uint64_t host_memory_bytes() const override { return 2 * copied_; }
 
   Result<std::vector<uint64_t>> finish() override {
     std::vector<uint64_t> out(sums_.size());
@@ -85,6 +88,7 @@ class HostTransfer final : public DeviceTransfer {
   KvTarget target_;
   KvLayoutParams params_;
   std::vector<std::atomic<uint64_t>> sums_;  // pieces of one record may land on different threads
+  std::atomic<uint64_t> copied_{0};
 };
 
 class HostDevice final : public Device {

@@ -182,6 +182,7 @@ Stats Engine::Impl::stats() const {
   s.checksum_misses = counters_.checksum_misses;
   s.staging_bytes_read = counters_.staging_bytes_read;
   s.device_copy_bytes = counters_.device_copy_bytes;
+  s.restore_host_bytes = counters_.restore_host_bytes;
   s.gds_restores = counters_.gds_restores;
   s.dram_hits = counters_.dram_hits;
   s.dram_records = dram_ ? dram_->entries() : 0;

@@ -56,7 +56,8 @@ class Engine::Impl {
   struct Counters {
     std::atomic<uint64_t> saves{0}, chunks_written{0}, bytes_written{0}, lookups{0},
         lookup_hit_tokens{0}, restores{0}, bytes_restored{0}, checksum_misses{0},
-        staging_bytes_read{0}, device_copy_bytes{0}, gds_restores{0}, dram_hits{0};
+        staging_bytes_read{0}, device_copy_bytes{0}, gds_restores{0}, dram_hits{0},
+        restore_host_bytes{0};
   };
 
   /// The stored records of the longest stored prefix of `tokens`, in token order.
@@ -74,10 +75,14 @@ class Engine::Impl {
   /// Restores the records the DRAM tier holds (hits[r] set) into `destination`; returns, per hit,
   /// whether its bytes checked out (a bad copy is erased and read from disk instead).
   Result<std::vector<bool>> restore_from_dram(std::span<const LocatedRecord> records,
-                                              std::vector<DramTier::Hit>& hits, const KvTarget& destination);
+                                              std::vector<DramTier::Hit>& hits, const KvTarget& destination,
+                                              uint64_t& host_bytes);
   /// Reads records from disk into `destination`: through cuFile where it is in use, else POSIX.
   ReadOutcome read_from_disk(std::span<const LocatedRecord> records, const KvTarget& destination,
                              std::span<const uint64_t> first_tokens);
+  /// Copies the stored records `present` (with their first tokens) the DRAM tier lacks into it
+  /// from `source`.
+  Status refresh_dram(std::span<const std::pair<RecordMeta, uint64_t>> present, const KvTarget& source);
   /// The cuFile context restores into CUDA memory use, or null (gds_note_ says why).
   GdsContext* gds_for_restore(int device) const;
   /// Opens cuFile for gds_for_restore(); returns the note for Stats::gds.

@@ -29,6 +29,7 @@ struct Engine::Impl::ReadOutcome {
   Status status;                   // I/O or device error that stopped the read early
   uint64_t bytes = 0;
   uint64_t extents = 0;
+  uint64_t host_bytes = 0;         // accounted host memory traffic (see RestoreResult::host_bytes)
 
   /// Corrupt means every byte arrived and a check failed; incomplete means an error stopped the
   /// read first (a miss, but no evidence against the record).
@@ -187,9 +188,13 @@ Engine::Impl::ReadOutcome Engine::Impl::read_records(std::span<const LocatedReco
   auto io = io_engine(lease.slots().size());
   out.status = run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/false, sink, consumer_threads());
   counters_.staging_bytes_read += plan.bytes;
+  // O_DIRECT: the drive's DMA writes staging once. Buffered: it writes the page cache, and the
+  // kernel's copy into staging reads that and writes staging.
+  out.host_bytes = plan.bytes * (store_->direct_io() ? 1 : 3);
   if (transfer) {
     out.absorb(*transfer);
     counters_.device_copy_bytes += transfer->device_copy_bytes();
+    out.host_bytes += transfer->host_memory_bytes();
   }
   return out;
 }
@@ -242,12 +247,15 @@ Result<Engine::Impl::ReadOutcome> Engine::Impl::read_records_gds(std::span<const
   out.absorb(*transfer);
   counters_.device_copy_bytes += transfer->device_copy_bytes();
   counters_.gds_restores++;
+  // Peer-to-peer, payload never touches host memory (only the headers copied back to check them);
+  // in compat mode cuFile reads into its own host bounce buffers and copies those to the device.
+  out.host_bytes = (gds.mode().peer_to_peer ? 0 : 2 * plan.bytes) + transfer->host_memory_bytes();
   return out;
 }
 
 Result<std::vector<bool>> Engine::Impl::restore_from_dram(std::span<const LocatedRecord> records,
                                                           std::vector<DramTier::Hit>& hits,
-                                                          const KvTarget& destination) {
+                                                          const KvTarget& destination, uint64_t& host_bytes) {
   KVTIER_ASSIGN_OR_RETURN(Device * device, device_for(destination.kind));
   const size_t slots = staging_->slot_count();
   const uint64_t piece = staging_->slot_bytes();
@@ -268,6 +276,7 @@ Result<std::vector<bool>> Engine::Impl::restore_from_dram(std::span<const Locate
   }
   KVTIER_ASSIGN_OR_RETURN(std::vector<uint64_t> sums, transfer->finish());
   counters_.device_copy_bytes += transfer->device_copy_bytes();
+  host_bytes += transfer->host_memory_bytes();
   std::vector<bool> good(records.size(), false);
   std::vector<Key128> bad;
   for (size_t r = 0; r < records.size(); ++r) {
@@ -309,7 +318,7 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const
       n += hits[r] ? 1 : 0;
     }
     if (n > 0) {
-      KVTIER_ASSIGN_OR_RETURN(from_dram, restore_from_dram(found, hits, destination));
+      KVTIER_ASSIGN_OR_RETURN(from_dram, restore_from_dram(found, hits, destination, result.host_bytes));
       for (size_t r = 0; r < found.size(); ++r) {
         if (from_dram[r]) states[r] = RecordState::kIntact;
       }
@@ -328,6 +337,7 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const
     ReadOutcome out = read_from_disk(misses, destination, miss_first);
     result.bytes_read = out.bytes;
     result.extents = out.extents;
+    result.host_bytes += out.host_bytes;
     for (size_t i = 0; i < misses.size(); ++i) states[miss_index[i]] = out.state(i, misses[i].meta);
     if (!out.status.ok()) result.problem = out.status.to_string();
   }
@@ -350,6 +360,7 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const
     KVTIER_TRY(store_->drop(corrupt));
   }
   counters_.bytes_restored += options_.geometry.bytes_for_tokens(result.tokens_restored);
+  counters_.restore_host_bytes += result.host_bytes;
   return result;
 }
 

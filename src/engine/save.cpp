@@ -64,6 +64,40 @@ class GatherSink final : public PieceSink {
 
 }  // namespace
 
+// A session saved again is hot: its stored chunks the DRAM tier lacks are copied in from the
+// caller's KV (it is the same KV: the tier publishes them under the stored checksum, and every
+// DRAM hit is verified where it lands, so a source that differs is a miss, never wrong KV).
+Status Engine::Impl::refresh_dram(std::span<const std::pair<RecordMeta, uint64_t>> present,
+                                  const KvTarget& source) {
+  std::vector<size_t> missing;
+  for (size_t i = 0; i < present.size(); ++i) {
+    const RecordMeta& m = present[i].first;
+    if (!dram_->find(m.key, m.payload_checksum) && m.payload_bytes <= dram_->slab_bytes()) missing.push_back(i);
+  }
+  if (missing.empty()) return {};
+  KVTIER_ASSIGN_OR_RETURN(Device * device, device_for(source.kind));
+  const uint64_t piece = staging_->slot_bytes();
+  KVTIER_ASSIGN_OR_RETURN(auto transfer, device->begin(source, present.size(), 1, piece));
+  for (size_t i : missing) {
+    const auto& [m, first] = present[i];
+    std::optional<DramTier::Reservation> slab = dram_->reserve();
+    if (!slab) break;  // every slab is pinned by restores in flight
+    Status copied;
+    for (uint64_t at = 0; at < m.payload_bytes && copied.ok(); at += piece) {
+      const uint64_t n = std::min(piece, m.payload_bytes - at);
+      const PieceSpan span{0, at, n, first, m.token_count, static_cast<uint32_t>(i)};
+      copied = transfer->gather(0, std::span(slab->data + at, n), std::span(&span, 1));
+    }
+    if (!copied.ok()) {
+      dram_->abandon(*slab);
+      return copied.with_context("copying a saved chunk into the DRAM tier");
+    }
+    dram_->publish(*slab, m.key, m.payload_bytes, m.payload_checksum);
+  }
+  counters_.device_copy_bytes += transfer->device_copy_bytes();
+  return {};
+}
+
 Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTarget& source) {
   KVTIER_EXPECTS(!tokens.empty(), "save: the token list is empty");
   KVTIER_EXPECTS(source.params.capacity_tokens >= tokens.size(),
@@ -76,9 +110,11 @@ Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTar
   std::vector<RecordMeta> records;
   std::vector<uint64_t> first_tokens;
   std::vector<RecordRange> ranges;
+  std::vector<std::pair<RecordMeta, uint64_t>> present;  // stored records and their first tokens
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (store_->contains(keys[i])) {
+    if (auto stored = store_->find(keys[i])) {
       ++result.chunks_present;
+      present.emplace_back(stored->meta, i * uint64_t{g.chunk_tokens});
       continue;
     }
     RecordMeta m;
@@ -92,6 +128,7 @@ Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTar
     ranges.push_back({first, m.token_count});
   }
   counters_.saves++;
+  if (dram_ && !present.empty()) KVTIER_TRY(refresh_dram(present, source));
   if (records.empty()) return result;
 
   KVTIER_ASSIGN_OR_RETURN(Device * device, device_for(source.kind));

@@ -219,12 +219,16 @@ TEST_F(GpuPathTest, GdsRestoreIsByteExactAndReportsItsModeOrWhyItFellBack) {
     // Read through cuFile: the mode must say which, and compat mode is never called GPUDirect.
     EXPECT_TRUE(s.gds.find("compat mode") != std::string::npos || s.gds.find("peer-to-peer") != std::string::npos)
         << s.gds;
-    if (expect != nullptr) EXPECT_STREQ(expect, "used");
+    if (expect != nullptr) {
+      EXPECT_STREQ(expect, "used");
+    }
   } else {
     // Not read through cuFile: a reason a user can act on.
     EXPECT_FALSE(s.gds.find("unavailable") == std::string::npos && s.io_fallback.find("GDS") == std::string::npos)
         << s.gds << " / " << s.io_fallback;
-    if (expect != nullptr) EXPECT_STREQ(expect, "fallback");
+    if (expect != nullptr) {
+      EXPECT_STREQ(expect, "fallback");
+    }
   }
 }
 

@@ -232,6 +232,57 @@ TEST_F(EngineTest, TwoRanksWithDramTiersRestoreConcurrently) {
   EXPECT_GT(engines[0]->stats().dram_hits, 0u);
 }
 
+TEST_F(EngineTest, HostBytesAreAccountedPerPath) {
+  auto tokens = synthetic::tokens(71, 3000);
+  const uint64_t payload = g_.bytes_for_tokens(tokens.size());
+  {
+    auto e = open();
+    save(*e, tokens);
+  }
+  // Host-memory targets: the CPU copy out of staging reads and writes every payload byte.
+  struct Case {
+    IoPath path;
+    uint64_t dram_bytes;
+    uint64_t read_factor;  // host traffic per byte read from the store files
+  };
+  for (const Case& c : {Case{IoPath::kDirect, 0, 1}, Case{IoPath::kBuffered, 0, 3}, Case{IoPath::kDirect, 8 << 20, 0}}) {
+    Options o = testing::small_options(dir_.str(), g_);
+    o.io_path = c.path;
+    o.dram_bytes = c.dram_bytes;
+    auto e = open(o);
+    if (c.dram_bytes > 0) save(*e, tokens);  // saving a stored session again makes it hot
+    HostKv out(g_, tokens.size());
+    auto r = e->restore(tokens, out.view);
+    ASSERT_OK(r);
+    ASSERT_EQ(r->tokens_restored, tokens.size());
+    EXPECT_EQ(synthetic::first_mismatch(g_, tokens, out.span(), tokens.size()), tokens.size());
+    if (c.dram_bytes > 0) {
+      EXPECT_EQ(r->bytes_read, 0u) << "every chunk should come from the DRAM tier";
+      EXPECT_EQ(e->stats().dram_hits, (tokens.size() + 255) / 256);
+    } else {
+      EXPECT_GT(r->bytes_read, payload);  // headers and padding come along
+    }
+    EXPECT_EQ(r->host_bytes, c.read_factor * r->bytes_read + 2 * payload) << io_path_name(c.path);
+    EXPECT_EQ(e->stats().restore_host_bytes, r->host_bytes);
+  }
+}
+
+TEST_F(EngineTest, ResavingWithADifferentSourceNeverServesItFromDram) {
+  auto tokens = synthetic::tokens(72, 1000);
+  Options o = testing::small_options(dir_.str(), g_);
+  {
+    auto e = open(o);
+    save(*e, tokens);
+  }
+  o.dram_bytes = 8 << 20;
+  auto e = open(o);
+  HostKv wrong(g_, tokens.size());  // zeros, not the stored KV
+  ASSERT_OK(e->save(tokens, wrong.view));
+  EXPECT_GT(e->stats().dram_records, 0u);
+  EXPECT_EQ(restore_exact(*e, tokens), tokens.size());  // verified copies fail, disk serves
+  EXPECT_EQ(e->stats().dram_hits, 0u);
+}
+
 TEST_F(EngineTest, ConcurrentSavesAndRestoresStayExact) {
   auto e = open();
   std::vector<std::thread> threads;
