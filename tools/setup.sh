@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-release}"
 
-packages=(cmake ninja-build g++ liburing-dev libxxhash-dev libcli11-dev
+packages=(cmake ninja-build g++ python3-matplotlib liburing-dev libxxhash-dev libcli11-dev
           nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev)
 missing=()
 for p in "${packages[@]}"; do

@@ -77,5 +77,22 @@ else
   echo "skip: full-disk case needs root to mount a small tmpfs"
 fi
 
+# The seed workload, scaled down: two rank processes, host-emulated device, a chunk sweep.
+seed=(bench --workload seed --model tiny --store "$work/seed" --sessions 2 --segment-size 8M --capacity 256M)
+expect 0 "| posix | 256 |" "${seed[@]}" --tokens-min 500 --tokens-max 900 --device host --out "$work/seed-out" \
+  --chunk-sweep 64 --paths posix,dram,buffered
+for f in seed.json seed.csv table.md; do
+  if [[ -s "$work/seed-out/$f" ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: no $f"; fi
+done
+if grep -q "| posix | 64 |" "$work/seed-out/table.md" && grep -q '"exact": true' "$work/seed-out/seed.json" &&
+   ! grep -q '"exact": false' "$work/seed-out/seed.json"; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); echo "FAIL: seed table lacks the sweep or a restore was not byte-exact"
+fi
+expect 2 "expected posix, gds, dram or buffered" "${seed[@]}" --paths nvme --no-report
+expect 2 "is empty" "${seed[@]}" --tokens-min 900 --tokens-max 500 --no-report
+expect 2 "expected auto, cuda or host" "${seed[@]}" --tokens 500 --device cuda-ish --no-report
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

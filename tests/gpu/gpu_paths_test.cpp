@@ -64,6 +64,8 @@ TEST_F(GpuPathTest, SaveFromGpuRestoreIntoGpuIsByteExact) {
     auto r = e->restore(tokens, ChunkedKv{dst.view(), n});
     ASSERT_OK(r);
     EXPECT_EQ(r->tokens_restored, n);
+    // The bounce path's host traffic: the drive's DMA into staging, the DMA out to the GPU.
+    EXPECT_EQ(r->host_bytes, r->bytes_read + host.bytes) << n;
     testing::HostKv back(g_, n);
     dst.download(back.span());
     EXPECT_EQ(synthetic::first_mismatch(g_, tokens, back.span(), n), n) << n;
@@ -182,6 +184,7 @@ TEST_F(GpuPathTest, DramTierHitRestoresIntoGpuByteExact) {
   ASSERT_OK(r);
   EXPECT_EQ(r->tokens_restored, n);
   EXPECT_EQ(r->bytes_read, 0u);  // nothing came from the disk
+  EXPECT_EQ(r->host_bytes, host.bytes);  // one DMA out of the tier per payload byte
   EXPECT_EQ((*e)->stats().dram_hits, (n + 63) / 64);
   testing::HostKv back(g_, n);
   dst.download(back.span());
@@ -222,6 +225,11 @@ TEST_F(GpuPathTest, GdsRestoreIsByteExactAndReportsItsModeOrWhyItFellBack) {
     if (expect != nullptr) {
       EXPECT_STREQ(expect, "used");
     }
+    // Headers come back to the host to be checked (one 4 KiB block per record); payload only
+    // crosses host memory when cuFile bounces it (compat mode: into its buffer, out to the GPU).
+    const uint64_t headers = ((n + 63) / 64) * 4096;
+    const bool p2p = s.gds.find("compat mode") == std::string::npos;
+    EXPECT_EQ(r->host_bytes, (p2p ? 0 : 2 * r->bytes_read) + headers) << s.gds;
   } else {
     // Not read through cuFile: a reason a user can act on.
     EXPECT_FALSE(s.gds.find("unavailable") == std::string::npos && s.io_fallback.find("GDS") == std::string::npos)

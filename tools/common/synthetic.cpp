@@ -2,6 +2,8 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #include "synthetic.hpp"
 
+#include "synthetic_rows.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -10,26 +12,12 @@
 namespace kvtier::synthetic {
 namespace {
 
-constexpr uint64_t mix(uint64_t k) {
-  k ^= k >> 31;
-  k *= 0x7fb5d329728ea185ULL;
-  k ^= k >> 27;
-  k *= 0x81dadef4bc2dd44dULL;
-  k ^= k >> 33;
-  return k;
-}
-
-uint64_t row_seed(Token token, uint64_t position, uint64_t block) {
-  return mix(static_cast<uint64_t>(static_cast<uint32_t>(token)) * 0x9e3779b97f4a7c15ULL ^
-             mix(position + 1) ^ (block << 48));
-}
-
 // Writes (or, with `check`, compares) the row of one token in one (K|V, layer) block.
 bool row(std::byte* dst, uint64_t bytes, uint64_t seed, bool check) {
   uint64_t words[64];
   for (uint64_t done = 0; done < bytes; done += sizeof(words)) {
     const uint64_t n = std::min<uint64_t>(sizeof(words), bytes - done);
-    for (uint64_t i = 0; i < (n + 7) / 8; ++i) words[i] = mix(seed + (done / 8) + i);
+    for (uint64_t i = 0; i < (n + 7) / 8; ++i) words[i] = row_word(seed, done / 8 + i);
     if (check) {
       if (std::memcmp(dst + done, words, n) != 0) return false;
     } else {
@@ -57,7 +45,7 @@ void parallel_tokens(uint64_t n, Fn&& fn) {
 
 std::vector<Token> tokens(uint64_t seed, uint64_t count) {
   std::vector<Token> out(count);
-  for (uint64_t i = 0; i < count; ++i) out[i] = static_cast<Token>(mix(seed * 0x2545f4914f6cdd1dULL + i) % 151936);
+  for (uint64_t i = 0; i < count; ++i) out[i] = static_cast<Token>(mix64(seed * 0x2545f4914f6cdd1dULL + i) % 151936);
   return out;
 }
 

@@ -3,8 +3,25 @@
 // The kvtier command line.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
+#include <climits>
+#include <string>
+
 #include "bench.hpp"
 #include "cli_common.hpp"
+#include "seed/rank_worker.hpp"
+#include "seed/seed_bench.hpp"
+
+namespace {
+
+std::string self_executable(const char* argv0) {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string(argv0);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace kvtier::cli;
@@ -37,14 +54,55 @@ int main(int argc, char** argv) {
   bench_flags.root = ".";
   bench_flags.tp_world = 2;
   bench_flags.add_to(*bench_cmd);
-  bench_cmd->add_option("--sessions", bench.sessions, "Sessions to save and restore");
-  bench_cmd->add_option("--tokens", bench.tokens, "Tokens per session");
-  bench_cmd->add_option("--seed", bench.seed, "Seed of the first session");
-  bench_cmd->add_option("--repeat", bench.repeat, "Restore/ceiling pairs per session and path (medians are reported)");
-  bench_cmd->add_option("--paths", bench.paths, "Comma-separated I/O paths to restore over (direct, buffered)");
-  bench_cmd->add_option("--json", bench.json, "Write results as JSON to this file");
+  std::string workload = "pairs";
+  kvtier::seed::SeedFlags seed_flags;
+  bench_cmd->add_option("--workload", workload,
+                        "pairs: restore/ceiling pairs in this process (host memory); seed: the reference "
+                        "evaluation (unique then repeat phase, one process per rank, Table 1, figures)")
+      ->check(CLI::IsMember({"pairs", "seed"}));
+  auto* sessions_opt = bench_cmd->add_option("--sessions", bench.sessions,
+                                             "Sessions (seed: unique prompts, default 20; pairs: default 4)");
+  auto* tokens_opt = bench_cmd->add_option("--tokens", bench.tokens,
+                                           "Tokens per session (seed: sets --tokens-min and --tokens-max)");
+  bench_cmd->add_option("--tokens-min", seed_flags.tokens_min, "seed: fewest tokens of a session (default 98058)");
+  bench_cmd->add_option("--tokens-max", seed_flags.tokens_max, "seed: most tokens of a session (default 100022)");
+  bench_cmd->add_option("--seed", bench.seed, "Seed of the workload (token ids and session lengths)");
+  bench_cmd->add_option("--repeat", bench.repeat, "pairs: restore/ceiling pairs per session and path");
+  auto* paths_opt = bench_cmd->add_option(
+      "--paths", bench.paths,
+      "Configurations, comma-separated. seed: posix, gds, dram, buffered (default all four); "
+      "pairs: direct, buffered");
+  bench_cmd->add_option("--ranks", seed_flags.ranks, "seed: tensor-parallel ranks, one process each (default 2)");
+  bench_cmd->add_option("--chunk-sweep", seed_flags.chunk_sweep,
+                        "seed: more chunk sizes to run the --sweep-paths at, e.g. 64,1024");
+  bench_cmd->add_option("--sweep-paths", seed_flags.sweep_paths, "seed: configurations of the chunk sweep (posix,gds)");
+  bench_cmd->add_option("--device", seed_flags.device, "seed: where the paged KV cache lives: auto, cuda or host");
+  bench_cmd->add_option("--dram-bytes", seed_flags.dram_bytes,
+                        "seed: DRAM tier per rank for the dram configuration (auto: the working set, at most 60% "
+                        "of available memory)");
+  bench_cmd->add_option("--out", seed_flags.out, "seed: output directory (default kvtier-seed-<time>)");
+  bool no_report = false;
+  bench_cmd->add_flag("--no-report", no_report, "seed: skip the figures and report (seed_report.py)");
+  bench_cmd->add_option("--json", bench.json, "pairs: write results as JSON to this file");
   bench_cmd->add_flag("--keep", bench.keep, "Keep the benchmark's store instead of deleting it");
+  kvtier::seed::RankArgs rank_args;
+  CLI::App* rank_cmd = app.add_subcommand("bench-rank", "One rank process of bench --workload seed");
+  rank_cmd->group("");  // internal: started by bench
+  kvtier::seed::add_rank_flags(*rank_cmd, rank_args);
   CLI11_PARSE(app, argc, argv);
+
+  if (*rank_cmd) return kvtier::seed::run_rank_worker(rank_args);
+  if (*bench_cmd && workload == "seed") {
+    if (*sessions_opt) seed_flags.sessions = bench.sessions;
+    if (*tokens_opt) seed_flags.tokens_min = seed_flags.tokens_max = bench.tokens;
+    if (*paths_opt) seed_flags.paths = bench.paths;
+    seed_flags.seed = bench.seed;
+    seed_flags.keep = bench.keep;
+    seed_flags.report = !no_report;
+    std::string command_line;
+    for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
+    return kvtier::seed::run_seed_bench(self_executable(argv[0]), bench_flags, seed_flags, command_line);
+  }
 
   if (*put) return run_put(flags, tokens, seed, sessions);
   if (*get) return run_get(flags, tokens, seed, sessions);

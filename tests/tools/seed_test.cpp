@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// The seed benchmark's workload, summary (medians per configuration over the repeat windows,
+// ratios to the ceiling) and CSV, on hand-made rows whose answers are known.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "bench_kv.hpp"
+#include "seed_table.hpp"
+#include "synthetic.hpp"
+#include "test_util.hpp"
+#include "workload.hpp"
+
+namespace kvtier::seed {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+TEST(SeedWorkload, SessionsSpanTheRangeDeterministically) {
+  auto a = make_sessions({20, 98058, 100022, 1});
+  ASSERT_OK(a);
+  ASSERT_EQ(a->size(), 20u);
+  EXPECT_EQ((*a)[0].tokens, 100022u);
+  EXPECT_EQ((*a)[1].tokens, 98058u);
+  for (const SessionSpec& s : *a) {
+    EXPECT_GE(s.tokens, 98058u);
+    EXPECT_LE(s.tokens, 100022u);
+  }
+  auto b = make_sessions({20, 98058, 100022, 1});
+  for (size_t i = 0; i < 20; ++i) {
+    EXPECT_EQ((*a)[i].tokens, (*b)[i].tokens);
+    EXPECT_EQ((*a)[i].seed, (*b)[i].seed);
+  }
+  // Distinct sessions share no prefix: their first tokens differ somewhere early.
+  EXPECT_NE(synthetic::tokens((*a)[0].seed, 8), synthetic::tokens((*a)[1].seed, 8));
+  EXPECT_FALSE(make_sessions({0, 1, 2, 1}));
+  EXPECT_FALSE(make_sessions({3, 10, 5, 1}));
+  EXPECT_FALSE(make_sessions({3, 0, 5, 1}));
+}
+
+Json repeat_row(const std::string& config, double seconds, double kv, std::optional<double> ceiling) {
+  Json r = {{"config", config},        {"chunk_tokens", 256},        {"phase", "repeat"},
+            {"seconds", seconds},      {"kv_bytes", kv},             {"kv_bytes_restored", kv},
+            {"disk_read_bytes", kv},   {"host_bytes_accounted", 2 * kv},
+            {"machine_core_seconds", seconds / 2}, {"kvtier_core_seconds", seconds / 4},
+            {"exact", true},           {"via_cufile", false},        {"dram_hits", 0}};
+  if (ceiling) r["ceiling_seconds"] = *ceiling;
+  return r;
+}
+
+TEST(SeedSummary, MediansOfPerWindowRatesAndRatiosToTheCeiling) {
+  std::vector<Json> rows;
+  // posix: windows of 1, 2 and 4 s for 4 GB each; the ceiling read of the same records took 1 s.
+  rows.push_back(repeat_row("posix", 1, 4e9, 1.0));
+  rows.push_back(repeat_row("posix", 2, 4e9, 1.0));
+  rows.push_back(repeat_row("posix", 4, 4e9, 1.0));
+  // buffered has no ceiling of its own: it is compared with the median ceiling of the run.
+  rows.push_back(repeat_row("buffered", 8, 4e9, std::nullopt));
+  rows.push_back(repeat_row("buffered", 8, 4e9, std::nullopt));
+  Json s = summarize(rows);
+  ASSERT_EQ(s.size(), 2u);
+  const Json& posix = s[0];
+  EXPECT_EQ(posix["config"], "posix");
+  EXPECT_DOUBLE_EQ(posix["restore_ms"].get<double>(), 2000);
+  EXPECT_DOUBLE_EQ(posix["disk_read_gbps"].get<double>(), 2.0);        // median of 4, 2, 1 GB/s
+  EXPECT_DOUBLE_EQ(posix["dram_accounted_gbps"].get<double>(), 4.0);
+  EXPECT_TRUE(posix["dram_measured_gbps"].is_null());
+  EXPECT_TRUE(posix["pcie_rx_gbps"].is_null());
+  EXPECT_DOUBLE_EQ(posix["cpu_core_s"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(posix["cpu_cores_busy"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(posix["host_bytes_per_kv_byte"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(posix["ratio_to_ceiling"].get<double>(), 0.5);      // median of 1, 1/2, 1/4
+  EXPECT_DOUBLE_EQ(posix["ceiling_kv_gbps"].get<double>(), 4.0);
+  EXPECT_EQ(posix["byte_exact"], 3u);
+  const Json& buffered = s[1];
+  EXPECT_DOUBLE_EQ(buffered["ratio_to_ceiling"].get<double>(), 0.5 / 4.0);  // 0.5 GB/s against 4 GB/s
+  EXPECT_NE(buffered["ceiling_source"].get<std::string>().find("median"), std::string::npos);
+
+  const std::string table = render_table(s, Json{{"dram_measured", false}, {"pcie", "not measured"}}, {});
+  EXPECT_NE(table.find("| posix | 256 | 2,000 ms | 2.00 GB/s | 4.00 GB/s | n/a |"), std::string::npos) << table;
+  EXPECT_NE(table.find("accounted"), std::string::npos);
+}
+
+TEST(SeedSummary, GdsThatFellBackOrRanInCompatModeIsNamedSo) {
+  std::vector<Json> rows = {repeat_row("gds", 1, 1e9, 1.0)};
+  Json s = summarize(rows);
+  EXPECT_NE(render_table(s, Json::object(), {}).find("gds (NOT via cuFile"), std::string::npos);
+  rows[0]["via_cufile"] = true;
+  s = summarize(rows);
+  const std::string t = render_table(s, Json::object(), {{"gds", "cuFile compat mode (no nvidia-fs)"}});
+  EXPECT_NE(t.find("gds (cuFile compat mode)"), std::string::npos) << t;
+}
+
+TEST(SeedCsv, OneLinePerRequestWithTheUnionOfColumns) {
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "x.csv").string();
+  write_csv({Json{{"a", 1}, {"b", "x,\"y\""}}, Json{{"a", 2}, {"c", 3.5}}}, path);
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), "a,b,c\n1,\"x,\"\"y\"\"\",\n2,,3.5\n");
+}
+
+TEST(SeedBenchKv, HostCacheRoundTripsThePrefillStandInAndSeesPoison) {
+  const KvGeometry g = testing::tiny_geometry();
+  auto kv = BenchKv::create(g, 1000, "host", 0);
+  ASSERT_OK(kv);
+  const auto ids = synthetic::tokens(5, 1000);
+  ASSERT_OK((*kv)->prefill(ids));
+  EXPECT_EQ((*kv)->first_mismatch(ids).value(), 1000u);
+  EXPECT_EQ((*kv)->first_mismatch(synthetic::tokens(6, 1000)).value(), 0u);
+  ASSERT_OK((*kv)->poison());
+  EXPECT_EQ((*kv)->first_mismatch(ids).value(), 0u);
+  EXPECT_FALSE(BenchKv::create(g, 10, "tpu", 0));
+  EXPECT_EQ((*kv)->prefill(synthetic::tokens(5, 2000)).code(), ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kvtier::seed

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// The synthetic KV generator's arithmetic, shared by the host generator and the CUDA prefill
+// stand-in so both produce the same bytes: word i of the row of token `token` at `position` in
+// (K|V, layer) block `block` (= kv * layers + layer) is row_word(row_seed(token, position, block), i).
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define KVTIER_SYNTH_FN __host__ __device__ __forceinline__
+#else
+#define KVTIER_SYNTH_FN inline
+#endif
+
+namespace kvtier::synthetic {
+
+KVTIER_SYNTH_FN constexpr uint64_t mix64(uint64_t k) {
+  k ^= k >> 31;
+  k *= 0x7fb5d329728ea185ULL;
+  k ^= k >> 27;
+  k *= 0x81dadef4bc2dd44dULL;
+  k ^= k >> 33;
+  return k;
+}
+
+KVTIER_SYNTH_FN constexpr uint64_t row_seed(int32_t token, uint64_t position, uint64_t block) {
+  return mix64(static_cast<uint64_t>(static_cast<uint32_t>(token)) * 0x9e3779b97f4a7c15ULL ^ mix64(position + 1) ^
+               (block << 48));
+}
+
+KVTIER_SYNTH_FN constexpr uint64_t row_word(uint64_t seed, uint64_t word) { return mix64(seed + word); }
+
+}  // namespace kvtier::synthetic

@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// The seed benchmark's CUDA kernels (bench_kernels.cu): the prefill stand-in and the byte-exact
+// check of a restored paged cache. Plain C++ interface.
+#pragma once
+
+#include <cstdint>
+
+namespace kvtier::seed::cuda {
+
+/// The cache: per layer a [2, num_blocks, block_size, row_words * 8 bytes] tensor.
+struct PagedCache {
+  uint64_t* const* layers;  // device array of layer bases
+  const int32_t* table;     // device block table
+  uint32_t layer_count;
+  uint32_t num_blocks;
+  uint32_t block_size;
+  uint32_t row_words;
+};
+
+/// Writes the synthetic KV of `ids` (device array of `tokens` ids). Returns a cudaError_t.
+int launch_fill(const PagedCache& cache, const int32_t* ids, uint64_t tokens, void* stream);
+
+/// Lowers *first_bad (device) to the first token whose KV differs. Returns a cudaError_t.
+int launch_check(const PagedCache& cache, const int32_t* ids, uint64_t tokens, unsigned long long* first_bad,
+                 void* stream);
+
+}  // namespace kvtier::seed::cuda

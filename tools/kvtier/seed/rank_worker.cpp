@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#include "rank_worker.hpp"
+
+#include <chrono>
+#include <iostream>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bench_kv.hpp"
+#include "synthetic.hpp"
+
+namespace kvtier::seed {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+class Worker {
+ public:
+  explicit Worker(const RankArgs& args) : args_(args) {}
+
+  Json start() {
+    auto g = geometry_for(args_.store.model, args_.store.tp_rank, args_.store.tp_world, args_.store.chunk_tokens);
+    if (!g) return error(g.error());
+    geometry_ = *g;
+    auto kv = BenchKv::create(geometry_, args_.max_tokens, args_.device, args_.gpu);
+    if (!kv) return error(kv.error());
+    kv_ = std::move(*kv);
+    return Json{{"ok", true}, {"device", kv_->describe()}, {"pci_bus_id", kv_->pci_bus_id()},
+                {"pid", ::getpid()}, {"kv_bytes_per_token", geometry_.bytes_per_token()}};
+  }
+
+  Json handle(const Json& cmd) {
+    const std::string op = cmd.value("op", "");
+    if (op == "open") return open(cmd.value("path", "direct"), cmd.value("dram_bytes", uint64_t{0}));
+    if (op == "poison") return done(kv_->poison());
+    if (op == "drop") return engine_ ? done(engine_->drop_page_cache()) : Json{{"ok", true}};
+    if (!engine_) return error({ErrorCode::kInvalidArgument, fmt::format("'{}' before 'open'", op)});
+    const auto ids = synthetic::tokens(cmd.value("seed", uint64_t{0}), cmd.value("tokens", uint64_t{0}));
+    if (op == "prefill_save") return prefill_save(ids);
+    if (op == "restore") return restore(ids, ids.size());
+    if (op == "warm") return restore(ids, std::min<size_t>(ids.size(), geometry_.chunk_tokens));
+    if (op == "check") {
+      auto bad = kv_->first_mismatch(ids);
+      if (!bad) return error(bad.error());
+      return Json{{"ok", true}, {"exact", *bad == ids.size()}, {"first_bad_token", *bad}};
+    }
+    if (op == "ceiling") {
+      auto c = engine_->measure_read_ceiling(ids);
+      if (!c) return error(c.error());
+      return Json{{"ok", true}, {"bytes", c->bytes}, {"seconds", c->seconds}};
+    }
+    return error({ErrorCode::kInvalidArgument, fmt::format("unknown op '{}'", op)});
+  }
+
+ private:
+  static Json error(const Status& st) {
+    return Json{{"ok", false}, {"error", st.to_string()}, {"code", static_cast<int>(st.code())}};
+  }
+  static Json done(const Status& st) { return st.ok() ? Json{{"ok", true}} : error(st); }
+
+  Json open(const std::string& path, uint64_t dram_bytes) {
+    engine_.reset();  // one engine per rank store at a time (the store is locked)
+    cli::StoreFlags flags = args_.store;
+    flags.io = path;
+    auto options = flags.options(true);
+    if (!options) return error(options.error());
+    options->dram_bytes = dram_bytes;
+    auto engine = Engine::open(*options);
+    if (!engine) return error(engine.error());
+    engine_ = std::move(*engine);
+    const Stats s = engine_->stats();
+    return Json{{"ok", true}, {"io_engine", s.io_engine}, {"fallback", s.io_fallback}};
+  }
+
+  Json prefill_save(std::span<const Token> ids) {
+    auto t0 = Clock::now();
+    if (Status st = kv_->prefill(ids); !st.ok()) return error(st);
+    const double prefill_s = since(t0);
+    t0 = Clock::now();
+    auto saved = engine_->save(ids, kv_->view());
+    if (!saved) return error(saved.error());
+    return Json{{"ok", true}, {"prefill_seconds", prefill_s}, {"save_seconds", since(t0)},
+                {"chunks_written", saved->chunks_written}, {"bytes_written", saved->bytes_written},
+                {"dram_records", engine_->stats().dram_records}};
+  }
+
+  // Lookup to all KV in place and verified (kvtier checks every payload checksum where it lands).
+  Json restore(std::span<const Token> ids, size_t n) {
+    const Stats before = engine_->stats();
+    auto t0 = Clock::now();
+    auto hit = engine_->lookup(ids.first(n));
+    if (!hit) return error(hit.error());
+    auto r = engine_->restore(ids.first(n), kv_->view());
+    const double seconds = since(t0);
+    if (!r) return error(r.error());
+    const Stats after = engine_->stats();
+    return Json{{"ok", true},
+                {"seconds", seconds},
+                {"lookup_tokens", *hit},
+                {"tokens_restored", r->tokens_restored},
+                {"kv_bytes", geometry_.bytes_for_tokens(r->tokens_restored)},
+                {"bytes_read", r->bytes_read},
+                {"host_bytes", r->host_bytes},
+                {"checksum_misses", r->checksum_misses},
+                {"problem", r->problem},
+                {"dram_hits", after.dram_hits - before.dram_hits},
+                {"via_gds", after.gds_restores > before.gds_restores},
+                {"gds", after.gds},
+                {"fallback", after.io_fallback}};
+  }
+
+  RankArgs args_;
+  KvGeometry geometry_;
+  std::unique_ptr<BenchKv> kv_;
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace
+
+void add_rank_flags(CLI::App& cmd, RankArgs& args) {
+  args.store.add_to(cmd);
+  cmd.add_option("--max-tokens", args.max_tokens, "Capacity of the rank's paged KV cache")->required();
+  cmd.add_option("--device", args.device, "auto, cuda or host");
+  cmd.add_option("--gpu", args.gpu, "CUDA device of this rank");
+}
+
+int run_rank_worker(const RankArgs& args) {
+  Worker worker(args);
+  Json hello = worker.start();
+  std::cout << hello.dump() << std::endl;
+  if (!hello["ok"].get<bool>()) return 1;
+  for (std::string line; std::getline(std::cin, line);) {
+    Json cmd = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (cmd.is_discarded()) {
+      std::cout << Json{{"ok", false}, {"error", "malformed command"}}.dump() << std::endl;
+      continue;
+    }
+    if (cmd.value("op", "") == "quit") break;
+    std::cout << worker.handle(cmd).dump() << std::endl;
+  }
+  return 0;
+}
+
+}  // namespace kvtier::seed

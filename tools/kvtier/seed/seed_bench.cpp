@@ -1,0 +1,495 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#include "seed_bench.hpp"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/posix.hpp"
+#include "common/try.hpp"
+#include "metrics/counters.hpp"
+#include "metrics/memory_traffic.hpp"
+#include "metrics/pcie.hpp"
+#include "rank_channel.hpp"
+#include "seed_table.hpp"
+#include "workload.hpp"
+
+#ifndef KVTIER_SEED_REPORT_SCRIPT
+#define KVTIER_SEED_REPORT_SCRIPT ""
+#endif
+
+namespace kvtier::seed {
+namespace {
+
+using Json = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+template <typename T>
+Status status_of(const Result<T>& r) {
+  return r ? Status{} : r.error();
+}
+
+/// Kernel counters at one edge of a window.
+struct Edge {
+  metrics::DiskCounters disk;
+  metrics::CpuCounters cpu;
+  uint64_t kvtier_ticks = 0;  // this process and every rank process
+  std::optional<double> dram_bytes;
+};
+
+/// Everything that samples the machine, read at the edges of every window.
+class Samplers {
+ public:
+  Samplers(std::string device, std::vector<pid_t> pids) : device_(std::move(device)), pids_(std::move(pids)) {
+    if (auto m = metrics::MemoryTraffic::open()) memory_ = std::move(*m);
+    else memory_note_ = m.error().message();
+  }
+
+  void start_pcie(const std::vector<std::string>& bus_ids) {
+    std::vector<std::string> gpus;
+    for (const auto& b : bus_ids) {
+      if (!b.empty()) gpus.push_back(b);
+    }
+    if (gpus.empty()) {
+      pcie_note_ = "no GPU (KV in host memory)";
+      return;
+    }
+    auto s = metrics::PcieRxSampler::start(gpus, std::chrono::microseconds(2000));
+    if (s) pcie_ = std::move(*s);
+    else pcie_note_ = s.error().message();
+  }
+
+  Edge read() {
+    Edge e;
+    if (auto t = read_file("/proc/diskstats"); t && !device_.empty()) {
+      if (auto d = metrics::parse_diskstats(*t, device_)) e.disk = *d;
+    }
+    if (auto t = read_file("/proc/stat")) {
+      if (auto c = metrics::parse_proc_stat(*t)) e.cpu = *c;
+    }
+    e.kvtier_ticks = ticks_of("self");
+    for (pid_t p : pids_) e.kvtier_ticks += ticks_of(std::to_string(p));
+    if (memory_) {
+      if (auto b = memory_->bytes()) e.dram_bytes = *b;
+    }
+    return e;
+  }
+
+  [[nodiscard]] std::optional<double> pcie_bytes(double t0, double t1) const {
+    if (!pcie_) return std::nullopt;
+    auto b = pcie_->bytes_in_window(t0, t1);
+    return b ? std::optional<double>(*b) : std::nullopt;
+  }
+  /// Waits until the PCIe sampler has a sample past `t`, so windows ending at t can be clipped.
+  void settle() const {
+    if (pcie_) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  }
+
+  [[nodiscard]] Json describe() const {
+    return Json{{"disk", device_.empty() ? "unknown" : device_},
+                {"dram", memory_ ? memory_->source() : "accounted (no memory-controller counters: " + memory_note_ + ")"},
+                {"dram_measured", memory_ != nullptr},
+                {"pcie", pcie_ ? pcie_->source() : "not measured: " + pcie_note_},
+                {"pcie_sample_interval_ms", pcie_ ? pcie_->sample_interval() * 1e3 : 0.0}};
+  }
+
+ private:
+  static uint64_t ticks_of(const std::string& pid) {
+    if (auto t = read_file("/proc/" + pid + "/stat")) {
+      if (auto p = metrics::parse_process_ticks(*t)) return *p;
+    }
+    return 0;
+  }
+
+  std::string device_;
+  std::vector<pid_t> pids_;
+  std::unique_ptr<metrics::MemoryTraffic> memory_;
+  std::string memory_note_;
+  std::unique_ptr<metrics::PcieRxSampler> pcie_;
+  std::string pcie_note_;
+};
+
+/// How the page cache is emptied before each request.
+class CacheDropper {
+ public:
+  CacheDropper() {
+    std::ofstream probe("/proc/sys/vm/drop_caches");
+    global_ = probe.good();
+  }
+  Status drop(std::vector<std::unique_ptr<RankChannel>>& ranks) {
+    if (global_) {
+      ::sync();
+      std::ofstream("/proc/sys/vm/drop_caches") << "3\n";
+      return {};
+    }
+    return status_of(broadcast(ranks, Json{{"op", "drop"}}));
+  }
+  [[nodiscard]] std::string describe() const {
+    return global_ ? "dropped before every request (sync; echo 3 > /proc/sys/vm/drop_caches)"
+                   : "store files dropped before every request (posix_fadvise DONTNEED; not root)";
+  }
+
+ private:
+  bool global_ = false;
+};
+
+class SeedRun {
+ public:
+  SeedRun(std::string self, cli::StoreFlags store, SeedFlags flags)
+      : self_(std::move(self)), store_(std::move(store)), flags_(std::move(flags)) {}
+
+  Result<int> run(const std::string& command_line) {
+    KVTIER_ASSIGN_OR_RETURN(sessions_, make_sessions(WorkloadSpec{flags_.sessions, flags_.tokens_min,
+                                                                  flags_.tokens_max, flags_.seed}));
+    KVTIER_EXPECTS(flags_.ranks >= 1 && flags_.ranks <= 8, "--ranks must be 1..8");
+    for (const auto& p : split_list(flags_.paths)) KVTIER_TRY(check_path(p));
+    for (const auto& p : split_list(flags_.sweep_paths)) KVTIER_TRY(check_path(p));
+    std::vector<uint32_t> chunks = {store_.chunk_tokens};
+    for (const auto& c : split_list(flags_.chunk_sweep)) {
+      const unsigned long v = std::strtoul(c.c_str(), nullptr, 10);
+      KVTIER_EXPECTS(v > 0 && v <= 1u << 20, fmt::format("--chunk-sweep: bad chunk size '{}'", c));
+      if (std::find(chunks.begin(), chunks.end(), v) == chunks.end()) chunks.push_back(static_cast<uint32_t>(v));
+    }
+    if (flags_.out.empty()) {
+      char stamp[32];
+      const std::time_t now = std::time(nullptr);
+      std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
+      flags_.out = fmt::format("kvtier-seed-{}", stamp);
+    }
+    fs::create_directories(flags_.out);
+    out_["command"] = command_line;
+    out_["workload"] = {{"sessions", sessions_.size()}, {"tokens_min", flags_.tokens_min},
+                        {"tokens_max", flags_.tokens_max}, {"seed", flags_.seed}, {"ranks", flags_.ranks},
+                        {"model", store_.model}, {"chunk_tokens", store_.chunk_tokens}};
+    for (const SessionSpec& s : sessions_) out_["workload"]["session_tokens"].push_back(s.tokens);
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress and results interleave in logs in order
+    std::printf("kvtier bench --workload seed (%s)\n", KVTIER_VERSION_STRING);
+#ifndef NDEBUG
+    std::printf("WARNING: debug build: figures are not representative\n");
+#endif
+    for (uint32_t chunk : chunks) {
+      const bool main = chunk == chunks.front();
+      KVTIER_TRY(run_chunk(chunk, main ? split_list(flags_.paths) : split_list(flags_.sweep_paths), main));
+    }
+    out_["machine"] = machine_;
+    out_["cufile"] = gds_notes_;
+    out_["fallbacks"] = fallbacks_;
+    out_["requests"] = rows_;
+    Json summary = summarize(rows_);
+    out_["summary"] = summary;
+    const std::string json_path = (fs::path(flags_.out) / "seed.json").string();
+    std::ofstream(json_path) << out_.dump(2) << "\n";
+    write_csv(rows_, (fs::path(flags_.out) / "seed.csv").string());
+    const std::string table = render_table(summary, out_["machine"]["samplers"], gds_notes_);
+    std::ofstream(fs::path(flags_.out) / "table.md") << table;
+    std::printf("\n%s\n", table.c_str());
+    std::printf("results: %s (seed.json, seed.csv, table.md)\n", flags_.out.c_str());
+    if (flags_.report) run_report();
+    bool exact = true;
+    for (const Json& r : rows_) exact = exact && r.value("exact", true);
+    if (!exact) std::printf("ERROR: some restores were not byte-exact (see seed.csv)\n");
+    return exact ? 0 : 1;
+  }
+
+ private:
+  static Status check_path(const std::string& p) {
+    if (p == "posix" || p == "gds" || p == "dram" || p == "buffered") return {};
+    return {ErrorCode::kInvalidArgument, fmt::format("path '{}': expected posix, gds, dram or buffered", p)};
+  }
+
+  uint64_t max_tokens() const {
+    uint64_t m = 0;
+    for (const auto& s : sessions_) m = std::max(m, s.tokens);
+    return m;
+  }
+
+  Result<std::vector<std::unique_ptr<RankChannel>>> start_ranks(const std::string& root, uint32_t chunk) {
+    std::vector<std::unique_ptr<RankChannel>> ranks;
+    for (uint32_t r = 0; r < flags_.ranks; ++r) {
+      std::vector<std::string> argv = {self_, "bench-rank", "--store", root, "--model", store_.model,
+                                       "--tp-rank", std::to_string(r), "--tp-world", std::to_string(flags_.ranks),
+                                       "--chunk-tokens", std::to_string(chunk), "--capacity", store_.capacity,
+                                       "--segment-size", store_.segment, "--request-size", store_.request,
+                                       "--staging", store_.staging, "--max-tokens", std::to_string(max_tokens()),
+                                       "--device", flags_.device, "--gpu", std::to_string(r)};
+      KVTIER_ASSIGN_OR_RETURN(auto ch, RankChannel::spawn(argv));
+      ranks.push_back(std::move(ch));
+    }
+    hello_.clear();
+    for (auto& r : ranks) {
+      KVTIER_ASSIGN_OR_RETURN(Json hello, r->receive());
+      hello_.push_back(std::move(hello));
+    }
+    return ranks;
+  }
+
+  uint64_t session_kv_bytes(const SessionSpec& s) const {
+    uint64_t b = 0;
+    for (const Json& h : hello_) b += h["kv_bytes_per_token"].get<uint64_t>() * s.tokens;
+    return b;
+  }
+
+  Result<uint64_t> dram_bytes_per_rank() const {
+    uint64_t working_set = 0;
+    for (const auto& s : sessions_) working_set += session_kv_bytes(s) / flags_.ranks;
+    // Slabs are whole chunks: one partial chunk per session rounds up.
+    working_set += working_set / 8 + (uint64_t{64} << 20);
+    if (flags_.dram_bytes != "auto") return parse_size(flags_.dram_bytes);
+    uint64_t available = 0;
+    if (auto m = read_file("/proc/meminfo")) {
+      const auto at = m->find("MemAvailable:");
+      if (at != std::string::npos) available = std::strtoull(m->c_str() + at + 13, nullptr, 10) * 1024;
+    }
+    const uint64_t cap = available * 6 / 10 / flags_.ranks;
+    return std::min(working_set, cap);
+  }
+
+  Status run_chunk(uint32_t chunk, const std::vector<std::string>& paths, bool main) {
+    const std::string root = (fs::path(store_.root) / fmt::format("seed-chunk{}", chunk)).string();
+    if (fs::exists(root) && !flags_.keep) fs::remove_all(root);
+    KVTIER_ASSIGN_OR_RETURN(auto ranks, start_ranks(root, chunk));
+    std::vector<pid_t> pids;
+    std::vector<std::string> buses;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      pids.push_back(ranks[r]->pid());
+      buses.push_back(hello_[r].value("pci_bus_id", ""));
+    }
+    fs::create_directories(root);
+    auto device = metrics::block_device_of(root);
+    Samplers samplers(device.value_or(""), pids);
+    samplers.start_pcie(buses);
+    const bool gpu = !buses.front().empty();
+    if (machine_.empty()) describe_machine(samplers, device);
+    std::printf("\n== chunk %u tokens: %zu sessions x %u ranks, %s; store %s\n", chunk, sessions_.size(),
+                flags_.ranks, hello_.front().value("device", "").c_str(), root.c_str());
+
+    // Unique phase: prefill stand-in + save, through the O_DIRECT path.
+    KVTIER_TRY(open_all(ranks, "posix", 0));
+    KVTIER_TRY(phase(ranks, samplers, "unique", "posix", chunk, "prefill_save"));
+    std::vector<double> ceilings;  // seconds per byte, from every per-request ceiling of this chunk size
+    for (const std::string& path : paths) {
+      if (path == "gds" && !gpu) {
+        std::printf("-- gds: skipped (KV in host memory; GPUDirect Storage reads into GPU memory)\n");
+        continue;
+      }
+      uint64_t dram = 0;
+      if (path == "dram") {
+        KVTIER_ASSIGN_OR_RETURN(dram, dram_bytes_per_rank());
+      }
+      KVTIER_TRY(open_all(ranks, path, dram));
+      // The DRAM configuration's unique phase: the sessions saved again fill its tier.
+      if (path == "dram") KVTIER_TRY(phase(ranks, samplers, "unique", path, chunk, "prefill_save"));
+      KVTIER_TRY(status_of(
+          broadcast(ranks, Json{{"op", "warm"}, {"seed", sessions_[0].seed}, {"tokens", sessions_[0].tokens}})));
+      KVTIER_TRY(phase(ranks, samplers, "repeat", path, chunk, "restore"));
+    }
+    (void)main;
+    for (auto& r : ranks) (void)r->send(Json{{"op", "quit"}});
+    ranks.clear();
+    if (!flags_.keep) fs::remove_all(root);
+    return {};
+  }
+
+  Status open_all(std::vector<std::unique_ptr<RankChannel>>& ranks, const std::string& path, uint64_t dram) {
+    KVTIER_ASSIGN_OR_RETURN(auto replies, broadcast(ranks, Json{{"op", "open"}, {"path", path == "posix" || path == "dram" ? "direct" : path},
+                                                               {"dram_bytes", dram}}));
+    std::printf("-- %s: %s%s%s\n", path.c_str(), replies[0].value("io_engine", "").c_str(),
+                dram > 0 ? fmt::format(", DRAM tier {} per rank", cli::human_bytes(static_cast<double>(dram))).c_str() : "",
+                replies[0].value("fallback", "").empty() ? "" : (", fallback: " + replies[0].value("fallback", "")).c_str());
+    return {};
+  }
+
+  /// One window: `command` sent to every rank, counters read at its edges.
+  struct Window {
+    double t0 = 0, t1 = 0;
+    Edge before, after;
+    std::vector<Json> replies;
+  };
+
+  Result<Window> window(std::vector<std::unique_ptr<RankChannel>>& ranks, Samplers& samplers, const Json& command) {
+    Window w;
+    w.before = samplers.read();
+    w.t0 = metrics::steady_seconds();
+    KVTIER_ASSIGN_OR_RETURN(w.replies, broadcast(ranks, command));
+    w.t1 = metrics::steady_seconds();
+    w.after = samplers.read();
+    return w;
+  }
+
+  Status phase(std::vector<std::unique_ptr<RankChannel>>& ranks, Samplers& samplers, const std::string& kind,
+               const std::string& path, uint32_t chunk, const std::string& op) {
+    cli::Progress progress(fmt::format("{} phase ({}, chunk {})", kind, path, chunk));
+    const bool repeat = kind == "repeat";
+    const bool ceiling_here = repeat && path != "buffered";  // buffered engines cannot read O_DIRECT
+    const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
+    for (size_t i = 0; i < sessions_.size(); ++i) {
+      const SessionSpec& s = sessions_[i];
+      const Json session = {{"seed", s.seed}, {"tokens", s.tokens}};
+      Json row = {{"config", path}, {"chunk_tokens", chunk}, {"phase", kind}, {"request", i},
+                  {"tokens", s.tokens}, {"kv_bytes", session_kv_bytes(s)}};
+      auto with_op = [&](const char* name) {
+        Json c = session;
+        c["op"] = name;
+        return c;
+      };
+      if (repeat) {  // the session is evicted from GPU memory, and no byte may come from the page cache
+        KVTIER_TRY(status_of(broadcast(ranks, Json{{"op", "poison"}})));
+      }
+      KVTIER_TRY(dropper_.drop(ranks));
+      std::optional<double> ceiling;
+      auto measure_ceiling = [&]() -> Status {
+        KVTIER_TRY(dropper_.drop(ranks));
+        KVTIER_ASSIGN_OR_RETURN(Window c, window(ranks, samplers, with_op("ceiling")));
+        ceiling = c.t1 - c.t0;
+        return dropper_.drop(ranks);
+      };
+      if (ceiling_here && i % 2 == 0) KVTIER_TRY(measure_ceiling());
+      KVTIER_ASSIGN_OR_RETURN(Window w, window(ranks, samplers, with_op(op.c_str())));
+      if (ceiling_here && i % 2 == 1) KVTIER_TRY(measure_ceiling());
+      const double seconds = w.t1 - w.t0;
+      row["seconds"] = seconds;
+      row["disk_read_bytes"] = static_cast<double>(w.after.disk.bytes_read() - w.before.disk.bytes_read());
+      row["disk_write_bytes"] = static_cast<double>(w.after.disk.bytes_written() - w.before.disk.bytes_written());
+      row["machine_core_seconds"] = static_cast<double>(w.after.cpu.busy - w.before.cpu.busy) / tick;
+      row["kvtier_core_seconds"] = static_cast<double>(w.after.kvtier_ticks - w.before.kvtier_ticks) / tick;
+      if (w.before.dram_bytes && w.after.dram_bytes) row["host_bytes_measured"] = *w.after.dram_bytes - *w.before.dram_bytes;
+      samplers.settle();
+      if (auto p = samplers.pcie_bytes(w.t0, w.t1)) row["pcie_rx_bytes"] = *p;
+      if (ceiling) row["ceiling_seconds"] = *ceiling;
+      if (repeat) {
+        uint64_t host = 0, read = 0, restored = 0, dram_hits = 0, misses = 0;
+        bool gds = true;
+        std::string problem, gds_note, fallback;
+        for (const Json& r : w.replies) {
+          host += r["host_bytes"].get<uint64_t>();
+          read += r["bytes_read"].get<uint64_t>();
+          restored += r["kv_bytes"].get<uint64_t>();
+          dram_hits += r["dram_hits"].get<uint64_t>();
+          misses += r["checksum_misses"].get<uint64_t>();
+          gds = gds && r["via_gds"].get<bool>();
+          if (problem.empty()) problem = r.value("problem", "");
+          gds_note = r.value("gds", "");
+          fallback = r.value("fallback", "");
+        }
+        row["host_bytes_accounted"] = host;
+        row["bytes_read"] = read;
+        row["kv_bytes_restored"] = restored;
+        row["dram_hits"] = dram_hits;
+        row["checksum_misses"] = misses;
+        row["via_cufile"] = gds;
+        if (!gds_note.empty()) gds_notes_[path] = gds_note;
+        if (!fallback.empty()) fallbacks_[path] = fallback;
+        if (!problem.empty()) row["problem"] = problem;
+        KVTIER_ASSIGN_OR_RETURN(auto checks, broadcast(ranks, with_op("check")));
+        bool exact = restored == row["kv_bytes"].get<uint64_t>();
+        for (const Json& c : checks) exact = exact && c["exact"].get<bool>();
+        row["exact"] = exact;
+      } else {
+        double prefill = 0, save = 0;
+        for (const Json& r : w.replies) {
+          prefill = std::max(prefill, r["prefill_seconds"].get<double>());
+          save = std::max(save, r["save_seconds"].get<double>());
+        }
+        row["prefill_stand_in_seconds"] = prefill;
+        row["save_seconds"] = save;
+      }
+      rows_.push_back(std::move(row));
+      progress.update(i + 1, sessions_.size());
+    }
+    progress.finish();
+    return {};
+  }
+
+  void describe_machine(const Samplers& samplers, const Result<std::string>& device) {
+    utsname u{};
+    ::uname(&u);
+    std::string cpu = "unknown";
+    if (auto info = read_file("/proc/cpuinfo")) {
+      const auto at = info->find("model name");
+      if (at != std::string::npos) {
+        const auto colon = info->find(':', at);
+        cpu = info->substr(colon + 2, info->find('\n', colon) - colon - 2);
+      }
+    }
+    uint64_t mem_kb = 0;
+    if (auto m = read_file("/proc/meminfo")) mem_kb = std::strtoull(m->c_str() + m->find(':') + 1, nullptr, 10);
+    std::string disk_model;
+    if (device) {
+      if (auto m = read_file("/sys/block/" + *device + "/device/model")) disk_model = *m;
+      while (!disk_model.empty() && (disk_model.back() == '\n' || disk_model.back() == ' ')) disk_model.pop_back();
+    }
+    machine_ = {{"kernel", fmt::format("{} {}", u.sysname, u.release)},
+                {"cpu", cpu},
+                {"cores", std::thread::hardware_concurrency()},
+                {"memory_gib", static_cast<double>(mem_kb) / 1048576.0},
+                {"store_device", device ? *device : "unknown"},
+                {"store_device_model", disk_model},
+                {"rank_devices", Json::array()},
+                {"page_cache", dropper_.describe()},
+                {"samplers", samplers.describe()}};
+    for (const Json& h : hello_) machine_["rank_devices"].push_back(h.value("device", ""));
+  }
+
+  void run_report() {
+    const std::string script = KVTIER_SEED_REPORT_SCRIPT;
+    if (script.empty() || !fs::exists(script)) {
+      std::printf("report: seed_report.py not found; figures not made\n");
+      return;
+    }
+    // The first Python that has matplotlib (a pyenv python3 may shadow Debian's, which has it).
+    for (const char* python : {"python3", "/usr/bin/python3"}) {
+      if (std::system(fmt::format("{} -c 'import matplotlib' >/dev/null 2>&1", python).c_str()) != 0) continue;
+      const std::string cmd = fmt::format("{} '{}' '{}'", python, script, flags_.out);
+      if (std::system(cmd.c_str()) != 0) std::printf("report: '%s' failed\n", cmd.c_str());
+      return;
+    }
+    std::printf("report: no python3 with matplotlib (tools/setup.sh installs python3-matplotlib); run "
+                "tools/kvtier/seed/seed_report.py %s later\n", flags_.out.c_str());
+  }
+
+  std::string self_;
+  cli::StoreFlags store_;
+  SeedFlags flags_;
+  std::vector<SessionSpec> sessions_;
+  std::vector<Json> hello_;
+  std::vector<Json> rows_;
+  std::map<std::string, std::string> gds_notes_, fallbacks_;
+  CacheDropper dropper_;
+  Json machine_;
+  Json out_;
+};
+
+}  // namespace
+
+int run_seed_bench(const std::string& self, cli::StoreFlags store, const SeedFlags& flags,
+                   const std::string& command_line) {
+  SeedRun run(self, std::move(store), flags);
+  auto rc = run.run(command_line);
+  if (!rc) return cli::report(rc.error(), "bench --workload seed");
+  return *rc;
+}
+
+}  // namespace kvtier::seed

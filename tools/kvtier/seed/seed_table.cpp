@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#include "seed_table.hpp"
+
+#include <cctype>
+#include <fstream>
+#include <functional>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "metrics/counters.hpp"
+
+namespace kvtier::seed {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+/// Median of f(row) over the rows where f has a value; nullopt when none has.
+std::optional<double> median_of(const std::vector<const Json*>& rows,
+                                const std::function<std::optional<double>(const Json&)>& f) {
+  std::vector<double> v;
+  for (const Json* r : rows) {
+    if (auto x = f(*r)) v.push_back(*x);
+  }
+  auto m = metrics::median(std::move(v));
+  return m ? std::optional<double>(*m) : std::nullopt;
+}
+
+std::optional<double> field(const Json& r, const char* name) {
+  if (!r.contains(name) || !r[name].is_number()) return std::nullopt;
+  return r[name].get<double>();
+}
+
+/// field / seconds of the row's window.
+std::function<std::optional<double>(const Json&)> rate(const char* name) {
+  return [name](const Json& r) -> std::optional<double> {
+    auto v = field(r, name);
+    auto s = field(r, "seconds");
+    if (!v || !s || *s <= 0) return std::nullopt;
+    return *v / *s;
+  };
+}
+
+void put(Json& out, const char* key, std::optional<double> v, double scale = 1) {
+  if (v) out[key] = *v * scale;
+  else out[key] = nullptr;
+}
+
+std::string cell(const Json& s, const char* key, const char* format, const char* none = "n/a") {
+  if (!s.contains(key) || s[key].is_null()) return none;
+  return fmt::format(fmt::runtime(format), s[key].get<double>());
+}
+
+// "4952" -> "4,952", as the reference prints milliseconds.
+std::string thousands(std::string digits) {
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0 && std::isdigit(static_cast<unsigned char>(digits[i - 1])); i -= 3) {
+    digits.insert(static_cast<size_t>(i), ",");
+  }
+  return digits;
+}
+
+}  // namespace
+
+Json summarize(const std::vector<Json>& rows) {
+  // Groups in first-seen order.
+  std::vector<std::pair<std::string, std::vector<const Json*>>> groups;
+  for (const Json& r : rows) {
+    const std::string key = fmt::format("{}|{}|{}", r.value("phase", ""), r.value("config", ""),
+                                        r.value("chunk_tokens", 0));
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& e) { return e.first == key; });
+    if (g == groups.end()) groups.push_back({key, {&r}});
+    else g->second.push_back(&r);
+  }
+  // The drive's ceiling per chunk size: KV bytes over the raw O_DIRECT read time of the same
+  // records, from every request that measured one.
+  std::map<int, std::vector<const Json*>> ceilings;
+  for (const Json& r : rows) {
+    if (r.contains("ceiling_seconds")) ceilings[r.value("chunk_tokens", 0)].push_back(&r);
+  }
+  Json out = Json::array();
+  for (const auto& [key, members] : groups) {
+    const Json& first = *members.front();
+    Json s = {{"config", first.value("config", "")}, {"chunk_tokens", first.value("chunk_tokens", 0)},
+              {"phase", first.value("phase", "")}, {"requests", members.size()}};
+    put(s, "restore_ms", median_of(members, [](const Json& r) { return field(r, "seconds"); }), 1e3);
+    put(s, "disk_read_gbps", median_of(members, rate("disk_read_bytes")), 1e-9);
+    put(s, "disk_write_gbps", median_of(members, rate("disk_write_bytes")), 1e-9);
+    put(s, "dram_measured_gbps", median_of(members, rate("host_bytes_measured")), 1e-9);
+    put(s, "dram_accounted_gbps", median_of(members, rate("host_bytes_accounted")), 1e-9);
+    put(s, "pcie_rx_gbps", median_of(members, rate("pcie_rx_bytes")), 1e-9);
+    put(s, "cpu_core_s", median_of(members, [](const Json& r) { return field(r, "machine_core_seconds"); }));
+    put(s, "cpu_cores_busy", median_of(members, rate("machine_core_seconds")));
+    put(s, "kvtier_core_s", median_of(members, [](const Json& r) { return field(r, "kvtier_core_seconds"); }));
+    put(s, "kv_gbps", median_of(members, rate("kv_bytes")), 1e-9);
+    put(s, "disk_bytes_per_kv_byte", median_of(members, [](const Json& r) -> std::optional<double> {
+          auto d = field(r, "disk_read_bytes");
+          auto k = field(r, "kv_bytes");
+          if (!d || !k || *k <= 0) return std::nullopt;
+          return *d / *k;
+        }));
+    if (s["phase"] == "unique") {
+      put(s, "prefill_stand_in_ms", median_of(members, [](const Json& r) { return field(r, "prefill_stand_in_seconds"); }), 1e3);
+      put(s, "save_ms", median_of(members, [](const Json& r) { return field(r, "save_seconds"); }), 1e3);
+      out.push_back(std::move(s));
+      continue;
+    }
+    put(s, "host_bytes_per_kv_byte", median_of(members, [](const Json& r) -> std::optional<double> {
+          auto h = field(r, "host_bytes_accounted");
+          auto k = field(r, "kv_bytes_restored");
+          if (!h || !k || *k <= 0) return std::nullopt;
+          return *h / *k;
+        }));
+    auto own = median_of(members, [](const Json& r) -> std::optional<double> {
+      auto c = field(r, "ceiling_seconds");
+      auto t = field(r, "seconds");
+      if (!c || !t || *t <= 0) return std::nullopt;
+      return *c / *t;
+    });
+    std::optional<double> ceiling_gbps;
+    if (const auto& all = ceilings[s["chunk_tokens"].get<int>()]; !all.empty()) {
+      ceiling_gbps = median_of(all, [](const Json& r) -> std::optional<double> {
+        auto k = field(r, "kv_bytes");
+        auto c = field(r, "ceiling_seconds");
+        if (!k || !c || *c <= 0) return std::nullopt;
+        return *k / *c;
+      });
+    }
+    put(s, "ceiling_kv_gbps", ceiling_gbps, 1e-9);
+    if (own) {
+      s["ratio_to_ceiling"] = *own;
+      s["ceiling_source"] = "per request (raw O_DIRECT read of the same records next to each restore)";
+    } else if (ceiling_gbps && s["kv_gbps"].is_number()) {
+      s["ratio_to_ceiling"] = s["kv_gbps"].get<double>() / (*ceiling_gbps * 1e-9);
+      s["ceiling_source"] = "median of this run's ceiling reads at this chunk size";
+    } else {
+      s["ratio_to_ceiling"] = nullptr;
+    }
+    uint64_t exact = 0, hits = 0;
+    bool cufile = true;
+    for (const Json* r : members) {
+      exact += r->value("exact", false) ? 1 : 0;
+      hits += r->value("dram_hits", uint64_t{0});
+      cufile = cufile && r->value("via_cufile", false);
+    }
+    s["byte_exact"] = exact;
+    s["dram_hit_records"] = hits;
+    s["via_cufile"] = cufile;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string render_table(const Json& summary, const Json& samplers, const std::map<std::string, std::string>& cufile) {
+  const bool measured = samplers.value("dram_measured", false);
+  std::string t = "Table 1. Medians over the repeat windows (kvtier seed workload)\n\n";
+  t += fmt::format("| CONFIGURATION | CHUNK | RESTORE | DISK READ | DRAM BW ({}) | PCIE RX | CPU / REQ | CORES BUSY | "
+                   "RESTORE GB/s | CEILING GB/s | RATIO | HOST B / KV B | BYTE-EXACT |\n",
+                   measured ? "measured" : "accounted");
+  t += "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const Json& s : summary) {
+    if (s["phase"] != "repeat") continue;
+    std::string name = s["config"].get<std::string>();
+    if (name == "gds") {
+      auto it = cufile.find("gds");
+      const bool compat = it != cufile.end() && it->second.find("compat") != std::string::npos;
+      name = !s.value("via_cufile", false) ? "gds (NOT via cuFile: fell back)" : compat ? "gds (cuFile compat mode)" : "gds";
+    }
+    t += fmt::format("| {} | {} | {} ms | {} GB/s | {} GB/s | {} | {} core-s | {} | {} | {} | {} | {} | {}/{} |\n", name,
+                     s["chunk_tokens"].get<int>(), thousands(cell(s, "restore_ms", "{:.0f}")), cell(s, "disk_read_gbps", "{:.2f}"),
+                     cell(s, measured ? "dram_measured_gbps" : "dram_accounted_gbps", "{:.2f}"),
+                     s["pcie_rx_gbps"].is_null() ? std::string("n/a") : cell(s, "pcie_rx_gbps", "{:.2f} GB/s"),
+                     cell(s, "cpu_core_s", "{:.2f}"), cell(s, "cpu_cores_busy", "{:.2f}"), cell(s, "kv_gbps", "{:.2f}"),
+                     cell(s, "ceiling_kv_gbps", "{:.2f}"), cell(s, "ratio_to_ceiling", "{:.2f}x"),
+                     cell(s, "host_bytes_per_kv_byte", "{:.4f}"), s["byte_exact"].get<uint64_t>(),
+                     s["requests"].get<uint64_t>());
+  }
+  t += "\nRESTORE: lookup to all KV in place and checksum-verified, both ranks, end to end. DISK READ: "
+       "/proc/diskstats of the store's device inside each window. ";
+  t += measured ? "DRAM BW: memory-controller counters. "
+                : "DRAM BW: accounted from what the data path moved (no memory-controller counters on this "
+                  "machine), not measured. ";
+  t += "PCIE RX: " + samplers.value("pcie", std::string("n/a")) +
+       ", both ranks summed. CPU / REQ: machine core-seconds in the window (/proc/stat). CEILING: KV bytes "
+       "over the raw O_DIRECT read time of the same records (same I/O code, no copy, no checksum), measured in "
+       "the same run. RATIO: ceiling time / restore time.\n";
+  for (const auto& [config, note] : cufile) t += fmt::format("cuFile ({}): {}\n", config, note);
+  return t;
+}
+
+void write_csv(const std::vector<Json>& rows, const std::string& path) {
+  std::vector<std::string> columns;
+  for (const Json& r : rows) {
+    for (const auto& [k, v] : r.items()) {
+      if (std::find(columns.begin(), columns.end(), k) == columns.end()) columns.push_back(k);
+    }
+  }
+  std::ofstream out(path);
+  for (size_t i = 0; i < columns.size(); ++i) out << (i ? "," : "") << columns[i];
+  out << "\n";
+  for (const Json& r : rows) {
+    for (size_t i = 0; i < columns.size(); ++i) {
+      if (i) out << ",";
+      if (!r.contains(columns[i])) continue;
+      const Json& v = r[columns[i]];
+      if (v.is_string()) {
+        std::string s = v.get<std::string>();
+        std::string quoted = "\"";
+        for (char c : s) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+        out << quoted << "\"";
+      } else {
+        out << v.dump();
+      }
+    }
+    out << "\n";
+  }
+}
+
+}  // namespace kvtier::seed
