@@ -36,15 +36,17 @@ def bar_figure(path, rows, key, title, subtitle, unit, cufile, fmt="{:.2f}", ext
         names = [label(r, cufile) for r in rows]
         values = [r[key] for r in rows]
         bars = ax.barh(names, values, color="#3b6ea5")
-        for b, v in zip(bars, values):
-            ax.text(b.get_width(), b.get_y() + b.get_height() / 2, " " + fmt.format(v) + " " + unit, va="center")
+        evalues = [0] * len(rows)
         if extra:
             ekey, elabel = extra
             evalues = [r.get(ekey) or 0 for r in rows]
             ax.barh(names, evalues, color="#e0a030", height=0.35, label=elabel)
-            ax.legend(loc="lower right", fontsize=8)
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.28), fontsize=8, frameon=False)
+        for b, v, e in zip(bars, values, evalues):
+            ax.text(max(b.get_width(), e), b.get_y() + b.get_height() / 2, " " + fmt.format(v) + " " + unit, va="center")
         ax.invert_yaxis()
-        ax.set_xlim(0, max(values) * 1.3 if max(values) > 0 else 1)
+        top = max(max(values), max(evalues))
+        ax.set_xlim(0, top * 1.3 if top > 0 else 1)
         ax.set_xlabel(unit)
     ax.set_title(title, loc="left", fontsize=11, fontweight="bold")
     fig.text(0.01, 0.01, subtitle, fontsize=7, color="#555555")
