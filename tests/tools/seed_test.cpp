@@ -78,6 +78,15 @@ TEST(SeedSummary, MediansOfPerWindowRatesAndRatiosToTheCeiling) {
   EXPECT_DOUBLE_EQ(buffered["ratio_to_ceiling"].get<double>(), 0.5 / 4.0);  // 0.5 GB/s against 4 GB/s
   EXPECT_NE(buffered["ceiling_source"].get<std::string>().find("median"), std::string::npos);
 
+  // The DRAM tier is held against the link (its own copy ceiling), not the drive.
+  Json dram = repeat_row("dram", 0.5, 4e9, std::nullopt);
+  dram["link_ceiling_seconds"] = 0.4;
+  rows.push_back(dram);
+  Json with_dram = summarize(rows);
+  ASSERT_EQ(with_dram.size(), 3u);
+  EXPECT_DOUBLE_EQ(with_dram[2]["ratio_to_ceiling"].get<double>(), 0.8);
+  EXPECT_DOUBLE_EQ(with_dram[2]["ceiling_kv_gbps"].get<double>(), 10.0);
+
   const std::string table = render_table(s, Json{{"dram_measured", false}, {"pcie", "not measured"}}, {});
   EXPECT_NE(table.find("| posix | 256 | 2,000 ms | 2.00 GB/s | 4.00 GB/s | n/a |"), std::string::npos) << table;
   EXPECT_NE(table.find("accounted"), std::string::npos);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -71,6 +72,22 @@ class HostBenchKv final : public BenchKv {
     return {};
   }
 
+  Result<double> copy_ceiling(uint64_t bytes) override {
+    constexpr uint64_t kPiece = uint64_t{256} << 20;
+    if (!scratch_src_) {
+      scratch_src_.reset(new std::byte[kPiece]);
+      scratch_dst_.reset(new std::byte[kPiece]);
+      std::memset(scratch_src_.get(), 1, kPiece);
+      std::memset(scratch_dst_.get(), 2, kPiece);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    for (uint64_t done = 0; done < bytes; done += kPiece) {
+      std::memcpy(scratch_dst_.get(), scratch_src_.get(), std::min(kPiece, bytes - done));
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::string copy_ceiling_name() const override { return "host memcpy (one thread)"; }
+
   Result<uint64_t> first_mismatch(std::span<const Token> ids) override {
     if (ids.size() > uint64_t{view_.num_blocks} * kBenchBlockSize) return fail(too_long(ids.size()));
     std::atomic<uint64_t> bad{ids.size()};
@@ -112,6 +129,7 @@ class HostBenchKv final : public BenchKv {
   uint64_t layer_bytes_ = 0;
   std::vector<int32_t> table_;
   std::vector<std::unique_ptr<std::byte[]>> layers_;
+  std::unique_ptr<std::byte[]> scratch_src_, scratch_dst_;
   PagedKv view_;
 };
 

@@ -32,6 +32,12 @@ class BenchKv {
   [[nodiscard]] virtual Status prefill(std::span<const Token> ids) = 0;
   /// Overwrites the whole cache, so nothing of an earlier session survives into a restore.
   [[nodiscard]] virtual Status poison() = 0;
+  /// Copies `bytes` from pinned host memory into device memory (a scratch buffer, not the cache) in
+  /// 256 MiB pieces on one stream: the link's ceiling for a DRAM-tier restore of that many bytes.
+  /// Host memory: the same through memcpy. Returns seconds.
+  [[nodiscard]] virtual Result<double> copy_ceiling(uint64_t bytes) = 0;
+  /// What copy_ceiling() measures, for reports.
+  [[nodiscard]] virtual std::string copy_ceiling_name() const = 0;
   /// First token whose KV differs from the synthetic KV of `ids` in any layer, or ids.size().
   [[nodiscard]] virtual Result<uint64_t> first_mismatch(std::span<const Token> ids) = 0;
 };

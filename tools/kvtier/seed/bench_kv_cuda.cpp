@@ -3,6 +3,9 @@
 // The seed benchmark's KV cache in GPU memory.
 #include <cuda_runtime.h>
 
+#include <chrono>
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "bench_kernels.hpp"
@@ -26,6 +29,9 @@ class CudaBenchKv final : public BenchKv {
     cudaFree(table_dev_);
     cudaFree(ids_dev_);
     cudaFree(bad_dev_);
+    cudaFree(scratch_);
+    if (pinned_ != nullptr) cudaFreeHost(pinned_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
   static Result<std::unique_ptr<BenchKv>> create(const KvGeometry& g, uint64_t max_tokens, int gpu) {
@@ -87,6 +93,27 @@ class CudaBenchKv final : public BenchKv {
     return cuda_ok(cudaDeviceSynchronize(), "cudaMemset");
   }
 
+  Result<double> copy_ceiling(uint64_t bytes) override {
+    constexpr uint64_t kPiece = uint64_t{256} << 20;
+    KVTIER_TRY(cuda_ok(cudaSetDevice(gpu_), "cudaSetDevice"));
+    if (pinned_ == nullptr) {
+      KVTIER_TRY(cuda_ok(cudaHostAlloc(&pinned_, kPiece, cudaHostAllocDefault), "cudaHostAlloc"));
+      std::memset(pinned_, 1, kPiece);
+      KVTIER_TRY(cuda_ok(cudaMalloc(&scratch_, kPiece), "cudaMalloc"));
+      KVTIER_TRY(cuda_ok(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
+      KVTIER_TRY(cuda_ok(cudaMemcpy(scratch_, pinned_, kPiece, cudaMemcpyHostToDevice), "warm-up copy"));
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    for (uint64_t done = 0; done < bytes; done += kPiece) {
+      KVTIER_TRY(cuda_ok(cudaMemcpyAsync(scratch_, pinned_, std::min(kPiece, bytes - done), cudaMemcpyHostToDevice,
+                                         stream_),
+                         "pinned H2D copy"));
+    }
+    KVTIER_TRY(cuda_ok(cudaStreamSynchronize(stream_), "pinned H2D copy"));
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::string copy_ceiling_name() const override { return "pinned host-to-device copy (cudaMemcpyAsync)"; }
+
   Result<uint64_t> first_mismatch(std::span<const Token> ids) override {
     KVTIER_TRY(upload(ids));
     unsigned long long bad = ids.size();
@@ -117,6 +144,9 @@ class CudaBenchKv final : public BenchKv {
   int32_t* table_dev_ = nullptr;
   int32_t* ids_dev_ = nullptr;
   unsigned long long* bad_dev_ = nullptr;
+  void* pinned_ = nullptr;
+  void* scratch_ = nullptr;
+  cudaStream_t stream_ = nullptr;
   cuda::PagedCache cache_{};
   PagedKv view_;
 };

@@ -50,6 +50,11 @@ class Worker {
       if (!bad) return error(bad.error());
       return Json{{"ok", true}, {"exact", *bad == ids.size()}, {"first_bad_token", *bad}};
     }
+    if (op == "copy_ceiling") {  // the link a DRAM-tier restore of this session crosses
+      auto c = kv_->copy_ceiling(geometry_.bytes_for_tokens(ids.size()));
+      if (!c) return error(c.error());
+      return Json{{"ok", true}, {"seconds", *c}, {"what", kv_->copy_ceiling_name()}};
+    }
     if (op == "ceiling") {
       auto c = engine_->measure_read_ceiling(ids);
       if (!c) return error(c.error());
