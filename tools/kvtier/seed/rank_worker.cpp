@@ -44,7 +44,10 @@ class Worker {
     const auto ids = synthetic::tokens(cmd.value("seed", uint64_t{0}), cmd.value("tokens", uint64_t{0}));
     if (op == "prefill_save") return prefill_save(ids);
     if (op == "restore") return restore(ids, ids.size());
-    if (op == "warm") return restore(ids, std::min<size_t>(ids.size(), geometry_.chunk_tokens));
+    if (op == "warm") {  // first-use costs (CUDA, pinned staging, cuFile, the copy buffers) outside windows
+      if (auto c = kv_->copy_ceiling(0); !c) return error(c.error());
+      return restore(ids, std::min<size_t>(ids.size(), geometry_.chunk_tokens));
+    }
     if (op == "check") {
       auto bad = kv_->first_mismatch(ids);
       if (!bad) return error(bad.error());
