@@ -18,6 +18,10 @@ struct Stats {
   /// first restore into CUDA memory.
   std::string gds;
   uint64_t gds_restores = 0;    ///< Restores read through cuFile.
+  uint64_t gds_saves = 0;       ///< Saves from GPU memory written through cuFile.
+  /// cuFile's own counts of how it served this process (peer-to-peer, nvidia-fs, POSIX), from its
+  /// statistics API where the library has one; empty while cuFile is not in use.
+  std::string gds_io_counts;
   uint64_t dram_hits = 0;       ///< Records restored from the DRAM tier.
   uint64_t dram_records = 0;    ///< Records the DRAM tier holds now.
   uint64_t capacity_bytes = 0;

@@ -171,6 +171,26 @@ class CudaTransfer final : public DeviceTransfer {
     return cuda_status(cudaStreamSynchronize(s.stream), "gather");
   }
 
+  Status stage_device(size_t slot, std::byte* device_piece, std::span<const PieceSpan> spans,
+                      std::span<const std::pair<uint64_t, std::span<const std::byte>>> host_parts,
+                      std::span<const std::pair<uint64_t, uint64_t>> zero_parts) override {
+    KVTIER_TRY(select());
+    SlotResources& s = slots_[slot];
+    auto* dst = reinterpret_cast<uint8_t*>(device_piece);
+    for (const PieceSpan& span : spans) {
+      KVTIER_TRY(launched(cuda::launch_gather(dst + span.piece_offset, span, params_, s.stream), "gather kernel"));
+    }
+    for (const auto& [at, bytes] : host_parts) {
+      KVTIER_TRY(cuda_status(cudaMemcpyAsync(dst + at, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, s.stream),
+                             "H2D copy of a record header"));
+      copied_ += bytes.size();
+    }
+    for (const auto& [at, n] : zero_parts) {
+      KVTIER_TRY(cuda_status(cudaMemsetAsync(dst + at, 0, n, s.stream), "clearing record padding"));
+    }
+    return cuda_status(cudaStreamSynchronize(s.stream), "staging a piece in device memory");
+  }
+
   Status release(size_t slot) override {
     SlotResources& s = slots_[slot];
     if (!s.pending) return {};

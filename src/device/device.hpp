@@ -54,6 +54,15 @@ class DeviceTransfer {
                                            std::span<std::byte> /*host*/) {
     return {ErrorCode::kNotSupported, "this device has no device memory"};
   }
+  /// Save through GPUDirect Storage: builds a piece in device memory at `device_piece` (a registered
+  /// buffer): payload spans gathered from the target, `host_parts` (offset in the piece, bytes:
+  /// headers) copied up, `zero_parts` (offset, length: padding) cleared. Complete on return.
+  [[nodiscard]] virtual Status stage_device(size_t /*slot*/, std::byte* /*device_piece*/,
+                                            std::span<const PieceSpan> /*spans*/,
+                                            std::span<const std::pair<uint64_t, std::span<const std::byte>>> /*host_parts*/,
+                                            std::span<const std::pair<uint64_t, uint64_t>> /*zero_parts*/) {
+    return {ErrorCode::kNotSupported, "this device has no device memory"};
+  }
   /// Save: fills the payload spans of `piece` from the target; complete on return.
   [[nodiscard]] virtual Status gather(size_t slot, std::span<std::byte> piece,
                                       std::span<const PieceSpan> spans) = 0;

@@ -75,7 +75,7 @@ void Engine::Impl::start_cuda() const {
   cuda_device_ = std::move(*cuda);
 }
 
-GdsContext* Engine::Impl::gds_for_restore(int device) const {
+GdsContext* Engine::Impl::gds_for(int device) const {
   std::call_once(gds_once_, [&] {
     std::string note = start_gds(device);
     std::lock_guard lock(fallback_mu_);
@@ -184,6 +184,8 @@ Stats Engine::Impl::stats() const {
   s.device_copy_bytes = counters_.device_copy_bytes;
   s.restore_host_bytes = counters_.restore_host_bytes;
   s.gds_restores = counters_.gds_restores;
+  s.gds_saves = counters_.gds_saves;
+  if (gds_) s.gds_io_counts = gds_->io_counts();
   s.dram_hits = counters_.dram_hits;
   s.dram_records = dram_ ? dram_->entries() : 0;
   return s;

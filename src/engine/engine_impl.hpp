@@ -13,6 +13,7 @@
 #include "engine/dram_tier.hpp"
 #include "engine/keys.hpp"
 #include "io/gds/gds.hpp"
+#include "engine/record_io.hpp"
 #include "io/pipeline.hpp"
 #include "kvtier/engine.hpp"
 #include "store/store.hpp"
@@ -56,7 +57,7 @@ class Engine::Impl {
   struct Counters {
     std::atomic<uint64_t> saves{0}, chunks_written{0}, bytes_written{0}, lookups{0},
         lookup_hit_tokens{0}, restores{0}, bytes_restored{0}, checksum_misses{0},
-        staging_bytes_read{0}, device_copy_bytes{0}, gds_restores{0}, dram_hits{0},
+        staging_bytes_read{0}, device_copy_bytes{0}, gds_restores{0}, gds_saves{0}, dram_hits{0},
         restore_host_bytes{0};
   };
 
@@ -83,9 +84,15 @@ class Engine::Impl {
   /// Copies the stored records `present` (with their first tokens) the DRAM tier lacks into it
   /// from `source`.
   Status refresh_dram(std::span<const std::pair<RecordMeta, uint64_t>> present, const KvTarget& source);
-  /// The cuFile context restores into CUDA memory use, or null (gds_note_ says why).
-  GdsContext* gds_for_restore(int device) const;
-  /// Opens cuFile for gds_for_restore(); returns the note for Stats::gds.
+  /// Writes the pieces of `plan` through cuFile from registered device buffers, each built on the
+  /// GPU (payload gathered from `source`, headers copied up, padding cleared). kNotSupported when
+  /// cuFile refuses the files before anything was written (the caller writes them the POSIX way).
+  Status write_records_gds(const IoPlan& plan, std::span<const RecordMeta> records,
+                           std::span<const uint64_t> first_tokens, std::span<const Placement> placements,
+                           DeviceTransfer& transfer, size_t slots, GdsContext& gds);
+  /// The cuFile context restores into (and saves from) CUDA memory use, or null (gds_note_ says why).
+  GdsContext* gds_for(int device) const;
+  /// Opens cuFile for gds_for(); returns the note for Stats::gds.
   std::string start_gds(int device) const;
 
   /// Starts the CUDA device on first use of CUDA memory: engines that only see host memory never

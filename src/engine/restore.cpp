@@ -368,7 +368,7 @@ Engine::Impl::ReadOutcome Engine::Impl::read_from_disk(std::span<const LocatedRe
                                                        const KvTarget& destination,
                                                        std::span<const uint64_t> first_tokens) {
   if (destination.kind == MemoryKind::kCuda) {
-    if (GdsContext* gds = gds_for_restore(destination.device)) {
+    if (GdsContext* gds = gds_for(destination.device)) {
       auto via_gds = read_records_gds(records, destination, *gds, first_tokens);
       if (via_gds) return std::move(*via_gds);
       // cuFile refused the store's files: say why once, then serve restores the POSIX way.

@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // Engine::save: checksum, place, gather into staging, write, fdatasync, journal.
+#include <array>
+#include <atomic>
 #include <cstring>
+#include <mutex>
 #include <optional>
+#include <thread>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -98,6 +103,62 @@ Status Engine::Impl::refresh_dram(std::span<const std::pair<RecordMeta, uint64_t
   return {};
 }
 
+Status Engine::Impl::write_records_gds(const IoPlan& plan, std::span<const RecordMeta> records,
+                                       std::span<const uint64_t> first_tokens, std::span<const Placement> placements,
+                                       DeviceTransfer& transfer, size_t slots, GdsContext& gds) {
+  std::lock_guard gds_lock(gds_mu_);  // the registered buffers are the engine's
+  std::unordered_map<int, const SegmentFile*> files;
+  for (const Placement& p : placements) {
+    KVTIER_TRY(gds.attach(p.file));
+    files[p.file->fd.get()] = p.file.get();
+  }
+  const KvGeometry& g = options_.geometry;
+  std::atomic<size_t> next{0};
+  std::mutex error_mu;
+  Status first_error;
+  auto worker = [&](size_t slot) {
+    std::vector<PieceSpan> spans;
+    std::vector<std::pair<uint64_t, std::span<const std::byte>>> host_parts;
+    std::vector<std::pair<uint64_t, uint64_t>> zero_parts;
+    std::vector<std::array<std::byte, kBlock>> headers;
+    for (size_t p = next++; p < plan.pieces.size(); p = next++) {
+      spans.clear();
+      host_parts.clear();
+      zero_parts.clear();
+      headers.assign(plan.piece_records[p].second - plan.piece_records[p].first, {});
+      for_each_region(plan, records, p, [&](size_t r, Region region, uint64_t at, uint64_t out, uint64_t n) {
+        switch (region) {
+          case Region::kHeader: {
+            auto& block = headers[r - plan.piece_records[p].first];
+            encode_header(records[r], g, namespace_, block);
+            host_parts.emplace_back(out, std::span<const std::byte>(block.data() + at, n));
+            return;
+          }
+          case Region::kPayload:
+            spans.push_back({out, at, n, first_tokens[r], records[r].token_count, static_cast<uint32_t>(r)});
+            return;
+          case Region::kPadding:
+            zero_parts.emplace_back(out, n);
+            return;
+        }
+      });
+      const Piece& piece = plan.pieces[p];
+      Status st = transfer.stage_device(slot, gds.buffer(slot), spans, host_parts, zero_parts);
+      if (st.ok()) st = gds.write(*files.at(piece.fd), slot, piece.offset, piece.length);
+      if (!st.ok()) {
+        std::lock_guard lock(error_mu);
+        // A write error after the first is no longer "cuFile refused": never fall back over it.
+        if (first_error.ok()) first_error = st.code() == ErrorCode::kNotSupported ? Status(ErrorCode::kIo, st.message()) : st;
+        next = plan.pieces.size();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < std::min(slots, gds.buffer_count()); ++w) threads.emplace_back(worker, w);
+  for (auto& t : threads) t.join();
+  return first_error;
+}
+
 Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTarget& source) {
   KVTIER_EXPECTS(!tokens.empty(), "save: the token list is empty");
   KVTIER_EXPECTS(source.params.capacity_tokens >= tokens.size(),
@@ -154,9 +215,24 @@ Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTar
   if (dram_) {
     for (auto& r : tier) r = dram_->reserve();
   }
-  GatherSink sink(plan, records, first_tokens, g, namespace_, *transfer, tier);
-  auto io = io_engine(lease.slots().size());
-  Status written = run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/true, sink);
+  // GPU memory to the file through cuFile where restores use it too; the DRAM tier's write-through
+  // needs the bytes in host memory, so with a tier saves take the POSIX path.
+  GdsContext* gds = source.kind == MemoryKind::kCuda && !dram_ ? gds_for(source.device) : nullptr;
+  Status written = gds == nullptr ? Status(ErrorCode::kNotSupported, "")
+                                  : write_records_gds(plan, records, first_tokens, placements, *transfer,
+                                                      lease.slots().size(), *gds);
+  if (gds != nullptr && written.ok()) counters_.gds_saves++;
+  if (written.code() == ErrorCode::kNotSupported) {
+    if (gds != nullptr) {  // cuFile refused the files: say why once, then save the POSIX way
+      KVTIER_LOG(log_, kWarn, "GDS save fell back to host staging + O_DIRECT: {}", written.to_string());
+      std::lock_guard lock(fallback_mu_);
+      io_fallback_ = "GDS: " + written.to_string();
+      gds_refused_ = true;
+    }
+    GatherSink sink(plan, records, first_tokens, g, namespace_, *transfer, tier);
+    auto io = io_engine(lease.slots().size());
+    written = run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/true, sink);
+  }
   counters_.device_copy_bytes += transfer->device_copy_bytes();
   if (written.ok()) written = store_->commit(records, placements);
   else store_->abort(placements);

@@ -96,11 +96,25 @@ TEST_F(GpuPathTest, GpuAndHostChecksumsAreBitIdentical) {
   EXPECT_EQ(rb->checksum_misses, 0u);
 }
 
+// Every layout over every path into GPU memory: O_DIRECT + bounce, cuFile (reads and writes), and
+// DRAM-tier hits; each restore checked against an independent reference of the layout.
 TEST_F(GpuPathTest, EveryPagedLayoutRoundTripsOnTheGpu) {
   SKIP_WITHOUT_GPU();
+  struct Path {
+    const char* name;
+    IoPath io;
+    uint64_t dram_bytes;
+  };
+  const char* expect_gds = std::getenv("KVTIER_TEST_EXPECT_GDS");
+  for (const Path& path : {Path{"direct", IoPath::kDirect, 0}, Path{"gds", IoPath::kGds, 0},
+                           Path{"dram", IoPath::kDirect, 64 << 20}})
   for (PagedLayout layout : {PagedLayout::kKvFirst, PagedLayout::kBlockFirst, PagedLayout::kPackedHeads}) {
+    SCOPED_TRACE(std::string(path.name) + " layout " + std::to_string(static_cast<int>(layout)));
     testing::TempDir dir;
-    auto e = Engine::open(testing::small_options(dir.str(), g_));
+    Options o = testing::small_options(dir.str(), g_);
+    o.io_path = path.io;
+    o.dram_bytes = path.dram_bytes;
+    auto e = Engine::open(o);
     ASSERT_OK(e);
     const uint64_t n = 1000;
     auto tokens = synthetic::tokens(9, n);
@@ -136,6 +150,15 @@ TEST_F(GpuPathTest, EveryPagedLayoutRoundTripsOnTheGpu) {
     ASSERT_OK(r2);
     EXPECT_EQ(r2->tokens_restored, n);
     EXPECT_EQ(synthetic::first_mismatch(g_, tokens2, out.span(), n), n) << static_cast<int>(layout);
+    const Stats st = (*e)->stats();
+    if (path.dram_bytes > 0) {
+      EXPECT_GT(st.dram_hits, 0u);
+    }
+    if (path.io == IoPath::kGds && expect_gds != nullptr && std::string(expect_gds) == "used") {
+      EXPECT_EQ(st.gds_restores, 1u);  // the GPU restore (the host one reads the POSIX way)
+      EXPECT_EQ(st.gds_saves, 1u);     // the save from the GPU's paged tensors
+      std::printf("gds paged layout %d: %s\n", static_cast<int>(layout), st.gds_io_counts.c_str());
+    }
   }
 }
 

@@ -39,6 +39,12 @@ class GdsContext {
   [[nodiscard]] Status attach(const std::shared_ptr<SegmentFile>& file);
   /// Reads [offset, offset + bytes) of an attached file into buffer `i`, looping over short reads.
   [[nodiscard]] Status read(const SegmentFile& file, size_t i, uint64_t offset, size_t bytes);
+  /// Writes the first `bytes` of buffer `i` to [offset, offset + bytes) of an attached file.
+  [[nodiscard]] Status write(const SegmentFile& file, size_t i, uint64_t offset, size_t bytes);
+  /// How cuFile itself says it served this process's reads and writes, from its statistics API
+  /// (level 3, per GPU: peer-to-peer, nvidia-fs and POSIX operation counts); empty where this
+  /// libcufile has no statistics API.
+  [[nodiscard]] std::string io_counts() const;
 
   class Impl;
 

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -32,6 +33,13 @@ struct CuFileApi {
   CUfileError_t (*buf_register)(const void*, size_t, int);
   CUfileError_t (*buf_deregister)(const void*);
   ssize_t (*read)(CUfileHandle_t, void*, size_t, off_t, off_t);
+  ssize_t (*write)(CUfileHandle_t, const void*, size_t, off_t, off_t);
+  // The statistics API (libcufile 1.15+ headers); null where the library lacks it.
+  CUfileError_t (*set_stats_level)(int) = nullptr;
+  CUfileError_t (*stats_start)() = nullptr;
+#ifdef CUFILE_GPU_UUID_LEN
+  CUfileError_t (*stats_l3)(CUfileStatsLevel3_t*) = nullptr;
+#endif
 };
 
 template <typename Fn>
@@ -58,7 +66,13 @@ Result<const CuFileApi*> cufile_api() {
                     bind(lib, a.handle_register, {"cuFileHandleRegister"}) &&
                     bind(lib, a.handle_deregister, {"cuFileHandleDeregister"}) &&
                     bind(lib, a.buf_register, {"cuFileBufRegister"}) &&
-                    bind(lib, a.buf_deregister, {"cuFileBufDeregister"}) && bind(lib, a.read, {"cuFileRead"});
+                    bind(lib, a.buf_deregister, {"cuFileBufDeregister"}) && bind(lib, a.read, {"cuFileRead"}) &&
+                    bind(lib, a.write, {"cuFileWrite"});
+    bind(lib, a.set_stats_level, {"cuFileSetStatsLevel"});
+    bind(lib, a.stats_start, {"cuFileStatsStart"});
+#ifdef CUFILE_GPU_UUID_LEN
+    bind(lib, a.stats_l3, {"cuFileGetStatsL3"});
+#endif
     if (!ok) return fail(ErrorCode::kNotSupported, "libcufile.so.0 lacks a required cuFile entry point");
     return &a;
   }();
@@ -90,6 +104,11 @@ Status driver_acquire(const CuFileApi& api) {
   if (driver_open) return {};
   KVTIER_TRY(cufile_status(api.driver_open(), "cuFileDriverOpen"));
   driver_open = true;
+  // Per-GPU counts of peer-to-peer and POSIX operations: cuFile's own word on how it served us.
+  if (api.set_stats_level != nullptr && api.stats_start != nullptr &&
+      api.set_stats_level(3).err == CU_FILE_SUCCESS) {
+    (void)api.stats_start();
+  }
   std::atexit(close_driver_at_exit);
   return {};
 }
@@ -203,6 +222,55 @@ Status GdsContext::read(const SegmentFile& file, size_t i, uint64_t offset, size
     done += static_cast<size_t>(n);
   }
   return {};
+}
+
+Status GdsContext::write(const SegmentFile& file, size_t i, uint64_t offset, size_t bytes) {
+  CUfileHandle_t handle;
+  {
+    std::lock_guard lock(impl_->mu);
+    auto it = impl_->handles.find(&file);
+    if (it == impl_->handles.end()) return {ErrorCode::kInternal, "GDS write to a file that was not attached"};
+    handle = it->second.first;
+  }
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = impl_->api->write(handle, impl_->buffers[i], bytes - done, static_cast<off_t>(offset + done),
+                                        static_cast<off_t>(done));
+    if (n < 0 && (n == -EINTR || n == -EAGAIN)) continue;
+    if (n == -1) return posix_error(errno, fmt::format("cuFileWrite of {}", file.path));
+    if (n < 0) {
+      return Status(ErrorCode::kIo, fmt::format("cuFileWrite of {}: cuFile error {}", file.path, -n),
+                    static_cast<int>(-n));
+    }
+    if (n == 0) return {ErrorCode::kIo, fmt::format("cuFileWrite of {} wrote nothing", file.path)};
+    done += static_cast<size_t>(n);
+  }
+  return {};
+}
+
+std::string GdsContext::io_counts() const {
+#ifdef CUFILE_GPU_UUID_LEN
+  if (impl_->api->stats_l3 == nullptr) return "cuFile statistics API not in this libcufile";
+  auto stats = std::make_unique<CUfileStatsLevel3_t>();
+  if (impl_->api->stats_l3(stats.get()).err != CU_FILE_SUCCESS) return "cuFile statistics unavailable";
+  uint64_t reads = 0, p2p = 0, nvfs = 0, posix = 0, writes = 0, wp2p = 0, wnvfs = 0, wposix = 0;
+  for (uint32_t g = 0; g < std::min<uint32_t>(stats->num_gpus, 16); ++g) {
+    const CUfilePerGpuStats_t& s = stats->per_gpu_stats[g];
+    reads += s.n_total_reads;
+    p2p += s.n_p2p_reads;
+    nvfs += s.n_nvfs_reads;
+    posix += s.n_posix_reads;
+    writes += s.n_total_writes;
+    wp2p += s.n_p2p_writes;
+    wnvfs += s.n_nvfs_writes;
+    wposix += s.n_posix_writes;
+  }
+  return fmt::format("cuFile stats: {} reads ({} P2PDMA, {} nvidia-fs, {} POSIX), {} writes ({} P2PDMA, {} "
+                     "nvidia-fs, {} POSIX)",
+                     reads, p2p, nvfs, posix, writes, wp2p, wnvfs, wposix);
+#else
+  return "cuFile statistics API not in the cufile.h this build used";
+#endif
 }
 
 }  // namespace kvtier

@@ -27,5 +27,9 @@ Status GdsContext::attach(const std::shared_ptr<SegmentFile>&) { return {ErrorCo
 Status GdsContext::read(const SegmentFile&, size_t, uint64_t, size_t) {
   return {ErrorCode::kNotSupported, "no cuFile"};
 }
+Status GdsContext::write(const SegmentFile&, size_t, uint64_t, size_t) {
+  return {ErrorCode::kNotSupported, "no cuFile"};
+}
+std::string GdsContext::io_counts() const { return {}; }
 
 }  // namespace kvtier
