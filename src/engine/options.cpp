@@ -40,7 +40,7 @@ Result<IoPath> parse_io_path(std::string_view name) {
   if (name == "buffered") return IoPath::kBuffered;
   if (name == "gds") return IoPath::kGds;
   return fail(ErrorCode::kInvalidArgument,
-              fmt::format("I/O path '{}': expected auto, direct, buffered or gds", name));
+              fmt::format("I/O path '{}': expected auto, posix (or direct), buffered or gds", name));
 }
 
 Result<Options> Options::resolved() const {

@@ -32,6 +32,8 @@ common=(--store "$s" --model tiny --segment-size 8M --capacity 256M)
 expect 0 "chunks written=4" put "${common[@]}" --tokens 1000
 expect 0 "restored 1000/1000" get "${common[@]}" --tokens 1000
 expect 0 "chunks written=0 present=4" put "${common[@]}" --tokens 1000
+expect 0 "restored 1000/1000" get "${common[@]}" --tokens 1000 --io dram --dram 64M
+expect 0 "restored 1000/1000" get "${common[@]}" --tokens 1000 --io posix
 expect 1 "restored 0/1000" get "${common[@]}" --tokens 1000 --seed 99
 expect 0 "verified 4 records" verify "${common[@]}"
 expect 0 "records" stat "${common[@]}"

@@ -29,9 +29,12 @@ void StoreFlags::add_to(CLI::App& app) {
   app.add_option("--tenant", tenant, "Tenant salt: keys of one tenant never match another's");
   app.add_option("--capacity", capacity, "Store capacity (e.g. 64G); 0 = default 64 GiB");
   app.add_option("--segment-size", segment, "Segment file size (e.g. 1G); 0 = default");
-  app.add_option("--io", io, "I/O path: auto, direct (O_DIRECT via io_uring), buffered, or gds (cuFile, for GPU memory)");
+  app.add_option("--io", io,
+                 "I/O path: auto, posix (= direct: O_DIRECT via io_uring), buffered, gds (cuFile, for GPU memory), "
+                 "or dram (posix with a DRAM tier in front: --dram, default 8G)");
   app.add_option("--request-size", request, "I/O request size (e.g. 8M); 0 = default 16 MiB");
   app.add_option("--staging", staging, "Staging memory, the bound on bytes in flight; 0 = 128 MiB");
+  app.add_option("--dram", dram, "DRAM tier in front of the disk (e.g. 16G); 0 = none");
 }
 
 Result<Options> StoreFlags::options(bool create) const {
@@ -42,18 +45,20 @@ Result<Options> StoreFlags::options(bool create) const {
   o.geometry = *g;
   o.tenant = tenant;
   o.create_if_missing = create;
-  auto path = parse_io_path(io);
+  // "dram" is the O_DIRECT path with a DRAM tier in front, not a way of reading files.
+  auto path = parse_io_path(io == "dram" ? "direct" : io);
   if (!path) return fail(path.error());
   o.io_path = *path;
   const std::pair<const std::string*, uint64_t*> sizes[] = {
       {&capacity, &o.capacity_bytes}, {&segment, &o.segment_bytes},
-      {&request, &o.io_request_bytes}, {&staging, &o.staging_bytes}};
-  const char* names[] = {"capacity", "segment-size", "request-size", "staging"};
-  for (size_t i = 0; i < 4; ++i) {
+      {&request, &o.io_request_bytes}, {&staging, &o.staging_bytes}, {&dram, &o.dram_bytes}};
+  const char* names[] = {"capacity", "segment-size", "request-size", "staging", "dram"};
+  for (size_t i = 0; i < 5; ++i) {
     auto v = size_flag(*sizes[i].first, names[i]);
     if (!v) return fail(v.error());
     *sizes[i].second = *v;
   }
+  if (io == "dram" && o.dram_bytes == 0) o.dram_bytes = uint64_t{8} << 30;
   return o;
 }
 

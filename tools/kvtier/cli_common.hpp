@@ -25,6 +25,7 @@ struct StoreFlags {
   std::string io = "auto";
   std::string request = "0";
   std::string staging = "0";
+  std::string dram = "0";
 
   void add_to(CLI::App& app);
   /// Options for the engine; kInvalidArgument for nonsense values.

@@ -184,6 +184,16 @@ std::byte* GdsContext::buffer(size_t i) const { return static_cast<std::byte*>(i
 Status GdsContext::attach(const std::shared_ptr<SegmentFile>& file) {
   std::lock_guard lock(impl_->mu);
   if (impl_->handles.contains(file.get())) return {};
+  // Segments the store has since evicted are held open only by this map: deregister and let them
+  // go, so their disk space comes back (the caller holds a reference to every file it is using).
+  for (auto it = impl_->handles.begin(); it != impl_->handles.end();) {
+    if (it->second.second.use_count() == 1) {
+      impl_->api->handle_deregister(it->second.first);
+      it = impl_->handles.erase(it);
+    } else {
+      ++it;
+    }
+  }
   CUfileDescr_t descr{};
   descr.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
   descr.handle.fd = file->fd.get();
