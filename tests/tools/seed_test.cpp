@@ -102,6 +102,15 @@ TEST(SeedSummary, GdsThatFellBackOrRanInCompatModeIsNamedSo) {
   EXPECT_NE(t.find("gds (cuFile compat mode)"), std::string::npos) << t;
 }
 
+TEST(SeedSummary, RestoresServedFromACacheAreFlagged) {
+  std::vector<Json> rows = {repeat_row("posix", 1, 1e9, 1.0)};
+  rows[0]["disk_read_bytes"] = 0.2e9;  // 80% of the KV came from somewhere other than the drive
+  const std::string t = render_table(summarize(rows), Json::object(), {});
+  EXPECT_NE(t.find("WARNING: posix (chunk 256): only 0.20 device bytes"), std::string::npos) << t;
+  rows[0]["disk_read_bytes"] = 1.0e9;
+  EXPECT_EQ(render_table(summarize(rows), Json::object(), {}).find("WARNING"), std::string::npos);
+}
+
 TEST(SeedCsv, OneLinePerRequestWithTheUnionOfColumns) {
   testing::TempDir dir;
   const std::string path = (dir.path() / "x.csv").string();

@@ -189,6 +189,16 @@ std::string render_table(const Json& summary, const Json& samplers, const std::m
        "the same run; for dram, the host-to-device copy of the same bytes instead (the link a DRAM hit "
        "crosses). RATIO: ceiling time / restore time.\n";
   for (const auto& [config, note] : cufile) t += fmt::format("cuFile ({}): {}\n", config, note);
+  // Every disk configuration must have read its bytes from the device, not from a cache.
+  for (const Json& s : summary) {
+    if (s["phase"] != "repeat" || s["config"] == "dram" || !s["disk_bytes_per_kv_byte"].is_number()) continue;
+    const double ratio = s["disk_bytes_per_kv_byte"].get<double>();
+    if (ratio < 0.9) {
+      t += fmt::format("WARNING: {} (chunk {}): only {:.2f} device bytes read per KV byte: part of the restore was "
+                       "served from a cache, not the drive\n",
+                       s["config"].get<std::string>(), s["chunk_tokens"].get<int>(), ratio);
+    }
+  }
   return t;
 }
 
