@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -53,5 +54,10 @@ std::unique_ptr<IoEngine> make_posix_engine();
 /// The engine for `path` ("auto"/"direct" prefer io_uring, "buffered" uses pread/pwrite). When
 /// io_uring is unavailable, `fallback` says why and the POSIX engine is returned.
 std::unique_ptr<IoEngine> make_io_engine(IoPath path, uint32_t depth, std::string& fallback);
+
+/// Fault-injection seam for tests: while set, every engine make_io_engine() returns is passed
+/// through `wrap` first (which may wrap it in one that fails or shortens requests). Empty: off.
+using IoEngineWrapper = std::function<std::unique_ptr<IoEngine>(std::unique_ptr<IoEngine>)>;
+void set_io_engine_wrapper_for_testing(IoEngineWrapper wrap);
 
 }  // namespace kvtier

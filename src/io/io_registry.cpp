@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // The one place that knows which optional I/O engines this build has.
+#include <mutex>
+
 #include <fmt/format.h>
 
 #include "io/io_engine.hpp"
@@ -14,12 +16,29 @@ Result<std::unique_ptr<IoEngine>> make_uring_engine(uint32_t) {
 }
 #endif
 
+namespace {
+
+std::mutex wrapper_mu;
+IoEngineWrapper wrapper;  // tests only
+
+std::unique_ptr<IoEngine> wrapped(std::unique_ptr<IoEngine> engine) {
+  std::lock_guard lock(wrapper_mu);
+  return wrapper ? wrapper(std::move(engine)) : std::move(engine);
+}
+
+}  // namespace
+
+void set_io_engine_wrapper_for_testing(IoEngineWrapper wrap) {
+  std::lock_guard lock(wrapper_mu);
+  wrapper = std::move(wrap);
+}
+
 std::unique_ptr<IoEngine> make_io_engine(IoPath path, uint32_t depth, std::string& fallback) {
-  if (path == IoPath::kBuffered) return make_posix_engine();
+  if (path == IoPath::kBuffered) return wrapped(make_posix_engine());
   auto uring = make_uring_engine(depth);
-  if (uring) return std::move(*uring);
+  if (uring) return wrapped(std::move(*uring));
   fallback = fmt::format("io_uring unavailable ({}); using pread/pwrite", uring.error().to_string());
-  return make_posix_engine();
+  return wrapped(make_posix_engine());
 }
 
 }  // namespace kvtier

@@ -166,8 +166,10 @@ Result<LoadedIndex> IndexLog::load(const std::string& dir) {
   if (!journal && journal.error().code() != ErrorCode::kNotFound) return fail(journal.error());
   std::span<const std::byte> bytes = journal ? std::as_bytes(std::span(*journal)) : std::span<const std::byte>();
   out.journal_file_bytes = bytes.size();
+  out.journal_found = journal.has_value();
   auto ckpt = read_file(fmt::format("{}/{}", dir, kCheckpointName));
   if (ckpt) {
+    out.checkpoint_found = true;
     auto records = decode_checkpoint(std::as_bytes(std::span(*ckpt)));
     if (!records && records.error().code() == ErrorCode::kFormatVersion) return fail(records.error());
     if (!records) {

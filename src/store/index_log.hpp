@@ -27,6 +27,8 @@ struct LoadedIndex {
   std::vector<RecordMeta> records;
   std::vector<uint32_t> dropped_segments;  ///< Segments the journal dropped (files may linger).
   bool needs_rebuild = false;              ///< Checkpoint or journal damaged: rescan segments.
+  bool checkpoint_found = false;           ///< An index checkpoint file exists (intact or not).
+  bool journal_found = false;              ///< An index journal file exists (empty or not).
   std::string problem;                     ///< Why, when needs_rebuild.
   uint64_t journal_valid_bytes = 0;        ///< End of the last valid journal entry.
   uint64_t journal_file_bytes = 0;         ///< Size of the journal file.

@@ -142,6 +142,14 @@ Status Store::load_or_create_manifest(const Options& options) {
 Status Store::load_index() {
   KVTIER_ASSIGN_OR_RETURN(LoadedIndex loaded, IndexLog::load(dir_));
   KVTIER_ASSIGN_OR_RETURN(std::vector<uint32_t> ids, list_segments(dir_));
+  // Every store has a checkpoint and a journal from its first open on: segment files without both
+  // mean the index was lost (deleted, or a crash before the first checkpoint). Trusting what is
+  // left would forget the records the missing file held, and delete their segments as empty.
+  if (!loaded.needs_rebuild && !(loaded.checkpoint_found && loaded.journal_found) && !ids.empty()) {
+    loaded.needs_rebuild = true;
+    loaded.problem = fmt::format("index {} missing beside {} segment file(s)",
+                                 loaded.checkpoint_found ? "journal" : "checkpoint", ids.size());
+  }
   if (loaded.needs_rebuild) {
     KVTIER_LOG(*log_, kWarn, "{}: {}; rebuilding the index from segment headers", dir_, loaded.problem);
     loaded.records.clear();
@@ -165,7 +173,7 @@ Status Store::load_index() {
     segments_[id].file = std::move(*seg);
   }
   KVTIER_TRY(adopt_records(std::move(loaded.records), loaded.dropped_segments));
-  bool changed = loaded.needs_rebuild || dropped_at_open_ > 0;
+  bool changed = loaded.needs_rebuild || dropped_at_open_ > 0 || !loaded.checkpoint_found;
   KVTIER_TRY(enforce_capacity_locked(0));
   if (changed) KVTIER_TRY(journal_->checkpoint(live_records_locked()));
   return {};
