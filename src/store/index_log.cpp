@@ -155,7 +155,7 @@ Result<std::vector<RecordMeta>> decode_checkpoint(std::span<const std::byte> ima
                             h.format_version, kFormatVersion));
   }
   std::vector<RecordMeta> records(h.count);
-  std::memcpy(records.data(), image.data() + sizeof(h), body);
+  if (body > 0) std::memcpy(records.data(), image.data() + sizeof(h), body);  // an empty store has none
   return records;
 }
 
