@@ -186,7 +186,7 @@ Engine::Impl::ReadOutcome Engine::Impl::read_records(std::span<const LocatedReco
   }
   ScatterSink sink(read, transfer.get(), options_.geometry, out, progress);
   auto io = io_engine(lease.slots().size());
-  out.status = run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/false, sink, consumer_threads());
+  out.status = run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/false, sink, consumer_threads(), &lease);
   counters_.staging_bytes_read += plan.bytes;
   // O_DIRECT: the drive's DMA writes staging once. Buffered: it writes the page cache, and the
   // kernel's copy into staging reads that and writes staging.
@@ -413,7 +413,7 @@ Result<CeilingResult> Engine::Impl::measure_read_ceiling(std::span<const Token> 
   StagingPool::Lease lease = staging_->acquire(plan.pieces.size());
   auto io = io_engine(lease.slots().size());
   auto start = std::chrono::steady_clock::now();
-  KVTIER_TRY(run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/false, discard));
+  KVTIER_TRY(run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/false, discard, 0, &lease));
   std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
   return CeilingResult{plan.bytes, elapsed.count()};
 }

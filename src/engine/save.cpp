@@ -231,7 +231,7 @@ Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTar
     }
     GatherSink sink(plan, records, first_tokens, g, namespace_, *transfer, tier);
     auto io = io_engine(lease.slots().size());
-    written = run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/true, sink);
+    written = run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/true, sink, 0, &lease);
   }
   counters_.device_copy_bytes += transfer->device_copy_bytes();
   if (written.ok()) written = store_->commit(records, placements);

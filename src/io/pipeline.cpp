@@ -28,9 +28,10 @@ IoRequest request_for(const Piece& p, std::span<std::byte> slot, uint32_t done, 
 class PipelineRun {
  public:
   PipelineRun(IoEngine& engine, std::span<const Piece> pieces, std::span<const std::span<std::byte>> slots,
-              bool write, PieceSink& sink, unsigned workers)
+              bool write, PieceSink& sink, unsigned workers, SlotYield* yield)
       : engine_(engine), pieces_(pieces), slots_(slots), write_(write), sink_(sink),
-        state_(slots.size()), completions_(slots.size()), workers_(write ? 0 : workers) {}
+        state_(slots.size()), completions_(slots.size()), workers_(write ? 0 : workers), yield_(yield),
+        yielded_(slots.size(), false), active_slots_(slots.size()) {}
 
   Status run() {
     for (unsigned w = 0; w < workers_; ++w) threads_.emplace_back([this] { worker_loop(); });
@@ -45,7 +46,9 @@ class PipelineRun {
     for (auto& t : threads_) t.join();
     if (!broken.ok()) return broken;
     if (!error_.ok()) return error_;
-    for (size_t s = 0; s < slots_.size(); ++s) KVTIER_TRY(sink_.release(s));
+    for (size_t s = 0; s < slots_.size(); ++s) {
+      if (!yielded_[s]) KVTIER_TRY(sink_.release(s));
+    }
     return {};
   }
 
@@ -98,6 +101,14 @@ class PipelineRun {
     bool started = false;
     for (size_t slot : freed) {
       if (next_ < pieces_.size() && ok()) {
+        // Others wait for staging: hand this slot back once its device work is done.
+        if (yield_ != nullptr && active_slots_ > 1 && yield_->should_yield()) {
+          note(sink_.release(slot));
+          yield_->yield(slot);
+          yielded_[slot] = true;
+          --active_slots_;
+          continue;
+        }
         note(start(slot));
         started = true;
       }
@@ -173,6 +184,9 @@ class PipelineRun {
   size_t next_ = 0;                          // I/O thread only
   size_t in_flight_ = 0;                     // I/O thread only
   const unsigned workers_;
+  SlotYield* yield_;                         // I/O thread only
+  std::vector<bool> yielded_;                // I/O thread only
+  size_t active_slots_;                      // I/O thread only
   std::vector<std::thread> threads_;
 
   std::mutex mu_;
@@ -188,10 +202,10 @@ class PipelineRun {
 
 Status run_pipeline(IoEngine& engine, std::span<const Piece> pieces,
                     std::span<const std::span<std::byte>> slots, bool write, PieceSink& sink,
-                    unsigned workers) {
+                    unsigned workers, SlotYield* yield) {
   if (pieces.empty()) return {};
   if (slots.empty()) return {ErrorCode::kInternal, "pipeline without staging slots"};
-  return PipelineRun(engine, pieces, slots, write, sink, workers).run();
+  return PipelineRun(engine, pieces, slots, write, sink, workers, yield).run();
 }
 
 void split_into_pieces(int fd, uint64_t offset, uint64_t length, uint64_t max_piece,
@@ -215,34 +229,67 @@ std::vector<std::span<std::byte>> StagingPool::all_slots() const {
   return out;
 }
 
+namespace {
+constexpr size_t kGone = ~size_t{0};
+}  // namespace
+
+size_t StagingPool::fair_share() const {
+  const size_t contenders = std::max<size_t>(1, leases_ + waiting_);
+  return std::max<size_t>(1, buffers_.size() / contenders);
+}
+
 StagingPool::Lease StagingPool::acquire(size_t want) {
+  want = std::max<size_t>(want, 1);
   std::unique_lock lock(mu_);
-  freed_.wait(lock, [&] { return !free_.empty(); });
-  size_t take = std::min(std::max<size_t>(want, 1), free_.size());
+  // Wait for a share, not just a slot: running operations hand slots back down to their share
+  // while others wait (Lease::should_yield), so everyone running ends up with an equal part.
+  ++waiting_;
+  freed_.wait(lock, [&] { return !free_.empty() && free_.size() >= std::min(want, fair_share()); });
+  --waiting_;
+  // The share counts this operation and every other one running or waiting.
+  const size_t share = std::max<size_t>(1, buffers_.size() / (leases_ + waiting_ + 1));
+  size_t take = std::min({want, free_.size(), share});
   std::vector<size_t> ids(free_.end() - static_cast<ptrdiff_t>(take), free_.end());
   free_.resize(free_.size() - take);
+  ++leases_;
   return Lease(this, std::move(ids));
 }
 
-void StagingPool::give_back(const std::vector<size_t>& ids) {
+void StagingPool::give_back(const std::vector<size_t>& ids, bool lease_ends) {
   {
     std::lock_guard lock(mu_);
-    free_.insert(free_.end(), ids.begin(), ids.end());
+    for (size_t id : ids) {
+      if (id != kGone) free_.push_back(id);
+    }
+    if (lease_ends) --leases_;
   }
   freed_.notify_all();
 }
 
-StagingPool::Lease::Lease(StagingPool* pool, std::vector<size_t> ids) : pool_(pool), ids_(std::move(ids)) {
+StagingPool::Lease::Lease(StagingPool* pool, std::vector<size_t> ids)
+    : pool_(pool), ids_(std::move(ids)), held_(ids_.size()) {
   for (size_t id : ids_) spans_.push_back(pool_->buffers_[id].span());
 }
 
 StagingPool::Lease::Lease(Lease&& o) noexcept
-    : pool_(o.pool_), ids_(std::move(o.ids_)), spans_(std::move(o.spans_)) {
+    : pool_(o.pool_), ids_(std::move(o.ids_)), spans_(std::move(o.spans_)), held_(o.held_) {
   o.ids_.clear();
+  o.pool_ = nullptr;
 }
 
 StagingPool::Lease::~Lease() {
-  if (!ids_.empty()) pool_->give_back(ids_);
+  if (pool_ != nullptr) pool_->give_back(ids_, /*lease_ends=*/true);
+}
+
+bool StagingPool::Lease::should_yield() const {
+  return pool_ != nullptr && pool_->waiting_ > 0 && held_ > pool_->fair_share();
+}
+
+void StagingPool::Lease::yield(size_t slot) {
+  if (pool_ == nullptr || slot >= ids_.size() || ids_[slot] == kGone) return;
+  pool_->give_back({ids_[slot]}, /*lease_ends=*/false);
+  ids_[slot] = kGone;
+  --held_;
 }
 
 }  // namespace kvtier

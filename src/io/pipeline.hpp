@@ -3,6 +3,7 @@
 // Streams a list of file pieces through a ring of staging slots with bounded bytes in flight.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -39,14 +40,17 @@ class PieceSink {
   [[nodiscard]] virtual Status release(size_t /*slot*/) { return {}; }
 };
 
+class SlotYield;
+
 /// Runs every piece through `engine`, one per slot in flight, retrying short transfers for the
 /// remainder. Reads deliver each piece to sink.consume() as it completes (any order): inline on the
 /// calling thread when `workers` is 0, else on that many worker threads, concurrently (the sink must
 /// then be thread-safe across pieces). On the first error no new piece starts, in-flight ones are
-/// drained, and that error is returned.
+/// drained, and that error is returned. With `yield`, a slot whose piece is done is handed back
+/// (after sink.release()) instead of refilled whenever yield->should_yield(), keeping at least one.
 [[nodiscard]] Status run_pipeline(IoEngine& engine, std::span<const Piece> pieces,
                                   std::span<const std::span<std::byte>> slots, bool write,
-                                  PieceSink& sink, unsigned workers = 0);
+                                  PieceSink& sink, unsigned workers = 0, SlotYield* yield = nullptr);
 
 /// Splits [offset, offset + length) of `fd` into pieces of at most `max_piece` bytes.
 void split_into_pieces(int fd, uint64_t offset, uint64_t length, uint64_t max_piece,
@@ -54,26 +58,45 @@ void split_into_pieces(int fd, uint64_t offset, uint64_t length, uint64_t max_pi
 
 /// @brief Page-aligned staging memory of fixed size, handed out as slots: the per-engine bound on
 /// bytes in flight. Thread-safe.
+/// Lets a pipeline give staging slots back while it runs, when others wait for them.
+class SlotYield {
+ public:
+  virtual ~SlotYield() = default;
+  /// Whether the run should give up one of its slots now (others are waiting and it holds more
+  /// than its share).
+  [[nodiscard]] virtual bool should_yield() const = 0;
+  /// Takes slot `slot` (an index into the run's slots) away from the run.
+  virtual void yield(size_t slot) = 0;
+};
+
+/// @brief The engine's staging memory: fixed slots shared by concurrent operations. The admission
+/// control of the engine: total staging (and so the bytes in flight) never exceeds the pool, an
+/// operation starts once one slot is free, and a running operation hands slots back while others
+/// wait until every operation holds an equal share (at least one).
 class StagingPool {
  public:
   StagingPool(uint64_t total_bytes, uint64_t slot_bytes);
 
-  /// Slots of one operation, returned to the pool on destruction.
-  class Lease {
+  /// Slots of one operation, returned to the pool on destruction (or earlier through yield()).
+  class Lease final : public SlotYield {
    public:
     Lease(StagingPool* pool, std::vector<size_t> ids);
     Lease(Lease&&) noexcept;
     Lease& operator=(Lease&&) = delete;
-    ~Lease();
+    ~Lease() override;
     [[nodiscard]] std::span<const std::span<std::byte>> slots() const { return spans_; }
+    [[nodiscard]] bool should_yield() const override;
+    void yield(size_t slot) override;
 
    private:
     StagingPool* pool_;
-    std::vector<size_t> ids_;
+    std::vector<size_t> ids_;                 // pool ids, by slot index; kGone once yielded
     std::vector<std::span<std::byte>> spans_;
+    size_t held_ = 0;
   };
 
-  /// Waits until at least one slot is free, then takes up to `want` slots.
+  /// Waits until at least one slot is free, then takes up to `want` slots, at most an equal share
+  /// among the operations running and waiting.
   [[nodiscard]] Lease acquire(size_t want);
   [[nodiscard]] uint64_t slot_bytes() const { return slot_bytes_; }
   [[nodiscard]] size_t slot_count() const { return buffers_.size(); }
@@ -81,13 +104,17 @@ class StagingPool {
   [[nodiscard]] std::vector<std::span<std::byte>> all_slots() const;
 
  private:
-  void give_back(const std::vector<size_t>& ids);
+  void give_back(const std::vector<size_t>& ids, bool lease_ends);
+  /// Slots one operation may hold now.
+  [[nodiscard]] size_t fair_share() const;
 
   uint64_t slot_bytes_;
   std::vector<AlignedBuffer> buffers_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable freed_;
   std::vector<size_t> free_;  // guarded by mu_
+  std::atomic<size_t> waiting_{0};
+  std::atomic<size_t> leases_{0};
 };
 
 }  // namespace kvtier

@@ -10,6 +10,9 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <thread>
+#include <atomic>
+#include <chrono>
 
 #include "common/posix.hpp"
 #include "test_util.hpp"
@@ -147,11 +150,53 @@ TEST(StagingPool, BoundsSlotsAndReturnsThemOnRelease) {
   {
     auto a = pool.acquire(3);
     EXPECT_EQ(a.slots().size(), 3u);
-    auto b = pool.acquire(3);
-    EXPECT_EQ(b.slots().size(), 1u);  // only one left: an operation never takes more than exists
+    auto b = pool.acquire(1);
+    EXPECT_EQ(b.slots().size(), 1u);  // the one left: an operation never takes more than exists
     for (auto s : a.slots()) EXPECT_EQ(reinterpret_cast<uintptr_t>(s.data()) % 4096, 0u);
   }
   EXPECT_EQ(pool.acquire(10).slots().size(), 4u);
+}
+
+TEST(StagingPool, RunningOperationsYieldDownToAnEqualShare) {
+  StagingPool pool(8 << 20, 1 << 20);
+  auto a = pool.acquire(100);
+  ASSERT_EQ(a.slots().size(), 8u);  // alone: everything
+  EXPECT_FALSE(a.should_yield());
+  std::atomic<size_t> b_slots{0};
+  std::thread b([&] {
+    auto lease = pool.acquire(100);
+    b_slots = lease.slots().size();
+  });
+  // a hands slots back one at a time (as its pieces finish) while b waits for its half.
+  size_t yielded = 0;
+  while (b_slots == 0) {
+    if (a.should_yield()) a.yield(yielded++);
+    std::this_thread::yield();
+  }
+  b.join();
+  EXPECT_EQ(yielded, 4u);
+  EXPECT_EQ(b_slots.load(), 4u);
+  EXPECT_FALSE(a.should_yield());  // nobody waits now
+}
+
+TEST(StagingPool, ManyOperationsEachGetAtLeastOneSlotAndNeverMoreThanExist) {
+  StagingPool pool(4 << 20, 1 << 20);
+  std::atomic<int> held{0}, most{0}, done{0};
+  std::vector<std::thread> ops;
+  for (int i = 0; i < 12; ++i) {
+    ops.emplace_back([&] {
+      auto lease = pool.acquire(4);
+      const int now = held += static_cast<int>(lease.slots().size());
+      for (int m = most; now > m && !most.compare_exchange_weak(m, now);) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      held -= static_cast<int>(lease.slots().size());
+      ++done;
+    });
+  }
+  for (auto& t : ops) t.join();
+  EXPECT_EQ(done.load(), 12);
+  EXPECT_LE(most.load(), 4);
 }
 
 TEST(IoEngines, UringAndPosixMoveTheSameBytes) {
