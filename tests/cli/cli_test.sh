@@ -92,6 +92,9 @@ if grep -q "| posix | 64 |" "$work/seed-out/table.md" && grep -q '"exact": true'
 else
   failed=$((failed + 1)); echo "FAIL: seed table lacks the sweep or a restore was not byte-exact"
 fi
+expect 0 "| posix | 2 |" "${seed[@]}" --tokens 600 --device host --concurrency 1,2 --host-load 1 \
+  --paths posix,dram --out "$work/conc-out"
+expect 2 "is not 1..64" "${seed[@]}" --tokens 600 --concurrency 0 --no-report
 expect 2 "expected posix, gds, dram or buffered" "${seed[@]}" --paths nvme --no-report
 expect 2 "is empty" "${seed[@]}" --tokens-min 900 --tokens-max 500 --no-report
 expect 2 "expected auto, cuda or host" "${seed[@]}" --tokens 500 --device cuda-ish --no-report

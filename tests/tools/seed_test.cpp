@@ -111,6 +111,35 @@ TEST(SeedSummary, RestoresServedFromACacheAreFlagged) {
   EXPECT_EQ(render_table(summarize(rows), Json::object(), {}).find("WARNING"), std::string::npos);
 }
 
+TEST(SeedConcurrency, AggregateTailAndLoadPerConfigurationAndLevel) {
+  auto round = [](uint64_t n, double seconds, std::vector<double> latencies, double load_bytes) {
+    return Json{{"config", "posix"}, {"concurrency", n}, {"phase", "concurrent"}, {"seconds", seconds},
+                {"kv_bytes", 8e9}, {"kv_bytes_restored", 8e9}, {"host_bytes_accounted", 16e9},
+                {"machine_core_seconds", 2.0 * static_cast<double>(n)}, {"latencies", latencies},
+                {"ceiling_seconds", seconds * 0.9}, {"load_bytes", load_bytes}, {"exact", true}};
+  };
+  std::vector<Json> rows = {round(4, 2, {1, 1, 1, 2}, 10e9), round(4, 4, {1, 1, 1, 1}, 30e9),
+                            round(1, 1, {1}, 5e9)};
+  Json s = summarize_concurrency(rows, 20.0);
+  ASSERT_EQ(s.size(), 2u);
+  const Json& four = s[0];
+  EXPECT_EQ(four["concurrency"], 4);
+  EXPECT_DOUBLE_EQ(four["aggregate_gbps"].get<double>(), 3.0);  // median of 4 and 2 GB/s
+  EXPECT_DOUBLE_EQ(four["ratio_to_ceiling"].get<double>(), 0.9);
+  EXPECT_EQ(four["restores"], 8u);
+  EXPECT_DOUBLE_EQ(four["p50_ms"].get<double>(), 1000);
+  EXPECT_NEAR(four["p99_ms"].get<double>(), 1930, 1e-9);  // 7 ones and a two: 99% of the way to it
+  EXPECT_DOUBLE_EQ(four["cpu_core_s_per_restore"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(four["host_bytes_per_kv_byte"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(four["load_gbps"].get<double>(), 6.25);  // median of 5 and 7.5 GB/s
+  EXPECT_DOUBLE_EQ(four["load_taken_gbps"].get<double>(), 13.75);
+  const std::string t = render_concurrency_table(s, Json::object(), {});
+  EXPECT_NE(t.find("| posix | 4 | 3.00 |"), std::string::npos) << t;
+  EXPECT_NE(t.find("20.0 -> 6.2"), std::string::npos) << t;
+  EXPECT_DOUBLE_EQ(quantile({}, 0.5), 0);
+  EXPECT_DOUBLE_EQ(quantile({3, 1, 2}, 0.5), 2);
+}
+
 TEST(SeedCsv, OneLinePerRequestWithTheUnionOfColumns) {
   testing::TempDir dir;
   const std::string path = (dir.path() / "x.csv").string();

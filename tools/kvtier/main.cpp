@@ -80,6 +80,12 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--dram-bytes", seed_flags.dram_bytes,
                         "seed: DRAM tier per rank for the dram configuration (auto: the working set, at most 60% "
                         "of available memory)");
+  bench_cmd->add_option("--concurrency", seed_flags.concurrency,
+                        "seed: restore N sessions at once per rank, for each N listed (e.g. 1,2,4,8,16), instead "
+                        "of the sequential repeat phase");
+  bench_cmd->add_option("--host-load", seed_flags.host_load,
+                        "seed --concurrency: threads of background memory copying, measured alone and during "
+                        "restores (0: none)");
   bench_cmd->add_option("--out", seed_flags.out, "seed: output directory (default kvtier-seed-<time>)");
   bool no_report = false;
   bench_cmd->add_flag("--no-report", no_report, "seed: skip the figures and report (seed_report.py)");

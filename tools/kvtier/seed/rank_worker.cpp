@@ -5,6 +5,7 @@
 #include <chrono>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -37,26 +38,27 @@ class Worker {
 
   Json handle(const Json& cmd) {
     const std::string op = cmd.value("op", "");
+    if (op.ends_with("_many")) return handle_many(op, cmd);
     if (op == "open") return open(cmd.value("path", "direct"), cmd.value("dram_bytes", uint64_t{0}));
-    if (op == "poison") return done(kv_->poison());
+    if (op == "poison") return done(single().poison());
     if (op == "drop") return engine_ ? done(engine_->drop_page_cache()) : Json{{"ok", true}};
     if (!engine_) return error({ErrorCode::kInvalidArgument, fmt::format("'{}' before 'open'", op)});
     const auto ids = synthetic::tokens(cmd.value("seed", uint64_t{0}), cmd.value("tokens", uint64_t{0}));
     if (op == "prefill_save") return prefill_save(ids);
     if (op == "restore") return restore(ids, ids.size());
     if (op == "warm") {  // first-use costs (CUDA, pinned staging, cuFile, the copy buffers) outside windows
-      if (auto c = kv_->copy_ceiling(0); !c) return error(c.error());
+      if (auto c = single().copy_ceiling(0); !c) return error(c.error());
       return restore(ids, std::min<size_t>(ids.size(), geometry_.chunk_tokens));
     }
     if (op == "check") {
-      auto bad = kv_->first_mismatch(ids);
+      auto bad = single().first_mismatch(ids);
       if (!bad) return error(bad.error());
       return Json{{"ok", true}, {"exact", *bad == ids.size()}, {"first_bad_token", *bad}};
     }
     if (op == "copy_ceiling") {  // the link a DRAM-tier restore of this session crosses
-      auto c = kv_->copy_ceiling(geometry_.bytes_for_tokens(ids.size()));
+      auto c = single().copy_ceiling(geometry_.bytes_for_tokens(ids.size()));
       if (!c) return error(c.error());
-      return Json{{"ok", true}, {"seconds", *c}, {"what", kv_->copy_ceiling_name()}};
+      return Json{{"ok", true}, {"seconds", *c}, {"what", single().copy_ceiling_name()}};
     }
     if (op == "ceiling") {
       auto c = engine_->measure_read_ceiling(ids);
@@ -88,10 +90,10 @@ class Worker {
 
   Json prefill_save(std::span<const Token> ids) {
     auto t0 = Clock::now();
-    if (Status st = kv_->prefill(ids); !st.ok()) return error(st);
+    if (Status st = single().prefill(ids); !st.ok()) return error(st);
     const double prefill_s = since(t0);
     t0 = Clock::now();
-    auto saved = engine_->save(ids, kv_->view());
+    auto saved = engine_->save(ids, single().view());
     if (!saved) return error(saved.error());
     return Json{{"ok", true}, {"prefill_seconds", prefill_s}, {"save_seconds", since(t0)},
                 {"chunks_written", saved->chunks_written}, {"bytes_written", saved->bytes_written},
@@ -104,7 +106,7 @@ class Worker {
     auto t0 = Clock::now();
     auto hit = engine_->lookup(ids.first(n));
     if (!hit) return error(hit.error());
-    auto r = engine_->restore(ids.first(n), kv_->view());
+    auto r = engine_->restore(ids.first(n), single().view());
     const double seconds = since(t0);
     if (!r) return error(r.error());
     const Stats after = engine_->stats();
@@ -123,9 +125,58 @@ class Worker {
                 {"fallback", after.io_fallback}};
   }
 
+  // Concurrent restores: session i of the list goes to cache i, on thread i.
+  Json handle_many(const std::string& op, const Json& cmd) {
+    if (!engine_ && op != "poison_many") return error({ErrorCode::kInvalidArgument, fmt::format("'{}' before 'open'", op)});
+    std::vector<std::vector<Token>> ids;
+    for (const Json& s : cmd.at("sessions")) ids.push_back(synthetic::tokens(s.value("seed", uint64_t{0}), s.value("tokens", uint64_t{0})));
+    while (caches_.size() < ids.size()) {
+      auto kv = caches_.empty() ? Result<std::unique_ptr<BenchKv>>(std::move(kv_))
+                                : BenchKv::create(geometry_, args_.max_tokens, args_.device, args_.gpu);
+      if (!kv) return error(kv.error());
+      caches_.push_back(std::move(*kv));
+    }
+    std::vector<Json> results(ids.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      threads.emplace_back([&, i] {
+        BenchKv& kv = *caches_[i];
+        if (op == "poison_many") {
+          results[i] = done(kv.poison());
+        } else if (op == "check_many") {
+          auto bad = kv.first_mismatch(ids[i]);
+          results[i] = bad ? Json{{"ok", true}, {"exact", *bad == ids[i].size()}} : error(bad.error());
+        } else if (op == "ceiling_many") {
+          auto c = engine_->measure_read_ceiling(ids[i]);
+          results[i] = c ? Json{{"ok", true}, {"seconds", c->seconds}} : error(c.error());
+        } else if (op == "restore_many") {
+          auto t0 = Clock::now();
+          auto r = engine_->restore(ids[i], kv.view());
+          const double seconds = since(t0);
+          results[i] = r ? Json{{"ok", true}, {"seconds", seconds}, {"tokens_restored", r->tokens_restored},
+                                {"kv_bytes", geometry_.bytes_for_tokens(r->tokens_restored)},
+                                {"bytes_read", r->bytes_read}, {"host_bytes", r->host_bytes}}
+                         : error(r.error());
+        } else {
+          results[i] = error({ErrorCode::kInvalidArgument, fmt::format("unknown op '{}'", op)});
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    Json out = {{"ok", true}, {"results", Json::array()}};
+    for (Json& r : results) {
+      if (!r.value("ok", false)) return r;
+      out["results"].push_back(std::move(r));
+    }
+    return out;
+  }
+
+  BenchKv& single() { return kv_ ? *kv_ : *caches_.front(); }
+
   RankArgs args_;
   KvGeometry geometry_;
   std::unique_ptr<BenchKv> kv_;
+  std::vector<std::unique_ptr<BenchKv>> caches_;
   std::unique_ptr<Engine> engine_;
 };
 

@@ -24,6 +24,7 @@
 #include "metrics/counters.hpp"
 #include "metrics/memory_traffic.hpp"
 #include "metrics/pcie.hpp"
+#include "host_load.hpp"
 #include "rank_channel.hpp"
 #include "seed_table.hpp"
 #include "workload.hpp"
@@ -190,21 +191,29 @@ class SeedRun {
 #ifndef NDEBUG
     std::printf("WARNING: debug build: figures are not representative\n");
 #endif
-    for (uint32_t chunk : chunks) {
-      const bool main = chunk == chunks.front();
-      KVTIER_TRY(run_chunk(chunk, main ? split_list(flags_.paths) : split_list(flags_.sweep_paths), main));
+    if (!flags_.concurrency.empty()) {
+      out_["mode"] = "concurrency";
+      KVTIER_TRY(run_concurrency());
+    } else {
+      for (uint32_t chunk : chunks) {
+        const bool main = chunk == chunks.front();
+        KVTIER_TRY(run_chunk(chunk, main ? split_list(flags_.paths) : split_list(flags_.sweep_paths), main));
+      }
     }
     out_["machine"] = machine_;
     out_["cufile"] = gds_notes_;
     out_["fallbacks"] = fallbacks_;
     out_["link_ceiling"] = ceiling_names_;
     out_["requests"] = rows_;
-    Json summary = summarize(rows_);
+    const bool concurrent = !flags_.concurrency.empty();
+    Json summary = concurrent ? summarize_concurrency(rows_, load_alone_gbps_) : summarize(rows_);
     out_["summary"] = summary;
+    if (concurrent) out_["host_load"] = {{"threads", flags_.host_load}, {"alone_gbps", load_alone_gbps_}};
     const std::string json_path = (fs::path(flags_.out) / "seed.json").string();
     std::ofstream(json_path) << out_.dump(2) << "\n";
     write_csv(rows_, (fs::path(flags_.out) / "seed.csv").string());
-    const std::string table = render_table(summary, machine_["samplers"], gds_notes_);
+    const std::string table = concurrent ? render_concurrency_table(summary, machine_["samplers"], gds_notes_)
+                                         : render_table(summary, machine_["samplers"], gds_notes_);
     std::ofstream(fs::path(flags_.out) / "table.md") << table;
     std::printf("\n%s\n", table.c_str());
     std::printf("results: %s (seed.json, seed.csv, table.md)\n", flags_.out.c_str());
@@ -311,6 +320,140 @@ class SeedRun {
     for (auto& r : ranks) (void)r->send(Json{{"op", "quit"}});
     ranks.clear();
     if (!flags_.keep) fs::remove_all(root);
+    return {};
+  }
+
+  // N sessions restored at once per rank (N threads each), per path and N; the drive's ceiling
+  // for the same N sessions read raw at once, next to each round.
+  Status run_concurrency() {
+    std::vector<uint64_t> levels;
+    for (const auto& c : split_list(flags_.concurrency)) {
+      const unsigned long n = std::strtoul(c.c_str(), nullptr, 10);
+      KVTIER_EXPECTS(n >= 1 && n <= 64, fmt::format("--concurrency: '{}' is not 1..64", c));
+      levels.push_back(n);
+    }
+    const uint64_t most = *std::max_element(levels.begin(), levels.end());
+    if (sessions_.size() < most) {
+      KVTIER_ASSIGN_OR_RETURN(sessions_, make_sessions(WorkloadSpec{most, flags_.tokens_min, flags_.tokens_max,
+                                                                    flags_.seed}));
+    }
+    const uint32_t chunk = store_.chunk_tokens;
+    const std::string root = (fs::path(store_.root) / "seed-concurrency").string();
+    if (fs::exists(root) && !flags_.keep) fs::remove_all(root);
+    KVTIER_ASSIGN_OR_RETURN(auto ranks, start_ranks(root, chunk));
+    std::vector<pid_t> pids;
+    std::vector<std::string> buses;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      pids.push_back(ranks[r]->pid());
+      buses.push_back(hello_[r].value("pci_bus_id", ""));
+    }
+    fs::create_directories(root);
+    auto device = metrics::block_device_of(root);
+    Samplers samplers(device.value_or(""), pids);
+    samplers.start_pcie(buses);
+    const bool gpu = !buses.front().empty();
+    describe_machine(samplers, device);
+    std::printf("\n== concurrency %s: %zu sessions x %u ranks, %s; store %s\n", flags_.concurrency.c_str(),
+                sessions_.size(), flags_.ranks, hello_.front().value("device", "").c_str(), root.c_str());
+    KVTIER_TRY(open_all(ranks, "posix", 0));
+    KVTIER_TRY(phase(ranks, samplers, "unique", "posix", chunk, "prefill_save"));
+    std::unique_ptr<HostLoad> load;
+    if (flags_.host_load > 0) {
+      load = std::make_unique<HostLoad>(flags_.host_load, uint64_t{512} << 20);
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // buffers allocated and touched
+      const uint64_t b0 = load->bytes();
+      const double t0 = metrics::steady_seconds();
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      load_alone_gbps_ = static_cast<double>(load->bytes() - b0) / (metrics::steady_seconds() - t0) / 1e9;
+      std::printf("-- host load: %u threads copying, %.2f GB/s alone (read + write)\n", flags_.host_load,
+                  load_alone_gbps_);
+    }
+    for (const std::string& path : split_list(flags_.paths)) {
+      if (path == "gds" && !gpu) {
+        std::printf("-- gds: skipped (KV in host memory)\n");
+        continue;
+      }
+      uint64_t dram = 0;
+      if (path == "dram") {
+        KVTIER_ASSIGN_OR_RETURN(dram, dram_bytes_per_rank());
+      }
+      KVTIER_TRY(open_all(ranks, path, dram));
+      if (path == "dram") KVTIER_TRY(phase(ranks, samplers, "unique", path, chunk, "prefill_save"));
+      KVTIER_TRY(status_of(
+          broadcast(ranks, Json{{"op", "warm"}, {"seed", sessions_[0].seed}, {"tokens", sessions_[0].tokens}})));
+      for (uint64_t n : levels) KVTIER_TRY(concurrent_rounds(ranks, samplers, path, n, load.get()));
+    }
+    for (auto& r : ranks) (void)r->send(Json{{"op", "quit"}});
+    ranks.clear();
+    machine_["samplers"] = samplers.describe();
+    if (!flags_.keep) fs::remove_all(root);
+    return {};
+  }
+
+  Status concurrent_rounds(std::vector<std::unique_ptr<RankChannel>>& ranks, Samplers& samplers,
+                           const std::string& path, uint64_t n, const HostLoad* load) {
+    // At least 16 restores per level for the p99, at least two rounds for the aggregate.
+    const uint64_t rounds = std::max<uint64_t>(2, (16 + n - 1) / n);
+    const bool ceiling_here = path == "posix" || path == "gds";
+    const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
+    cli::Progress progress(fmt::format("concurrency {} ({})", n, path));
+    for (uint64_t round = 0; round < rounds; ++round) {
+      Json list = Json::array();
+      uint64_t kv_bytes = 0;
+      for (uint64_t k = 0; k < n; ++k) {
+        const SessionSpec& s = sessions_[(round * n + k) % sessions_.size()];
+        list.push_back({{"seed", s.seed}, {"tokens", s.tokens}});
+        kv_bytes += session_kv_bytes(s);
+      }
+      auto many = [&](const char* op) { return Json{{"op", op}, {"sessions", list}}; };
+      KVTIER_TRY(status_of(broadcast(ranks, many("poison_many"))));
+      std::optional<double> ceiling;
+      auto measure_ceiling = [&]() -> Status {
+        KVTIER_TRY(dropper_.drop(ranks));
+        KVTIER_ASSIGN_OR_RETURN(Window c, window(ranks, samplers, many("ceiling_many")));
+        ceiling = c.t1 - c.t0;
+        return {};
+      };
+      if (ceiling_here && round % 2 == 0) KVTIER_TRY(measure_ceiling());
+      KVTIER_TRY(dropper_.drop(ranks));
+      const uint64_t load0 = load != nullptr ? load->bytes() : 0;
+      KVTIER_ASSIGN_OR_RETURN(Window w, window(ranks, samplers, many("restore_many")));
+      const uint64_t load1 = load != nullptr ? load->bytes() : 0;
+      if (ceiling_here && round % 2 == 1) KVTIER_TRY(measure_ceiling());
+      Json row = {{"config", path}, {"concurrency", n}, {"phase", "concurrent"}, {"request", round},
+                  {"chunk_tokens", store_.chunk_tokens}, {"kv_bytes", kv_bytes}, {"seconds", w.t1 - w.t0}};
+      // A TP request is done when its last rank is: a session's latency is its slowest rank's.
+      std::vector<double> latency(n, 0);
+      uint64_t restored = 0, host = 0;
+      for (const Json& reply : w.replies) {
+        for (uint64_t k = 0; k < n; ++k) {
+          const Json& r = reply["results"][k];
+          latency[k] = std::max(latency[k], r["seconds"].get<double>());
+          restored += r["kv_bytes"].get<uint64_t>();
+          host += r["host_bytes"].get<uint64_t>();
+        }
+      }
+      row["latencies"] = latency;
+      row["kv_bytes_restored"] = restored;
+      row["host_bytes_accounted"] = host;
+      row["disk_read_bytes"] = static_cast<double>(w.after.disk.bytes_read() - w.before.disk.bytes_read());
+      row["machine_core_seconds"] = static_cast<double>(w.after.cpu.busy - w.before.cpu.busy) / tick;
+      row["kvtier_core_seconds"] = static_cast<double>(w.after.kvtier_ticks - w.before.kvtier_ticks) / tick;
+      if (w.before.dram_bytes && w.after.dram_bytes) row["host_bytes_measured"] = *w.after.dram_bytes - *w.before.dram_bytes;
+      if (load != nullptr) row["load_bytes"] = load1 - load0;
+      samplers.settle();
+      if (auto p = samplers.pcie_bytes(w.t0, w.t1)) row["pcie_rx_bytes"] = *p;
+      if (ceiling) row["ceiling_seconds"] = *ceiling;
+      KVTIER_ASSIGN_OR_RETURN(auto checks, broadcast(ranks, many("check_many")));
+      bool exact = restored == kv_bytes;
+      for (const Json& c : checks) {
+        for (const Json& r : c["results"]) exact = exact && r["exact"].get<bool>();
+      }
+      row["exact"] = exact;
+      rows_.push_back(std::move(row));
+      progress.update(round + 1, rounds);
+    }
+    progress.finish();
     return {};
   }
 
@@ -482,6 +625,7 @@ class SeedRun {
   std::vector<Json> rows_;
   std::map<std::string, std::string> gds_notes_, fallbacks_, ceiling_names_;
   CacheDropper dropper_;
+  double load_alone_gbps_ = 0;
   Json machine_;
   Json out_;
 };

@@ -29,6 +29,8 @@ struct SeedFlags {
   std::string out;                    // output directory
   bool keep = false;
   bool report = true;                 // run seed_report.py for figures and report.md
+  std::string concurrency;            // e.g. "1,2,4,8,16": the concurrency workload instead
+  unsigned host_load = 0;             // threads of background memory load (0: none)
 };
 
 /// `self` is the kvtier executable (started again for each rank).

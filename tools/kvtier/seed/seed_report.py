@@ -55,9 +55,66 @@ def bar_figure(path, rows, key, title, subtitle, unit, cufile, fmt="{:.2f}", ext
     plt.close(fig)
 
 
+def line_figure(path, summary, key, title, ylabel, note, hline=None, hlabel=None):
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    for config in sorted({s["config"] for s in summary}):
+        pts = sorted((s["concurrency"], s.get(key)) for s in summary if s["config"] == config and s.get(key) is not None)
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=config)
+    if hline:
+        ax.axhline(hline, color="#888888", linestyle="--", label=hlabel)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("sessions restored at once per rank (N)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, loc="left", fontsize=11, fontweight="bold")
+    ax.legend(fontsize=8)
+    fig.text(0.01, 0.01, note, fontsize=7, color="#555555")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def concurrency_report(run, data):
+    summary = data["summary"]
+    machine = data.get("machine", {})
+    load = data.get("host_load", {})
+    names = []
+    line_figure(run / "fig_c1_aggregate.png", summary, "aggregate_gbps", "Aggregate restore throughput",
+                "GB/s (KV bytes, all ranks)", "Dashed lines would be the drive's raw O_DIRECT ceiling per N: see "
+                "the table's CEILING column.")
+    names.append("fig_c1_aggregate.png")
+    line_figure(run / "fig_c2_tail.png", summary, "p99_over_p50", "Tail latency: p99 / p50 of session restore time",
+                "p99 / p50", "A session's latency is its slowest rank's. Target: <= 1.5 at N = 8.", 1.5, "target 1.5")
+    names.append("fig_c2_tail.png")
+    if load.get("threads", 0) > 0:
+        line_figure(run / "fig_c3_host_load.png", summary, "load_gbps",
+                    "Host memory bandwidth left to a background load", "GB/s copied by the load (read + write)",
+                    f"{load['threads']} copy threads; alone they move {load['alone_gbps']:.1f} GB/s.",
+                    load["alone_gbps"], "load alone")
+        names.append("fig_c3_host_load.png")
+    lines = ["# kvtier concurrency evaluation", "", f"Command: `{data.get('command', '')}`", "", "## Machine", ""]
+    for k in ("kernel", "cpu", "cores", "memory_gib", "store_device", "rank_devices", "page_cache"):
+        lines.append(f"- {k.replace('_', ' ')}: {machine.get(k)}")
+    for k, v in machine.get("samplers", {}).items():
+        lines.append(f"- sampler {k.replace('_', ' ')}: {v}")
+    for k, v in data.get("cufile", {}).items():
+        lines.append(f"- cuFile ({k}): {v}")
+    w = data["workload"]
+    lines += ["", "## Workload", "",
+              f"{len(w.get('session_tokens', []))} sessions of {w['tokens_min']:,}-{w['tokens_max']:,} tokens of "
+              f"{w['model']} at TP {w['ranks']}; per configuration and N, rounds of N sessions restored at once by "
+              "each rank process (N threads, N paged caches), page cache dropped before each round, every byte "
+              "checked after.", "", "## Results", "", (run / "table.md").read_text(), ""]
+    lines += [f"![{n}]({n})" for n in names]
+    (run / "report.md").write_text("\n".join(lines) + "\n")
+    print(f"report: {run / 'report.md'} and {len(names)} figures")
+
+
 def main():
     run = Path(sys.argv[1])
     data = json.loads((run / "seed.json").read_text())
+    if data.get("mode") == "concurrency":
+        return concurrency_report(run, data)
     summary = data["summary"]
     cufile = data.get("cufile", {})
     machine = data.get("machine", {})

@@ -3,6 +3,7 @@
 #include "seed_table.hpp"
 
 #include <cctype>
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -199,6 +200,114 @@ std::string render_table(const Json& summary, const Json& samplers, const std::m
                        s["config"].get<std::string>(), s["chunk_tokens"].get<int>(), ratio);
     }
   }
+  return t;
+}
+
+double quantile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double at = std::clamp(p, 0.0, 1.0) * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(at);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (at - static_cast<double>(lo));
+}
+
+Json summarize_concurrency(const std::vector<Json>& rows, double load_alone_gbps) {
+  std::vector<std::pair<std::string, std::vector<const Json*>>> groups;
+  for (const Json& r : rows) {
+    if (r.value("phase", "") != "concurrent") continue;
+    const std::string key = fmt::format("{}|{}", r.value("config", ""), r.value("concurrency", 0));
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& e) { return e.first == key; });
+    if (g == groups.end()) groups.push_back({key, {&r}});
+    else g->second.push_back(&r);
+  }
+  Json out = Json::array();
+  for (const auto& [key, members] : groups) {
+    const Json& first = *members.front();
+    const double n = first.value("concurrency", 1.0);
+    Json s = {{"config", first.value("config", "")}, {"concurrency", first.value("concurrency", 0)},
+              {"rounds", members.size()}};
+    put(s, "aggregate_gbps", median_of(members, rate("kv_bytes")), 1e-9);
+    put(s, "ceiling_gbps", median_of(members, [](const Json& r) -> std::optional<double> {
+          auto k = field(r, "kv_bytes");
+          auto c = field(r, "ceiling_seconds");
+          if (!k || !c || *c <= 0) return std::nullopt;
+          return *k / *c;
+        }), 1e-9);
+    put(s, "ratio_to_ceiling", median_of(members, [](const Json& r) -> std::optional<double> {
+          auto c = field(r, "ceiling_seconds");
+          auto t = field(r, "seconds");
+          if (!c || !t || *t <= 0) return std::nullopt;
+          return *c / *t;
+        }));
+    std::vector<double> latencies;
+    for (const Json* r : members) {
+      for (const Json& l : r->value("latencies", Json::array())) latencies.push_back(l.get<double>());
+    }
+    const double p50 = quantile(latencies, 0.5), p99 = quantile(latencies, 0.99);
+    s["restores"] = latencies.size();
+    s["p50_ms"] = p50 * 1e3;
+    s["p99_ms"] = p99 * 1e3;
+    s["p99_over_p50"] = p50 > 0 ? p99 / p50 : 0;
+    put(s, "cpu_core_s_per_restore", median_of(members, [n](const Json& r) -> std::optional<double> {
+          auto c = field(r, "machine_core_seconds");
+          return c ? std::optional<double>(*c / n) : std::nullopt;
+        }));
+    put(s, "cpu_cores_busy", median_of(members, rate("machine_core_seconds")));
+    put(s, "host_bytes_per_kv_byte", median_of(members, [](const Json& r) -> std::optional<double> {
+          auto h = field(r, "host_bytes_accounted");
+          auto k = field(r, "kv_bytes_restored");
+          if (!h || !k || *k <= 0) return std::nullopt;
+          return *h / *k;
+        }));
+    put(s, "dram_accounted_gbps", median_of(members, rate("host_bytes_accounted")), 1e-9);
+    put(s, "dram_measured_gbps", median_of(members, rate("host_bytes_measured")), 1e-9);
+    put(s, "pcie_rx_gbps", median_of(members, rate("pcie_rx_bytes")), 1e-9);
+    put(s, "load_gbps", median_of(members, rate("load_bytes")), 1e-9);
+    if (load_alone_gbps > 0 && s["load_gbps"].is_number()) {
+      s["load_alone_gbps"] = load_alone_gbps;
+      s["load_taken_gbps"] = load_alone_gbps - s["load_gbps"].get<double>();
+    }
+    uint64_t exact = 0;
+    for (const Json* r : members) exact += r->value("exact", false) ? 1 : 0;
+    s["byte_exact_rounds"] = exact;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string render_concurrency_table(const Json& summary, const Json& samplers,
+                                     const std::map<std::string, std::string>& cufile) {
+  const bool measured = samplers.value("dram_measured", false);
+  std::string t = "Concurrent restores: N sessions at once per rank (medians over rounds; latency quantiles over "
+                  "every restore)\n\n";
+  t += fmt::format("| CONFIGURATION | N | AGGREGATE GB/s | CEILING GB/s | RATIO | p50 | p99 | p99/p50 | CPU / RESTORE | "
+                   "DRAM BW ({}) | HOST B / KV B | LOAD GB/s (alone -> during) | BYTE-EXACT |\n",
+                   measured ? "measured" : "accounted");
+  t += "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const Json& s : summary) {
+    std::string name = s["config"].get<std::string>();
+    if (name == "gds") {
+      auto it = cufile.find("gds");
+      if (it != cufile.end() && it->second.find("compat") != std::string::npos) name = "gds (cuFile compat mode)";
+    }
+    const std::string load = s.contains("load_alone_gbps")
+                                 ? fmt::format("{:.1f} -> {:.1f}", s["load_alone_gbps"].get<double>(),
+                                               s["load_gbps"].get<double>())
+                                 : std::string("no load");
+    t += fmt::format("| {} | {} | {} | {} | {} | {} ms | {} ms | {:.2f} | {} core-s | {} GB/s | {} | {} | {}/{} |\n",
+                     name, s["concurrency"].get<int>(), cell(s, "aggregate_gbps", "{:.2f}"),
+                     cell(s, "ceiling_gbps", "{:.2f}"), cell(s, "ratio_to_ceiling", "{:.2f}x"),
+                     thousands(cell(s, "p50_ms", "{:.0f}")), thousands(cell(s, "p99_ms", "{:.0f}")),
+                     s["p99_over_p50"].get<double>(), cell(s, "cpu_core_s_per_restore", "{:.2f}"),
+                     cell(s, measured ? "dram_measured_gbps" : "dram_accounted_gbps", "{:.2f}"),
+                     cell(s, "host_bytes_per_kv_byte", "{:.4f}"), load, s["byte_exact_rounds"].get<uint64_t>(),
+                     s["rounds"].get<uint64_t>());
+  }
+  t += "\nAGGREGATE: KV bytes of all N sessions (both ranks) over the round's window. CEILING: the same N sessions "
+       "read raw with O_DIRECT at once, next to each round (posix and gds only). Latency: a session's slowest rank. "
+       "LOAD: a background memory-copy load (read + write bytes) alone and during the restore windows.\n";
+  for (const auto& [config, note] : cufile) t += fmt::format("cuFile ({}): {}\n", config, note);
   return t;
 }
 

@@ -21,6 +21,19 @@ namespace kvtier::seed {
 [[nodiscard]] std::string render_table(const nlohmann::ordered_json& summary, const nlohmann::ordered_json& samplers,
                                        const std::map<std::string, std::string>& cufile);
 
+/// Per (config, concurrency N): aggregate restore GB/s (all sessions of a round over its window),
+/// the drive's ceiling for the same sessions read raw at once, p50 and p99 session latency over every
+/// restore of that level, CPU per restore, accounted host bytes, and the background load's bandwidth
+/// during the windows against `load_alone_gbps` (0: no load ran).
+[[nodiscard]] nlohmann::ordered_json summarize_concurrency(const std::vector<nlohmann::ordered_json>& rows,
+                                                           double load_alone_gbps);
+[[nodiscard]] std::string render_concurrency_table(const nlohmann::ordered_json& summary,
+                                                   const nlohmann::ordered_json& samplers,
+                                                   const std::map<std::string, std::string>& cufile);
+
+/// The p-quantile (0..1) of `values`, interpolating between neighbours; 0 for none.
+[[nodiscard]] double quantile(std::vector<double> values, double p);
+
 /// One line per request; columns are the union of the rows' keys, in first-seen order.
 void write_csv(const std::vector<nlohmann::ordered_json>& rows, const std::string& path);
 
