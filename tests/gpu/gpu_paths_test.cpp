@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "paged_reference.hpp"
 #include "synthetic.hpp"
@@ -212,6 +213,77 @@ TEST_F(GpuPathTest, DramTierHitRestoresIntoGpuByteExact) {
   testing::HostKv back(g_, n);
   dst.download(back.span());
   EXPECT_EQ(synthetic::first_mismatch(g_, tokens, back.span(), n), n);
+}
+
+// Restores from one engine on many threads at once, each into its own paged cache on the GPU, over
+// the DRAM tier and over O_DIRECT (the seed benchmark's concurrency workload does this).
+TEST_F(GpuPathTest, ConcurrentRestoresIntoSeparatePagedCachesAreByteExact) {
+  SKIP_WITHOUT_GPU();
+  for (uint64_t dram : {uint64_t{0}, uint64_t{256} << 20}) {
+    SCOPED_TRACE(dram > 0 ? "dram" : "direct");
+    testing::TempDir dir;
+    Options o = testing::small_options(dir.str(), g_);
+    constexpr int kThreads = 8;
+    const uint64_t n = 2048;  // whole chunks only
+    std::vector<std::vector<Token>> sessions;
+    std::vector<std::unique_ptr<GpuBuffer>> sources;
+    {  // saved by an engine without a tier, as the benchmark's unique phase does
+      auto first = Engine::open(o);
+      ASSERT_OK(first);
+      for (int i = 0; i < kThreads; ++i) {
+        sessions.push_back(synthetic::tokens(500 + i, n));
+        testing::HostKv host(g_, n);
+        synthetic::fill_kv(g_, sessions.back(), host.span(), n);
+        sources.push_back(std::make_unique<GpuBuffer>(host.bytes));
+        sources.back()->upload(host.span());
+        ASSERT_OK((*first)->save(sessions.back(), ChunkedKv{sources.back()->view(), n}));
+      }
+    }
+    o.dram_bytes = dram;
+    auto e = Engine::open(o);
+    ASSERT_OK(e);
+    for (int i = 0; i < kThreads && dram > 0; ++i) {  // saved again: the tier fills from GPU memory
+      ASSERT_OK((*e)->save(sessions[i], ChunkedKv{sources[i]->view(), n}));
+    }
+    std::vector<std::unique_ptr<testing::PagedHost>> refs;
+    std::vector<std::vector<std::unique_ptr<GpuBuffer>>> layers(kThreads);
+    std::vector<PagedKv> views;
+    std::vector<std::vector<int32_t>> tables;
+    for (int i = 0; i < kThreads; ++i) {
+      refs.push_back(std::make_unique<testing::PagedHost>(g_, 160, 16, PagedLayout::kKvFirst));
+      tables.push_back(testing::shuffled_blocks(n, 16, 160, testing::test_seed() + i));
+    }
+    for (int i = 0; i < kThreads; ++i) {
+      PagedKv v = refs[i]->view;
+      v.block_table = tables[i];
+      v.layers.clear();
+      for (uint32_t l = 0; l < g_.layers; ++l) {
+        layers[i].push_back(std::make_unique<GpuBuffer>(refs[i]->layer_bytes));
+        v.layers.push_back(layers[i].back()->view());
+      }
+      views.push_back(v);
+    }
+    std::vector<std::thread> threads;
+    std::vector<uint64_t> got(kThreads, 0);
+    for (int i = 0; i < kThreads; ++i) {
+      threads.emplace_back([&, i] {
+        auto r = (*e)->restore(sessions[i], views[i]);
+        got[i] = r ? r->tokens_restored : 0;
+      });
+    }
+    for (auto& t : threads) t.join();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    for (int i = 0; i < kThreads; ++i) {
+      EXPECT_EQ(got[i], n) << i;
+      for (uint32_t l = 0; l < g_.layers; ++l) layers[i][l]->download(refs[i]->layers[l]);
+      testing::HostKv back(g_, n);
+      testing::move_all(g_, *refs[i], tables[i], back.data.get(), n, n, /*to_paged=*/false);
+      EXPECT_EQ(synthetic::first_mismatch(g_, sessions[i], back.span(), n), n) << i;
+    }
+    if (dram > 0) {
+      EXPECT_EQ((*e)->stats().dram_hits, uint64_t{kThreads} * (n / 64));
+    }
+  }
 }
 
 // GPUDirect Storage through the real cuFile. KVTIER_TEST_EXPECT_GDS says what this machine should
