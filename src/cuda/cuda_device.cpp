@@ -80,21 +80,39 @@ class CudaTransfer final : public DeviceTransfer {
     if (t->params_.capacity_tokens >= (uint64_t{1} << 31)) {
       return fail(ErrorCode::kNotSupported, "GPU KV paths take targets of fewer than 2^31 tokens");
     }
-    KVTIER_ASSIGN_OR_RETURN(t->sums_, DeviceBuffer::allocate(std::max<size_t>(records, 1) * 8));
-    KVTIER_TRY(cuda_status(cudaMemset(t->sums_.get(), 0, std::max<size_t>(records, 1) * 8), "cudaMemset"));
-    t->records_ = records;
-    if (!target.layer_base.empty()) {
-      KVTIER_ASSIGN_OR_RETURN(t->layer_base_, DeviceBuffer::allocate(target.layer_base.size() * sizeof(uint8_t*)));
-      KVTIER_TRY(cuda_status(cudaMemcpy(t->layer_base_.get(), target.layer_base.data(),
-                                        target.layer_base.size() * sizeof(uint8_t*), cudaMemcpyHostToDevice),
-                             "copying layer pointers"));
-      KVTIER_ASSIGN_OR_RETURN(t->block_table_, DeviceBuffer::allocate(target.block_table.size() * sizeof(int32_t)));
-      KVTIER_TRY(cuda_status(cudaMemcpy(t->block_table_.get(), target.block_table.data(),
-                                        target.block_table.size() * sizeof(int32_t), cudaMemcpyHostToDevice),
-                             "copying the block table"));
-      t->params_.layer_base = t->layer_base_.get<uint8_t*>();
-      t->params_.block_table = t->block_table_.get<int32_t>();
-    }
+    // Every slot's stream is non-blocking, so nothing orders them after work on the legacy default
+    // stream: a plain cudaMemcpy from pageable memory may return before its DMA lands, and a kernel
+    // on a slot stream would then read half-written layer pointers (seen under 8 concurrent
+    // restores: illegal address). Set up on a stream of our own and wait for it.
+    cudaStream_t setup = nullptr;
+    KVTIER_TRY(cuda_status(cudaStreamCreateWithFlags(&setup, cudaStreamNonBlocking), "cudaStreamCreate"));
+    auto setup_done = [&](Status st) {
+      if (st.ok()) st = cuda_status(cudaStreamSynchronize(setup), "setting up a transfer");
+      cudaStreamDestroy(setup);
+      return st;
+    };
+    Status st = [&]() -> Status {
+      KVTIER_ASSIGN_OR_RETURN(t->sums_, DeviceBuffer::allocate(std::max<size_t>(records, 1) * 8));
+      KVTIER_TRY(cuda_status(cudaMemsetAsync(t->sums_.get(), 0, std::max<size_t>(records, 1) * 8, setup),
+                             "cudaMemsetAsync"));
+      t->records_ = records;
+      if (!target.layer_base.empty()) {
+        KVTIER_ASSIGN_OR_RETURN(t->layer_base_, DeviceBuffer::allocate(target.layer_base.size() * sizeof(uint8_t*)));
+        KVTIER_TRY(cuda_status(cudaMemcpyAsync(t->layer_base_.get(), target.layer_base.data(),
+                                               target.layer_base.size() * sizeof(uint8_t*), cudaMemcpyHostToDevice,
+                                               setup),
+                               "copying layer pointers"));
+        KVTIER_ASSIGN_OR_RETURN(t->block_table_, DeviceBuffer::allocate(target.block_table.size() * sizeof(int32_t)));
+        KVTIER_TRY(cuda_status(cudaMemcpyAsync(t->block_table_.get(), target.block_table.data(),
+                                               target.block_table.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                               setup),
+                               "copying the block table"));
+        t->params_.layer_base = t->layer_base_.get<uint8_t*>();
+        t->params_.block_table = t->block_table_.get<int32_t>();
+      }
+      return {};
+    }();
+    KVTIER_TRY(setup_done(st));
     t->slots_.resize(slots);
     for (SlotResources& s : t->slots_) {
       KVTIER_TRY(cuda_status(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate"));
