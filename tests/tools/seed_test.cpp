@@ -115,7 +115,8 @@ TEST(SeedConcurrency, AggregateTailAndLoadPerConfigurationAndLevel) {
   auto round = [](uint64_t n, double seconds, std::vector<double> latencies, double load_bytes) {
     return Json{{"config", "posix"}, {"concurrency", n}, {"phase", "concurrent"}, {"seconds", seconds},
                 {"kv_bytes", 8e9}, {"kv_bytes_restored", 8e9}, {"host_bytes_accounted", 16e9},
-                {"machine_core_seconds", 2.0 * static_cast<double>(n)}, {"latencies", latencies},
+                {"machine_core_seconds", 2.0 * static_cast<double>(n)}, {"kvtier_core_seconds", 1.0 * static_cast<double>(n)},
+                {"latencies", latencies},
                 {"ceiling_seconds", seconds * 0.9}, {"load_bytes", load_bytes}, {"exact", true}};
   };
   std::vector<Json> rows = {round(4, 2, {1, 1, 1, 2}, 10e9), round(4, 4, {1, 1, 1, 1}, 30e9),
@@ -130,11 +131,13 @@ TEST(SeedConcurrency, AggregateTailAndLoadPerConfigurationAndLevel) {
   EXPECT_DOUBLE_EQ(four["p50_ms"].get<double>(), 1000);
   EXPECT_NEAR(four["p99_ms"].get<double>(), 1930, 1e-9);  // 7 ones and a two: 99% of the way to it
   EXPECT_DOUBLE_EQ(four["cpu_core_s_per_restore"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(four["kvtier_core_s_per_restore"].get<double>(), 1.0);
   EXPECT_DOUBLE_EQ(four["host_bytes_per_kv_byte"].get<double>(), 2.0);
   EXPECT_DOUBLE_EQ(four["load_gbps"].get<double>(), 6.25);  // median of 5 and 7.5 GB/s
   EXPECT_DOUBLE_EQ(four["load_taken_gbps"].get<double>(), 13.75);
   const std::string t = render_concurrency_table(s, Json::object(), {});
   EXPECT_NE(t.find("| posix | 4 | 3.00 |"), std::string::npos) << t;
+  EXPECT_NE(t.find("| 1.00 core-s |"), std::string::npos) << t;
   EXPECT_NE(t.find("20.0 -> 6.2"), std::string::npos) << t;
   EXPECT_DOUBLE_EQ(quantile({}, 0.5), 0);
   EXPECT_DOUBLE_EQ(quantile({3, 1, 2}, 0.5), 2);

@@ -137,6 +137,7 @@ class Worker {
       caches_.push_back(std::move(*kv));
     }
     std::vector<Json> results(ids.size());
+    const uint64_t gds_before = engine_ ? engine_->stats().gds_restores : 0;
     std::vector<std::thread> threads;
     for (size_t i = 0; i < ids.size(); ++i) {
       threads.emplace_back([&, i] {
@@ -163,7 +164,8 @@ class Worker {
       });
     }
     for (auto& t : threads) t.join();
-    Json out = {{"ok", true}, {"results", Json::array()}};
+    Json out = {{"ok", true}, {"results", Json::array()},
+                {"gds_restores", engine_ ? engine_->stats().gds_restores - gds_before : 0}};
     for (Json& r : results) {
       if (!r.value("ok", false)) return r;
       out["results"].push_back(std::move(r));

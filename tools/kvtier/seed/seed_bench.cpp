@@ -91,7 +91,7 @@ class Samplers {
     if (auto t = read_file("/proc/stat")) {
       if (auto c = metrics::parse_proc_stat(*t)) e.cpu = *c;
     }
-    e.kvtier_ticks = ticks_of("self");
+    // The rank processes do kvtier's work; this one only samples (and may run the host load).
     for (pid_t p : pids_) e.kvtier_ticks += ticks_of(std::to_string(p));
     if (memory_) {
       if (auto b = memory_->bytes()) e.dram_bytes = *b;
@@ -425,7 +425,9 @@ class SeedRun {
       // A TP request is done when its last rank is: a session's latency is its slowest rank's.
       std::vector<double> latency(n, 0);
       uint64_t restored = 0, host = 0;
+      bool via_cufile = true;
       for (const Json& reply : w.replies) {
+        via_cufile = via_cufile && reply.value("gds_restores", uint64_t{0}) >= n;
         for (uint64_t k = 0; k < n; ++k) {
           const Json& r = reply["results"][k];
           latency[k] = std::max(latency[k], r["seconds"].get<double>());
@@ -434,6 +436,7 @@ class SeedRun {
         }
       }
       row["latencies"] = latency;
+      row["via_cufile"] = via_cufile;
       row["kv_bytes_restored"] = restored;
       row["host_bytes_accounted"] = host;
       row["disk_read_bytes"] = static_cast<double>(w.after.disk.bytes_read() - w.before.disk.bytes_read());
