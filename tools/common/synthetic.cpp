@@ -27,10 +27,10 @@ bool row(std::byte* dst, uint64_t bytes, uint64_t seed, bool check) {
   return true;
 }
 
-// Runs fn(first, last) over token ranges on all cores.
-template <typename Fn>
-void parallel_tokens(uint64_t n, Fn&& fn) {
-  const unsigned threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+}  // namespace
+
+void parallel_tokens(uint64_t n, const std::function<void(uint64_t, uint64_t)>& fn) {
+  const unsigned threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
   std::vector<std::thread> pool;
   const uint64_t step = (n + threads - 1) / threads;
   for (unsigned t = 0; t < threads; ++t) {
@@ -40,8 +40,6 @@ void parallel_tokens(uint64_t n, Fn&& fn) {
   }
   for (auto& th : pool) th.join();
 }
-
-}  // namespace
 
 std::vector<Token> tokens(uint64_t seed, uint64_t count) {
   std::vector<Token> out(count);

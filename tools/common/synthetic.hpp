@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -23,6 +24,9 @@ struct HostKv {
   std::unique_ptr<std::byte[]> data;
   ChunkedKv view;
 };
+
+/// Runs fn(first, last) over ranges of [0, n) on up to 16 threads (one per core).
+void parallel_tokens(uint64_t n, const std::function<void(uint64_t first, uint64_t last)>& fn);
 
 /// `count` token ids in [0, 151936) derived from `seed`.
 std::vector<Token> tokens(uint64_t seed, uint64_t count);

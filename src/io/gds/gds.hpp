@@ -50,6 +50,7 @@ class GdsContext {
 
  private:
   explicit GdsContext(std::unique_ptr<Impl> impl);
+  Status transfer(const SegmentFile& file, size_t i, uint64_t offset, size_t bytes, bool write);
   std::unique_ptr<Impl> impl_;
 };
 

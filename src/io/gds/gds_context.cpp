@@ -210,53 +210,46 @@ Status GdsContext::attach(const std::shared_ptr<SegmentFile>& file) {
   return {};
 }
 
-Status GdsContext::read(const SegmentFile& file, size_t i, uint64_t offset, size_t bytes) {
+// cuFileRead or cuFileWrite of [offset, offset + bytes) against buffer i, looping over short transfers.
+Status GdsContext::transfer(const SegmentFile& file, size_t i, uint64_t offset, size_t bytes, bool write) {
   CUfileHandle_t handle;
   {
     std::lock_guard lock(impl_->mu);
     auto it = impl_->handles.find(&file);
-    if (it == impl_->handles.end()) return {ErrorCode::kInternal, "GDS read of a file that was not attached"};
+    if (it == impl_->handles.end()) return {ErrorCode::kInternal, "GDS I/O on a file that was not attached"};
     handle = it->second.first;
   }
+  const char* what = write ? "cuFileWrite" : "cuFileRead";
   size_t done = 0;
   while (done < bytes) {
-    const ssize_t n = impl_->api->read(handle, impl_->buffers[i], bytes - done, static_cast<off_t>(offset + done),
-                                       static_cast<off_t>(done));
+    const ssize_t n =
+        write ? impl_->api->write(handle, impl_->buffers[i], bytes - done, static_cast<off_t>(offset + done),
+                                  static_cast<off_t>(done))
+              : impl_->api->read(handle, impl_->buffers[i], bytes - done, static_cast<off_t>(offset + done),
+                                 static_cast<off_t>(done));
     if (n < 0 && (n == -EINTR || n == -EAGAIN)) continue;
-    if (n == -1) return posix_error(errno, fmt::format("cuFileRead of {}", file.path));
+    if (n == -1) return posix_error(errno, fmt::format("{} of {}", what, file.path));
     if (n < 0) {
-      return Status(ErrorCode::kIo, fmt::format("cuFileRead of {}: cuFile error {}", file.path, -n),
+      return Status(ErrorCode::kIo, fmt::format("{} of {}: cuFile error {}", what, file.path, -n),
                     static_cast<int>(-n));
     }
-    if (n == 0) return {ErrorCode::kCorrupt, "segment file ends before a record does (short GDS read)"};
+    if (n == 0) {
+      return write ? Status(ErrorCode::kIo, fmt::format("cuFileWrite of {} wrote nothing", file.path))
+                   : Status(ErrorCode::kCorrupt, "segment file ends before a record does (short GDS read)");
+    }
     done += static_cast<size_t>(n);
   }
   return {};
 }
 
-Status GdsContext::write(const SegmentFile& file, size_t i, uint64_t offset, size_t bytes) {
-  CUfileHandle_t handle;
-  {
-    std::lock_guard lock(impl_->mu);
-    auto it = impl_->handles.find(&file);
-    if (it == impl_->handles.end()) return {ErrorCode::kInternal, "GDS write to a file that was not attached"};
-    handle = it->second.first;
-  }
-  size_t done = 0;
-  while (done < bytes) {
-    const ssize_t n = impl_->api->write(handle, impl_->buffers[i], bytes - done, static_cast<off_t>(offset + done),
-                                        static_cast<off_t>(done));
-    if (n < 0 && (n == -EINTR || n == -EAGAIN)) continue;
-    if (n == -1) return posix_error(errno, fmt::format("cuFileWrite of {}", file.path));
-    if (n < 0) {
-      return Status(ErrorCode::kIo, fmt::format("cuFileWrite of {}: cuFile error {}", file.path, -n),
-                    static_cast<int>(-n));
-    }
-    if (n == 0) return {ErrorCode::kIo, fmt::format("cuFileWrite of {} wrote nothing", file.path)};
-    done += static_cast<size_t>(n);
-  }
-  return {};
+Status GdsContext::read(const SegmentFile& file, size_t i, uint64_t offset, size_t bytes) {
+  return transfer(file, i, offset, bytes, /*write=*/false);
 }
+
+Status GdsContext::write(const SegmentFile& file, size_t i, uint64_t offset, size_t bytes) {
+  return transfer(file, i, offset, bytes, /*write=*/true);
+}
+
 
 std::string GdsContext::io_counts() const {
 #ifdef CUFILE_GPU_UUID_LEN

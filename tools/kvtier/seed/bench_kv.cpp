@@ -12,24 +12,11 @@
 
 #include <fmt/format.h>
 
+#include "synthetic.hpp"
 #include "synthetic_rows.hpp"
 
 namespace kvtier::seed {
 namespace {
-
-// Runs fn(first, last) over token ranges on all cores.
-template <typename Fn>
-void parallel_tokens(uint64_t n, Fn&& fn) {
-  const unsigned threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  const uint64_t step = (n + threads - 1) / threads;
-  for (unsigned t = 0; t < threads; ++t) {
-    const uint64_t first = t * step;
-    const uint64_t last = std::min(n, first + step);
-    if (first < last) pool.emplace_back([&fn, first, last] { fn(first, last); });
-  }
-  for (auto& th : pool) th.join();
-}
 
 Status too_long(uint64_t tokens) {
   return {ErrorCode::kInvalidArgument, fmt::format("bench KV: {} tokens do not fit the cache", tokens)};
@@ -58,7 +45,7 @@ class HostBenchKv final : public BenchKv {
 
   Status prefill(std::span<const Token> ids) override {
     if (ids.size() > uint64_t{view_.num_blocks} * kBenchBlockSize) return too_long(ids.size());
-    parallel_tokens(ids.size(), [&](uint64_t first, uint64_t last) {
+    synthetic::parallel_tokens(ids.size(), [&](uint64_t first, uint64_t last) {
       for (uint64_t t = first; t < last; ++t) visit_rows(ids, t, [](uint64_t* row, uint64_t w, uint64_t v) {
         row[w] = v;
         return true;
@@ -91,7 +78,7 @@ class HostBenchKv final : public BenchKv {
   Result<uint64_t> first_mismatch(std::span<const Token> ids) override {
     if (ids.size() > uint64_t{view_.num_blocks} * kBenchBlockSize) return fail(too_long(ids.size()));
     std::atomic<uint64_t> bad{ids.size()};
-    parallel_tokens(ids.size(), [&](uint64_t first, uint64_t last) {
+    synthetic::parallel_tokens(ids.size(), [&](uint64_t first, uint64_t last) {
       for (uint64_t t = first; t < last && t < bad; ++t) {
         if (!visit_rows(ids, t, [](uint64_t* row, uint64_t w, uint64_t v) { return row[w] == v; })) {
           uint64_t seen = bad;

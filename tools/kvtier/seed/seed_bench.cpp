@@ -277,44 +277,67 @@ class SeedRun {
     return std::min(working_set, cap);
   }
 
-  Status run_chunk(uint32_t chunk, const std::vector<std::string>& paths, bool main) {
-    const std::string root = (fs::path(store_.root) / fmt::format("seed-chunk{}", chunk)).string();
+  /// The rank processes of one store, and the samplers watching them and its drive.
+  struct Stage {
+    std::vector<std::unique_ptr<RankChannel>> ranks;
+    std::unique_ptr<Samplers> samplers;
+    bool gpu = false;
+  };
+
+  Result<Stage> start_stage(const std::string& root, uint32_t chunk) {
     if (fs::exists(root) && !flags_.keep) fs::remove_all(root);
-    KVTIER_ASSIGN_OR_RETURN(auto ranks, start_ranks(root, chunk));
+    Stage stage;
+    KVTIER_ASSIGN_OR_RETURN(stage.ranks, start_ranks(root, chunk));
     std::vector<pid_t> pids;
     std::vector<std::string> buses;
-    for (size_t r = 0; r < ranks.size(); ++r) {
-      pids.push_back(ranks[r]->pid());
+    for (size_t r = 0; r < stage.ranks.size(); ++r) {
+      pids.push_back(stage.ranks[r]->pid());
       buses.push_back(hello_[r].value("pci_bus_id", ""));
     }
     fs::create_directories(root);
     auto device = metrics::block_device_of(root);
-    Samplers samplers(device.value_or(""), pids);
-    samplers.start_pcie(buses);
-    const bool gpu = !buses.front().empty();
-    if (machine_.empty()) describe_machine(samplers, device);
+    stage.samplers = std::make_unique<Samplers>(device.value_or(""), pids);
+    stage.samplers->start_pcie(buses);
+    stage.gpu = !buses.front().empty();
+    if (machine_.empty()) describe_machine(*stage.samplers, device);
+    return stage;
+  }
+
+  /// Opens every rank's engine for `path` and pays its first-use costs; false when the path does
+  /// not apply here (cuFile without GPU memory).
+  Result<bool> prepare_path(std::vector<std::unique_ptr<RankChannel>>& ranks, Samplers& samplers,
+                            const std::string& path, uint32_t chunk, bool gpu) {
+    if (path == "gds" && !gpu) {
+      std::printf("-- gds: skipped (KV in host memory; GPUDirect Storage reads into GPU memory)\n");
+      return false;
+    }
+    uint64_t dram = 0;
+    if (path == "dram") {
+      KVTIER_ASSIGN_OR_RETURN(dram, dram_bytes_per_rank());
+    }
+    KVTIER_TRY(open_all(ranks, path, dram));
+    // The DRAM configuration's unique phase: the sessions saved again fill its tier.
+    if (path == "dram") KVTIER_TRY(phase(ranks, samplers, "unique", path, chunk, "prefill_save"));
+    KVTIER_TRY(status_of(
+        broadcast(ranks, Json{{"op", "warm"}, {"seed", sessions_[0].seed}, {"tokens", sessions_[0].tokens}})));
+    return true;
+  }
+
+  Status run_chunk(uint32_t chunk, const std::vector<std::string>& paths, bool main) {
+    const std::string root = (fs::path(store_.root) / fmt::format("seed-chunk{}", chunk)).string();
+    KVTIER_ASSIGN_OR_RETURN(Stage stage, start_stage(root, chunk));
+    auto& ranks = stage.ranks;
+    Samplers& samplers = *stage.samplers;
+    const bool gpu = stage.gpu;
     std::printf("\n== chunk %u tokens: %zu sessions x %u ranks, %s; store %s\n", chunk, sessions_.size(),
                 flags_.ranks, hello_.front().value("device", "").c_str(), root.c_str());
 
     // Unique phase: prefill stand-in + save, through the O_DIRECT path.
     KVTIER_TRY(open_all(ranks, "posix", 0));
     KVTIER_TRY(phase(ranks, samplers, "unique", "posix", chunk, "prefill_save"));
-    std::vector<double> ceilings;  // seconds per byte, from every per-request ceiling of this chunk size
     for (const std::string& path : paths) {
-      if (path == "gds" && !gpu) {
-        std::printf("-- gds: skipped (KV in host memory; GPUDirect Storage reads into GPU memory)\n");
-        continue;
-      }
-      uint64_t dram = 0;
-      if (path == "dram") {
-        KVTIER_ASSIGN_OR_RETURN(dram, dram_bytes_per_rank());
-      }
-      KVTIER_TRY(open_all(ranks, path, dram));
-      // The DRAM configuration's unique phase: the sessions saved again fill its tier.
-      if (path == "dram") KVTIER_TRY(phase(ranks, samplers, "unique", path, chunk, "prefill_save"));
-      KVTIER_TRY(status_of(
-          broadcast(ranks, Json{{"op", "warm"}, {"seed", sessions_[0].seed}, {"tokens", sessions_[0].tokens}})));
-      KVTIER_TRY(phase(ranks, samplers, "repeat", path, chunk, "restore"));
+      KVTIER_ASSIGN_OR_RETURN(bool ready, prepare_path(ranks, samplers, path, chunk, gpu));
+      if (ready) KVTIER_TRY(phase(ranks, samplers, "repeat", path, chunk, "restore"));
     }
     if (main) machine_["samplers"] = samplers.describe();  // now with the sampling interval seen
     for (auto& r : ranks) (void)r->send(Json{{"op", "quit"}});
@@ -339,20 +362,10 @@ class SeedRun {
     }
     const uint32_t chunk = store_.chunk_tokens;
     const std::string root = (fs::path(store_.root) / "seed-concurrency").string();
-    if (fs::exists(root) && !flags_.keep) fs::remove_all(root);
-    KVTIER_ASSIGN_OR_RETURN(auto ranks, start_ranks(root, chunk));
-    std::vector<pid_t> pids;
-    std::vector<std::string> buses;
-    for (size_t r = 0; r < ranks.size(); ++r) {
-      pids.push_back(ranks[r]->pid());
-      buses.push_back(hello_[r].value("pci_bus_id", ""));
-    }
-    fs::create_directories(root);
-    auto device = metrics::block_device_of(root);
-    Samplers samplers(device.value_or(""), pids);
-    samplers.start_pcie(buses);
-    const bool gpu = !buses.front().empty();
-    describe_machine(samplers, device);
+    KVTIER_ASSIGN_OR_RETURN(Stage stage, start_stage(root, chunk));
+    auto& ranks = stage.ranks;
+    Samplers& samplers = *stage.samplers;
+    const bool gpu = stage.gpu;
     std::printf("\n== concurrency %s: %zu sessions x %u ranks, %s; store %s\n", flags_.concurrency.c_str(),
                 sessions_.size(), flags_.ranks, hello_.front().value("device", "").c_str(), root.c_str());
     KVTIER_TRY(open_all(ranks, "posix", 0));
@@ -369,19 +382,10 @@ class SeedRun {
                   load_alone_gbps_);
     }
     for (const std::string& path : split_list(flags_.paths)) {
-      if (path == "gds" && !gpu) {
-        std::printf("-- gds: skipped (KV in host memory)\n");
-        continue;
+      KVTIER_ASSIGN_OR_RETURN(bool ready, prepare_path(ranks, samplers, path, chunk, gpu));
+      for (uint64_t n : levels) {
+        if (ready) KVTIER_TRY(concurrent_rounds(ranks, samplers, path, n, load.get()));
       }
-      uint64_t dram = 0;
-      if (path == "dram") {
-        KVTIER_ASSIGN_OR_RETURN(dram, dram_bytes_per_rank());
-      }
-      KVTIER_TRY(open_all(ranks, path, dram));
-      if (path == "dram") KVTIER_TRY(phase(ranks, samplers, "unique", path, chunk, "prefill_save"));
-      KVTIER_TRY(status_of(
-          broadcast(ranks, Json{{"op", "warm"}, {"seed", sessions_[0].seed}, {"tokens", sessions_[0].tokens}})));
-      for (uint64_t n : levels) KVTIER_TRY(concurrent_rounds(ranks, samplers, path, n, load.get()));
     }
     for (auto& r : ranks) (void)r->send(Json{{"op", "quit"}});
     ranks.clear();

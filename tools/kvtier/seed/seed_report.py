@@ -55,6 +55,24 @@ def bar_figure(path, rows, key, title, subtitle, unit, cufile, fmt="{:.2f}", ext
     plt.close(fig)
 
 
+def machine_lines(data):
+    machine = data.get("machine", {})
+    lines = ["## Machine", ""]
+    for k in ("kernel", "cpu", "cores", "memory_gib", "store_device", "store_device_model", "rank_devices",
+              "page_cache"):
+        v = machine.get(k)
+        if isinstance(v, float):
+            v = f"{v:.1f}"
+        lines.append(f"- {k.replace('_', ' ')}: {v}")
+    for k, v in machine.get("samplers", {}).items():
+        lines.append(f"- sampler {k.replace('_', ' ')}: {v}")
+    for k, v in data.get("cufile", {}).items():
+        lines.append(f"- cuFile ({k}): {v}")
+    for k, v in data.get("fallbacks", {}).items():
+        lines.append(f"- fallback ({k}): {v}")
+    return lines
+
+
 def line_figure(path, summary, key, title, ylabel, note, hline=None, hlabel=None):
     fig, ax = plt.subplots(figsize=(7.5, 4))
     for config in sorted({s["config"] for s in summary}):
@@ -92,13 +110,8 @@ def concurrency_report(run, data):
                     f"{load['threads']} copy threads; alone they move {load['alone_gbps']:.1f} GB/s.",
                     load["alone_gbps"], "load alone")
         names.append("fig_c3_host_load.png")
-    lines = ["# kvtier concurrency evaluation", "", f"Command: `{data.get('command', '')}`", "", "## Machine", ""]
-    for k in ("kernel", "cpu", "cores", "memory_gib", "store_device", "rank_devices", "page_cache"):
-        lines.append(f"- {k.replace('_', ' ')}: {machine.get(k)}")
-    for k, v in machine.get("samplers", {}).items():
-        lines.append(f"- sampler {k.replace('_', ' ')}: {v}")
-    for k, v in data.get("cufile", {}).items():
-        lines.append(f"- cuFile ({k}): {v}")
+    lines = ["# kvtier concurrency evaluation", "", f"Command: `{data.get('command', '')}`", ""]
+    lines += machine_lines(data)
     w = data["workload"]
     lines += ["", "## Workload", "",
               f"{len(w.get('session_tokens', []))} sessions of {w['tokens_min']:,}-{w['tokens_max']:,} tokens of "
@@ -161,18 +174,7 @@ def main():
 
     lines = ["# kvtier seed evaluation", ""]
     lines += [f"Command: `{data.get('command', '')}`", ""]
-    lines += ["## Machine", ""]
-    for k in ("kernel", "cpu", "cores", "memory_gib", "store_device", "store_device_model", "rank_devices", "page_cache"):
-        v = machine.get(k)
-        if isinstance(v, float):
-            v = f"{v:.1f}"
-        lines.append(f"- {k.replace('_', ' ')}: {v}")
-    for k, v in samplers.items():
-        lines.append(f"- sampler {k.replace('_', ' ')}: {v}")
-    for k, v in cufile.items():
-        lines.append(f"- cuFile ({k}): {v}")
-    for k, v in data.get("fallbacks", {}).items():
-        lines.append(f"- fallback ({k}): {v}")
+    lines += machine_lines(data)
     w = data["workload"]
     lines += ["", "## Workload", "",
               f"{w['sessions']} unique sessions of {w['tokens_min']:,}-{w['tokens_max']:,} tokens of {w['model']} "

@@ -53,6 +53,14 @@ std::string cell(const Json& s, const char* key, const char* format, const char*
   return fmt::format(fmt::runtime(format), s[key].get<double>());
 }
 
+// Accounted host memory bytes per KV byte restored.
+std::optional<double> host_bytes_per_kv_byte(const Json& r) {
+  auto h = field(r, "host_bytes_accounted");
+  auto k = field(r, "kv_bytes_restored");
+  if (!h || !k || *k <= 0) return std::nullopt;
+  return *h / *k;
+}
+
 // "4952" -> "4,952", as the reference prints milliseconds.
 std::string thousands(std::string digits) {
   for (int i = static_cast<int>(digits.size()) - 3; i > 0 && std::isdigit(static_cast<unsigned char>(digits[i - 1])); i -= 3) {
@@ -106,12 +114,7 @@ Json summarize(const std::vector<Json>& rows) {
       out.push_back(std::move(s));
       continue;
     }
-    put(s, "host_bytes_per_kv_byte", median_of(members, [](const Json& r) -> std::optional<double> {
-          auto h = field(r, "host_bytes_accounted");
-          auto k = field(r, "kv_bytes_restored");
-          if (!h || !k || *k <= 0) return std::nullopt;
-          return *h / *k;
-        }));
+    put(s, "host_bytes_per_kv_byte", median_of(members, host_bytes_per_kv_byte));
     // A DRAM-tier restore is held against the host-to-device link, a disk restore against the drive.
     const bool link = members.front()->contains("link_ceiling_seconds");
     const char* ceiling_key = link ? "link_ceiling_seconds" : "ceiling_seconds";
@@ -259,12 +262,7 @@ Json summarize_concurrency(const std::vector<Json>& rows, double load_alone_gbps
           auto c = field(r, "kvtier_core_seconds");
           return c ? std::optional<double>(*c / n) : std::nullopt;
         }));
-    put(s, "host_bytes_per_kv_byte", median_of(members, [](const Json& r) -> std::optional<double> {
-          auto h = field(r, "host_bytes_accounted");
-          auto k = field(r, "kv_bytes_restored");
-          if (!h || !k || *k <= 0) return std::nullopt;
-          return *h / *k;
-        }));
+    put(s, "host_bytes_per_kv_byte", median_of(members, host_bytes_per_kv_byte));
     put(s, "dram_accounted_gbps", median_of(members, rate("host_bytes_accounted")), 1e-9);
     put(s, "dram_measured_gbps", median_of(members, rate("host_bytes_measured")), 1e-9);
     put(s, "pcie_rx_gbps", median_of(members, rate("pcie_rx_bytes")), 1e-9);
