@@ -21,6 +21,12 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# The Python package's build and test needs (PyPI; Debian 12's nanobind is too old or absent).
+if ! python3 -c "import nanobind, numpy" 2>/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check nanobind numpy >/dev/null 2>&1 \
+    || echo "setup: nanobind/numpy not installed; building without the Python package"
+fi
+
 # cufile.h for the GPUDirect Storage path (Debian has no package for it). Optional: without it
 # kvtier builds without GDS and says so at run time.
 if command -v nvcc >/dev/null && ! python3 -c "import nvidia, os, sys; sys.exit(not any(os.path.exists(os.path.join(p, 'cu13/include/cufile.h')) for p in nvidia.__path__))" 2>/dev/null; then

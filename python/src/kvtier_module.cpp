@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// Python bindings (nanobind): Options, Engine and geometries, with save/lookup/restore taking any
+// tensor that speaks DLPack or the buffer protocol (PyTorch, NumPy, CuPy), zero-copy, on the host
+// or on a CUDA device. kvtier errors become kvtier.Error(message, code).
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <stdexcept>
+
+#include "kvtier/kvtier.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+/// A kvtier Status on its way to Python.
+struct PyError : std::runtime_error {
+  PyError(const kvtier::Status& st)
+      : std::runtime_error(st.to_string()), code(kvtier::error_code_name(st.code())) {}
+  std::string code;
+};
+
+template <typename T>
+T unwrap(kvtier::Result<T> r) {
+  if (!r) throw PyError(r.error());
+  return std::move(*r);
+}
+
+// Any dtype, any device, C-contiguous. Arguments are taken with noconvert(): a tensor that is not
+// already contiguous must fail, not be copied (a restore into a copy would vanish).
+using Tensor = nb::ndarray<nb::c_contig>;
+using TokenArray = nb::ndarray<nb::c_contig, nb::device::cpu>;
+
+kvtier::MemoryView view_of(const Tensor& t) {
+  kvtier::MemoryView v;
+  v.data = static_cast<std::byte*>(t.data());
+  v.size = t.nbytes();
+  if (t.device_type() == nb::device::cuda::value) {
+    v.kind = kvtier::MemoryKind::kCuda;
+    v.device = t.device_id();
+  } else if (t.device_type() != nb::device::cpu::value) {
+    throw PyError({kvtier::ErrorCode::kNotSupported, "KV tensors must live in host or CUDA memory"});
+  }
+  return v;
+}
+
+/// Token ids from a list of ints or a 1-D integer array.
+std::vector<kvtier::Token> tokens_of(nb::handle h) {
+  std::vector<kvtier::Token> out;
+  if (nb::isinstance<nb::list>(h) || nb::isinstance<nb::tuple>(h)) {
+    for (nb::handle x : h) out.push_back(nb::cast<kvtier::Token>(x));
+    return out;
+  }
+  TokenArray a = nb::cast<TokenArray>(h);
+  if (a.ndim() != 1) throw PyError({kvtier::ErrorCode::kInvalidArgument, "tokens must be one-dimensional"});
+  const auto dt = a.dtype();
+  for (size_t i = 0; i < a.shape(0); ++i) {
+    if (dt == nb::dtype<int32_t>()) out.push_back(static_cast<const int32_t*>(a.data())[i]);
+    else if (dt == nb::dtype<int64_t>()) out.push_back(static_cast<kvtier::Token>(static_cast<const int64_t*>(a.data())[i]));
+    else throw PyError({kvtier::ErrorCode::kInvalidArgument, "tokens must be int32 or int64"});
+  }
+  return out;
+}
+
+kvtier::PagedLayout layout_of(const std::string& name) {
+  if (name == "kv_first") return kvtier::PagedLayout::kKvFirst;
+  if (name == "block_first") return kvtier::PagedLayout::kBlockFirst;
+  if (name == "packed_heads") return kvtier::PagedLayout::kPackedHeads;
+  throw PyError({kvtier::ErrorCode::kInvalidArgument,
+                 "layout '" + name + "': expected kv_first [2,blocks,bs,H,D], block_first [blocks,2,bs,H,D] or "
+                 "packed_heads [blocks,H,bs,2D]; an unknown layout is refused, never guessed"});
+}
+
+struct Paged {
+  std::vector<Tensor> layers;
+  std::vector<int32_t> table;
+  kvtier::PagedKv view;
+};
+
+Paged paged_of(const std::vector<Tensor>& layers, nb::handle block_table, uint32_t block_size,
+               const std::string& layout) {
+  Paged p;
+  p.layers = layers;
+  for (kvtier::Token t : tokens_of(block_table)) p.table.push_back(t);
+  for (const Tensor& l : p.layers) p.view.layers.push_back(view_of(l));
+  if (p.layers.empty()) throw PyError({kvtier::ErrorCode::kInvalidArgument, "no layer tensors"});
+  p.view.block_table = p.table;
+  p.view.block_size = block_size;
+  p.view.layout = layout_of(layout);
+  // Every layout's first axis that counts blocks: kv_first has it second.
+  const Tensor& first = p.layers.front();
+  p.view.num_blocks = static_cast<uint32_t>(layout == "kv_first" && first.ndim() >= 2 ? first.shape(1) : first.shape(0));
+  return p;
+}
+
+nb::dict stats_dict(const kvtier::Stats& s) {
+  nb::dict d;
+  d["io_engine"] = s.io_engine;
+  d["io_fallback"] = s.io_fallback;
+  d["gds"] = s.gds;
+  d["gds_io_counts"] = s.gds_io_counts;
+  d["gds_restores"] = s.gds_restores;
+  d["gds_saves"] = s.gds_saves;
+  d["dram_hits"] = s.dram_hits;
+  d["dram_records"] = s.dram_records;
+  d["records"] = s.records;
+  d["segments"] = s.segments;
+  d["used_bytes"] = s.used_bytes;
+  d["capacity_bytes"] = s.capacity_bytes;
+  d["saves"] = s.saves;
+  d["restores"] = s.restores;
+  d["bytes_restored"] = s.bytes_restored;
+  d["checksum_misses"] = s.checksum_misses;
+  d["restore_host_bytes"] = s.restore_host_bytes;
+  d["evicted_segments"] = s.evicted_segments;
+  return d;
+}
+
+nb::dict restore_dict(const kvtier::RestoreResult& r) {
+  nb::dict d;
+  d["tokens_restored"] = r.tokens_restored;
+  d["bytes_read"] = r.bytes_read;
+  d["checksum_misses"] = r.checksum_misses;
+  d["host_bytes"] = r.host_bytes;
+  d["problem"] = r.problem;
+  return d;
+}
+
+}  // namespace
+
+NB_MODULE(_kvtier, m) {
+  m.doc() = "kvtier: offload LLM KV caches to NVMe and restore them";
+  static nb::object error_type = nb::exception<PyError>(m, "Error");
+  nb::register_exception_translator(
+      [](const std::exception_ptr& p, void*) {
+        try {
+          std::rethrow_exception(p);
+        } catch (const PyError& e) {
+          nb::object args = nb::make_tuple(e.what(), e.code);
+          PyErr_SetObject(error_type.ptr(), args.ptr());
+        }
+      });
+
+  nb::class_<kvtier::KvGeometry>(m, "Geometry")
+      .def_static("preset", [](const std::string& model, uint32_t rank, uint32_t world, uint32_t chunk) {
+            return unwrap(kvtier::geometry_for(model, rank, world, chunk));
+          }, "model"_a, "tp_rank"_a = 0, "tp_world"_a = 1, "chunk_tokens"_a = 256)
+      .def_prop_ro("layers", [](const kvtier::KvGeometry& g) { return g.layers; })
+      .def_prop_ro("kv_heads", [](const kvtier::KvGeometry& g) { return g.kv_heads; })
+      .def_prop_ro("head_dim", [](const kvtier::KvGeometry& g) { return g.head_dim; })
+      .def_prop_ro("element_bytes", [](const kvtier::KvGeometry& g) { return g.element_bytes; })
+      .def_prop_ro("chunk_tokens", [](const kvtier::KvGeometry& g) { return g.chunk_tokens; })
+      .def_prop_ro("row_bytes", [](const kvtier::KvGeometry& g) { return g.row_bytes(); })
+      .def("bytes_for_tokens", &kvtier::KvGeometry::bytes_for_tokens)
+      .def("__repr__", [](const kvtier::KvGeometry& g) { return "kvtier.Geometry(" + g.describe() + ")"; });
+
+  m.def("open", [](const std::string& root, const kvtier::KvGeometry& geometry, const std::string& io,
+                   const std::string& capacity, const std::string& dram, const std::string& staging,
+                   const std::string& tenant) {
+          kvtier::Options o;
+          o.root = root;
+          o.geometry = geometry;
+          o.io_path = unwrap(kvtier::parse_io_path(io));
+          o.capacity_bytes = unwrap(kvtier::parse_size(capacity));
+          o.dram_bytes = unwrap(kvtier::parse_size(dram));
+          o.staging_bytes = unwrap(kvtier::parse_size(staging));
+          o.tenant = tenant;
+          nb::gil_scoped_release release;
+          return unwrap(kvtier::Engine::open(o));
+        },
+        "root"_a, "geometry"_a, "io"_a = "auto", "capacity"_a = "0", "dram"_a = "0", "staging"_a = "0",
+        "tenant"_a = "",
+        "Opens (or creates) the rank's store under root. io: auto, posix, buffered or gds. Sizes take K/M/G/T.");
+
+  nb::class_<kvtier::Engine>(m, "Engine")
+      .def("save", [](kvtier::Engine& e, nb::handle tokens, const Tensor& kv) {
+            auto ids = tokens_of(tokens);
+            const uint64_t per_token = e.geometry().bytes_per_token();
+            kvtier::ChunkedKv view{view_of(kv), per_token == 0 ? 0 : kv.nbytes() / per_token};
+            nb::gil_scoped_release release;
+            return unwrap(e.save(ids, view)).chunks_written;
+          }, "tokens"_a, "kv"_a.noconvert(),
+          "Saves KV in contiguous form [2, layers, capacity, kv_heads, head_dim]; returns chunks written.")
+      .def("save_paged", [](kvtier::Engine& e, nb::handle tokens, const std::vector<Tensor>& layers,
+                            nb::handle block_table, uint32_t block_size, const std::string& layout) {
+            auto ids = tokens_of(tokens);
+            Paged p = paged_of(layers, block_table, block_size, layout);
+            nb::gil_scoped_release release;
+            return unwrap(e.save(ids, p.view)).chunks_written;
+          }, "tokens"_a, "layers"_a.noconvert(), "block_table"_a, "block_size"_a = 16, "layout"_a = "kv_first")
+      .def("lookup", [](kvtier::Engine& e, nb::handle tokens) {
+            auto ids = tokens_of(tokens);
+            nb::gil_scoped_release release;
+            return unwrap(e.lookup(ids));
+          }, "tokens"_a, "Tokens of the longest stored prefix (reads no payload).")
+      .def("restore", [](kvtier::Engine& e, nb::handle tokens, const Tensor& kv) {
+            auto ids = tokens_of(tokens);
+            const uint64_t per_token = e.geometry().bytes_per_token();
+            kvtier::ChunkedKv view{view_of(kv), per_token == 0 ? 0 : kv.nbytes() / per_token};
+            kvtier::RestoreResult r;
+            {
+              nb::gil_scoped_release release;
+              r = unwrap(e.restore(ids, view));
+            }
+            return restore_dict(r);
+          }, "tokens"_a, "kv"_a.noconvert(), "Restores the longest stored prefix, verified; returns a dict.")
+      .def("restore_paged", [](kvtier::Engine& e, nb::handle tokens, const std::vector<Tensor>& layers,
+                               nb::handle block_table, uint32_t block_size, const std::string& layout) {
+            auto ids = tokens_of(tokens);
+            Paged p = paged_of(layers, block_table, block_size, layout);
+            kvtier::RestoreResult r;
+            {
+              nb::gil_scoped_release release;
+              r = unwrap(e.restore(ids, p.view));
+            }
+            return restore_dict(r);
+          }, "tokens"_a, "layers"_a.noconvert(), "block_table"_a, "block_size"_a = 16, "layout"_a = "kv_first")
+      .def("evict", [](kvtier::Engine& e, nb::handle tokens) {
+            auto ids = tokens_of(tokens);
+            nb::gil_scoped_release release;
+            return unwrap(e.evict(ids));
+          }, "tokens"_a)
+      .def("stats", [](kvtier::Engine& e) { return stats_dict(e.stats()); })
+      .def_prop_ro("geometry", &kvtier::Engine::geometry)
+      .def_prop_ro("store_dir", &kvtier::Engine::store_dir);
+}

@@ -1,0 +1,121 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: 2026 kvtier authors
+"""The Python package on the host: round trips through NumPy arrays (zero-copy, contiguous and
+paged), lookups, misses on corruption, and errors as kvtier.Error with the status code."""
+import glob
+import os
+import tempfile
+import unittest
+
+import numpy as np
+
+import kvtier
+
+
+def session(rng, g, tokens):
+    """Random KV in contiguous form [2, layers, tokens, kv_heads, head_dim] (bf16-sized elements)."""
+    return rng.integers(0, 2**16, size=(2, g.layers, tokens, g.kv_heads, g.head_dim), dtype=np.uint16)
+
+
+class EngineTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory(dir=os.environ.get("KVTIER_TEST_DIR"))
+        self.g = kvtier.Geometry.preset("tiny", chunk_tokens=64)
+        self.engine = kvtier.open(self.dir.name, self.g, io="posix", capacity="256M")
+        self.rng = np.random.default_rng(7)
+
+    def tearDown(self):
+        del self.engine
+        self.dir.cleanup()
+
+    def test_contiguous_round_trip_lookup_and_evict(self):
+        tokens = self.rng.integers(0, 150000, size=1000, dtype=np.int64)
+        kv = session(self.rng, self.g, 1000)
+        self.assertEqual(self.engine.save(tokens, kv), (1000 + 63) // 64)
+        self.assertEqual(self.engine.lookup(tokens), 1000)
+        self.assertEqual(self.engine.lookup(list(tokens[:130]) + [1, 2, 3]), 128)
+        out = np.zeros_like(kv)
+        r = self.engine.restore(tokens, out)
+        self.assertEqual(r["tokens_restored"], 1000)
+        np.testing.assert_array_equal(out, kv)
+        self.assertGreaterEqual(self.engine.evict(tokens), 16)
+        self.assertEqual(self.engine.lookup(tokens), 0)
+
+    def test_paged_layouts_against_numpy_indexing(self):
+        tokens = self.rng.integers(0, 150000, size=500, dtype=np.int32)
+        bs, blocks = 16, 40
+        table = self.rng.permutation(blocks)[: (500 + bs - 1) // bs].astype(np.int32)
+        shapes = {
+            "kv_first": (2, blocks, bs, self.g.kv_heads, self.g.head_dim),
+            "block_first": (blocks, 2, bs, self.g.kv_heads, self.g.head_dim),
+            "packed_heads": (blocks, self.g.kv_heads, bs, 2 * self.g.head_dim),
+        }
+        kv = session(self.rng, self.g, 500)
+        for layout, shape in shapes.items():
+            with self.subTest(layout=layout):
+                layers = [np.zeros(shape, dtype=np.uint16) for _ in range(self.g.layers)]
+                self.engine.save(tokens, kv)
+                r = self.engine.restore_paged(tokens, layers, table, block_size=bs, layout=layout)
+                self.assertEqual(r["tokens_restored"], 500)
+                for l in range(self.g.layers):
+                    for t in (0, 15, 16, 255, 499):
+                        b, o = table[t // bs], t % bs
+                        for kv_i in (0, 1):
+                            want = kv[kv_i, l, t]
+                            if layout == "kv_first":
+                                got = layers[l][kv_i, b, o]
+                            elif layout == "block_first":
+                                got = layers[l][b, kv_i, o]
+                            else:
+                                half = layers[l][b, :, o, :]
+                                got = half[:, kv_i * self.g.head_dim:(kv_i + 1) * self.g.head_dim]
+                            np.testing.assert_array_equal(got, want, err_msg=f"{layout} layer {l} token {t}")
+                # and back: save from the paged form under other tokens, restore contiguous
+                other = tokens + 1
+                self.engine.save_paged(other, layers, table, block_size=bs, layout=layout)
+                out = np.zeros_like(kv)
+                self.assertEqual(self.engine.restore(other, out)["tokens_restored"], 500)
+                np.testing.assert_array_equal(out, kv)
+                self.engine.evict(tokens)
+                self.engine.evict(other)
+
+    def test_corrupt_record_is_a_miss(self):
+        tokens = list(range(640))
+        kv = session(self.rng, self.g, 640)
+        self.engine.save(tokens, kv)
+        seg = sorted(glob.glob(os.path.join(self.engine.store_dir, "seg-*.kvt")))[0]
+        with open(seg, "r+b") as f:  # a payload byte of the third record
+            rec = 4096 + kv[:, :, :64].nbytes
+            f.seek(2 * rec + 4096 + 100)
+            b = f.read(1)
+            f.seek(2 * rec + 4096 + 100)
+            f.write(bytes([b[0] ^ 0x40]))
+        out = np.zeros_like(kv)
+        r = self.engine.restore(tokens, out)
+        self.assertEqual(r["tokens_restored"], 128)
+        self.assertEqual(r["checksum_misses"], 1)
+        np.testing.assert_array_equal(out[:, :, :128], kv[:, :, :128])
+
+    def test_errors_carry_the_status_code(self):
+        kv = session(self.rng, self.g, 100)
+        with self.assertRaises(kvtier.Error) as e:
+            self.engine.save(list(range(200)), kv)  # room for 100 tokens only
+        self.assertEqual(e.exception.args[1], "invalid argument")
+        with self.assertRaises(kvtier.Error) as e:
+            self.engine.restore_paged([1, 2], [np.zeros((2, 4, 16, 2, 64), np.uint16)] * self.g.layers, [0],
+                                      layout="mystery")
+        self.assertIn("never guessed", e.exception.args[0])
+        with self.assertRaises(kvtier.Error) as e:
+            kvtier.open(self.dir.name, kvtier.Geometry.preset("tiny", chunk_tokens=128))
+        self.assertIn(e.exception.args[1], ("locked", "geometry mismatch"))
+        with self.assertRaises(kvtier.Error):
+            kvtier.Geometry.preset("gpt-17")
+        strided = np.zeros((2, 2, 100, 2, 64), np.uint16)[:, :, ::2]
+        with self.assertRaises(TypeError):  # never a silent copy: a restore into one would vanish
+            self.engine.restore([1, 2], strided)
+        with self.assertRaises(TypeError):
+            self.engine.restore_paged([1, 2], [strided] * self.g.layers, [0])
+
+
+if __name__ == "__main__":
+    unittest.main()
