@@ -19,7 +19,46 @@
 namespace kvtier {
 namespace {
 
-/// Fills write pieces: header blocks, payload gathered from the source by the device, padding.
+/// What write piece `p` of `plan` holds: payload spans the device gathers from the source, record
+/// headers encoded here, padding to clear. One description serves the POSIX path (filled into host
+/// staging) and the GDS path (built in device memory).
+struct WritePiece {
+  struct alignas(8) HeaderBlock {
+    std::array<std::byte, kBlock> bytes;
+  };
+  std::vector<PieceSpan> spans;
+  std::vector<std::pair<uint64_t, std::span<const std::byte>>> headers;  // (offset in piece, bytes)
+  std::vector<std::pair<uint64_t, uint64_t>> padding;                     // (offset in piece, length)
+  std::vector<HeaderBlock> blocks;                                        // storage behind `headers`
+
+  void describe(const IoPlan& plan, std::span<const RecordMeta> records, std::span<const uint64_t> first_tokens,
+                const KvGeometry& g, const Key128& ns, size_t p) {
+    spans.clear();
+    headers.clear();
+    padding.clear();
+    const size_t first = plan.piece_records[p].first;
+    blocks.resize(plan.piece_records[p].second - first);  // sized first: `headers` points into it
+    for_each_region(plan, records, p, [&](size_t r, Region region, uint64_t at, uint64_t out, uint64_t n) {
+      switch (region) {
+        case Region::kHeader: {
+          std::span<std::byte> block = blocks[r - first].bytes;
+          encode_header(records[r], g, ns, block);
+          headers.emplace_back(out, block.subspan(at, n));
+          return;
+        }
+        case Region::kPayload:
+          spans.push_back({out, at, n, first_tokens[r], records[r].token_count, static_cast<uint32_t>(r)});
+          return;
+        case Region::kPadding:
+          padding.emplace_back(out, n);
+          return;
+      }
+    });
+  }
+};
+
+/// Fills write pieces in host staging: header blocks, payload gathered from the source by the
+/// device, padding.
 class GatherSink final : public PieceSink {
  public:
   GatherSink(const IoPlan& plan, std::span<const RecordMeta> records, std::span<const uint64_t> first_tokens,
@@ -29,26 +68,12 @@ class GatherSink final : public PieceSink {
         tier_(tier) {}
 
   Status fill(size_t index, size_t slot, std::span<std::byte> data) override {
-    spans_.clear();
-    for_each_region(plan_, records_, index, [&](size_t r, Region region, uint64_t at, uint64_t out, uint64_t n) {
-      switch (region) {
-        case Region::kHeader: {
-          alignas(8) std::byte block[kBlock];
-          encode_header(records_[r], g_, ns_, block);
-          std::memcpy(data.data() + out, block + at, n);
-          return;
-        }
-        case Region::kPayload:
-          spans_.push_back({out, at, n, first_tokens_[r], records_[r].token_count, static_cast<uint32_t>(r)});
-          return;
-        case Region::kPadding:
-          std::memset(data.data() + out, 0, n);
-          return;
-      }
-    });
-    KVTIER_TRY(transfer_.gather(slot, data, spans_));
+    piece_.describe(plan_, records_, first_tokens_, g_, ns_, index);
+    for (const auto& [at, bytes] : piece_.headers) std::memcpy(data.data() + at, bytes.data(), bytes.size());
+    for (const auto& [at, n] : piece_.padding) std::memset(data.data() + at, 0, n);
+    KVTIER_TRY(transfer_.gather(slot, data, piece_.spans));
     // Write-through into the DRAM tier while the bytes are in staging.
-    for (const PieceSpan& span : spans_) {
+    for (const PieceSpan& span : piece_.spans) {
       if (const auto& r = tier_[span.record]) {
         std::memcpy(r->data + span.payload_offset, data.data() + span.piece_offset, span.bytes);
       }
@@ -64,7 +89,7 @@ class GatherSink final : public PieceSink {
   const Key128& ns_;
   DeviceTransfer& transfer_;
   std::span<const std::optional<DramTier::Reservation>> tier_;
-  std::vector<PieceSpan> spans_;
+  WritePiece piece_;  // fill() runs on the pipeline's I/O thread only (writes have no workers)
 };
 
 }  // namespace
@@ -117,33 +142,11 @@ Status Engine::Impl::write_records_gds(const IoPlan& plan, std::span<const Recor
   std::mutex error_mu;
   Status first_error;
   auto worker = [&](size_t slot) {
-    std::vector<PieceSpan> spans;
-    std::vector<std::pair<uint64_t, std::span<const std::byte>>> host_parts;
-    std::vector<std::pair<uint64_t, uint64_t>> zero_parts;
-    std::vector<std::array<std::byte, kBlock>> headers;
+    WritePiece parts;
     for (size_t p = next++; p < plan.pieces.size(); p = next++) {
-      spans.clear();
-      host_parts.clear();
-      zero_parts.clear();
-      headers.assign(plan.piece_records[p].second - plan.piece_records[p].first, {});
-      for_each_region(plan, records, p, [&](size_t r, Region region, uint64_t at, uint64_t out, uint64_t n) {
-        switch (region) {
-          case Region::kHeader: {
-            auto& block = headers[r - plan.piece_records[p].first];
-            encode_header(records[r], g, namespace_, block);
-            host_parts.emplace_back(out, std::span<const std::byte>(block.data() + at, n));
-            return;
-          }
-          case Region::kPayload:
-            spans.push_back({out, at, n, first_tokens[r], records[r].token_count, static_cast<uint32_t>(r)});
-            return;
-          case Region::kPadding:
-            zero_parts.emplace_back(out, n);
-            return;
-        }
-      });
+      parts.describe(plan, records, first_tokens, g, namespace_, p);
       const Piece& piece = plan.pieces[p];
-      Status st = transfer.stage_device(slot, gds.buffer(slot), spans, host_parts, zero_parts);
+      Status st = transfer.stage_device(slot, gds.buffer(slot), parts.spans, parts.headers, parts.padding);
       if (st.ok()) st = gds.write(*files.at(piece.fd), slot, piece.offset, piece.length);
       if (!st.ok()) {
         std::lock_guard lock(error_mu);
@@ -218,17 +221,20 @@ Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTar
   // GPU memory to the file through cuFile where restores use it too; the DRAM tier's write-through
   // needs the bytes in host memory, so with a tier saves take the POSIX path.
   GdsContext* gds = source.kind == MemoryKind::kCuda && !dram_ ? gds_for(source.device) : nullptr;
-  Status written = gds == nullptr ? Status(ErrorCode::kNotSupported, "")
-                                  : write_records_gds(plan, records, first_tokens, placements, *transfer,
-                                                      lease.slots().size(), *gds);
-  if (gds != nullptr && written.ok()) counters_.gds_saves++;
-  if (written.code() == ErrorCode::kNotSupported) {
-    if (gds != nullptr) {  // cuFile refused the files: say why once, then save the POSIX way
+  Status written;
+  bool posix = gds == nullptr;
+  if (gds != nullptr) {
+    written = write_records_gds(plan, records, first_tokens, placements, *transfer, lease.slots().size(), *gds);
+    if (written.ok()) counters_.gds_saves++;
+    if (written.code() == ErrorCode::kNotSupported) {  // cuFile refused the files: say why once
       KVTIER_LOG(log_, kWarn, "GDS save fell back to host staging + O_DIRECT: {}", written.to_string());
       std::lock_guard lock(fallback_mu_);
       io_fallback_ = "GDS: " + written.to_string();
       gds_refused_ = true;
+      posix = true;
     }
+  }
+  if (posix) {
     GatherSink sink(plan, records, first_tokens, g, namespace_, *transfer, tier);
     auto io = io_engine(lease.slots().size());
     written = run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/true, sink, 0, &lease);
