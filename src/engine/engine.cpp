@@ -170,6 +170,8 @@ Stats Engine::Impl::stats() const {
     std::lock_guard lock(fallback_mu_);
     s.io_fallback = io_fallback_;
     s.gds = gds_note_;
+    // gds_ is settled once its note is (start_gds assigns it before the note is published here).
+    if (!gds_note_.empty() && gds_) s.gds_io_counts = gds_->io_counts();
   }
   store_->fill_stats(s);
   s.saves = counters_.saves;
@@ -185,7 +187,6 @@ Stats Engine::Impl::stats() const {
   s.restore_host_bytes = counters_.restore_host_bytes;
   s.gds_restores = counters_.gds_restores;
   s.gds_saves = counters_.gds_saves;
-  if (gds_) s.gds_io_counts = gds_->io_counts();
   s.dram_hits = counters_.dram_hits;
   s.dram_records = dram_ ? dram_->entries() : 0;
   return s;
