@@ -245,9 +245,8 @@ StagingPool::Lease StagingPool::acquire(size_t want) {
   // while others wait (Lease::should_yield), so everyone running ends up with an equal part.
   ++waiting_;
   freed_.wait(lock, [&] { return !free_.empty() && free_.size() >= std::min(want, fair_share()); });
+  const size_t share = fair_share();  // counts this operation (still waiting) and every other one
   --waiting_;
-  // The share counts this operation and every other one running or waiting.
-  const size_t share = std::max<size_t>(1, buffers_.size() / (leases_ + waiting_ + 1));
   size_t take = std::min({want, free_.size(), share});
   std::vector<size_t> ids(free_.end() - static_cast<ptrdiff_t>(take), free_.end());
   free_.resize(free_.size() - take);
