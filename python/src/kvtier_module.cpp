@@ -58,11 +58,15 @@ std::vector<kvtier::Token> tokens_of(nb::handle h) {
   }
   TokenArray a = nb::cast<TokenArray>(h);
   if (a.ndim() != 1) throw PyError({kvtier::ErrorCode::kInvalidArgument, "tokens must be one-dimensional"});
-  const auto dt = a.dtype();
-  for (size_t i = 0; i < a.shape(0); ++i) {
-    if (dt == nb::dtype<int32_t>()) out.push_back(static_cast<const int32_t*>(a.data())[i]);
-    else if (dt == nb::dtype<int64_t>()) out.push_back(static_cast<kvtier::Token>(static_cast<const int64_t*>(a.data())[i]));
-    else throw PyError({kvtier::ErrorCode::kInvalidArgument, "tokens must be int32 or int64"});
+  const size_t n = a.shape(0);
+  if (a.dtype() == nb::dtype<int32_t>()) {
+    const auto* p = static_cast<const int32_t*>(a.data());
+    out.assign(p, p + n);
+  } else if (a.dtype() == nb::dtype<int64_t>()) {
+    const auto* p = static_cast<const int64_t*>(a.data());
+    for (size_t i = 0; i < n; ++i) out.push_back(static_cast<kvtier::Token>(p[i]));
+  } else {
+    throw PyError({kvtier::ErrorCode::kInvalidArgument, "tokens must be int32 or int64"});
   }
   return out;
 }
@@ -74,6 +78,13 @@ kvtier::PagedLayout layout_of(const std::string& name) {
   throw PyError({kvtier::ErrorCode::kInvalidArgument,
                  "layout '" + name + "': expected kv_first [2,blocks,bs,H,D], block_first [blocks,2,bs,H,D] or "
                  "packed_heads [blocks,H,bs,2D]; an unknown layout is refused, never guessed"});
+}
+
+/// The contiguous form [2, layers, capacity, row]: the capacity follows from the tensor's size (the
+/// engine refuses a size that is not a whole number of tokens).
+kvtier::ChunkedKv chunked_of(const kvtier::Engine& e, const Tensor& kv) {
+  const uint64_t per_token = e.geometry().bytes_per_token();
+  return {view_of(kv), per_token == 0 ? 0 : kv.nbytes() / per_token};
 }
 
 struct Paged {
@@ -180,8 +191,7 @@ NB_MODULE(_kvtier, m) {
   nb::class_<kvtier::Engine>(m, "Engine")
       .def("save", [](kvtier::Engine& e, nb::handle tokens, const Tensor& kv) {
             auto ids = tokens_of(tokens);
-            const uint64_t per_token = e.geometry().bytes_per_token();
-            kvtier::ChunkedKv view{view_of(kv), per_token == 0 ? 0 : kv.nbytes() / per_token};
+            const kvtier::ChunkedKv view = chunked_of(e, kv);
             nb::gil_scoped_release release;
             return unwrap(e.save(ids, view)).chunks_written;
           }, "tokens"_a, "kv"_a.noconvert(),
@@ -200,8 +210,7 @@ NB_MODULE(_kvtier, m) {
           }, "tokens"_a, "Tokens of the longest stored prefix (reads no payload).")
       .def("restore", [](kvtier::Engine& e, nb::handle tokens, const Tensor& kv) {
             auto ids = tokens_of(tokens);
-            const uint64_t per_token = e.geometry().bytes_per_token();
-            kvtier::ChunkedKv view{view_of(kv), per_token == 0 ? 0 : kv.nbytes() / per_token};
+            const kvtier::ChunkedKv view = chunked_of(e, kv);
             kvtier::RestoreResult r;
             {
               nb::gil_scoped_release release;
