@@ -399,7 +399,6 @@ class SeedRun {
     // At least 16 restores per level for the p99, at least two rounds for the aggregate.
     const uint64_t rounds = std::max<uint64_t>(2, (16 + n - 1) / n);
     const bool ceiling_here = path == "posix" || path == "gds";
-    const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
     cli::Progress progress(fmt::format("concurrency {} ({})", n, path));
     for (uint64_t round = 0; round < rounds; ++round) {
       Json list = Json::array();
@@ -425,7 +424,7 @@ class SeedRun {
       const uint64_t load1 = load != nullptr ? load->bytes() : 0;
       if (ceiling_here && round % 2 == 1) KVTIER_TRY(measure_ceiling());
       Json row = {{"config", path}, {"concurrency", n}, {"phase", "concurrent"}, {"request", round},
-                  {"chunk_tokens", store_.chunk_tokens}, {"kv_bytes", kv_bytes}, {"seconds", w.t1 - w.t0}};
+                  {"chunk_tokens", store_.chunk_tokens}, {"kv_bytes", kv_bytes}};
       // A TP request is done when its last rank is: a session's latency is its slowest rank's.
       std::vector<double> latency(n, 0);
       uint64_t restored = 0, host = 0;
@@ -443,13 +442,8 @@ class SeedRun {
       row["via_cufile"] = via_cufile;
       row["kv_bytes_restored"] = restored;
       row["host_bytes_accounted"] = host;
-      row["disk_read_bytes"] = static_cast<double>(w.after.disk.bytes_read() - w.before.disk.bytes_read());
-      row["machine_core_seconds"] = static_cast<double>(w.after.cpu.busy - w.before.cpu.busy) / tick;
-      row["kvtier_core_seconds"] = static_cast<double>(w.after.kvtier_ticks - w.before.kvtier_ticks) / tick;
-      if (w.before.dram_bytes && w.after.dram_bytes) row["host_bytes_measured"] = *w.after.dram_bytes - *w.before.dram_bytes;
+      record_window(row, w, samplers);
       if (load != nullptr) row["load_bytes"] = load1 - load0;
-      samplers.settle();
-      if (auto p = samplers.pcie_bytes(w.t0, w.t1)) row["pcie_rx_bytes"] = *p;
       if (ceiling) row["ceiling_seconds"] = *ceiling;
       KVTIER_ASSIGN_OR_RETURN(auto checks, broadcast(ranks, many("check_many")));
       bool exact = restored == kv_bytes;
@@ -490,12 +484,24 @@ class SeedRun {
     return w;
   }
 
+  /// What the samplers saw inside window `w`, into `row`.
+  static void record_window(Json& row, const Window& w, const Samplers& samplers) {
+    const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
+    row["seconds"] = w.t1 - w.t0;
+    row["disk_read_bytes"] = static_cast<double>(w.after.disk.bytes_read() - w.before.disk.bytes_read());
+    row["disk_write_bytes"] = static_cast<double>(w.after.disk.bytes_written() - w.before.disk.bytes_written());
+    row["machine_core_seconds"] = static_cast<double>(w.after.cpu.busy - w.before.cpu.busy) / tick;
+    row["kvtier_core_seconds"] = static_cast<double>(w.after.kvtier_ticks - w.before.kvtier_ticks) / tick;
+    if (w.before.dram_bytes && w.after.dram_bytes) row["host_bytes_measured"] = *w.after.dram_bytes - *w.before.dram_bytes;
+    samplers.settle();  // the PCIe sampler needs a sample past the window's end
+    if (auto p = samplers.pcie_bytes(w.t0, w.t1)) row["pcie_rx_bytes"] = *p;
+  }
+
   Status phase(std::vector<std::unique_ptr<RankChannel>>& ranks, Samplers& samplers, const std::string& kind,
                const std::string& path, uint32_t chunk, const std::string& op) {
     cli::Progress progress(fmt::format("{} phase ({}, chunk {})", kind, path, chunk));
     const bool repeat = kind == "repeat";
     const bool ceiling_here = repeat && path != "buffered";  // buffered engines cannot read O_DIRECT
-    const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
     for (size_t i = 0; i < sessions_.size(); ++i) {
       const SessionSpec& s = sessions_[i];
       const Json session = {{"seed", s.seed}, {"tokens", s.tokens}};
@@ -523,15 +529,7 @@ class SeedRun {
       if (ceiling_here && i % 2 == 0) KVTIER_TRY(measure_ceiling());
       KVTIER_ASSIGN_OR_RETURN(Window w, window(ranks, samplers, with_op(op.c_str())));
       if (ceiling_here && i % 2 == 1) KVTIER_TRY(measure_ceiling());
-      const double seconds = w.t1 - w.t0;
-      row["seconds"] = seconds;
-      row["disk_read_bytes"] = static_cast<double>(w.after.disk.bytes_read() - w.before.disk.bytes_read());
-      row["disk_write_bytes"] = static_cast<double>(w.after.disk.bytes_written() - w.before.disk.bytes_written());
-      row["machine_core_seconds"] = static_cast<double>(w.after.cpu.busy - w.before.cpu.busy) / tick;
-      row["kvtier_core_seconds"] = static_cast<double>(w.after.kvtier_ticks - w.before.kvtier_ticks) / tick;
-      if (w.before.dram_bytes && w.after.dram_bytes) row["host_bytes_measured"] = *w.after.dram_bytes - *w.before.dram_bytes;
-      samplers.settle();
-      if (auto p = samplers.pcie_bytes(w.t0, w.t1)) row["pcie_rx_bytes"] = *p;
+      record_window(row, w, samplers);
       if (ceiling) row[link ? "link_ceiling_seconds" : "ceiling_seconds"] = *ceiling;
       if (repeat) {
         uint64_t host = 0, read = 0, restored = 0, dram_hits = 0, misses = 0;

@@ -53,6 +53,21 @@ std::string cell(const Json& s, const char* key, const char* format, const char*
   return fmt::format(fmt::runtime(format), s[key].get<double>());
 }
 
+using Groups = std::vector<std::pair<std::string, std::vector<const Json*>>>;
+
+/// Rows grouped by key(row), groups in first-seen order; rows whose key is nullopt are left out.
+Groups group_rows(const std::vector<Json>& rows, const std::function<std::optional<std::string>(const Json&)>& key) {
+  Groups groups;
+  for (const Json& r : rows) {
+    const auto k = key(r);
+    if (!k) continue;
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& e) { return e.first == *k; });
+    if (g == groups.end()) groups.push_back({*k, {&r}});
+    else g->second.push_back(&r);
+  }
+  return groups;
+}
+
 // Accounted host memory bytes per KV byte restored.
 std::optional<double> host_bytes_per_kv_byte(const Json& r) {
   auto h = field(r, "host_bytes_accounted");
@@ -73,14 +88,9 @@ std::string thousands(std::string digits) {
 
 Json summarize(const std::vector<Json>& rows) {
   // Groups in first-seen order.
-  std::vector<std::pair<std::string, std::vector<const Json*>>> groups;
-  for (const Json& r : rows) {
-    const std::string key = fmt::format("{}|{}|{}", r.value("phase", ""), r.value("config", ""),
-                                        r.value("chunk_tokens", 0));
-    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& e) { return e.first == key; });
-    if (g == groups.end()) groups.push_back({key, {&r}});
-    else g->second.push_back(&r);
-  }
+  const auto groups = group_rows(rows, [](const Json& r) -> std::optional<std::string> {
+    return fmt::format("{}|{}|{}", r.value("phase", ""), r.value("config", ""), r.value("chunk_tokens", 0));
+  });
   // The drive's ceiling per chunk size: KV bytes over the raw O_DIRECT read time of the same
   // records, from every request that measured one.
   std::map<int, std::vector<const Json*>> ceilings;
@@ -216,14 +226,10 @@ double quantile(std::vector<double> v, double p) {
 }
 
 Json summarize_concurrency(const std::vector<Json>& rows, double load_alone_gbps) {
-  std::vector<std::pair<std::string, std::vector<const Json*>>> groups;
-  for (const Json& r : rows) {
-    if (r.value("phase", "") != "concurrent") continue;
-    const std::string key = fmt::format("{}|{}", r.value("config", ""), r.value("concurrency", 0));
-    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& e) { return e.first == key; });
-    if (g == groups.end()) groups.push_back({key, {&r}});
-    else g->second.push_back(&r);
-  }
+  const auto groups = group_rows(rows, [](const Json& r) -> std::optional<std::string> {
+    if (r.value("phase", "") != "concurrent") return std::nullopt;
+    return fmt::format("{}|{}", r.value("config", ""), r.value("concurrency", 0));
+  });
   Json out = Json::array();
   for (const auto& [key, members] : groups) {
     const Json& first = *members.front();
