@@ -41,6 +41,27 @@ struct GpuBuffer {
   uint64_t size;
 };
 
+/// A paged KV cache on the GPU shaped like a host reference, with the reference's block table.
+struct GpuPaged {
+  GpuPaged(uint32_t layer_count, const testing::PagedHost& reference, std::span<const int32_t> table)
+      : view(reference.view) {
+    view.block_table = table;
+    view.layers.clear();
+    for (uint32_t l = 0; l < layer_count; ++l) {
+      layers.push_back(std::make_unique<GpuBuffer>(reference.layer_bytes));
+      view.layers.push_back(layers.back()->view());
+    }
+  }
+  void download(testing::PagedHost& reference) const {
+    for (size_t l = 0; l < layers.size(); ++l) layers[l]->download(reference.layers[l]);
+  }
+  void upload(const testing::PagedHost& reference) {
+    for (size_t l = 0; l < layers.size(); ++l) layers[l]->upload(reference.layers[l]);
+  }
+  std::vector<std::unique_ptr<GpuBuffer>> layers;
+  PagedKv view;
+};
+
 class GpuPathTest : public ::testing::Test {
  protected:
   std::unique_ptr<Engine> open() {
@@ -124,18 +145,11 @@ TEST_F(GpuPathTest, EveryPagedLayoutRoundTripsOnTheGpu) {
     ASSERT_OK((*e)->save(tokens, host.view));
     testing::PagedHost reference(g_, 80, 16, layout);
     auto table = testing::shuffled_blocks(n, 16, 80, testing::test_seed());
-    std::vector<std::unique_ptr<GpuBuffer>> layers;
-    PagedKv gpu = reference.view;
-    gpu.block_table = table;
-    gpu.layers.clear();
-    for (uint32_t l = 0; l < g_.layers; ++l) {
-      layers.push_back(std::make_unique<GpuBuffer>(reference.layer_bytes));
-      gpu.layers.push_back(layers.back()->view());
-    }
-    auto r = (*e)->restore(tokens, gpu);
+    GpuPaged gpu(g_.layers, reference, table);
+    auto r = (*e)->restore(tokens, gpu.view);
     ASSERT_OK(r);
     EXPECT_EQ(r->tokens_restored, n);
-    for (uint32_t l = 0; l < g_.layers; ++l) layers[l]->download(reference.layers[l]);
+    gpu.download(reference);
     testing::HostKv back(g_, n);
     testing::move_all(g_, reference, table, back.data.get(), n, n, /*to_paged=*/false);
     EXPECT_EQ(synthetic::first_mismatch(g_, tokens, back.span(), n), n) << static_cast<int>(layout);
@@ -144,8 +158,8 @@ TEST_F(GpuPathTest, EveryPagedLayoutRoundTripsOnTheGpu) {
     testing::HostKv host2(g_, n);
     synthetic::fill_kv(g_, tokens2, host2.span(), n);
     testing::move_all(g_, reference, table, host2.data.get(), n, n, /*to_paged=*/true);
-    for (uint32_t l = 0; l < g_.layers; ++l) layers[l]->upload(reference.layers[l]);
-    ASSERT_OK((*e)->save(tokens2, gpu));
+    gpu.upload(reference);
+    ASSERT_OK((*e)->save(tokens2, gpu.view));
     testing::HostKv out(g_, n);
     auto r2 = (*e)->restore(tokens2, out.view);
     ASSERT_OK(r2);
@@ -246,28 +260,18 @@ TEST_F(GpuPathTest, ConcurrentRestoresIntoSeparatePagedCachesAreByteExact) {
       ASSERT_OK((*e)->save(sessions[i], ChunkedKv{sources[i]->view(), n}));
     }
     std::vector<std::unique_ptr<testing::PagedHost>> refs;
-    std::vector<std::vector<std::unique_ptr<GpuBuffer>>> layers(kThreads);
-    std::vector<PagedKv> views;
     std::vector<std::vector<int32_t>> tables;
+    std::vector<std::unique_ptr<GpuPaged>> caches;
     for (int i = 0; i < kThreads; ++i) {
       refs.push_back(std::make_unique<testing::PagedHost>(g_, 160, 16, PagedLayout::kKvFirst));
       tables.push_back(testing::shuffled_blocks(n, 16, 160, testing::test_seed() + i));
     }
-    for (int i = 0; i < kThreads; ++i) {
-      PagedKv v = refs[i]->view;
-      v.block_table = tables[i];
-      v.layers.clear();
-      for (uint32_t l = 0; l < g_.layers; ++l) {
-        layers[i].push_back(std::make_unique<GpuBuffer>(refs[i]->layer_bytes));
-        v.layers.push_back(layers[i].back()->view());
-      }
-      views.push_back(v);
-    }
+    for (int i = 0; i < kThreads; ++i) caches.push_back(std::make_unique<GpuPaged>(g_.layers, *refs[i], tables[i]));
     std::vector<std::thread> threads;
     std::vector<uint64_t> got(kThreads, 0);
     for (int i = 0; i < kThreads; ++i) {
       threads.emplace_back([&, i] {
-        auto r = (*e)->restore(sessions[i], views[i]);
+        auto r = (*e)->restore(sessions[i], caches[i]->view);
         got[i] = r ? r->tokens_restored : 0;
       });
     }
@@ -275,7 +279,7 @@ TEST_F(GpuPathTest, ConcurrentRestoresIntoSeparatePagedCachesAreByteExact) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     for (int i = 0; i < kThreads; ++i) {
       EXPECT_EQ(got[i], n) << i;
-      for (uint32_t l = 0; l < g_.layers; ++l) layers[i][l]->download(refs[i]->layers[l]);
+      caches[i]->download(*refs[i]);
       testing::HostKv back(g_, n);
       testing::move_all(g_, *refs[i], tables[i], back.data.get(), n, n, /*to_paged=*/false);
       EXPECT_EQ(synthetic::first_mismatch(g_, sessions[i], back.span(), n), n) << i;
