@@ -5,10 +5,7 @@
 # GPU path benchmark. Debian packages the machine lacks travel as .deb files in .deps/ (see
 # docs/perf.md) and are unpacked under /tmp/deps. Results go to $OUT.
 set -uo pipefail
-OUT="${OUT:-/tmp/kvtier-out}"
-mkdir -p "$OUT" /tmp/deps
-for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
-export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+source "$(dirname "$0")/h200_common.sh"
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv
   g++ --version | head -1; cmake --version | head -1; nvcc --version | tail -1
@@ -17,25 +14,14 @@ export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
   ls /proc/driver/nvidia-fs 2>&1 | head -2
 } > "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
-cmake -S . -B build/h200 -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/tmp/deps/usr \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DKVTIER_WITH_CUDA=ON -DKVTIER_WITH_IO_URING=ON > "$OUT/configure.log" 2>&1 \
-  || { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build build/h200 -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -40; exit 1; }
+h200_build || exit 1
 if [ -z "${SKIP_TESTS:-}" ]; then
-echo "== tests (no udev entry: cuFile cannot register files here, GDS must fall back and say why)"
-KVTIER_TEST_DIR=/root KVTIER_TEST_EXPECT_GDS=fallback ctest --test-dir build/h200 -j 8 --output-on-failure \
-  > "$OUT/ctest.log" 2>&1
-grep -E "tests passed|Failed|SKIPPED|Passed.*gpu|Gpu" "$OUT/ctest.log" | tail -15
+  echo "== tests (no udev entry: GDS must fall back and say why)"
+  h200_tests
 fi
-echo "== GDS with the test machine's udev entry (device-notes.md): cuFile registers files, compat mode"
-mm=$(mountpoint -d /)
-mkdir -p /run/udev/data
-printf 'E:ID_FS_USAGE=filesystem\nE:ID_FS_TYPE=ext4\nE:DEVTYPE=disk\n' > "/run/udev/data/b$mm"
-if [ -z "${SKIP_TESTS:-}" ]; then
-KVTIER_TEST_DIR=/root KVTIER_TEST_EXPECT_GDS=used CUFILE_LOGFILE_PATH="$OUT/cufile.log" \
-  build/h200/tests/kvtier_gpu_tests > "$OUT/gpu_tests.log" 2>&1
-grep -E "gds|fallback|OK \]|FAILED|PASSED" "$OUT/gpu_tests.log" | tail -12
-fi
+echo "== GDS with the test machine's udev entry: cuFile registers files, compat mode"
+h200_udev_entry
+if [ -z "${SKIP_TESTS:-}" ]; then h200_gds_tests; fi
 export KVTIER_BENCH_GDS=1
 echo "== GPU path benchmark"
 mkdir -p /root/kvbench && rm -rf /root/kvbench/* /root/kvbench-dram

@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: 2026 kvtier authors
+# Steps shared by the H200 batch scripts (sourced, not run). Debian packages the machine lacks
+# travel as .deb files in .deps/ and are unpacked under /tmp/deps; logs go to $OUT.
+OUT="${OUT:-/tmp/kvtier-out}"
+mkdir -p "$OUT" /tmp/deps
+for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
+export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+
+# Configures build/h200 once (kept while the machine stays warm) and builds it.
+h200_build() {
+  if [ ! -f build/h200/build.ninja ]; then
+    cmake -S . -B build/h200 -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/tmp/deps/usr \
+      -DCMAKE_CUDA_ARCHITECTURES=90 -DKVTIER_WITH_CUDA=ON -DKVTIER_WITH_IO_URING=ON > "$OUT/configure.log" 2>&1 \
+      || { tail -30 "$OUT/configure.log"; return 1; }
+  fi
+  local start
+  start=$(date +%s)
+  cmake --build build/h200 -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -40; return 1; }
+  echo "build: $(( $(date +%s) - start )) s"
+}
+
+# Every test without the udev entry: cuFile cannot register files there, so GDS must fall back
+# and say why.
+h200_tests() {
+  local start
+  start=$(date +%s)
+  KVTIER_TEST_DIR=/root KVTIER_TEST_EXPECT_GDS=fallback ctest --test-dir build/h200 -j 8 --output-on-failure \
+    > "$OUT/ctest.log" 2>&1
+  grep -E "tests passed|Failed|\(Failed\)|\*\*\*" "$OUT/ctest.log" | tail -15
+  echo "tests: $(( $(date +%s) - start )) s"
+}
+
+# The test machine's udev entry (device-notes.md): a setup step of that machine, never done by
+# kvtier; with it cuFile registers files and runs in compat mode.
+h200_udev_entry() {
+  local mm
+  mm=$(mountpoint -d /)
+  mkdir -p /run/udev/data
+  printf 'E:ID_FS_USAGE=filesystem\nE:ID_FS_TYPE=ext4\nE:DEVTYPE=disk\n' > "/run/udev/data/b$mm"
+}
+
+# The GPU tests again with the udev entry in place: cuFile must be used.
+h200_gds_tests() {
+  KVTIER_TEST_DIR=/root KVTIER_TEST_EXPECT_GDS=used CUFILE_LOGFILE_PATH="$OUT/cufile.log" \
+    build/h200/tests/kvtier_gpu_tests > "$OUT/gpu_tests.log" 2>&1
+  grep -E "gds:|FAILED|PASSED|Failure" -A3 "$OUT/gpu_tests.log" | tail -12
+}
