@@ -118,8 +118,8 @@ TEST_F(GpuPathTest, GpuAndHostChecksumsAreBitIdentical) {
   EXPECT_EQ(rb->checksum_misses, 0u);
 }
 
-// Every layout over every path into GPU memory: O_DIRECT + bounce, cuFile (reads and writes), and
-// DRAM-tier hits; each restore checked against an independent reference of the layout.
+// Every layout over every path into GPU memory: O_DIRECT + bounce, the page cache + bounce, cuFile
+// (reads and writes), and DRAM-tier hits; each restore checked against an independent reference of the layout.
 TEST_F(GpuPathTest, EveryPagedLayoutRoundTripsOnTheGpu) {
   SKIP_WITHOUT_GPU();
   struct Path {
@@ -128,8 +128,8 @@ TEST_F(GpuPathTest, EveryPagedLayoutRoundTripsOnTheGpu) {
     uint64_t dram_bytes;
   };
   const char* expect_gds = std::getenv("KVTIER_TEST_EXPECT_GDS");
-  for (const Path& path : {Path{"direct", IoPath::kDirect, 0}, Path{"gds", IoPath::kGds, 0},
-                           Path{"dram", IoPath::kDirect, 64 << 20}})
+  for (const Path& path : {Path{"direct", IoPath::kDirect, 0}, Path{"buffered", IoPath::kBuffered, 0},
+                           Path{"gds", IoPath::kGds, 0}, Path{"dram", IoPath::kDirect, 64 << 20}})
   for (PagedLayout layout : {PagedLayout::kKvFirst, PagedLayout::kBlockFirst, PagedLayout::kPackedHeads}) {
     SCOPED_TRACE(std::string(path.name) + " layout " + std::to_string(static_cast<int>(layout)));
     testing::TempDir dir;
