@@ -109,7 +109,6 @@ class Engine::Impl {
   mutable std::unique_ptr<GdsContext> gds_;      // null unless restores go through cuFile
   mutable std::string gds_note_;                 // cuFile's mode, or why it is not used
   std::atomic<bool> gds_refused_{false};         // cuFile would not register the store's files
-  std::mutex gds_mu_;                            // serialises restores over gds_'s buffers
   mutable std::mutex fallback_mu_;               // guards io_fallback_ (after open) and gds_note_
 };
 

@@ -202,8 +202,6 @@ Engine::Impl::ReadOutcome Engine::Impl::read_records(std::span<const LocatedReco
 Result<Engine::Impl::ReadOutcome> Engine::Impl::read_records_gds(std::span<const LocatedRecord> located,
                                                                  const KvTarget& destination, GdsContext& gds,
                                                                  std::span<const uint64_t> firsts) {
-  // The registered device buffers are the engine's, not the call's: one GDS restore at a time.
-  std::lock_guard gds_lock(gds_mu_);
   std::unordered_map<int, const SegmentFile*> files;
   for (const LocatedRecord& r : located) {
     KVTIER_TRY(gds.attach(r.file));  // once per segment file for the engine's life
@@ -214,36 +212,27 @@ Result<Engine::Impl::ReadOutcome> Engine::Impl::read_records_gds(std::span<const
   ReadOutcome out;
   read.start(out);
   KVTIER_ASSIGN_OR_RETURN(Device * device, device_for(destination.kind));
-  KVTIER_ASSIGN_OR_RETURN(auto transfer, device->begin(destination, read.records.size(), gds.buffer_count(),
+  // The registered device buffers are the engine's: this restore's share of them, handed back down
+  // to an equal share while other operations wait.
+  StagingPool::Lease lease = gds.buffers().acquire(plan.pieces.size());
+  KVTIER_ASSIGN_OR_RETURN(auto transfer, device->begin(destination, read.records.size(), lease.slots().size(),
                                                        staging_->slot_bytes()));
-  // One thread per registered device buffer: cuFileRead is synchronous, so parallel reads come from
-  // parallel callers, and the bytes in flight stay bounded by the buffers.
-  std::atomic<size_t> next{0};
-  std::mutex error_mu;
-  auto worker = [&](size_t slot) {
+  auto body = [&](size_t p, size_t slot) -> Status {
     std::vector<PieceSpan> spans;
     alignas(8) std::byte header[kBlock];
-    for (size_t p = next++; p < plan.pieces.size(); p = next++) {
-      const Piece& piece = plan.pieces[p];
-      Status st = transfer->release(slot);
-      if (st.ok()) st = gds.read(*files.at(piece.fd), slot, piece.offset, piece.length);
-      // Headers landed in device memory with the payload: copy each 4 KiB back to check it here.
-      auto header_at = [&](uint64_t in, uint64_t n) -> Result<std::span<const std::byte>> {
-        KVTIER_TRY(transfer->read_device(slot, gds.buffer(slot) + in, std::span(header, n)));
-        return std::span<const std::byte>(header, n);
-      };
-      if (st.ok()) st = classify_piece(read, p, options_.geometry, out, header_at, spans);
-      if (st.ok() && !spans.empty()) st = transfer->scatter_device(slot, gds.buffer(slot), spans);
-      if (!st.ok()) {
-        std::lock_guard lock(error_mu);
-        if (out.status.ok()) out.status = st;
-        next = plan.pieces.size();  // stop handing out pieces
-      }
-    }
+    const Piece& piece = plan.pieces[p];
+    std::byte* buffer = lease.slots()[slot].data();
+    KVTIER_TRY(gds.read(*files.at(piece.fd), buffer, piece.offset, piece.length));
+    // Headers landed in device memory with the payload: copy each 4 KiB back to check it here.
+    auto header_at = [&](uint64_t in, uint64_t n) -> Result<std::span<const std::byte>> {
+      KVTIER_TRY(transfer->read_device(slot, buffer + in, std::span(header, n)));
+      return std::span<const std::byte>(header, n);
+    };
+    KVTIER_TRY(classify_piece(read, p, options_.geometry, out, header_at, spans));
+    if (!spans.empty()) KVTIER_TRY(transfer->scatter_device(slot, buffer, spans));
+    return {};
   };
-  std::vector<std::thread> threads;
-  for (size_t w = 0; w < gds.buffer_count(); ++w) threads.emplace_back(worker, w);
-  for (auto& t : threads) t.join();
+  out.status = run_on_threads(plan.pieces.size(), lease, [&](size_t slot) { return transfer->release(slot); }, body);
   out.absorb(*transfer);
   counters_.device_copy_bytes += transfer->device_copy_bytes();
   counters_.gds_restores++;

@@ -131,35 +131,27 @@ Status Engine::Impl::refresh_dram(std::span<const std::pair<RecordMeta, uint64_t
 Status Engine::Impl::write_records_gds(const IoPlan& plan, std::span<const RecordMeta> records,
                                        std::span<const uint64_t> first_tokens, std::span<const Placement> placements,
                                        DeviceTransfer& transfer, size_t slots, GdsContext& gds) {
-  std::lock_guard gds_lock(gds_mu_);  // the registered buffers are the engine's
   std::unordered_map<int, const SegmentFile*> files;
   for (const Placement& p : placements) {
     KVTIER_TRY(gds.attach(p.file));
     files[p.file->fd.get()] = p.file.get();
   }
   const KvGeometry& g = options_.geometry;
-  std::atomic<size_t> next{0};
-  std::mutex error_mu;
-  Status first_error;
-  auto worker = [&](size_t slot) {
+  // This save's share of the engine's registered buffers, no more than the transfer has slots for.
+  StagingPool::Lease lease = gds.buffers().acquire(std::min(slots, plan.pieces.size()));
+  auto body = [&](size_t p, size_t slot) -> Status {
     WritePiece parts;
-    for (size_t p = next++; p < plan.pieces.size(); p = next++) {
-      parts.describe(plan, records, first_tokens, g, namespace_, p);
-      const Piece& piece = plan.pieces[p];
-      Status st = transfer.stage_device(slot, gds.buffer(slot), parts.spans, parts.headers, parts.padding);
-      if (st.ok()) st = gds.write(*files.at(piece.fd), slot, piece.offset, piece.length);
-      if (!st.ok()) {
-        std::lock_guard lock(error_mu);
-        // A write error after the first is no longer "cuFile refused": never fall back over it.
-        if (first_error.ok()) first_error = st.code() == ErrorCode::kNotSupported ? Status(ErrorCode::kIo, st.message()) : st;
-        next = plan.pieces.size();
-      }
-    }
+    parts.describe(plan, records, first_tokens, g, namespace_, p);
+    const Piece& piece = plan.pieces[p];
+    std::byte* buffer = lease.slots()[slot].data();
+    KVTIER_TRY(transfer.stage_device(slot, buffer, parts.spans, parts.headers, parts.padding));
+    return gds.write(*files.at(piece.fd), buffer, piece.offset, piece.length);
   };
-  std::vector<std::thread> threads;
-  for (size_t w = 0; w < std::min(slots, gds.buffer_count()); ++w) threads.emplace_back(worker, w);
-  for (auto& t : threads) t.join();
-  return first_error;
+  Status st = run_on_threads(plan.pieces.size(), lease, [&](size_t slot) { return transfer.release(slot); }, body);
+  // cuFile refused the files above, before anything was written; an error here is an I/O error
+  // (never a reason to write the same records again the POSIX way).
+  if (st.code() == ErrorCode::kNotSupported) return Status(ErrorCode::kIo, st.message());
+  return st;
 }
 
 Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTarget& source) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <deque>
+#include <mutex>
 #include <thread>
 
 #include "common/posix.hpp"
@@ -218,16 +219,18 @@ void split_into_pieces(int fd, uint64_t offset, uint64_t length, uint64_t max_pi
 StagingPool::StagingPool(uint64_t total_bytes, uint64_t slot_bytes) : slot_bytes_(slot_bytes) {
   size_t count = std::max<uint64_t>(1, total_bytes / slot_bytes);
   for (size_t i = 0; i < count; ++i) {
-    buffers_.emplace_back(slot_bytes);
+    owned_.emplace_back(slot_bytes);
+    slots_.push_back(owned_.back().span());
     free_.push_back(i);
   }
 }
 
-std::vector<std::span<std::byte>> StagingPool::all_slots() const {
-  std::vector<std::span<std::byte>> out;
-  for (const AlignedBuffer& b : buffers_) out.push_back(b.span());
-  return out;
+StagingPool::StagingPool(std::vector<std::span<std::byte>> borrowed, uint64_t slot_bytes)
+    : slot_bytes_(slot_bytes), slots_(std::move(borrowed)) {
+  for (size_t i = 0; i < slots_.size(); ++i) free_.push_back(i);
 }
+
+std::vector<std::span<std::byte>> StagingPool::all_slots() const { return slots_; }
 
 namespace {
 constexpr size_t kGone = ~size_t{0};
@@ -235,7 +238,7 @@ constexpr size_t kGone = ~size_t{0};
 
 size_t StagingPool::fair_share() const {
   const size_t contenders = std::max<size_t>(1, leases_ + waiting_);
-  return std::max<size_t>(1, buffers_.size() / contenders);
+  return std::max<size_t>(1, slots_.size() / contenders);
 }
 
 StagingPool::Lease StagingPool::acquire(size_t want) {
@@ -267,7 +270,7 @@ void StagingPool::give_back(const std::vector<size_t>& ids, bool lease_ends) {
 
 StagingPool::Lease::Lease(StagingPool* pool, std::vector<size_t> ids)
     : pool_(pool), ids_(std::move(ids)), held_(ids_.size()) {
-  for (size_t id : ids_) spans_.push_back(pool_->buffers_[id].span());
+  for (size_t id : ids_) spans_.push_back(pool_->slots_[id]);
 }
 
 StagingPool::Lease::Lease(Lease&& o) noexcept
@@ -289,6 +292,48 @@ void StagingPool::Lease::yield(size_t slot) {
   pool_->give_back({ids_[slot]}, /*lease_ends=*/false);
   ids_[slot] = kGone;
   --held_;
+}
+
+Status run_on_threads(size_t pieces, StagingPool::Lease& lease,
+                      const std::function<Status(size_t slot)>& release,
+                      const std::function<Status(size_t piece, size_t slot)>& body) {
+  std::atomic<size_t> next{0};
+  std::mutex mu;  // guards error, running and the lease's yields
+  Status error;
+  size_t running = lease.slots().size();
+  auto note = [&](Status st) {
+    std::lock_guard lock(mu);
+    if (error.ok()) error = std::move(st);
+    next = pieces;  // stop handing out pieces
+  };
+  // Whether this thread should stop and hand its slot back: others wait, the lease holds more than
+  // its share, and another thread of this run goes on.
+  auto leave = [&] {
+    std::lock_guard lock(mu);
+    if (running == 1 || !lease.should_yield()) return false;
+    --running;
+    return true;
+  };
+  auto worker = [&](size_t slot) {
+    bool yielding = false;
+    while (!yielding) {
+      const size_t p = next++;
+      if (p >= pieces) break;
+      Status st = release(slot);
+      if (st.ok()) st = body(p, slot);
+      if (!st.ok()) return note(std::move(st));
+      yielding = leave();
+    }
+    if (Status st = release(slot); !st.ok()) return note(std::move(st));
+    if (yielding) {
+      std::lock_guard lock(mu);
+      lease.yield(slot);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t s = 0; s < lease.slots().size(); ++s) threads.emplace_back(worker, s);
+  for (auto& t : threads) t.join();
+  return error;
 }
 
 }  // namespace kvtier

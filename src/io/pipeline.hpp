@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <span>
 #include <vector>
@@ -56,8 +57,6 @@ class SlotYield;
 void split_into_pieces(int fd, uint64_t offset, uint64_t length, uint64_t max_piece,
                        std::vector<Piece>& out);
 
-/// @brief Page-aligned staging memory of fixed size, handed out as slots: the per-engine bound on
-/// bytes in flight. Thread-safe.
 /// Lets a pipeline give staging slots back while it runs, when others wait for them.
 class SlotYield {
  public:
@@ -75,7 +74,11 @@ class SlotYield {
 /// wait until every operation holds an equal share (at least one).
 class StagingPool {
  public:
+  /// Owns total_bytes / slot_bytes page-aligned host slots (at least one).
   StagingPool(uint64_t total_bytes, uint64_t slot_bytes);
+  /// Shares memory it does not own (e.g. device buffers registered with cuFile): the same admission
+  /// control over someone else's slots, each `slot_bytes` long. The memory must outlive the pool.
+  StagingPool(std::vector<std::span<std::byte>> borrowed, uint64_t slot_bytes);
 
   /// Slots of one operation, returned to the pool on destruction (or earlier through yield()).
   class Lease final : public SlotYield {
@@ -99,7 +102,7 @@ class StagingPool {
   /// among the operations running and waiting.
   [[nodiscard]] Lease acquire(size_t want);
   [[nodiscard]] uint64_t slot_bytes() const { return slot_bytes_; }
-  [[nodiscard]] size_t slot_count() const { return buffers_.size(); }
+  [[nodiscard]] size_t slot_count() const { return slots_.size(); }
   /// Every slot's memory, e.g. to pin it once.
   [[nodiscard]] std::vector<std::span<std::byte>> all_slots() const;
 
@@ -109,12 +112,23 @@ class StagingPool {
   [[nodiscard]] size_t fair_share() const;
 
   uint64_t slot_bytes_;
-  std::vector<AlignedBuffer> buffers_;
+  std::vector<AlignedBuffer> owned_;
+  std::vector<std::span<std::byte>> slots_;
   mutable std::mutex mu_;
   std::condition_variable freed_;
   std::vector<size_t> free_;  // guarded by mu_
   std::atomic<size_t> waiting_{0};
   std::atomic<size_t> leases_{0};
 };
+
+/// For synchronous I/O (cuFile): runs body(piece, slot) for every piece in [0, pieces) on one thread
+/// per slot of `lease` (parallel transfers come from parallel callers; bytes in flight stay bounded
+/// by the slots). Before a slot is reused, or handed back, release(slot) waits for any asynchronous
+/// use of its bytes. A thread gives its slot back to the pool when others wait for slots and the
+/// lease holds more than its share, keeping at least one thread. On the first error no new piece
+/// starts; that error is returned.
+[[nodiscard]] Status run_on_threads(size_t pieces, StagingPool::Lease& lease,
+                                    const std::function<Status(size_t slot)>& release,
+                                    const std::function<Status(size_t piece, size_t slot)>& body);
 
 }  // namespace kvtier

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 
+#include "io/pipeline.hpp"
 #include "kvtier/status.hpp"
 #include "store/segment.hpp"
 
@@ -21,8 +22,9 @@ struct GdsMode {
 };
 
 /// @brief cuFile driver, file handles (one per segment, registered once) and registered device
-/// staging buffers (registered once). Thread-safe: handles are looked up under a lock; reads on
-/// different buffers run in parallel.
+/// staging buffers (registered once), shared by concurrent operations through a fair pool like the
+/// host staging's. Thread-safe: handles are looked up under a lock; I/O on different buffers runs
+/// in parallel.
 class GdsContext {
  public:
   /// Loads libcufile.so.0, opens the driver and registers `buffers` device buffers of `buffer_bytes`
@@ -31,16 +33,19 @@ class GdsContext {
   ~GdsContext();
 
   [[nodiscard]] const GdsMode& mode() const;
-  [[nodiscard]] size_t buffer_count() const;
-  [[nodiscard]] std::byte* buffer(size_t i) const;
+  /// The registered device buffers (device memory: never dereference on the host). An operation
+  /// leases its share, and hands buffers back while others wait (run_on_threads).
+  [[nodiscard]] StagingPool& buffers();
 
   /// Registers `file` with cuFile on first use (kept until the context closes); kNotSupported with
   /// cuFile's reason when it refuses (e.g. 5027 where udev knows nothing of the block device).
   [[nodiscard]] Status attach(const std::shared_ptr<SegmentFile>& file);
-  /// Reads [offset, offset + bytes) of an attached file into buffer `i`, looping over short reads.
-  [[nodiscard]] Status read(const SegmentFile& file, size_t i, uint64_t offset, size_t bytes);
-  /// Writes the first `bytes` of buffer `i` to [offset, offset + bytes) of an attached file.
-  [[nodiscard]] Status write(const SegmentFile& file, size_t i, uint64_t offset, size_t bytes);
+  /// Reads [offset, offset + bytes) of an attached file into `buffer` (one of buffers()' slots),
+  /// looping over short reads.
+  [[nodiscard]] Status read(const SegmentFile& file, std::byte* buffer, uint64_t offset, size_t bytes);
+  /// Writes the first `bytes` of `buffer` (one of buffers()' slots) to [offset, offset + bytes) of
+  /// an attached file.
+  [[nodiscard]] Status write(const SegmentFile& file, std::byte* buffer, uint64_t offset, size_t bytes);
   /// How cuFile itself says it served this process's reads and writes, from its statistics API
   /// (level 3, per GPU: peer-to-peer, nvidia-fs and POSIX operation counts); empty where this
   /// libcufile has no statistics API.
@@ -50,7 +55,7 @@ class GdsContext {
 
  private:
   explicit GdsContext(std::unique_ptr<Impl> impl);
-  Status transfer(const SegmentFile& file, size_t i, uint64_t offset, size_t bytes, bool write);
+  Status transfer(const SegmentFile& file, std::byte* buffer, uint64_t offset, size_t bytes, bool write);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -140,6 +140,7 @@ class GdsContext::Impl {
   GdsMode mode;
   std::vector<void*> buffers;
   std::vector<bool> registered;
+  std::unique_ptr<StagingPool> pool;  // over `buffers`, once all are registered
   std::mutex mu;
   std::unordered_map<const SegmentFile*, std::pair<CUfileHandle_t, std::shared_ptr<SegmentFile>>> handles;
 
@@ -174,12 +175,14 @@ Result<std::unique_ptr<GdsContext>> GdsContext::create(int device, size_t buffer
     KVTIER_TRY(cufile_status(api->buf_register(p, buffer_bytes, 0), "cuFileBufRegister"));
     impl->registered.back() = true;
   }
+  std::vector<std::span<std::byte>> slots;
+  for (void* p : impl->buffers) slots.emplace_back(static_cast<std::byte*>(p), buffer_bytes);
+  impl->pool = std::make_unique<StagingPool>(std::move(slots), buffer_bytes);
   return std::unique_ptr<GdsContext>(new GdsContext(std::move(impl)));
 }
 
 const GdsMode& GdsContext::mode() const { return impl_->mode; }
-size_t GdsContext::buffer_count() const { return impl_->buffers.size(); }
-std::byte* GdsContext::buffer(size_t i) const { return static_cast<std::byte*>(impl_->buffers[i]); }
+StagingPool& GdsContext::buffers() { return *impl_->pool; }
 
 Status GdsContext::attach(const std::shared_ptr<SegmentFile>& file) {
   std::lock_guard lock(impl_->mu);
@@ -210,8 +213,8 @@ Status GdsContext::attach(const std::shared_ptr<SegmentFile>& file) {
   return {};
 }
 
-// cuFileRead or cuFileWrite of [offset, offset + bytes) against buffer i, looping over short transfers.
-Status GdsContext::transfer(const SegmentFile& file, size_t i, uint64_t offset, size_t bytes, bool write) {
+// cuFileRead or cuFileWrite of [offset, offset + bytes) against `buffer`, looping over short transfers.
+Status GdsContext::transfer(const SegmentFile& file, std::byte* buffer, uint64_t offset, size_t bytes, bool write) {
   CUfileHandle_t handle;
   {
     std::lock_guard lock(impl_->mu);
@@ -223,9 +226,9 @@ Status GdsContext::transfer(const SegmentFile& file, size_t i, uint64_t offset, 
   size_t done = 0;
   while (done < bytes) {
     const ssize_t n =
-        write ? impl_->api->write(handle, impl_->buffers[i], bytes - done, static_cast<off_t>(offset + done),
+        write ? impl_->api->write(handle, buffer, bytes - done, static_cast<off_t>(offset + done),
                                   static_cast<off_t>(done))
-              : impl_->api->read(handle, impl_->buffers[i], bytes - done, static_cast<off_t>(offset + done),
+              : impl_->api->read(handle, buffer, bytes - done, static_cast<off_t>(offset + done),
                                  static_cast<off_t>(done));
     if (n < 0 && (n == -EINTR || n == -EAGAIN)) continue;
     if (n == -1) return posix_error(errno, fmt::format("{} of {}", what, file.path));
@@ -242,12 +245,12 @@ Status GdsContext::transfer(const SegmentFile& file, size_t i, uint64_t offset, 
   return {};
 }
 
-Status GdsContext::read(const SegmentFile& file, size_t i, uint64_t offset, size_t bytes) {
-  return transfer(file, i, offset, bytes, /*write=*/false);
+Status GdsContext::read(const SegmentFile& file, std::byte* buffer, uint64_t offset, size_t bytes) {
+  return transfer(file, buffer, offset, bytes, /*write=*/false);
 }
 
-Status GdsContext::write(const SegmentFile& file, size_t i, uint64_t offset, size_t bytes) {
-  return transfer(file, i, offset, bytes, /*write=*/true);
+Status GdsContext::write(const SegmentFile& file, std::byte* buffer, uint64_t offset, size_t bytes) {
+  return transfer(file, buffer, offset, bytes, /*write=*/true);
 }
 
 

@@ -21,13 +21,15 @@ const GdsMode& GdsContext::mode() const {
   static const GdsMode none;
   return none;
 }
-size_t GdsContext::buffer_count() const { return 0; }
-std::byte* GdsContext::buffer(size_t) const { return nullptr; }
+StagingPool& GdsContext::buffers() {
+  static StagingPool none(std::vector<std::span<std::byte>>{}, 0);  // never reached: create() fails
+  return none;
+}
 Status GdsContext::attach(const std::shared_ptr<SegmentFile>&) { return {ErrorCode::kNotSupported, "no cuFile"}; }
-Status GdsContext::read(const SegmentFile&, size_t, uint64_t, size_t) {
+Status GdsContext::read(const SegmentFile&, std::byte*, uint64_t, size_t) {
   return {ErrorCode::kNotSupported, "no cuFile"};
 }
-Status GdsContext::write(const SegmentFile&, size_t, uint64_t, size_t) {
+Status GdsContext::write(const SegmentFile&, std::byte*, uint64_t, size_t) {
   return {ErrorCode::kNotSupported, "no cuFile"};
 }
 std::string GdsContext::io_counts() const { return {}; }

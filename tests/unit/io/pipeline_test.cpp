@@ -10,6 +10,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <thread>
 #include <atomic>
 #include <chrono>
@@ -197,6 +198,92 @@ TEST(StagingPool, ManyOperationsEachGetAtLeastOneSlotAndNeverMoreThanExist) {
   for (auto& t : ops) t.join();
   EXPECT_EQ(done.load(), 12);
   EXPECT_LE(most.load(), 4);
+}
+
+TEST(StagingPool, SharesBorrowedMemoryWithoutOwningIt) {
+  std::vector<std::byte> memory(3 * 64);
+  std::vector<std::span<std::byte>> slots;
+  for (size_t i = 0; i < 3; ++i) slots.push_back(std::span(memory).subspan(i * 64, 64));
+  StagingPool pool(slots, 64);
+  EXPECT_EQ(pool.slot_count(), 3u);
+  EXPECT_EQ(pool.slot_bytes(), 64u);
+  auto lease = pool.acquire(5);
+  ASSERT_EQ(lease.slots().size(), 3u);
+  std::set<std::byte*> seen;
+  for (auto s : lease.slots()) {
+    EXPECT_EQ(s.size(), 64u);
+    EXPECT_GE(s.data(), memory.data());
+    EXPECT_LT(s.data(), memory.data() + memory.size());
+    seen.insert(s.data());
+  }
+  EXPECT_EQ(seen.size(), 3u);  // three distinct slots of the borrowed memory
+}
+
+TEST(RunOnThreads, RunsEveryPieceOnceAndReleasesEverySlotItUsed) {
+  StagingPool pool(4 << 20, 1 << 20);
+  auto lease = pool.acquire(4);
+  ASSERT_EQ(lease.slots().size(), 4u);
+  std::vector<std::atomic<int>> runs(100);
+  std::vector<std::atomic<int>> releases(4);
+  std::atomic<int> concurrent{0}, most{0};
+  Status st = run_on_threads(
+      runs.size(), lease, [&](size_t slot) { ++releases[slot]; return Status{}; },
+      [&](size_t piece, size_t slot) {
+        EXPECT_LT(slot, 4u);
+        const int now = ++concurrent;
+        for (int m = most; now > m && !most.compare_exchange_weak(m, now);) {
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        --concurrent;
+        ++runs[piece];
+        return Status{};
+      });
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  for (auto& r : runs) EXPECT_EQ(r.load(), 1);
+  EXPECT_LE(most.load(), 4);  // bounded by the slots
+  EXPECT_GT(most.load(), 1);  // and parallel
+  int released = 0;
+  for (auto& r : releases) released += r.load();
+  EXPECT_EQ(released, 100 + 4);  // before each piece, and once more at the end of each thread
+}
+
+TEST(RunOnThreads, TheFirstErrorStopsNewPiecesAndIsReturned) {
+  StagingPool pool(2 << 20, 1 << 20);
+  auto lease = pool.acquire(2);
+  std::atomic<int> ran{0};
+  Status st = run_on_threads(
+      1000, lease, [](size_t) { return Status{}; },
+      [&](size_t piece, size_t) {
+        ++ran;
+        return piece == 3 ? Status(ErrorCode::kIo, "piece 3 failed") : Status{};
+      });
+  EXPECT_EQ(st.code(), ErrorCode::kIo);
+  EXPECT_NE(st.message().find("piece 3"), std::string::npos);
+  EXPECT_LT(ran.load(), 20);  // stopped, not run to the end
+}
+
+TEST(RunOnThreads, HandsSlotsBackToAWaitingOperationAndStillFinishes) {
+  StagingPool pool(8 << 20, 1 << 20);
+  auto a = pool.acquire(8);
+  ASSERT_EQ(a.slots().size(), 8u);
+  std::atomic<size_t> b_slots{0};
+  std::atomic<bool> b_started{false};
+  std::thread b;
+  std::vector<std::atomic<int>> runs(400);
+  Status st = run_on_threads(
+      runs.size(), a, [](size_t) { return Status{}; },
+      [&](size_t piece, size_t) {
+        if (piece == 10 && !b_started.exchange(true)) {
+          b = std::thread([&] { b_slots = pool.acquire(8).slots().size(); });
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        ++runs[piece];
+        return Status{};
+      });
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  b.join();
+  for (auto& r : runs) EXPECT_EQ(r.load(), 1);  // no piece lost to a yield
+  EXPECT_GE(b_slots.load(), 4u);  // b got its half while a ran
 }
 
 TEST(IoEngines, UringAndPosixMoveTheSameBytes) {
