@@ -161,11 +161,30 @@ NB_MODULE(_kvtier, m) {
       .def_static("preset", [](const std::string& model, uint32_t rank, uint32_t world, uint32_t chunk) {
             return unwrap(kvtier::geometry_for(model, rank, world, chunk));
           }, "model"_a, "tp_rank"_a = 0, "tp_world"_a = 1, "chunk_tokens"_a = 256)
+      .def_static("custom", [](const std::string& model, uint32_t layers, uint32_t kv_heads, uint32_t head_dim,
+                               uint32_t element_bytes, uint32_t chunk, uint32_t rank, uint32_t world) {
+            kvtier::KvGeometry g;
+            g.model_id = model;
+            g.layers = layers;
+            g.kv_heads = kv_heads;
+            g.head_dim = head_dim;
+            g.element_bytes = element_bytes;
+            g.chunk_tokens = chunk;
+            g.tp_rank = rank;
+            g.tp_world = world;
+            if (kvtier::Status st = g.validate(); !st.ok()) throw PyError(st);
+            return g;
+          }, "model"_a, "layers"_a, "kv_heads"_a, "head_dim"_a, "element_bytes"_a = 2, "chunk_tokens"_a = 256,
+          "tp_rank"_a = 0, "tp_world"_a = 1,
+          "A geometry for any model: kv_heads are this rank's (total / tp_world); model names the namespace.")
+      .def_prop_ro("model", [](const kvtier::KvGeometry& g) { return g.model_id; })
       .def_prop_ro("layers", [](const kvtier::KvGeometry& g) { return g.layers; })
       .def_prop_ro("kv_heads", [](const kvtier::KvGeometry& g) { return g.kv_heads; })
       .def_prop_ro("head_dim", [](const kvtier::KvGeometry& g) { return g.head_dim; })
       .def_prop_ro("element_bytes", [](const kvtier::KvGeometry& g) { return g.element_bytes; })
       .def_prop_ro("chunk_tokens", [](const kvtier::KvGeometry& g) { return g.chunk_tokens; })
+      .def_prop_ro("tp_rank", [](const kvtier::KvGeometry& g) { return g.tp_rank; })
+      .def_prop_ro("tp_world", [](const kvtier::KvGeometry& g) { return g.tp_world; })
       .def_prop_ro("row_bytes", [](const kvtier::KvGeometry& g) { return g.row_bytes(); })
       .def("bytes_for_tokens", &kvtier::KvGeometry::bytes_for_tokens)
       .def("__repr__", [](const kvtier::KvGeometry& g) { return "kvtier.Geometry(" + g.describe() + ")"; });

@@ -79,6 +79,19 @@ class EngineTest(unittest.TestCase):
                 self.engine.evict(tokens)
                 self.engine.evict(other)
 
+    def test_custom_geometry_round_trip(self):
+        g = kvtier.Geometry.custom("qwen3-random", layers=3, kv_heads=1, head_dim=32, chunk_tokens=16)
+        self.assertEqual((g.model, g.layers, g.kv_heads, g.head_dim, g.tp_world), ("qwen3-random", 3, 1, 32, 1))
+        self.assertEqual(g.bytes_for_tokens(10), 2 * 3 * 10 * 32 * 2)
+        with tempfile.TemporaryDirectory(dir=os.environ.get("KVTIER_TEST_DIR")) as d:
+            e = kvtier.open(d, g, io="posix")
+            kv = session(self.rng, g, 50)
+            self.assertEqual(e.save(list(range(50)), kv), 4)
+            out = np.zeros_like(kv)
+            self.assertEqual(e.restore(list(range(50)), out)["tokens_restored"], 50)
+            np.testing.assert_array_equal(out, kv)
+            del e
+
     def test_corrupt_record_is_a_miss(self):
         tokens = list(range(640))
         kv = session(self.rng, self.g, 640)
@@ -110,6 +123,9 @@ class EngineTest(unittest.TestCase):
         self.assertIn(e.exception.args[1], ("locked", "geometry mismatch"))
         with self.assertRaises(kvtier.Error):
             kvtier.Geometry.preset("gpt-17")
+        with self.assertRaises(kvtier.Error) as e:
+            kvtier.Geometry.custom("m", layers=4, kv_heads=2, head_dim=64, tp_rank=2, tp_world=2)
+        self.assertEqual(e.exception.args[1], "invalid argument")
         strided = np.zeros((2, 2, 100, 2, 64), np.uint16)[:, :, ::2]
         with self.assertRaises(TypeError):  # never a silent copy: a restore into one would vanish
             self.engine.restore([1, 2], strided)
