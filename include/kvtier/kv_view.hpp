@@ -40,11 +40,17 @@ enum class PagedLayout : uint8_t {
   kPackedHeads, ///< [num_blocks, kv_heads, block_size, 2 * head_dim] (vLLM 0.26 packed).
 };
 
+/// Block-table entry meaning "leave these tokens alone" on restore: the serving engine already
+/// holds them (e.g. its own prefix cache hit), possibly in blocks other requests are reading.
+inline constexpr int32_t kSkipBlock = -1;
+
 /// @brief A paged KV cache: one tensor per layer (each num_blocks blocks), and the blocks that hold
 /// one session's tokens, in token order. kvtier borrows all of it for the duration of a call.
 struct PagedKv {
   std::vector<MemoryView> layers;        ///< one per model layer, all of the same kind and device
-  std::span<const int32_t> block_table;  ///< block of tokens [i*block_size, (i+1)*block_size)
+  /// Block of tokens [i*block_size, (i+1)*block_size). A restore may name kSkipBlock: those tokens
+  /// are read and verified like the rest but not written anywhere. A save may not.
+  std::span<const int32_t> block_table;
   uint32_t block_size = 16;              ///< tokens per block
   uint32_t num_blocks = 0;               ///< blocks in each layer's tensor
   PagedLayout layout = PagedLayout::kKvFirst;

@@ -49,27 +49,30 @@ kvtier::MemoryView view_of(const Tensor& t) {
   return v;
 }
 
-/// Token ids from a list of ints or a 1-D integer array.
-std::vector<kvtier::Token> tokens_of(nb::handle h) {
-  std::vector<kvtier::Token> out;
+/// Integers from a list of ints or a 1-D int32/int64 array (`what` names them in errors).
+template <typename T>
+std::vector<T> ints_of(nb::handle h, const char* what) {
+  std::vector<T> out;
   if (nb::isinstance<nb::list>(h) || nb::isinstance<nb::tuple>(h)) {
-    for (nb::handle x : h) out.push_back(nb::cast<kvtier::Token>(x));
+    for (nb::handle x : h) out.push_back(nb::cast<T>(x));
     return out;
   }
   TokenArray a = nb::cast<TokenArray>(h);
-  if (a.ndim() != 1) throw PyError({kvtier::ErrorCode::kInvalidArgument, "tokens must be one-dimensional"});
+  if (a.ndim() != 1) throw PyError({kvtier::ErrorCode::kInvalidArgument, std::string(what) + " must be one-dimensional"});
   const size_t n = a.shape(0);
   if (a.dtype() == nb::dtype<int32_t>()) {
     const auto* p = static_cast<const int32_t*>(a.data());
-    out.assign(p, p + n);
+    for (size_t i = 0; i < n; ++i) out.push_back(static_cast<T>(p[i]));
   } else if (a.dtype() == nb::dtype<int64_t>()) {
     const auto* p = static_cast<const int64_t*>(a.data());
-    for (size_t i = 0; i < n; ++i) out.push_back(static_cast<kvtier::Token>(p[i]));
+    for (size_t i = 0; i < n; ++i) out.push_back(static_cast<T>(p[i]));
   } else {
-    throw PyError({kvtier::ErrorCode::kInvalidArgument, "tokens must be int32 or int64"});
+    throw PyError({kvtier::ErrorCode::kInvalidArgument, std::string(what) + " must be int32 or int64"});
   }
   return out;
 }
+
+std::vector<kvtier::Token> tokens_of(nb::handle h) { return ints_of<kvtier::Token>(h, "tokens"); }
 
 kvtier::PagedLayout layout_of(const std::string& name) {
   if (name == "kv_first") return kvtier::PagedLayout::kKvFirst;
@@ -97,7 +100,7 @@ Paged paged_of(const std::vector<Tensor>& layers, nb::handle block_table, uint32
                const std::string& layout) {
   Paged p;
   p.layers = layers;
-  for (kvtier::Token t : tokens_of(block_table)) p.table.push_back(t);
+  p.table = ints_of<int32_t>(block_table, "block_table");  // -1 skips a block on restore
   for (const Tensor& l : p.layers) p.view.layers.push_back(view_of(l));
   if (p.layers.empty()) throw PyError({kvtier::ErrorCode::kInvalidArgument, "no layer tensors"});
   p.view.block_table = p.table;

@@ -30,7 +30,8 @@ struct FastLayout {
         head_vectors(params.head_bytes / 16) {}
 
   /// Address of payload vector `v` (16-byte units from the payload start) of a record of `tokens`
-  /// tokens whose first is `first_token`. Same placement as kv_address() in device/kv_layout.hpp.
+  /// tokens whose first is `first_token`. Same placement as kv_address() in device/kv_layout.hpp,
+  /// null for a skipped block as there.
   __device__ __forceinline__ uint8_t* address(uint32_t v, uint32_t first_token, const FastDiv& tokens) const {
     const uint32_t row = vectors_per_row.div(v);
     const uint32_t col_vec = v - row * vectors_per_row.d;
@@ -44,7 +45,9 @@ struct FastLayout {
     }
     const uint32_t bi = block_size.div(token);
     const uint64_t in = token - bi * block_size.d;
-    const uint64_t blk = static_cast<uint64_t>(p.block_table[bi]);
+    const int32_t entry = p.block_table[bi];
+    if (entry < 0) return nullptr;
+    const uint64_t blk = static_cast<uint64_t>(entry);
     uint8_t* base = p.layer_base[layer];
     if (p.form == KvForm::kPagedKvFirst) {
       return base + ((uint64_t{kv} * p.num_blocks + blk) * p.block_size + in) * p.row_bytes + uint64_t{col_vec} * 16;
@@ -102,7 +105,8 @@ __global__ void scatter_kernel(ScatterBatch batch, FastLayout f, unsigned long l
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < vectors; i += gridDim.x * blockDim.x) {
     const uint32_t v = first_vector + i;
     const uint4 value = reinterpret_cast<const uint4*>(item.src)[i];
-    *reinterpret_cast<uint4*>(f.address(v, first_token, item.tokens)) = value;
+    // A skipped block (the caller holds those tokens already) is verified, not written.
+    if (uint8_t* dst = f.address(v, first_token, item.tokens)) *reinterpret_cast<uint4*>(dst) = value;
     if constexpr (kChecksum) acc += terms_of(value, uint64_t{v} * 2);
   }
   if constexpr (kChecksum) {

@@ -44,13 +44,16 @@ KVTIER_HD uint64_t contiguous_run(const KvLayoutParams& p) {
   return p.form == KvForm::kPagedPackedHeads ? p.head_bytes : p.row_bytes;
 }
 
-/// Address of byte `col` of the row of (`kv`, `layer`, `token`).
+/// Address of byte `col` of the row of (`kv`, `layer`, `token`); null where the block table skips
+/// the token (a negative entry: restores only).
 KVTIER_HD uint8_t* kv_address(const KvLayoutParams& p, uint32_t kv, uint32_t layer, uint64_t token,
                               uint64_t col) {
   if (p.form == KvForm::kContiguous) {
     return p.base + (((uint64_t{kv} * p.layers + layer) * p.capacity_tokens + token) * p.row_bytes + col);
   }
-  const uint64_t block = static_cast<uint64_t>(p.block_table[token / p.block_size]);
+  const int32_t entry = p.block_table[token / p.block_size];
+  if (entry < 0) return nullptr;
+  const uint64_t block = static_cast<uint64_t>(entry);
   const uint64_t in = token % p.block_size;
   uint8_t* layer_base = p.layer_base[layer];
   switch (p.form) {

@@ -216,28 +216,28 @@ Result<std::unique_ptr<Engine>> Engine::open(const Options& options) {
 
 // Checks the caller's KV memory, then runs op on it.
 template <typename Kv, typename Op>
-auto on_target(Engine::Impl& impl, const Kv& kv, Op&& op) {
+auto on_target(Engine::Impl& impl, const Kv& kv, bool restore, Op&& op) {
   using R = decltype(op(std::declval<const KvTarget&>()));
   return guarded([&]() -> R {
-    KVTIER_ASSIGN_OR_RETURN(KvTarget target, impl.target_of(kv));
+    KVTIER_ASSIGN_OR_RETURN(KvTarget target, impl.target_of(kv, restore));
     return op(target);
   });
 }
 
 Result<SaveResult> Engine::save(std::span<const Token> tokens, const ChunkedKv& source) {
-  return on_target(*impl_, source, [&](const KvTarget& t) { return impl_->save(tokens, t); });
+  return on_target(*impl_, source, /*restore=*/false, [&](const KvTarget& t) { return impl_->save(tokens, t); });
 }
 Result<SaveResult> Engine::save(std::span<const Token> tokens, const PagedKv& source) {
-  return on_target(*impl_, source, [&](const KvTarget& t) { return impl_->save(tokens, t); });
+  return on_target(*impl_, source, /*restore=*/false, [&](const KvTarget& t) { return impl_->save(tokens, t); });
 }
 Result<uint64_t> Engine::lookup(std::span<const Token> tokens) {
   return guarded([&] { return impl_->lookup(tokens); });
 }
 Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const ChunkedKv& destination) {
-  return on_target(*impl_, destination, [&](const KvTarget& t) { return impl_->restore(tokens, t); });
+  return on_target(*impl_, destination, /*restore=*/true, [&](const KvTarget& t) { return impl_->restore(tokens, t); });
 }
 Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const PagedKv& destination) {
-  return on_target(*impl_, destination, [&](const KvTarget& t) { return impl_->restore(tokens, t); });
+  return on_target(*impl_, destination, /*restore=*/true, [&](const KvTarget& t) { return impl_->restore(tokens, t); });
 }
 Result<uint64_t> Engine::evict(std::span<const Token> tokens) {
   return guarded([&] { return impl_->evict(tokens); });

@@ -37,8 +37,9 @@ class Engine::Impl {
 
   /// The caller's KV memory checked against the geometry: kInvalidArgument when its size or shape
   /// does not match, kNotSupported when no device of this engine can address it.
-  Result<KvTarget> target_of(const ChunkedKv& kv) const;
-  Result<KvTarget> target_of(const PagedKv& kv) const;
+  /// A paged target may skip blocks (kSkipBlock) only as a restore's destination.
+  Result<KvTarget> target_of(const ChunkedKv& kv, bool restore) const;
+  Result<KvTarget> target_of(const PagedKv& kv, bool restore) const;
 
   Options options_;
   Logger log_;

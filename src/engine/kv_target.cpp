@@ -37,7 +37,7 @@ Result<Device*> Engine::Impl::device_for(MemoryKind kind) const {
               fmt::format("KV memory on a CUDA device, but this engine has no CUDA device: {}", cuda_unavailable_));
 }
 
-Result<KvTarget> Engine::Impl::target_of(const ChunkedKv& kv) const {
+Result<KvTarget> Engine::Impl::target_of(const ChunkedKv& kv, bool /*restore*/) const {
   const KvGeometry& g = options_.geometry;
   KVTIER_EXPECTS(kv.memory.data != nullptr, "KV memory: null pointer");
   if (kv.memory.size != g.bytes_for_tokens(kv.capacity_tokens)) {
@@ -58,7 +58,7 @@ Result<KvTarget> Engine::Impl::target_of(const ChunkedKv& kv) const {
   return t;
 }
 
-Result<KvTarget> Engine::Impl::target_of(const PagedKv& kv) const {
+Result<KvTarget> Engine::Impl::target_of(const PagedKv& kv, bool restore) const {
   const KvGeometry& g = options_.geometry;
   KVTIER_EXPECTS(kv.layers.size() == g.layers,
                  fmt::format("paged KV: {} layer tensors for a {}-layer model", kv.layers.size(), g.layers));
@@ -80,8 +80,14 @@ Result<KvTarget> Engine::Impl::target_of(const PagedKv& kv) const {
   }
   for (size_t i = 0; i < kv.block_table.size(); ++i) {
     const int32_t b = kv.block_table[i];
+    if (b == kSkipBlock) {
+      KVTIER_EXPECTS(restore, fmt::format("paged KV: block_table[{}] skips its tokens (-1), which only a restore "
+                                          "may do: a save needs every token's KV", i));
+      continue;
+    }
     KVTIER_EXPECTS(b >= 0 && static_cast<uint32_t>(b) < kv.num_blocks,
-                   fmt::format("paged KV: block_table[{}] = {} is not a block of 0..{}", i, b, kv.num_blocks - 1));
+                   fmt::format("paged KV: block_table[{}] = {} is not a block of 0..{} (or -1 to skip, on restore)", i,
+                               b, kv.num_blocks - 1));
   }
   KVTIER_ASSIGN_OR_RETURN(Device * device, device_for(t.kind));
   for (const MemoryView& m : kv.layers) KVTIER_TRY(device->check_memory(m));

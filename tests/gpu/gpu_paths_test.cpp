@@ -177,6 +177,40 @@ TEST_F(GpuPathTest, EveryPagedLayoutRoundTripsOnTheGpu) {
   }
 }
 
+TEST_F(GpuPathTest, SkippedBlocksAreNotWrittenOnTheGpu) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& [name, io, dram] : {std::tuple{"direct", IoPath::kDirect, uint64_t{0}},
+                                       std::tuple{"gds", IoPath::kGds, uint64_t{0}},
+                                       std::tuple{"dram", IoPath::kDirect, uint64_t{64} << 20}}) {
+    SCOPED_TRACE(name);
+    testing::TempDir dir;
+    Options o = testing::small_options(dir.str(), g_);
+    o.io_path = io;
+    o.dram_bytes = dram;
+    auto e = Engine::open(o);
+    ASSERT_OK(e);
+    const uint64_t n = 600;  // the first 160 tokens (10 blocks) are the serving engine's already
+    auto tokens = synthetic::tokens(11, n);
+    testing::HostKv host(g_, n);
+    synthetic::fill_kv(g_, tokens, host.span(), n);
+    ASSERT_OK((*e)->save(tokens, host.view));
+    testing::PagedHost reference(g_, 64, 16, PagedLayout::kPackedHeads);  // every byte 0xEE
+    const auto placed = testing::shuffled_blocks(n, 16, 64, testing::test_seed() + 5);
+    std::vector<int32_t> table = placed;
+    for (size_t b = 0; b < 10; ++b) table[b] = kSkipBlock;
+    GpuPaged gpu(g_.layers, reference, table);
+    gpu.upload(reference);
+    auto r = (*e)->restore(tokens, gpu.view);
+    ASSERT_OK(r);
+    EXPECT_EQ(r->tokens_restored, n);
+    EXPECT_EQ(r->checksum_misses, 0u);
+    gpu.download(reference);
+    testing::HostKv back(g_, n);
+    testing::move_all(g_, reference, placed, back.data.get(), n, n, /*to_paged=*/false);
+    EXPECT_TRUE(testing::restored_except_skipped(g_, back.data.get(), host.data.get(), n, 160));
+  }
+}
+
 TEST_F(GpuPathTest, CorruptRecordIsAMissOnTheGpuPath) {
   SKIP_WITHOUT_GPU();
   const uint64_t n = 640;  // ten chunks of 64

@@ -4,6 +4,9 @@
 // dimensions (not kvtier's address formulas), to check the engine's placement against.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -72,6 +75,28 @@ inline void move_all(const KvGeometry& g, PagedHost& paged, const std::vector<in
       for (uint64_t t = 0; t < tokens; ++t)
         move_row(g, paged.view.layout, paged.layers, table, paged.view.block_size, paged.view.num_blocks,
                  contiguous, capacity, kv, l, t, to_paged);
+}
+
+/// Whether `back` (contiguous [2, L, n, row], read back through the blocks' real homes) holds the
+/// untouched 0xEE fill for tokens [0, skipped) and `want`'s rows for every later token.
+inline ::testing::AssertionResult restored_except_skipped(const KvGeometry& g, const std::byte* back,
+                                                          const std::byte* want, uint64_t n, uint64_t skipped) {
+  const uint64_t row = g.row_bytes();
+  for (uint32_t kvi = 0; kvi < 2; ++kvi) {
+    for (uint32_t l = 0; l < g.layers; ++l) {
+      for (uint64_t t = 0; t < n; ++t) {
+        const uint64_t at = ((uint64_t{kvi} * g.layers + l) * n + t) * row;
+        const std::byte* got = back + at;
+        if (t < skipped && !std::all_of(got, got + row, [](std::byte b) { return b == std::byte{0xEE}; })) {
+          return ::testing::AssertionFailure() << "skipped token " << t << " of layer " << l << " was written";
+        }
+        if (t >= skipped && std::memcmp(got, want + at, row) != 0) {
+          return ::testing::AssertionFailure() << "token " << t << " of layer " << l << " differs";
+        }
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace kvtier::testing

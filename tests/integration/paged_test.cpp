@@ -62,6 +62,32 @@ TEST_P(PagedTest, SaveFromPagedRestoresContiguousByteExact) {
   EXPECT_EQ(synthetic::first_mismatch(g_, tokens, out.span(), n), n);
 }
 
+TEST_P(PagedTest, SkippedBlocksAreVerifiedButNeverWritten) {
+  auto e = Engine::open(testing::small_options(dir_.str(), g_));
+  ASSERT_OK(e);
+  const uint64_t n = 600;  // the serving engine already holds the first 160 tokens (10 blocks)
+  auto tokens = synthetic::tokens(8, n);
+  testing::HostKv kv(g_, n);
+  synthetic::fill_kv(g_, tokens, kv.span(), n);
+  ASSERT_OK((*e)->save(tokens, kv.view));
+  testing::PagedHost paged(g_, 64, 16, GetParam().layout);
+  auto table = testing::shuffled_blocks(n, 16, 64, testing::test_seed() + 2);
+  const std::vector<int32_t> placed = table;
+  for (size_t b = 0; b < 10; ++b) table[b] = kSkipBlock;
+  paged.view.block_table = table;
+  auto r = (*e)->restore(tokens, paged.view);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->tokens_restored, n);
+  EXPECT_EQ(r->checksum_misses, 0u);
+  // Read back through the reference layout with the blocks' real homes: the skipped tokens' rows
+  // are the untouched fill, every other row is the saved KV.
+  testing::HostKv back(g_, n);
+  testing::move_all(g_, paged, placed, back.data.get(), n, n, /*to_paged=*/false);
+  EXPECT_TRUE(testing::restored_except_skipped(g_, back.data.get(), kv.data.get(), n, 160));
+  // A save needs every token: skipping is refused there.
+  EXPECT_EQ((*e)->save(synthetic::tokens(9, n), paged.view).error().code(), ErrorCode::kInvalidArgument);
+}
+
 TEST_P(PagedTest, BadBlockTablesAndShapesAreRefused) {
   auto e = Engine::open(testing::small_options(dir_.str(), g_));
   ASSERT_OK(e);

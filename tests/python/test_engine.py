@@ -79,6 +79,25 @@ class EngineTest(unittest.TestCase):
                 self.engine.evict(tokens)
                 self.engine.evict(other)
 
+    def test_restore_paged_skips_blocks_marked_minus_one(self):
+        tokens = list(range(1000, 1300))
+        kv = session(self.rng, self.g, 300)
+        self.engine.save(tokens, kv)
+        bs, blocks = 16, 32
+        table = np.arange(blocks, dtype=np.int32)[::-1][: (300 + bs - 1) // bs].copy()
+        skipped = table[:4].copy()  # the serving engine holds the first 64 tokens already
+        table[:4] = -1
+        layers = [np.zeros((2, blocks, bs, self.g.kv_heads, self.g.head_dim), np.uint16) for _ in range(self.g.layers)]
+        r = self.engine.restore_paged(tokens, layers, table, block_size=bs)
+        self.assertEqual(r["tokens_restored"], 300)
+        for l in range(self.g.layers):
+            self.assertFalse(layers[l][:, skipped].any(), "a skipped block was written")
+            for t in (64, 65, 200, 299):
+                np.testing.assert_array_equal(layers[l][:, table[t // bs], t % bs], kv[:, l, t])
+        with self.assertRaises(kvtier.Error) as e:  # a save needs every token
+            self.engine.save_paged([5] * 300, layers, table, block_size=bs)
+        self.assertIn("only a restore", e.exception.args[0])
+
     def test_custom_geometry_round_trip(self):
         g = kvtier.Geometry.custom("qwen3-random", layers=3, kv_heads=1, head_dim=32, chunk_tokens=16)
         self.assertEqual((g.model, g.layers, g.kv_heads, g.head_dim, g.tp_world), ("qwen3-random", 3, 1, 32, 1))
