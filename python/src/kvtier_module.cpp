@@ -34,7 +34,7 @@ T unwrap(kvtier::Result<T> r) {
 // Any dtype, any device, C-contiguous. Arguments are taken with noconvert(): a tensor that is not
 // already contiguous must fail, not be copied (a restore into a copy would vanish).
 using Tensor = nb::ndarray<nb::c_contig>;
-using TokenArray = nb::ndarray<nb::c_contig, nb::device::cpu>;
+using TokenArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;  // read-only arrays too
 
 kvtier::MemoryView view_of(const Tensor& t) {
   kvtier::MemoryView v;

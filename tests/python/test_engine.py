@@ -34,6 +34,8 @@ class EngineTest(unittest.TestCase):
         self.assertEqual(self.engine.save(tokens, kv), (1000 + 63) // 64)
         self.assertEqual(self.engine.lookup(tokens), 1000)
         self.assertEqual(self.engine.lookup(list(tokens[:130]) + [1, 2, 3]), 128)
+        read_only = np.frombuffer(tokens.astype(np.int32).tobytes(), dtype=np.int32)
+        self.assertEqual(self.engine.lookup(read_only), 1000)  # e.g. straight off a socket
         out = np.zeros_like(kv)
         r = self.engine.restore(tokens, out)
         self.assertEqual(r["tokens_restored"], 1000)

@@ -1,0 +1,448 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: 2026 kvtier authors
+"""A vLLM KV connector (KVConnectorBase_V1) backed by kvtier.
+
+    vllm serve MODEL --kv-transfer-config '{"kv_connector": "KvtierConnector",
+        "kv_connector_module_path": "kvtier.vllm_connector", "kv_role": "kv_both",
+        "kv_connector_extra_config": {"kvtier.root": "/nvme/kv", "kvtier.io": "auto"}}'
+
+What it does, hook by hook:
+- Scheduler: ``get_num_new_matched_tokens`` asks every worker's kvtier store (over a local ZeroMQ
+  socket each worker serves) for the longest stored prefix of the prompt, takes the smallest answer
+  (every rank must hold it), rounds it down to whole kvtier chunks and never counts the prompt's last
+  token (vLLM must compute one). ``update_state_after_alloc`` plans the load into the request's
+  blocks, marking the blocks vLLM already holds (its own prefix-cache hit) to be skipped: they are
+  verified, never written. ``request_finished`` plans a save of every computed token and defers
+  freeing the blocks until the workers report the save done.
+- Worker: ``register_kv_caches`` detects the paged layout from the tensors vLLM registered
+  (``[2, blocks, bs, H, D]``, ``[blocks, 2, bs, H, D]`` or 0.26's packed ``[blocks, H, bs, 2D]``) and
+  refuses anything else with a clear error; it opens the rank's kvtier store. ``start_load_kv``
+  restores synchronously before the forward pass, or in the background when
+  ``kvtier.async_load`` is set (reported through ``get_finished``). ``wait_for_save`` hands the
+  planned saves to a background thread once the GPU work queued so far is done. A miss or a checksum
+  mismatch becomes ``get_block_ids_with_load_errors``: vLLM recomputes those blocks instead of
+  serving wrong KV.
+
+Settings (``kv_connector_extra_config``): ``kvtier.root`` (store directory, required),
+``kvtier.io`` (auto, posix, gds, buffered), ``kvtier.capacity``, ``kvtier.dram``, ``kvtier.staging``
+(sizes with K/M/G/T; 0 = kvtier's defaults), ``kvtier.chunk_tokens`` (256; a multiple of the block
+size), ``kvtier.async_load`` (false), ``kvtier.lookup_timeout_ms`` (2000).
+
+Requests whose KV depends on more than their token ids (LoRA adapters, a cache salt, multimodal
+inputs, prompt embeddings) are neither looked up nor saved: kvtier keys KV by token ids only.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import tempfile
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+import zmq
+
+from vllm.distributed.kv_transfer.kv_connector.v1.base import (
+    KVConnectorBase_V1,
+    KVConnectorMetadata,
+    KVConnectorRole,
+)
+
+import kvtier
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
+    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.kv_cache_interface import KVCacheConfig
+    from vllm.v1.request import Request
+
+log = logging.getLogger("kvtier.vllm")
+
+
+# ---------------------------------------------------------------------------------------------
+# Plans handed from the scheduler to the workers (pickled into every step's metadata)
+
+
+@dataclass
+class LoadPlan:
+    req_id: str
+    token_ids: list[int]  # the prefix to restore, a whole number of kvtier chunks
+    block_ids: list[int]  # the request's blocks, in token order
+    skip_blocks: int      # leading blocks vLLM already holds: verified, not written
+    asynchronous: bool
+
+
+@dataclass
+class SavePlan:
+    req_id: str
+    token_ids: list[int]
+    block_ids: list[int]
+
+
+@dataclass
+class KvtierMetadata(KVConnectorMetadata):
+    loads: list[LoadPlan] = field(default_factory=list)
+    saves: list[SavePlan] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings, layout detection and the lookup channel
+
+
+@dataclass
+class Settings:
+    root: str
+    io: str = "auto"
+    capacity: str = "0"
+    dram: str = "0"
+    staging: str = "0"
+    chunk_tokens: int = 256
+    async_load: bool = False
+    lookup_timeout_ms: int = 2000
+
+    @staticmethod
+    def of(extra: dict[str, Any], block_size: int) -> "Settings":
+        root = extra.get("kvtier.root")
+        if not root:
+            raise ValueError("KvtierConnector: kv_connector_extra_config needs 'kvtier.root' (the store directory)")
+        s = Settings(
+            root=os.path.abspath(str(root)),
+            io=str(extra.get("kvtier.io", "auto")),
+            capacity=str(extra.get("kvtier.capacity", "0")),
+            dram=str(extra.get("kvtier.dram", "0")),
+            staging=str(extra.get("kvtier.staging", "0")),
+            chunk_tokens=int(extra.get("kvtier.chunk_tokens", 256)),
+            async_load=str(extra.get("kvtier.async_load", False)).lower() in ("1", "true", "yes"),
+            lookup_timeout_ms=int(extra.get("kvtier.lookup_timeout_ms", 2000)),
+        )
+        if s.chunk_tokens <= 0 or s.chunk_tokens % block_size != 0:
+            raise ValueError(f"KvtierConnector: kvtier.chunk_tokens ({s.chunk_tokens}) must be a positive multiple "
+                             f"of vLLM's block size ({block_size})")
+        return s
+
+
+@dataclass
+class Layout:
+    name: str  # kvtier's layout name
+    kv_heads: int
+    head_dim: int
+
+
+def detect_layout(shape: tuple[int, ...], block_size: int, num_blocks: int | None) -> Layout:
+    """The kvtier layout of one layer's paged KV tensor, from its logical shape. Refuses any shape
+    that is not exactly one of the three known layouts (or could be two of them)."""
+    candidates = []
+    if len(shape) == 5 and shape[0] == 2 and shape[2] == block_size:
+        candidates.append(("kv_first", shape[1], shape[3], shape[4]))
+    if len(shape) == 5 and shape[1] == 2 and shape[2] == block_size:
+        candidates.append(("block_first", shape[0], shape[3], shape[4]))
+    if len(shape) == 4 and shape[2] == block_size and shape[3] % 2 == 0:
+        candidates.append(("packed_heads", shape[0], shape[1], shape[3] // 2))
+    if num_blocks is not None:
+        candidates = [c for c in candidates if c[1] == num_blocks]
+    if len(candidates) != 1:
+        raise ValueError(
+            f"KvtierConnector: KV cache tensor of shape {list(shape)} (block size {block_size}, "
+            f"{num_blocks} blocks) is not one known layout: expected [2, blocks, bs, H, D], [blocks, 2, bs, H, D] "
+            f"or [blocks, H, bs, 2*D]. kvtier refuses a layout it would have to guess.")
+    name, _, heads, dim = candidates[0]
+    return Layout(name, heads, dim)
+
+
+def layer_order(names: list[str]) -> list[str]:
+    """Layer names in model order: by the first integer in each name (model.layers.<i>.self_attn...)."""
+    def index(name: str) -> int:
+        m = re.search(r"\d+", name)
+        if m is None:
+            raise ValueError(f"KvtierConnector: cannot tell the layer index of KV cache '{name}'")
+        return int(m.group())
+    return sorted(names, key=index)
+
+
+def lookup_address(root: str, rank: int) -> str:
+    digest = hashlib.sha1(root.encode()).hexdigest()[:12]
+    return f"ipc://{tempfile.gettempdir()}/kvtier-{digest}-r{rank}.ipc"
+
+
+class LookupServer:
+    """Answers the scheduler's lookups from one worker's engine: int32 token ids in, the stored
+    prefix length (8 bytes) out."""
+
+    def __init__(self, engine: "kvtier.Engine", address: str):
+        self._engine = engine
+        self._ctx = zmq.Context.instance()
+        self._sock = self._ctx.socket(zmq.REP)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.bind(address)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="kvtier-lookup", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self._sock, zmq.POLLIN)
+        while not self._stop.is_set():
+            if not poller.poll(100):
+                continue
+            tokens = np.frombuffer(self._sock.recv(), dtype=np.int32)
+            try:
+                hit = self._engine.lookup(tokens) if tokens.size else 0
+            except Exception as e:  # noqa: BLE001 - whatever broke, the answer is "nothing stored"
+                log.warning("kvtier lookup failed: %s", e)
+                hit = 0
+            self._sock.send(int(hit).to_bytes(8, "little"))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sock.close()
+
+
+class LookupClient:
+    """The scheduler's side: asks every worker, takes the smallest answer; a worker that does not
+    answer in time counts as holding nothing."""
+
+    def __init__(self, root: str, ranks: int, timeout_ms: int):
+        self._ctx = zmq.Context.instance()
+        self._addresses = [lookup_address(root, r) for r in range(ranks)]
+        self._timeout = timeout_ms
+        self._socks: list[zmq.Socket | None] = [None] * ranks
+
+    def _socket(self, r: int) -> zmq.Socket:
+        if self._socks[r] is None:
+            s = self._ctx.socket(zmq.REQ)
+            s.setsockopt(zmq.LINGER, 0)
+            s.connect(self._addresses[r])
+            self._socks[r] = s
+        return self._socks[r]
+
+    def lookup(self, tokens: np.ndarray) -> int:
+        payload = np.ascontiguousarray(tokens, dtype=np.int32).tobytes()
+        best = None
+        for r in range(len(self._addresses)):
+            s = self._socket(r)
+            s.send(payload)
+            if not s.poll(self._timeout):
+                log.warning("kvtier: worker %d did not answer a lookup in %d ms; counting no hit", r, self._timeout)
+                s.close()
+                self._socks[r] = None  # a REQ socket that lost its reply cannot be reused
+                return 0
+            hit = int.from_bytes(s.recv(), "little")
+            best = hit if best is None else min(best, hit)
+        return best or 0
+
+    def close(self) -> None:
+        for s in self._socks:
+            if s is not None:
+                s.close()
+
+
+def _worker_rank(vllm_config: "VllmConfig") -> tuple[int, int]:
+    """(rank, world) of this worker among every worker holding a part of the KV cache."""
+    pc = vllm_config.parallel_config
+    world = pc.tensor_parallel_size * pc.pipeline_parallel_size
+    try:
+        from vllm.distributed.parallel_state import get_world_group
+        return get_world_group().rank_in_group, world
+    except (AssertionError, ImportError, AttributeError):
+        return pc.rank, world
+
+
+def _keyed_by_tokens_only(request: "Request") -> bool:
+    return not (request.lora_request or request.cache_salt or request.mm_features
+                or getattr(request, "prompt_embeds", None) is not None)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class KvtierConnector(KVConnectorBase_V1):
+    def __init__(self, vllm_config: "VllmConfig", role: KVConnectorRole, kv_cache_config: "KVCacheConfig" = None):
+        super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
+        self._block_size = vllm_config.cache_config.block_size
+        self._settings = Settings.of(self._kv_transfer_config.kv_connector_extra_config or {}, self._block_size)
+        self._rank, self._world = _worker_rank(vllm_config)
+        model = getattr(vllm_config.model_config, "model", None) if vllm_config.model_config else None
+        self._model = str(model or "vllm-model")
+        # scheduler side
+        self._lookup: LookupClient | None = None
+        self._matched: dict[str, tuple[int, int]] = {}  # req -> (vLLM's own computed tokens, restorable)
+        self._loads: list[LoadPlan] = []
+        self._saves: list[SavePlan] = []
+        # worker side
+        self._engine: kvtier.Engine | None = None
+        self._server: LookupServer | None = None
+        self._layers: list[torch.Tensor] = []
+        self._layout: Layout | None = None
+        self._io = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kvtier-io")
+        self._mu = threading.Lock()
+        self._pending_loads: dict[str, Future] = {}
+        self._pending_saves: dict[str, Future] = {}
+        self._finished_seen: set[str] = set()
+        self._load_errors: set[int] = set()
+        if role == KVConnectorRole.SCHEDULER:
+            self._lookup = LookupClient(self._settings.root, self._world, self._settings.lookup_timeout_ms)
+
+    # ---- scheduler side ------------------------------------------------------------------------
+
+    def get_num_new_matched_tokens(self, request: "Request", num_computed_tokens: int) -> tuple[int | None, bool]:
+        prompt = request.prompt_token_ids
+        if prompt is None or len(prompt) < 2 or not _keyed_by_tokens_only(request):
+            return 0, False
+        hit = self._lookup.lookup(np.asarray(prompt[: len(prompt) - 1]))
+        hit -= hit % self._settings.chunk_tokens
+        self._matched[request.request_id] = (num_computed_tokens, hit)
+        if hit <= num_computed_tokens:
+            return 0, False
+        return hit - num_computed_tokens, self._settings.async_load
+
+    def update_state_after_alloc(self, request: "Request", blocks: "KVCacheBlocks", num_external_tokens: int):
+        if num_external_tokens == 0:
+            return
+        local, hit = self._matched.pop(request.request_id, (0, 0))
+        if local + num_external_tokens != hit:
+            # Not what kvtier offered: load what vLLM made room for; tokens kvtier cannot place are
+            # reported as load errors and recomputed.
+            log.warning("kvtier: request %s: vLLM took %d external tokens after %d of its own; kvtier offered %d",
+                        request.request_id, num_external_tokens, local, hit - local)
+        end = local + num_external_tokens
+        block_ids = list(blocks.get_block_ids()[0])
+        self._loads.append(LoadPlan(request.request_id, list(request.prompt_token_ids[:end]), block_ids,
+                                    local // self._block_size, self._settings.async_load))
+
+    def build_connector_meta(self, scheduler_output: "SchedulerOutput") -> KVConnectorMetadata:
+        meta = KvtierMetadata(loads=self._loads, saves=self._saves)
+        self._loads, self._saves = [], []
+        return meta
+
+    def request_finished(self, request: "Request", block_ids: list[int]) -> tuple[bool, dict[str, Any] | None]:
+        self._matched.pop(request.request_id, None)
+        computed = request.num_computed_tokens
+        if computed == 0 or not block_ids or not _keyed_by_tokens_only(request):
+            return False, None
+        tokens = list(request.all_token_ids[:computed])
+        self._saves.append(SavePlan(request.request_id, tokens, list(block_ids)))
+        return True, None  # the blocks stay until the workers report the save done (get_finished)
+
+    @classmethod
+    def get_required_kvcache_layout(cls, vllm_config: "VllmConfig") -> str | None:
+        return "NHD"  # each layer's tensor contiguous in its logical shape, as kvtier addresses it
+
+    # ---- worker side ---------------------------------------------------------------------------
+
+    def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]):
+        names = layer_order(list(kv_caches))
+        layers = [kv_caches[n] for n in names]
+        num_blocks = self._kv_cache_config.num_blocks if self._kv_cache_config is not None else None
+        layout = detect_layout(tuple(layers[0].shape), self._block_size, num_blocks)
+        for name, t in zip(names, layers):
+            if tuple(t.shape) != tuple(layers[0].shape) or t.dtype != layers[0].dtype:
+                raise ValueError(f"KvtierConnector: layer '{name}' has shape {list(t.shape)} {t.dtype}, layer "
+                                 f"'{names[0]}' {list(layers[0].shape)} {layers[0].dtype}: one geometry is needed")
+            if not t.is_contiguous():
+                raise ValueError(f"KvtierConnector: KV cache '{name}' is not contiguous in its logical shape "
+                                 f"(strides {t.stride()}); kvtier needs the NHD layout")
+        geometry = kvtier.Geometry.custom(self._model, layers=len(layers), kv_heads=layout.kv_heads,
+                                          head_dim=layout.head_dim, element_bytes=layers[0].element_size(),
+                                          chunk_tokens=self._settings.chunk_tokens, tp_rank=self._rank,
+                                          tp_world=self._world)
+        s = self._settings
+        self._engine = kvtier.open(s.root, geometry, io=s.io, capacity=s.capacity, dram=s.dram, staging=s.staging)
+        self._layers, self._layout = layers, layout
+        self._server = LookupServer(self._engine, lookup_address(s.root, self._rank))
+        log.info("kvtier connector: rank %d/%d, %d layers, layout %s, store %s, %s", self._rank, self._world,
+                 len(layers), layout.name, self._engine.store_dir, self._engine.stats()["gds"])
+
+    def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
+        meta = self._get_connector_metadata()
+        assert isinstance(meta, KvtierMetadata)
+        for plan in meta.loads:
+            if plan.asynchronous:
+                with self._mu:
+                    self._pending_loads[plan.req_id] = self._io.submit(self._load, plan)
+            else:
+                self._load(plan)
+
+    def _load(self, plan: LoadPlan) -> None:
+        table = np.asarray(plan.block_ids, dtype=np.int32)
+        needed = -(-len(plan.token_ids) // self._block_size)
+        table = table[:needed].copy()
+        table[: plan.skip_blocks] = -1  # vLLM's own prefix hit: verified, never written
+        restored = 0
+        try:
+            r = self._engine.restore_paged(np.asarray(plan.token_ids, dtype=np.int32), self._layers, table,
+                                           block_size=self._block_size, layout=self._layout.name)
+            restored = r["tokens_restored"]
+            if r["checksum_misses"]:
+                log.warning("kvtier: %d chunk(s) of request %s failed their checksum; vLLM recomputes them",
+                            r["checksum_misses"], plan.req_id)
+        except kvtier.Error as e:
+            log.warning("kvtier: load of request %s failed: %s; vLLM recomputes it", plan.req_id, e)
+        if restored < len(plan.token_ids):
+            first_bad = max(restored // self._block_size, plan.skip_blocks)
+            with self._mu:
+                self._load_errors.update(plan.block_ids[first_bad:needed])
+
+    def wait_for_layer_load(self, layer_name: str) -> None:
+        return  # loads complete before the forward pass (or, asynchronous, before vLLM schedules it)
+
+    def save_kv_layer(self, layer_name: str, kv_layer: torch.Tensor, attn_metadata: Any, **kwargs: Any) -> None:
+        return  # saves happen whole, once the request is finished (wait_for_save)
+
+    def wait_for_save(self):
+        if not self.has_connector_metadata():
+            return
+        meta = self._get_connector_metadata()
+        assert isinstance(meta, KvtierMetadata)
+        if not meta.saves:
+            return
+        # The blocks' last writes were queued on this stream: a save reads them only after they land.
+        done = torch.cuda.Event() if self._layers and self._layers[0].is_cuda else None
+        if done is not None:
+            done.record()
+        with self._mu:
+            for plan in meta.saves:
+                self._pending_saves[plan.req_id] = self._io.submit(self._save, plan, done)
+
+    def _save(self, plan: SavePlan, done: "torch.cuda.Event | None") -> None:
+        if done is not None:
+            done.synchronize()
+        needed = -(-len(plan.token_ids) // self._block_size)
+        try:
+            self._engine.save_paged(np.asarray(plan.token_ids, dtype=np.int32), self._layers,
+                                    np.asarray(plan.block_ids[:needed], dtype=np.int32),
+                                    block_size=self._block_size, layout=self._layout.name)
+        except kvtier.Error as e:  # a lost save is a future miss, never wrong KV
+            log.warning("kvtier: save of request %s failed: %s", plan.req_id, e)
+
+    def get_finished(self, finished_req_ids: set[str]) -> tuple[set[str] | None, set[str] | None]:
+        with self._mu:
+            self._finished_seen |= finished_req_ids
+            saved = {r for r, f in self._pending_saves.items() if f.done() and r in self._finished_seen}
+            loaded = {r for r, f in self._pending_loads.items() if f.done()}
+            for r in saved:
+                self._pending_saves.pop(r).result()
+                self._finished_seen.discard(r)
+            for r in loaded:
+                self._pending_loads.pop(r).result()
+        return saved or None, loaded or None
+
+    def get_block_ids_with_load_errors(self) -> set[int]:
+        with self._mu:
+            errors, self._load_errors = self._load_errors, set()
+        return errors
+
+    def shutdown(self):
+        self._io.shutdown(wait=True)
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        if self._lookup is not None:
+            self._lookup.close()
+        self._engine = None
