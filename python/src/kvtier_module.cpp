@@ -256,6 +256,24 @@ NB_MODULE(_kvtier, m) {
             nb::gil_scoped_release release;
             return unwrap(e.evict(ids));
           }, "tokens"_a)
+      .def("measure_read_ceiling", [](kvtier::Engine& e, nb::handle tokens) {
+            auto ids = tokens_of(tokens);
+            kvtier::CeilingResult c;
+            {
+              nb::gil_scoped_release release;
+              c = unwrap(e.measure_read_ceiling(ids));
+            }
+            nb::dict d;
+            d["bytes"] = c.bytes;
+            d["seconds"] = c.seconds;
+            return d;
+          }, "tokens"_a,
+          "Reads the stored prefix's records the raw O_DIRECT way (same I/O code, no copy, no checksum): the "
+          "drive's ceiling for a restore of the same bytes. Returns {bytes, seconds}.")
+      .def("drop_page_cache", [](kvtier::Engine& e) {
+            nb::gil_scoped_release release;
+            if (kvtier::Status st = e.drop_page_cache(); !st.ok()) throw PyError(st);
+          }, "Evicts the store's files from the page cache (drop_caches as root, else fadvise), for cold reads.")
       .def("stats", [](kvtier::Engine& e) { return stats_dict(e.stats()); })
       .def_prop_ro("geometry", &kvtier::Engine::geometry)
       .def_prop_ro("store_dir", &kvtier::Engine::store_dir);

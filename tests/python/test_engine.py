@@ -37,6 +37,10 @@ class EngineTest(unittest.TestCase):
         read_only = np.frombuffer(tokens.astype(np.int32).tobytes(), dtype=np.int32)
         self.assertEqual(self.engine.lookup(read_only), 1000)  # e.g. straight off a socket
         out = np.zeros_like(kv)
+        ceiling = self.engine.measure_read_ceiling(tokens)
+        self.assertGreaterEqual(ceiling["bytes"], kv.nbytes)  # payload plus record headers
+        self.assertGreater(ceiling["seconds"], 0)
+        self.engine.drop_page_cache()  # the restore then reads from the disk, not the page cache
         r = self.engine.restore(tokens, out)
         self.assertEqual(r["tokens_restored"], 1000)
         np.testing.assert_array_equal(out, kv)
