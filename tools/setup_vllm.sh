@@ -20,7 +20,8 @@ python3 -m venv "$venv"
 pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
 "${pip[@]}" "torch==$TORCH_VERSION"
 "${pip[@]}" --no-deps "vllm==$VLLM_VERSION"
+# pip then lists every vLLM requirement left out on purpose: that list is noise here.
 "${pip[@]}" numpy pyzmq regex cachetools psutil requests tqdm blake3 py-cpuinfo "transformers>=5.16.1,<5.23" \
   pydantic msgspec cloudpickle cbor2 pybase64 pyyaml einops setproctitle typing_extensions aiohttp pillow \
-  uvloop prometheus_client llguidance xgrammar
+  uvloop prometheus_client "llguidance>=1.7,<1.8" "xgrammar==0.2.8" 2>&1 | grep -v "requires\|resolver" || true
 "$venv/bin/python" -c "import vllm.distributed.kv_transfer.kv_connector.v1.base, vllm.v1.request, vllm.config"

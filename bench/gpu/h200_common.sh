@@ -11,7 +11,8 @@ export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 h200_build() {
   if [ ! -f build/h200/build.ninja ]; then
     cmake -S . -B build/h200 -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/tmp/deps/usr \
-      -DCMAKE_CUDA_ARCHITECTURES=90 -DKVTIER_WITH_CUDA=ON -DKVTIER_WITH_IO_URING=ON > "$OUT/configure.log" 2>&1 \
+      -DCMAKE_CUDA_ARCHITECTURES=90 -DKVTIER_WITH_CUDA=ON -DKVTIER_WITH_IO_URING=ON \
+      -DPython_EXECUTABLE="$(command -v python3)" > "$OUT/configure.log" 2>&1 \
       || { tail -30 "$OUT/configure.log"; return 1; }
   fi
   local start
