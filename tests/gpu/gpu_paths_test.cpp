@@ -267,10 +267,14 @@ TEST_F(GpuPathTest, DramTierHitRestoresIntoGpuByteExact) {
 // the DRAM tier and over O_DIRECT (the seed benchmark's concurrency workload does this).
 TEST_F(GpuPathTest, ConcurrentRestoresIntoSeparatePagedCachesAreByteExact) {
   SKIP_WITHOUT_GPU();
-  for (uint64_t dram : {uint64_t{0}, uint64_t{256} << 20}) {
-    SCOPED_TRACE(dram > 0 ? "dram" : "direct");
+  // direct, gds (cuFile's registered buffers shared by a fair pool, where cuFile runs), dram
+  const char* expect_gds = std::getenv("KVTIER_TEST_EXPECT_GDS");
+  for (const auto& [io, dram] : {std::pair{IoPath::kDirect, uint64_t{0}}, std::pair{IoPath::kGds, uint64_t{0}},
+                                 std::pair{IoPath::kDirect, uint64_t{256} << 20}}) {
+    SCOPED_TRACE(dram > 0 ? "dram" : io == IoPath::kGds ? "gds" : "direct");
     testing::TempDir dir;
     Options o = testing::small_options(dir.str(), g_);
+    o.io_path = io;
     constexpr int kThreads = 8;
     const uint64_t n = 2048;  // whole chunks only
     std::vector<std::vector<Token>> sessions;
@@ -320,6 +324,9 @@ TEST_F(GpuPathTest, ConcurrentRestoresIntoSeparatePagedCachesAreByteExact) {
     }
     if (dram > 0) {
       EXPECT_EQ((*e)->stats().dram_hits, uint64_t{kThreads} * (n / 64));
+    }
+    if (io == IoPath::kGds && expect_gds != nullptr && std::string(expect_gds) == "used") {
+      EXPECT_EQ((*e)->stats().gds_restores, uint64_t{kThreads});
     }
   }
 }
