@@ -100,21 +100,18 @@ class Setup:
                 f.write(host.data)
                 f.flush()
                 os.fsync(f.fileno())
-        self.engines = None
-        self.io = None
+        self.engines = {}
 
     def engine(self, io):
-        """Both ranks' engines over one store per rank, opened with I/O path `io`: the store is
-        written once (by the first path) and reopened for each other path."""
-        if self.io != io:
-            self.engines = None  # closes the previous engines (one engine owns a store at a time)
-            self.engines = [kvtier.open(os.path.join(self.dir, "kvtier"), g, io=io, capacity="30G")
-                            for g in self.geometries]
-            self.io = io
-            for r, e in enumerate(self.engines):
-                if e.lookup(self.tokens) < len(self.tokens):
-                    e.save(self.tokens, self.kv[r])
-        return self.engines
+        """Both ranks' engines for I/O path `io`, each path over a store of its own (written once;
+        the engines stay open for the whole run)."""
+        if io not in self.engines:
+            es = [kvtier.open(os.path.join(self.dir, f"kvtier-{io}"), g, io=io, capacity="30G")
+                  for g in self.geometries]
+            for r, e in enumerate(es):
+                e.save(self.tokens, self.kv[r])
+            self.engines[io] = es
+        return self.engines[io]
 
     def check(self):
         return all(torch.equal(self.out[r], self.kv[r]) for r in range(WORLD))
