@@ -76,6 +76,8 @@ def main():
     ap.add_argument("--layers", type=int, default=None, help="fewer layers (correctness runs)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    for io in args.io.split(","):
+        os.makedirs(os.path.join(args.store, io), exist_ok=True)
 
     model, config = build_model(args.layers)
     L, H, D = config.num_hidden_layers, config.num_key_value_heads, config.head_dim
