@@ -244,7 +244,7 @@ CONFIGS = {
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--dir", required=True)
+    ap.add_argument("--dir")
     ap.add_argument("--out", required=True)
     ap.add_argument("--tokens", type=int, default=100000)
     ap.add_argument("--repeats", type=int, default=2)
@@ -252,7 +252,17 @@ def main():
                     "the DRAM tier against the page cache")
     ap.add_argument("--warm", action="store_true", help="files in the page cache: kvtier's DRAM tier against "
                     "peers reading a warm page cache; ceiling = pinned host-to-device copy")
+    ap.add_argument("--from-json", help="only re-render table and figure from a peers.json of an earlier run")
     args = ap.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            run = json.load(f)
+        summary = summarize(run["rows"], run["kv_bytes"])
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "table.md"), "w") as f:
+            f.write(render(summary) + "\n")
+        figure(summary, os.path.join(args.out, "fig_peers.png"), run.get("warm", False))
+        return
     if args.configs is None:
         args.configs = ("kvtier dram,kvtier buffered,kvikio compat,kvikio cufile,naive torch" if args.warm else
                         ",".join(c for c in CONFIGS if c != "kvtier dram"))
@@ -311,23 +321,33 @@ def summarize(rows, kv_bytes):
             continue
         best = min(runs, key=lambda r: r["seconds"])
         out.append({"config": name, "seconds": best["seconds"], "GBps": kv_bytes / best["seconds"] / 1e9,
+                    "ceiling_seconds": ceiling[best["repeat"]],
                     "ratio_to_ceiling": ceiling[best["repeat"]] / best["seconds"],
                     "cpu_s_per_GB": best["cpu_s"] / (kv_bytes / 1e9) if best["cpu_s"] is not None else None,
                     "exact": all(r["exact"] is not False for r in runs), "runs": len(runs), "note": best["note"]})
     return out
 
 
+def label(r, summary):
+    """A configuration's name; cuFile configurations say so where kvtier found cuFile in its
+    compatibility mode on this machine (a property of the machine: KvikIO's cuFile is the same
+    library), never "GDS"."""
+    compat = any("cuFile compat mode" in x.get("note", "") for x in summary)
+    cufile = "gds" in r["config"] or "cufile" in r["config"]
+    return r["config"] + (" [cuFile compat mode]" if cufile and compat else "")
+
+
 def render(summary):
-    lines = ["| CONFIGURATION | RESTORE | GB/s | RATIO TO CEILING | CPU s / GB | BYTE-EXACT | NOTE |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| CONFIGURATION | RESTORE (best of runs) | GB/s | CEILING, SAME ROUND | RATIO | CPU s / GB | BYTE-EXACT | NOTE |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in summary:
         if "seconds" not in r:
-            lines.append(f"| {r['config']} | - | - | - | - | - | {r['note']} |")
+            lines.append(f"| {label(r, summary)} | - | - | - | - | - | - | {r['note']} |")
             continue
         cpu = f"{r['cpu_s_per_GB']:.2f}" if r["cpu_s_per_GB"] is not None else "-"
         exact = "-" if r["config"].startswith("ceiling") else ("yes" if r["exact"] else "NO")
-        lines.append(f"| {r['config']} | {r['seconds'] * 1e3:,.0f} ms | {r['GBps']:.2f} | {r['ratio_to_ceiling']:.2f}x | "
-                     f"{cpu} | {exact} | {r['note']} |")
+        lines.append(f"| {label(r, summary)} | {r['seconds'] * 1e3:,.0f} ms | {r['GBps']:.2f} | {r['ceiling_seconds'] * 1e3:,.0f} ms "
+                     f"| {r['ratio_to_ceiling']:.2f}x | {cpu} | {exact} | {r['note']} |")
     return "\n".join(lines)
 
 
@@ -339,10 +359,10 @@ def figure(summary, path, warm):
     except ImportError:
         return
     ran = [r for r in summary if "seconds" in r]
-    fig, ax = plt.subplots(figsize=(8, 3.5))
+    fig, ax = plt.subplots(figsize=(9, 3.8))
     colors = ["0.6" if r["config"].startswith("ceiling") else ("C0" if r["config"].startswith("kvtier") else "C1")
               for r in ran]
-    ax.barh([r["config"] for r in ran], [r["GBps"] for r in ran], color=colors)
+    ax.barh([label(r, summary) for r in ran], [r["GBps"] for r in ran], color=colors)
     ax.set_xlabel("GB/s restored into GPU memory (both ranks, "
                   + ("files in the page cache; kvtier from its DRAM tier)" if warm else "cold page cache)"))
     ax.invert_yaxis()
