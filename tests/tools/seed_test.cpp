@@ -135,6 +135,13 @@ TEST(SeedConcurrency, AggregateTailAndLoadPerConfigurationAndLevel) {
   EXPECT_DOUBLE_EQ(four["host_bytes_per_kv_byte"].get<double>(), 2.0);
   EXPECT_DOUBLE_EQ(four["load_gbps"].get<double>(), 6.25);  // median of 5 and 7.5 GB/s
   EXPECT_DOUBLE_EQ(four["load_taken_gbps"].get<double>(), 13.75);
+  // Rounds that carry their own baseline (measured right before each) use it, not the run's.
+  rows[0]["load_alone_bytes_per_s"] = 16e9;
+  rows[1]["load_alone_bytes_per_s"] = 18e9;
+  const Json paired = summarize_concurrency(rows, 20.0);
+  EXPECT_DOUBLE_EQ(paired[0]["load_alone_gbps"].get<double>(), 17.0);
+  EXPECT_DOUBLE_EQ(paired[0]["load_taken_gbps"].get<double>(), 10.75);
+  EXPECT_DOUBLE_EQ(paired[1]["load_alone_gbps"].get<double>(), 20.0);  // N=1 has none: the run's
   const std::string t = render_concurrency_table(s, Json::object(), {});
   EXPECT_NE(t.find("| posix | 4 | 3.00 |"), std::string::npos) << t;
   EXPECT_NE(t.find("| 1.00 core-s |"), std::string::npos) << t;

@@ -419,6 +419,15 @@ class SeedRun {
       };
       if (ceiling_here && round % 2 == 0) KVTIER_TRY(measure_ceiling());
       KVTIER_TRY(dropper_.drop(ranks));
+      // The load's bandwidth alone, right before this round: a baseline taken next to each
+      // measurement, not once at the start (the VM's memory and clocks drift over a run).
+      std::optional<double> load_alone;
+      if (load != nullptr) {
+        const uint64_t b0 = load->bytes();
+        const double t0 = metrics::steady_seconds();
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        load_alone = static_cast<double>(load->bytes() - b0) / (metrics::steady_seconds() - t0);
+      }
       const uint64_t load0 = load != nullptr ? load->bytes() : 0;
       KVTIER_ASSIGN_OR_RETURN(Window w, window(ranks, samplers, many("restore_many")));
       const uint64_t load1 = load != nullptr ? load->bytes() : 0;
@@ -444,6 +453,7 @@ class SeedRun {
       row["host_bytes_accounted"] = host;
       record_window(row, w, samplers);
       if (load != nullptr) row["load_bytes"] = load1 - load0;
+      if (load_alone) row["load_alone_bytes_per_s"] = *load_alone;
       if (ceiling) row["ceiling_seconds"] = *ceiling;
       KVTIER_ASSIGN_OR_RETURN(auto checks, broadcast(ranks, many("check_many")));
       bool exact = restored == kv_bytes;

@@ -273,9 +273,14 @@ Json summarize_concurrency(const std::vector<Json>& rows, double load_alone_gbps
     put(s, "dram_measured_gbps", median_of(members, rate("host_bytes_measured")), 1e-9);
     put(s, "pcie_rx_gbps", median_of(members, rate("pcie_rx_bytes")), 1e-9);
     put(s, "load_gbps", median_of(members, rate("load_bytes")), 1e-9);
-    if (load_alone_gbps > 0 && s["load_gbps"].is_number()) {
-      s["load_alone_gbps"] = load_alone_gbps;
-      s["load_taken_gbps"] = load_alone_gbps - s["load_gbps"].get<double>();
+    // Alone: measured next to each round where the rows have it, else once for the run.
+    const std::optional<double> alone_here = median_of(members, [](const Json& r) {
+      return field(r, "load_alone_bytes_per_s");
+    });
+    const double alone = alone_here ? *alone_here * 1e-9 : load_alone_gbps;
+    if (alone > 0 && s["load_gbps"].is_number()) {
+      s["load_alone_gbps"] = alone;
+      s["load_taken_gbps"] = alone - s["load_gbps"].get<double>();
     }
     uint64_t exact = 0;
     bool cufile = true;
@@ -322,7 +327,8 @@ std::string render_concurrency_table(const Json& summary, const Json& samplers,
   t += "\nAGGREGATE: KV bytes of all N sessions (both ranks) over the round's window. CEILING: the same N sessions "
        "read raw with O_DIRECT at once, next to each round (posix and gds only). Latency: a session's slowest rank. "
        "KVTIER CPU: the rank processes' core-seconds per restore (the machine's, in the JSON, include the load). "
-       "LOAD: a background memory-copy load (read + write bytes) alone and during the restore windows.\n";
+       "LOAD: a background memory-copy load (read + write bytes) alone (for 0.5 s right before each round) and "
+       "during the restore windows.\n";
   for (const auto& [config, note] : cufile) t += fmt::format("cuFile ({}): {}\n", config, note);
   return t;
 }
