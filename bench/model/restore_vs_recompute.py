@@ -67,6 +67,20 @@ def cache_from(kv, config):
     return cache
 
 
+def render(rows, ios):
+    def name(io):  # cuFile in its compatibility mode is never called GDS
+        compat = any("compat mode" in r[io]["gds"] for r in rows)
+        return f"RESTORE {io}" + (" (cuFile compat mode)" if io == "gds" and compat else "")
+    lines = ["| TOKENS | KV | PREFILL (recompute) | " + " | ".join(name(io) for io in ios) +
+             " | LOGITS IDENTICAL |", "|---|---|---|" + "---|" * len(ios) + "---|"]
+    for r in rows:
+        cells = [f"{r[io]['restore_ms']:,.0f} ms ({r[io]['speedup_vs_prefill']:.1f}x)" for io in ios]
+        same = all(r[io]["logits_identical"] for io in ios)
+        lines.append(f"| {r['tokens']:,} | {r['kv_bytes'] / 1e9:.2f} GB | {r['prefill_ms']:,.0f} ms | "
+                     + " | ".join(cells) + f" | {'yes' if same else 'NO'} |")
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--store", required=True)
@@ -134,14 +148,7 @@ def main():
               "rows": rows}
     with open(os.path.join(args.out, "restore_vs_recompute.json"), "w") as f:
         json.dump(result, f, indent=1)
-    lines = ["| TOKENS | KV | PREFILL (recompute) | " + " | ".join(f"RESTORE {io}" for io in engines) +
-             " | LOGITS IDENTICAL |", "|---|---|---|" + "---|" * len(engines) + "---|"]
-    for r in rows:
-        cells = [f"{r[io]['restore_ms']:,.0f} ms ({r[io]['speedup_vs_prefill']:.1f}x)" for io in engines]
-        same = all(r[io]["logits_identical"] for io in engines)
-        lines.append(f"| {r['tokens']:,} | {r['kv_bytes'] / 1e9:.2f} GB | {r['prefill_ms']:,.0f} ms | "
-                     + " | ".join(cells) + f" | {'yes' if same else 'NO'} |")
-    table = "\n".join(lines)
+    table = render(rows, list(engines))
     print(table)
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write(table + "\n")
