@@ -46,7 +46,8 @@ class IoEngine {
 };
 
 /// Synchronous pread/pwrite: every request completes inside enqueue(). The buffered baseline.
-std::unique_ptr<IoEngine> make_posix_engine();
+/// pread/pwrite on `threads` threads (1: on the caller's thread, at enqueue).
+std::unique_ptr<IoEngine> make_posix_engine(uint32_t threads = 1);
 
 /// io_uring with `depth` entries; kNotSupported where the kernel or sandbox refuses io_uring.
 [[nodiscard]] Result<std::unique_ptr<IoEngine>> make_uring_engine(uint32_t depth);

@@ -286,6 +286,32 @@ TEST(RunOnThreads, HandsSlotsBackToAWaitingOperationAndStillFinishes) {
   EXPECT_GE(b_slots.load(), 4u);  // b got its half while a ran
 }
 
+TEST(IoEngines, ThreadedPosixEngineMovesEveryPieceAndReportsErrors) {
+  testing::TempDir dir;
+  auto fd = open_file(dir.str() + "/t", O_RDWR | O_CREAT);
+  ASSERT_OK(fd);
+  std::vector<std::byte> data(1 << 20);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>((i * 7) ^ (i >> 9));
+  std::vector<Piece> pieces;
+  split_into_pieces(fd->get(), 0, data.size(), 32 << 10, pieces);  // 32 pieces through 4 slots
+  std::vector<AlignedBuffer> bufs;
+  std::vector<std::span<std::byte>> spans;
+  for (int i = 0; i < 4; ++i) spans.push_back(bufs.emplace_back(32 << 10).span());
+  auto engine = make_posix_engine(4);
+  EXPECT_EQ(engine->depth(), 4u);
+  CollectSink writer(data, pieces);
+  ASSERT_OK(run_pipeline(*engine, pieces, spans, true, writer));
+  std::vector<std::byte> got(data.size());
+  CollectSink reader(got, pieces);
+  ASSERT_OK(run_pipeline(*engine, pieces, spans, false, reader));  // CollectSink is not thread-safe
+  EXPECT_EQ(got, data);
+  // An error completes like any request: a bad descriptor is EBADF, reported by the pipeline.
+  std::vector<Piece> bad = {{-1, 0, 4096}};
+  EXPECT_FALSE(run_pipeline(*engine, bad, spans, false, reader).ok());
+  IoCompletion out[1];
+  EXPECT_FALSE(engine->wait(out).has_value());  // nothing in flight: an error, not a hang
+}
+
 TEST(IoEngines, UringAndPosixMoveTheSameBytes) {
   testing::TempDir dir;
   auto fd = open_file(dir.str() + "/g", O_RDWR | O_CREAT);
