@@ -45,8 +45,8 @@ class IoEngine {
   [[nodiscard]] virtual Result<size_t> wait(std::span<IoCompletion> out) = 0;
 };
 
-/// Synchronous pread/pwrite: every request completes inside enqueue(). The buffered baseline.
-/// pread/pwrite on `threads` threads (1: on the caller's thread, at enqueue).
+/// pread/pwrite, the buffered baseline: on the caller's thread inside enqueue() with one thread,
+/// else on `threads` threads (one request in flight each).
 std::unique_ptr<IoEngine> make_posix_engine(uint32_t threads = 1);
 
 /// io_uring with `depth` entries; kNotSupported where the kernel or sandbox refuses io_uring.

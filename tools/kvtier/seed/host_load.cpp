@@ -25,6 +25,14 @@ HostLoad::HostLoad(unsigned threads, uint64_t buffer_bytes) {
   }
 }
 
+double HostLoad::rate_over(std::chrono::milliseconds window) const {
+  const uint64_t b0 = bytes();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(window);
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
+  return static_cast<double>(bytes() - b0) / took.count();
+}
+
 HostLoad::~HostLoad() {
   stop_ = true;
   for (auto& t : threads_) t.join();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <thread>
@@ -24,6 +25,9 @@ class HostLoad {
   /// Bytes moved so far (each copied byte counts twice: read and written).
   [[nodiscard]] uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
   [[nodiscard]] unsigned threads() const { return static_cast<unsigned>(threads_.size()); }
+  /// Waits `window` and returns the bytes per second the load moved over it (the caller runs
+  /// nothing else meanwhile: the load's bandwidth alone).
+  [[nodiscard]] double rate_over(std::chrono::milliseconds window) const;
 
  private:
   std::atomic<bool> stop_{false};

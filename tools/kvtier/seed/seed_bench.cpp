@@ -374,10 +374,7 @@ class SeedRun {
     if (flags_.host_load > 0) {
       load = std::make_unique<HostLoad>(flags_.host_load, uint64_t{512} << 20);
       std::this_thread::sleep_for(std::chrono::milliseconds(500));  // buffers allocated and touched
-      const uint64_t b0 = load->bytes();
-      const double t0 = metrics::steady_seconds();
-      std::this_thread::sleep_for(std::chrono::seconds(2));
-      load_alone_gbps_ = static_cast<double>(load->bytes() - b0) / (metrics::steady_seconds() - t0) / 1e9;
+      load_alone_gbps_ = load->rate_over(std::chrono::seconds(2)) / 1e9;
       std::printf("-- host load: %u threads copying, %.2f GB/s alone (read + write)\n", flags_.host_load,
                   load_alone_gbps_);
     }
@@ -422,12 +419,7 @@ class SeedRun {
       // The load's bandwidth alone, right before this round: a baseline taken next to each
       // measurement, not once at the start (the VM's memory and clocks drift over a run).
       std::optional<double> load_alone;
-      if (load != nullptr) {
-        const uint64_t b0 = load->bytes();
-        const double t0 = metrics::steady_seconds();
-        std::this_thread::sleep_for(std::chrono::milliseconds(500));
-        load_alone = static_cast<double>(load->bytes() - b0) / (metrics::steady_seconds() - t0);
-      }
+      if (load != nullptr) load_alone = load->rate_over(std::chrono::milliseconds(500));
       const uint64_t load0 = load != nullptr ? load->bytes() : 0;
       KVTIER_ASSIGN_OR_RETURN(Window w, window(ranks, samplers, many("restore_many")));
       const uint64_t load1 = load != nullptr ? load->bytes() : 0;
