@@ -16,6 +16,12 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     > "$OUT/pip.log" 2>&1 || tail -5 "$OUT/pip.log"
 fi
+# cufile-python (LMCache's GDS backend) opens "libcufile.so"; the image has only the versioned name
+so=$(python3 -c "import glob, nvidia, os; print((sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], '**', 'libcufile.so.0'), recursive=True)) + [''])[0])" 2>/dev/null)
+if [ -n "$so" ]; then
+  mkdir -p /tmp/cufile-lib && ln -sf "$so" /tmp/cufile-lib/libcufile.so
+  export LD_LIBRARY_PATH=/tmp/cufile-lib:$LD_LIBRARY_PATH
+fi
 if [ -z "${SKIP_PEERS:-}" ]; then
   rm -rf /root/peers
   start=$(date +%s)

@@ -206,12 +206,41 @@ def naive_config(s: Setup):
     return seconds, "open().readinto(pinned tensor) then tensor.cuda copy, pinned buffers preallocated"
 
 
-def lmcache_config(s: Setup):
-    """LMCache's disk backends, driven without vLLM if its own modules allow it."""
-    import lmcache  # noqa: F401 - the import itself is the first thing that can fail here
-    from lmcache.v1.storage_backend.local_disk_backend import LocalDiskBackend  # noqa: F401
-    raise RuntimeError("LMCache imported, but its LocalDiskBackend needs an LMCacheEngine with a GPU connector "
-                       "bound to a serving engine's KV cache; not driven in this run")
+def lmcache_config(backend):
+    """LMCache's disk backends, driven without vLLM through the engine its vLLM adapter builds
+    (lmcache_peer.py); stored once per backend."""
+    def run(s: Setup):
+        from lmcache_peer import LMCachePeer
+        import lmcache
+        key = f"lmcache-{backend}"
+        if key not in s.engines:
+            s.engines[key] = LMCachePeer(s, backend, WORLD, GEOMETRY)
+        peer = s.engines[key]
+        s.cache_state(peer.files())
+        peer.zero()
+        for o in s.out:
+            o.zero_()
+        seconds = on_ranks(peer.restore_rank)
+        peer.copy_out(s.out)
+        how = ("LocalDiskBackend, O_DIRECT into its pinned CPU pool, then its CUDA connector" if backend == "disk"
+               else "GdsBackend over cufile-python into its registered GPU buffer, then its CUDA connector")
+        ops = "its compiled CUDA kernels" if _lmcache_native() else "its torch fallback ops (its kernels did not load)"
+        return seconds, (f"lmcache {lmcache.__version__} (torch {torch.__version__}): {how}, {ops}; "
+                         f"vLLM paged layout, chunk 256, both ranks in one process")
+    return run
+
+
+def _lmcache_native():
+    """Whether LMCache's compiled kernels load (c_ops up to 0.5.3, cuda_ops after; a wheel built
+    for another torch than the machine's does not load, and 0.5.4+ then run torch fallbacks)."""
+    import importlib
+    for name in ("lmcache.c_ops", "lmcache.cuda_ops"):
+        try:
+            importlib.import_module(name)
+            return True
+        except ImportError:
+            pass
+    return False
 
 
 def measure_ceiling(s: Setup):
@@ -245,7 +274,8 @@ CONFIGS = {
     "kvikio compat": kvikio_config(True),
     "kvikio cufile": kvikio_config(False),
     "naive torch": naive_config,
-    "lmcache": lmcache_config,
+    "lmcache disk": lmcache_config("disk"),
+    "lmcache gds": lmcache_config("gds"),
 }
 
 
