@@ -4,11 +4,13 @@
 
 Per rank: an LMCacheEngine (LMCacheEngineBuilder, the builder vLLM's adapter uses), the GPU connector
 LMCache picks for vLLM (CreateGPUConnector with EngineType.VLLM: VLLMPagedMemGPUConnectorV2 on CUDA),
-and vLLM's paged KV layout per layer, [2, blocks, 16, kv heads, head dim]. The session is stored once
-through engine.store (LMCache writes its files asynchronously; we wait until its own lookup sees
-every token on the backend), then each timed restore is engine.retrieve into zeroed paged caches,
-both ranks at once. The slot mapping is the identity (token i in block i // 16), so the restored
-caches are the saved tensors again and are checked bit for bit against them.
+and vLLM's paged KV layout per layer, [2, blocks, 16, kv heads, head dim]. As in vLLM, each rank's
+paged cache is allocated once and is the one both store and retrieve see (LMCache's connector keeps
+the layer pointers of the first call). The session is written into it and stored once through
+engine.store (LMCache writes its files asynchronously; we wait until its own lookup sees every
+token on the backend); each timed restore zeroes the cache, then engine.retrieve fills it, both ranks
+at once. The slot mapping is the identity (token i in block i // 16), so the restored cache is the
+saved tensor again and is checked bit for bit against it.
 
 Backends (LMCache 0.5.x config names):
 - disk: LocalDiskBackend, `local_disk` + `extra_config.use_odirect` (O_DIRECT reads into LMCache's
@@ -81,22 +83,17 @@ class LMCachePeer:
             self.engines.append(engine)
             self.ids.append(config.lmcache_instance_id)
         self.search = ["LocalDiskBackend" if backend == "disk" else "GdsBackend"]
-        self.out = [self._paged_zeros() for _ in range(world)]
+        self.out = [self._paged(s.kv[r]) for r in range(world)]
         self._store()
 
     def _paged(self, kv):
-        """One rank's (2, layers, tokens, heads, dim) tensor as vLLM's per-layer paged caches."""
+        """A copy of one rank's (2, layers, tokens, heads, dim) tensor as vLLM's per-layer paged caches."""
         return [kv[:, layer].contiguous().view(2, self.tokens // BLOCK, BLOCK, *kv.shape[3:])
                 for layer in range(self.layers)]
 
-    def _paged_zeros(self):
-        shape = self.s.kv[0].shape
-        return [torch.zeros(2, self.tokens // BLOCK, BLOCK, *shape[3:], dtype=self.s.kv[0].dtype, device="cuda")
-                for _ in range(self.layers)]
-
     def _store(self):
         for r, engine in enumerate(self.engines):
-            engine.store(self.token_ids, kvcaches=self._paged(self.s.kv[r]), slot_mapping=self.slots)
+            engine.store(self.token_ids, kvcaches=self.out[r], slot_mapping=self.slots)
         deadline = time.monotonic() + 120
         for r, engine in enumerate(self.engines):
             while (seen := engine.lookup(self.token_ids, search_range=self.search)) < self.tokens:

@@ -122,6 +122,13 @@ class Setup:
             self.engines[name] = es
         return self.engines[name]
 
+    def close(self):
+        """LMCache engines are destroyed (kvtier's close with their objects); its storage threads would
+        otherwise keep the process alive after the run."""
+        for e in self.engines.values():
+            if hasattr(e, "close"):
+                e.close()
+
     def cache_state(self, files, engines=()):
         """Cold runs drop the page cache for the files about to be read; warm runs read them once
         first, so they are served from the page cache."""
@@ -349,6 +356,7 @@ def main():
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write(table + "\n")
     figure(summary, os.path.join(args.out, "fig_peers.png"), args.warm)
+    s.close()
 
 
 def summarize(rows, kv_bytes, cufile=""):
@@ -369,7 +377,8 @@ def summarize(rows, kv_bytes, cufile=""):
                     "ratio_to_ceiling": ceiling[best["repeat"]] / best["seconds"],
                     "cpu_s_per_GB": best["cpu_s"] / (kv_bytes / 1e9) if best["cpu_s"] is not None else None,
                     # runs before 2026-12-03 05:50 timed CPU over the whole step (setup included)
-                    "cpu_scope": "restore" if best.get("cpu_window") else "whole step",
+                    "cpu_scope": (("restore" if best.get("cpu_window") else "whole step")
+                                  if best["cpu_s"] is not None else None),
                     "exact": all(r["exact"] is not False for r in runs), "runs": len(runs), "note": best["note"]})
     return out
 
@@ -441,3 +450,6 @@ def figure(summary, path, warm):
 
 if __name__ == "__main__":
     main()
+    # a peer's leftover non-daemon threads (LMCache's) must not hold the finished run open
+    sys.stdout.flush()
+    os._exit(0)
