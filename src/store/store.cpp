@@ -225,6 +225,7 @@ void Store::index_add_locked(const RecordMeta& meta) {
   seg.records += 1;
   seg.tokens += meta.token_count;
   seg.write_offset = std::max(seg.write_offset, meta.end());
+  seg.keys.push_back(meta.key);
   if (meta.token_count < geometry_.chunk_tokens) partials_[meta.parent].push_back(meta.key);
 }
 
@@ -300,18 +301,21 @@ Status Store::evict_segment_locked(uint32_t id) {
   JournalEntry drop{JournalOp::kDropSegment, {}, id};
   KVTIER_TRY(journal_->append(std::span(&drop, 1)));
   Segment& seg = segments_.at(id);
-  evicted_records_ += seg.records;
+  const uint64_t records = seg.records;
+  evicted_records_ += records;
   ++evicted_segments_;
-  std::vector<RecordMeta> doomed;
-  for (const auto& [key, meta] : index_) {
-    if (meta.segment == id) doomed.push_back(meta);
+  for (const Key128& key : seg.keys) {
+    // A key listed twice (dropped, then stored here again) is found once: the first removal ends it.
+    if (auto it = index_.find(key); it != index_.end() && it->second.segment == id) {
+      const RecordMeta meta = it->second;
+      index_remove_locked(meta);
+    }
   }
-  for (const RecordMeta& m : doomed) index_remove_locked(m);
   // Readers holding the SegmentFile keep reading the unlinked file; its bytes are never reused.
   ::unlink(seg.file->path.c_str());
   segments_.erase(id);
   if (active_ == id) active_ = 0;
-  KVTIER_LOG(*log_, kDebug, "{}: evicted segment {} ({} records)", dir_, id, doomed.size());
+  KVTIER_LOG(*log_, kDebug, "{}: evicted segment {} ({} records)", dir_, id, records);
   return {};
 }
 

@@ -82,6 +82,9 @@ class Store {
     uint64_t tokens = 0;
     uint64_t last_use = 0;
     uint32_t pins = 0;
+    // Every key indexed here, so evicting the segment need not scan the whole index; a key dropped
+    // or stored again elsewhere since stays listed, and the index says whether it is still here.
+    std::vector<Key128> keys;
   };
 
   Store() = default;

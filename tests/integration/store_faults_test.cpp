@@ -176,6 +176,34 @@ TEST_F(StoreFaultTest, EvictionKeepsTheStoreWithinCapacityAtAllTimes) {
   EXPECT_LT(*e->lookup(sessions.front()), 6000u);  // the oldest went first
 }
 
+TEST_F(StoreFaultTest, EvictingASegmentDropsOnlyTheRecordsStillInIt) {
+  Options o = options();
+  o.capacity_bytes = 64 << 20;  // four 16 MiB segments of 63 records each
+  auto e = open(o);
+  auto a = synthetic::tokens(500, 10 * 256);
+  auto b = synthetic::tokens(501, 5 * 256);
+  save(*e, a);
+  ASSERT_TRUE(testing::is_ok(e->evict(a)));
+  save(*e, b);  // b dropped and stored again, both copies in segment 1
+  ASSERT_TRUE(testing::is_ok(e->evict(b)));
+  save(*e, b);
+  save(*e, synthetic::tokens(502, 60 * 256));  // the rest of segment 1, then segment 2
+  save(*e, a);  // a's keys again, now in segment 2: segment 1 still lists them
+  // Until the store is full and one segment goes: segment 1, the least recently used.
+  for (uint64_t seed = 503; e->stats().evicted_segments == 0 && seed < 520; ++seed) {
+    save(*e, synthetic::tokens(seed, 20 * 256));
+  }
+  ASSERT_EQ(e->stats().evicted_segments, 1u);
+  EXPECT_EQ(*e->lookup(b), 0u);
+  EXPECT_EQ(restore_checked(*e, a).tokens_restored, a.size());
+  const Stats live = e->stats();
+  e.reset();
+  auto reopened = open(o);  // the index as the journal rebuilds it agrees with the one kept in memory
+  EXPECT_EQ(reopened->stats().records, live.records);
+  EXPECT_EQ(reopened->stats().live_bytes, live.live_bytes);
+  EXPECT_EQ(restore_checked(*reopened, a).tokens_restored, a.size());
+}
+
 TEST_F(StoreFaultTest, DramTierServesWhatItHoldsWithoutReadingTheDisk) {
   Options o = options();
   o.dram_bytes = 8 << 20;  // 31 slabs of 256 KiB: room for one 7-chunk session, not for three
