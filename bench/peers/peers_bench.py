@@ -333,7 +333,8 @@ def main():
             rows.append({"config": "ceiling (raw O_DIRECT)", "repeat": rep, "seconds": ceiling_s,
                          "GBps": ceiling_bytes / ceiling_s / 1e9, "cpu_s": None, "exact": None,
                          "note": "kvtier's io_uring O_DIRECT read of the same records, no copy, no checksum"})
-        for name in args.configs.split(","):
+        # "_" for " " too: the names hold spaces, which shell variables passing arguments split
+        for name in args.configs.replace("_", " ").split(","):
             try:
                 seconds, note = CONFIGS[name](s)
                 cpu = WINDOW_CPU[0]
