@@ -4,7 +4,8 @@
 # The Python-side benchmarks on the H200 machine, in one call: build (with the Python module), give
 # cuFile its udev entry (device-notes.md), then
 #   - bench/peers/peers_bench.py: kvtier vs KvikIO, a naive PyTorch loader and LMCache (peer wheels
-#     travel in .whl/, installed under /tmp/site), same files, same run;
+#     travel in .whl/, fetched here by bench/gpu/fetch_peer_wheels.sh, installed under /tmp/site),
+#     same files, same run;
 #   - bench/model/restore_vs_recompute.py: Qwen3-MoE (random weights) prefill vs kvtier restore.
 # Env: OUT (results), PEERS_ARGS, MODEL_ARGS, MODEL_TIMEOUT (s, default 300), SKIP_PEERS, SKIP_MODEL.
 set -uo pipefail
