@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kvtier/engine.hpp"
+#include "store/record_format.hpp"
 #include "synthetic.hpp"
 
 namespace kvtier {
@@ -36,21 +37,9 @@ void BM_SaveAtCapacity(benchmark::State& state) {
   o.io_request_bytes = kSegment;
   o.staging_bytes = uint64_t{4} << 20;
   o.log_level = LogLevel::kOff;
-  // One session fills one segment: sized from a record's bytes (header included).
-  o.capacity_bytes = uint64_t{1} << 40;
-  auto probe = Engine::open(o);
-  if (!probe) {
-    state.SkipWithError(probe.error().message().c_str());
-    return;
-  }
-  synthetic::HostKv one(o.geometry, kChunk);
-  auto t0 = synthetic::tokens(1, kChunk);
-  synthetic::fill_kv(o.geometry, t0, one.span(), kChunk);
-  (void)(*probe)->save(t0, one.view);
-  const uint64_t record = (*probe)->stats().live_bytes;
-  probe->reset();
-  std::filesystem::remove_all(root);
-
+  // One session fills one segment: a chunk's record is its header block plus padded payload.
+  const RecordMeta chunk{.payload_bytes = o.geometry.bytes_for_tokens(kChunk)};
+  const uint64_t record = chunk.record_bytes();
   const uint64_t per_segment = kSegment / record;
   const uint64_t session_tokens = per_segment * kChunk;
   o.capacity_bytes = (live_records / per_segment + 1) * kSegment;
