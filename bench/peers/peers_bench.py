@@ -108,6 +108,7 @@ class Setup:
                 f.flush()
                 os.fsync(f.fileno())
         self.engines = {}
+        self.lmcache = {}  # backend -> LMCachePeer, stored on first use
         self.warm = args.warm
 
     def engine(self, io, dram="0"):
@@ -123,11 +124,10 @@ class Setup:
         return self.engines[name]
 
     def close(self):
-        """LMCache engines are destroyed (kvtier's close with their objects); its storage threads would
+        """LMCache's engines are destroyed (kvtier's close with their objects); its storage threads would
         otherwise keep the process alive after the run."""
-        for e in self.engines.values():
-            if hasattr(e, "close"):
-                e.close()
+        for peer in self.lmcache.values():
+            peer.close()
 
     def cache_state(self, files, engines=()):
         """Cold runs drop the page cache for the files about to be read; warm runs read them once
@@ -219,10 +219,9 @@ def lmcache_config(backend):
     def run(s: Setup):
         from lmcache_peer import LMCachePeer
         import lmcache
-        key = f"lmcache-{backend}"
-        if key not in s.engines:
-            s.engines[key] = LMCachePeer(s, backend, WORLD, GEOMETRY)
-        peer = s.engines[key]
+        if backend not in s.lmcache:
+            s.lmcache[backend] = LMCachePeer(s, backend, WORLD, GEOMETRY)
+        peer = s.lmcache[backend]
         s.cache_state(peer.files())
         peer.zero()
         for o in s.out:
@@ -309,6 +308,8 @@ def main():
             f.write(render(summary, run.get("warm", False)) + "\n")
         figure(summary, os.path.join(args.out, "fig_peers.png"), run.get("warm", False))
         return
+    if args.dir is None:
+        ap.error("--dir is required (a directory on the drive under test), unless --from-json")
     if args.configs is None:
         args.configs = ("kvtier dram,kvtier buffered,kvikio compat,kvikio cufile,naive torch" if args.warm else
                         ",".join(c for c in CONFIGS if c != "kvtier dram"))
@@ -320,19 +321,16 @@ def main():
     s.engine("posix")  # writes the store
     print(f"{args.tokens} tokens, {WORLD} ranks of {GEOMETRY}: {s.bytes / 1e9:.2f} GB of KV on {torch.cuda.get_device_name()}",
           flush=True)
+    # the ceiling next to every round, both ranks at once
+    ceiling_name, measure, ceiling_note = (
+        ("ceiling (pinned H2D)", measure_h2d, "one pinned host-to-device copy of the same bytes") if args.warm else
+        ("ceiling (raw O_DIRECT)", measure_ceiling,
+         "kvtier's io_uring O_DIRECT read of the same records, no copy, no checksum"))
     rows = []
     for rep in range(args.repeats):
-        # the drive's ceiling next to every round: raw O_DIRECT of kvtier's records, both ranks at once
-        if args.warm:
-            ceiling_s, ceiling_bytes = measure_h2d(s)
-            rows.append({"config": "ceiling (pinned H2D)", "repeat": rep, "seconds": ceiling_s,
-                         "GBps": ceiling_bytes / ceiling_s / 1e9, "cpu_s": None, "exact": None,
-                         "note": "one pinned host-to-device copy of the same bytes"})
-        else:
-            ceiling_s, ceiling_bytes = measure_ceiling(s)
-            rows.append({"config": "ceiling (raw O_DIRECT)", "repeat": rep, "seconds": ceiling_s,
-                         "GBps": ceiling_bytes / ceiling_s / 1e9, "cpu_s": None, "exact": None,
-                         "note": "kvtier's io_uring O_DIRECT read of the same records, no copy, no checksum"})
+        ceiling_s, ceiling_bytes = measure(s)
+        rows.append({"config": ceiling_name, "repeat": rep, "seconds": ceiling_s,
+                     "GBps": ceiling_bytes / ceiling_s / 1e9, "cpu_s": None, "exact": None, "note": ceiling_note})
         # "_" for " " too: the names hold spaces, which shell variables passing arguments split
         for name in args.configs.replace("_", " ").split(","):
             try:
