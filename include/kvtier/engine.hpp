@@ -30,6 +30,10 @@ struct RestoreResult {
   uint64_t bytes_read = 0;      ///< Bytes read from storage, headers and padding included.
   uint64_t extents = 0;         ///< Contiguous file ranges the restore read.
   uint64_t checksum_misses = 0; ///< Records found corrupt during this restore (now dropped).
+  /// Records that failed a check on this restore's data path but verified when read again through
+  /// the page cache (re-read before drop): kept, and served from that re-read when it verified
+  /// again where it landed.
+  uint64_t recheck_kept = 0;
   /// Host memory traffic of this restore, accounted from what the data path moved (not a hardware
   /// counter): O_DIRECT read 1x the bytes read (the drive's DMA into staging), buffered 3x (page
   /// cache write, kernel copy out of it), cuFile compat mode 2x (its bounce buffers), cuFile

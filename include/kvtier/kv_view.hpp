@@ -30,6 +30,13 @@ struct MemoryView {
 struct ChunkedKv {
   MemoryView memory;
   uint64_t capacity_tokens = 0;  ///< Length of the token axis; memory.size must match exactly.
+  /// CUDA memory only: the stream (a cudaStream_t) on which the caller produced or last used this
+  /// memory. kvtier's copies run on streams of its own; they start after the work queued on this
+  /// stream before the call, so a save never reads KV a kernel is still writing and a restore's
+  /// writes are not overwritten by a pending fill. Null: the legacy default stream, which orders
+  /// after every blocking stream; work on a non-blocking stream (PyTorch's side streams, CuPy's
+  /// streams) is ordered only when that stream is named here.
+  void* cuda_stream = nullptr;
 };
 
 /// @brief Layouts of a serving engine's paged KV cache (one tensor per layer). Every layout holds
@@ -54,6 +61,7 @@ struct PagedKv {
   uint32_t block_size = 16;              ///< tokens per block
   uint32_t num_blocks = 0;               ///< blocks in each layer's tensor
   PagedLayout layout = PagedLayout::kKvFirst;
+  void* cuda_stream = nullptr;           ///< as ChunkedKv::cuda_stream
 };
 
 }  // namespace kvtier

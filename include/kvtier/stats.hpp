@@ -38,6 +38,11 @@ struct Stats {
   uint64_t restores = 0;
   uint64_t bytes_restored = 0;
   uint64_t checksum_misses = 0;  ///< Records found corrupt (and dropped).
+  /// Re-read before drop: a record that fails a check on a restore or verify is read once more
+  /// through the page cache and verified on the host before it is dropped. Kept: it verified (the
+  /// first read's data path failed it). Dropped: it failed twice (also in checksum_misses).
+  uint64_t recheck_kept = 0;
+  uint64_t recheck_dropped = 0;
   /// Host memory traffic of the data path, accounted from what it moves (not a hardware counter):
   /// bytes read from storage into host staging, and bytes copied between staging and a device.
   uint64_t staging_bytes_read = 0;

@@ -9,6 +9,8 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstdint>
+#include <limits>
 #include <stdexcept>
 
 #include "kvtier/kvtier.hpp"
@@ -31,7 +33,7 @@ T unwrap(kvtier::Result<T> r) {
   return std::move(*r);
 }
 
-// Any dtype, any device, C-contiguous. Arguments are taken with noconvert(): a tensor that is not
+// Any dtype, any device, C-contiguous (see tensor_of): a tensor that is not
 // already contiguous must fail, not be copied (a restore into a copy would vanish).
 using Tensor = nb::ndarray<nb::c_contig>;
 using TokenArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;  // read-only arrays too
@@ -49,23 +51,56 @@ kvtier::MemoryView view_of(const Tensor& t) {
   return v;
 }
 
-/// Integers from a list of ints or a 1-D int32/int64 array (`what` names them in errors).
+/// Integers from a list of ints or a 1-D int32/int64 array (`what` names them in errors). A value
+/// outside T is refused, never truncated: two token ids that differ must never share KV.
 template <typename T>
 std::vector<T> ints_of(nb::handle h, const char* what) {
   std::vector<T> out;
+  auto checked = [&](long long v, size_t i) {
+    if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max()) {
+      throw PyError({kvtier::ErrorCode::kInvalidArgument,
+                     std::string(what) + "[" + std::to_string(i) + "] = " + std::to_string(v) + " is outside " +
+                         std::to_string(std::numeric_limits<T>::min()) + ".." +
+                         std::to_string(std::numeric_limits<T>::max()) +
+                         " (kvtier keeps 32-bit ids and refuses others rather than cut them)"});
+    }
+    return static_cast<T>(v);
+  };
   if (nb::isinstance<nb::list>(h) || nb::isinstance<nb::tuple>(h)) {
-    for (nb::handle x : h) out.push_back(nb::cast<T>(x));
+    size_t i = 0;
+    for (nb::handle x : h) {
+      PyObject* index = PyNumber_Index(x.ptr());
+      if (index == nullptr) {
+        PyErr_Clear();
+        throw nb::type_error((std::string(what) + "[" + std::to_string(i) + "] is a " +
+                              nb::type_name(x.type()).c_str() + ", not an integer")
+                                 .c_str());
+      }
+      int overflow = 0;
+      const long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+      Py_DECREF(index);
+      if (overflow != 0) checked(overflow > 0 ? std::numeric_limits<long long>::max()
+                                              : std::numeric_limits<long long>::min(), i);
+      out.push_back(checked(v, i++));
+    }
     return out;
   }
-  TokenArray a = nb::cast<TokenArray>(h);
+  TokenArray a;
+  try {
+    a = nb::cast<TokenArray>(h);
+  } catch (const nb::cast_error&) {
+    throw nb::type_error((std::string(what) + " must be a list of ints or a 1-D int32/int64 array, not a " +
+                          nb::type_name(h.type()).c_str())
+                             .c_str());
+  }
   if (a.ndim() != 1) throw PyError({kvtier::ErrorCode::kInvalidArgument, std::string(what) + " must be one-dimensional"});
   const size_t n = a.shape(0);
   if (a.dtype() == nb::dtype<int32_t>()) {
     const auto* p = static_cast<const int32_t*>(a.data());
-    for (size_t i = 0; i < n; ++i) out.push_back(static_cast<T>(p[i]));
+    for (size_t i = 0; i < n; ++i) out.push_back(checked(p[i], i));
   } else if (a.dtype() == nb::dtype<int64_t>()) {
     const auto* p = static_cast<const int64_t*>(a.data());
-    for (size_t i = 0; i < n; ++i) out.push_back(static_cast<T>(p[i]));
+    for (size_t i = 0; i < n; ++i) out.push_back(checked(p[i], i));
   } else {
     throw PyError({kvtier::ErrorCode::kInvalidArgument, std::string(what) + " must be int32 or int64"});
   }
@@ -83,11 +118,42 @@ kvtier::PagedLayout layout_of(const std::string& name) {
                  "packed_heads [blocks,H,bs,2D]; an unknown layout is refused, never guessed"});
 }
 
+/// A KV argument as a tensor: any dtype, host or CUDA, C-contiguous. Taken without conversion: a
+/// tensor that is not already contiguous is refused, not copied (a restore into a copy would vanish).
+Tensor tensor_of(nb::handle h, const std::string& what) {
+  try {
+    return nb::cast<Tensor>(h, /*convert=*/false);
+  } catch (const nb::cast_error&) {
+    throw nb::type_error((what + " must be a C-contiguous tensor or array in host or CUDA memory (DLPack or the "
+                          "buffer protocol), not this " + nb::type_name(h.type()).c_str() +
+                          "; a non-contiguous one is refused rather than copied, since a restore into a copy "
+                          "would vanish")
+                             .c_str());
+  }
+}
+
+/// The stream kvtier's copies order after (ChunkedKv::cuda_stream): `stream` when given, else the
+/// current stream of the tensor's framework. Host memory needs none.
+void* stream_of(nb::handle obj, const Tensor& t, nb::handle stream) {
+  const bool cuda = t.device_type() == nb::device::cuda::value;
+  if (!cuda && stream.is_none()) return nullptr;
+  nb::module_ streams = nb::module_::import_("kvtier._streams");
+  nb::object handle = stream.is_none() ? streams.attr("current_stream")(obj) : streams.attr("stream_handle")(stream);
+  return cuda ? reinterpret_cast<void*>(nb::cast<uintptr_t>(handle)) : nullptr;
+}
+
 /// The contiguous form [2, layers, capacity, row]: the capacity follows from the tensor's size (the
 /// engine refuses a size that is not a whole number of tokens).
-kvtier::ChunkedKv chunked_of(const kvtier::Engine& e, const Tensor& kv) {
+struct Chunked {
+  Tensor tensor;  // keeps the caller's memory referenced for the call
+  kvtier::ChunkedKv view;
+};
+
+Chunked chunked_of(const kvtier::Engine& e, nb::handle kv, nb::handle stream) {
+  Chunked c{tensor_of(kv, "kv"), {}};
   const uint64_t per_token = e.geometry().bytes_per_token();
-  return {view_of(kv), per_token == 0 ? 0 : kv.nbytes() / per_token};
+  c.view = {view_of(c.tensor), per_token == 0 ? 0 : c.tensor.nbytes() / per_token, stream_of(kv, c.tensor, stream)};
+  return c;
 }
 
 struct Paged {
@@ -96,19 +162,24 @@ struct Paged {
   kvtier::PagedKv view;
 };
 
-Paged paged_of(const std::vector<Tensor>& layers, nb::handle block_table, uint32_t block_size,
-               const std::string& layout) {
+Paged paged_of(nb::handle layers, nb::handle block_table, uint32_t block_size, const std::string& layout,
+               nb::handle stream) {
   Paged p;
-  p.layers = layers;
+  if (!nb::isinstance<nb::list>(layers) && !nb::isinstance<nb::tuple>(layers)) {
+    throw nb::type_error("layers must be a list of per-layer tensors");
+  }
+  size_t i = 0;
+  for (nb::handle l : layers) p.layers.push_back(tensor_of(l, "layers[" + std::to_string(i++) + "]"));
+  if (p.layers.empty()) throw PyError({kvtier::ErrorCode::kInvalidArgument, "no layer tensors"});
   p.table = ints_of<int32_t>(block_table, "block_table");  // -1 skips a block on restore
   for (const Tensor& l : p.layers) p.view.layers.push_back(view_of(l));
-  if (p.layers.empty()) throw PyError({kvtier::ErrorCode::kInvalidArgument, "no layer tensors"});
   p.view.block_table = p.table;
   p.view.block_size = block_size;
   p.view.layout = layout_of(layout);
   // Every layout's first axis that counts blocks: kv_first has it second.
   const Tensor& first = p.layers.front();
   p.view.num_blocks = static_cast<uint32_t>(layout == "kv_first" && first.ndim() >= 2 ? first.shape(1) : first.shape(0));
+  p.view.cuda_stream = stream_of(layers[0], first, stream);
   return p;
 }
 
@@ -130,6 +201,8 @@ nb::dict stats_dict(const kvtier::Stats& s) {
   d["restores"] = s.restores;
   d["bytes_restored"] = s.bytes_restored;
   d["checksum_misses"] = s.checksum_misses;
+  d["recheck_kept"] = s.recheck_kept;
+  d["recheck_dropped"] = s.recheck_dropped;
   d["restore_host_bytes"] = s.restore_host_bytes;
   d["evicted_segments"] = s.evicted_segments;
   return d;
@@ -140,6 +213,7 @@ nb::dict restore_dict(const kvtier::RestoreResult& r) {
   d["tokens_restored"] = r.tokens_restored;
   d["bytes_read"] = r.bytes_read;
   d["checksum_misses"] = r.checksum_misses;
+  d["recheck_kept"] = r.recheck_kept;
   d["host_bytes"] = r.host_bytes;
   d["problem"] = r.problem;
   return d;
@@ -155,7 +229,12 @@ NB_MODULE(_kvtier, m) {
         try {
           std::rethrow_exception(p);
         } catch (const PyError& e) {
-          nb::object args = nb::make_tuple(e.what(), e.code);
+          // A message may quote bytes that are not UTF-8 (a damaged file's content): escape them
+          // rather than fail the translation with a UnicodeDecodeError.
+          const std::string_view what = e.what();
+          nb::object message = nb::steal(PyUnicode_DecodeUTF8(what.data(), static_cast<Py_ssize_t>(what.size()),
+                                                               "backslashreplace"));
+          nb::object args = nb::make_tuple(message, e.code);
           PyErr_SetObject(error_type.ptr(), args.ptr());
         }
       });
@@ -211,46 +290,52 @@ NB_MODULE(_kvtier, m) {
         "Opens (or creates) the rank's store under root. io: auto, posix, buffered or gds. Sizes take K/M/G/T.");
 
   nb::class_<kvtier::Engine>(m, "Engine")
-      .def("save", [](kvtier::Engine& e, nb::handle tokens, const Tensor& kv) {
+      .def("save", [](kvtier::Engine& e, nb::handle tokens, nb::handle kv, nb::handle stream) {
             auto ids = tokens_of(tokens);
-            const kvtier::ChunkedKv view = chunked_of(e, kv);
+            const Chunked c = chunked_of(e, kv, stream);
             nb::gil_scoped_release release;
-            return unwrap(e.save(ids, view)).chunks_written;
-          }, "tokens"_a, "kv"_a.noconvert(),
-          "Saves KV in contiguous form [2, layers, capacity, kv_heads, head_dim]; returns chunks written.")
-      .def("save_paged", [](kvtier::Engine& e, nb::handle tokens, const std::vector<Tensor>& layers,
-                            nb::handle block_table, uint32_t block_size, const std::string& layout) {
+            return unwrap(e.save(ids, c.view)).chunks_written;
+          }, "tokens"_a, "kv"_a, "stream"_a = nb::none(),
+          "Saves KV in contiguous form [2, layers, capacity, kv_heads, head_dim]; returns chunks written. "
+          "CUDA tensors are read after the work queued on `stream` (default: the tensor framework's current "
+          "stream).")
+      .def("save_paged", [](kvtier::Engine& e, nb::handle tokens, nb::handle layers, nb::handle block_table,
+                            uint32_t block_size, const std::string& layout, nb::handle stream) {
             auto ids = tokens_of(tokens);
-            Paged p = paged_of(layers, block_table, block_size, layout);
+            Paged p = paged_of(layers, block_table, block_size, layout, stream);
             nb::gil_scoped_release release;
             return unwrap(e.save(ids, p.view)).chunks_written;
-          }, "tokens"_a, "layers"_a.noconvert(), "block_table"_a, "block_size"_a = 16, "layout"_a = "kv_first")
+          }, "tokens"_a, "layers"_a, "block_table"_a, "block_size"_a = 16, "layout"_a = "kv_first",
+          "stream"_a = nb::none())
       .def("lookup", [](kvtier::Engine& e, nb::handle tokens) {
             auto ids = tokens_of(tokens);
             nb::gil_scoped_release release;
             return unwrap(e.lookup(ids));
           }, "tokens"_a, "Tokens of the longest stored prefix (reads no payload).")
-      .def("restore", [](kvtier::Engine& e, nb::handle tokens, const Tensor& kv) {
+      .def("restore", [](kvtier::Engine& e, nb::handle tokens, nb::handle kv, nb::handle stream) {
             auto ids = tokens_of(tokens);
-            const kvtier::ChunkedKv view = chunked_of(e, kv);
+            const Chunked c = chunked_of(e, kv, stream);
             kvtier::RestoreResult r;
             {
               nb::gil_scoped_release release;
-              r = unwrap(e.restore(ids, view));
+              r = unwrap(e.restore(ids, c.view));
             }
             return restore_dict(r);
-          }, "tokens"_a, "kv"_a.noconvert(), "Restores the longest stored prefix, verified; returns a dict.")
-      .def("restore_paged", [](kvtier::Engine& e, nb::handle tokens, const std::vector<Tensor>& layers,
-                               nb::handle block_table, uint32_t block_size, const std::string& layout) {
+          }, "tokens"_a, "kv"_a, "stream"_a = nb::none(),
+          "Restores the longest stored prefix, verified; returns a dict. CUDA tensors are written after the "
+          "work queued on `stream` (default: the framework's current stream) and are complete on return.")
+      .def("restore_paged", [](kvtier::Engine& e, nb::handle tokens, nb::handle layers, nb::handle block_table,
+                               uint32_t block_size, const std::string& layout, nb::handle stream) {
             auto ids = tokens_of(tokens);
-            Paged p = paged_of(layers, block_table, block_size, layout);
+            Paged p = paged_of(layers, block_table, block_size, layout, stream);
             kvtier::RestoreResult r;
             {
               nb::gil_scoped_release release;
               r = unwrap(e.restore(ids, p.view));
             }
             return restore_dict(r);
-          }, "tokens"_a, "layers"_a.noconvert(), "block_table"_a, "block_size"_a = 16, "layout"_a = "kv_first")
+          }, "tokens"_a, "layers"_a, "block_table"_a, "block_size"_a = 16, "layout"_a = "kv_first",
+          "stream"_a = nb::none())
       .def("evict", [](kvtier::Engine& e, nb::handle tokens) {
             auto ids = tokens_of(tokens);
             nb::gil_scoped_release release;

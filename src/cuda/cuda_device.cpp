@@ -119,7 +119,25 @@ class CudaTransfer final : public DeviceTransfer {
       KVTIER_TRY(cuda_status(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "cudaEventCreate"));
       KVTIER_ASSIGN_OR_RETURN(s.staging, DeviceBuffer::allocate(slot_bytes));
     }
+    KVTIER_TRY(t->order_after(target.stream));
     return t;
+  }
+
+  /// Makes every slot stream wait for the work the caller queued on `caller` before this call.
+  /// The slot streams are non-blocking, so without it a save's checksum and gather kernels ran
+  /// beside the caller's still-running fill of the KV (checksums of half-written bytes: valid
+  /// records later dropped as corrupt), and a restore's scatter beside a pending zero-fill of its
+  /// destination.
+  Status order_after(void* caller) {
+    cudaEvent_t ready = nullptr;
+    KVTIER_TRY(cuda_status(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate"));
+    cudaStream_t stream = caller == nullptr ? cudaStreamLegacy : static_cast<cudaStream_t>(caller);
+    Status st = cuda_status(cudaEventRecord(ready, stream), "recording the caller's stream");
+    for (SlotResources& s : slots_) {
+      if (st.ok()) st = cuda_status(cudaStreamWaitEvent(s.stream, ready, 0), "ordering after the caller's stream");
+    }
+    cudaEventDestroy(ready);  // released once the device has passed it
+    return st;
   }
 
   ~CudaTransfer() override {

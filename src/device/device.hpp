@@ -25,6 +25,7 @@ struct KvTarget {
   int device = 0;
   std::vector<uint8_t*> layer_base;       ///< paged forms
   std::vector<int32_t> block_table;       ///< paged forms
+  void* stream = nullptr;                 ///< CUDA: the caller's stream to order after (null: legacy)
 };
 
 /// A record's place in the session: its tokens [first_token, first_token + token_count).

@@ -182,6 +182,8 @@ Stats Engine::Impl::stats() const {
   s.restores = counters_.restores;
   s.bytes_restored = counters_.bytes_restored;
   s.checksum_misses = counters_.checksum_misses;
+  s.recheck_kept = counters_.recheck_kept;
+  s.recheck_dropped = counters_.recheck_dropped;
   s.staging_bytes_read = counters_.staging_bytes_read;
   s.device_copy_bytes = counters_.device_copy_bytes;
   s.restore_host_bytes = counters_.restore_host_bytes;

@@ -20,6 +20,25 @@
 
 namespace kvtier {
 
+/// What a re-read of a record that failed a check found (Engine::Impl::recheck).
+enum class RecheckOutcome : uint8_t {
+  kUnread,           ///< the re-read itself failed (I/O): no evidence, the record stays
+  kCorrupt,          ///< failed again: corrupt
+  kIntact,           ///< verified, and placed in the destination (when there is one)
+  kIntactNotPlaced,  ///< verified on the host, but placing it failed: the record stays, a miss
+};
+
+/// What a read found of one record (restore.cpp).
+enum class RecordState : uint8_t;
+
+/// A verified payload in host memory to place into a destination.
+struct PayloadToPlace {
+  std::span<const std::byte> payload;
+  uint64_t first_token = 0;
+  uint32_t token_count = 0;
+  uint32_t record = 0;  ///< its checksum slot in the transfer
+};
+
 /// Engine state. Thread-safe: the store locks itself, counters are atomic, staging is a pool.
 class Engine::Impl {
  public:
@@ -59,7 +78,7 @@ class Engine::Impl {
     std::atomic<uint64_t> saves{0}, chunks_written{0}, bytes_written{0}, lookups{0},
         lookup_hit_tokens{0}, restores{0}, bytes_restored{0}, checksum_misses{0},
         staging_bytes_read{0}, device_copy_bytes{0}, gds_restores{0}, gds_saves{0}, dram_hits{0},
-        restore_host_bytes{0};
+        restore_host_bytes{0}, recheck_kept{0}, recheck_dropped{0};
   };
 
   /// The stored records of the longest stored prefix of `tokens`, in token order.
@@ -79,6 +98,24 @@ class Engine::Impl {
   Result<std::vector<bool>> restore_from_dram(std::span<const LocatedRecord> records,
                                               std::vector<DramTier::Hit>& hits, const KvTarget& destination,
                                               uint64_t& host_bytes);
+  /// Copies `payloads` (host memory) into `destination` through its device, `slots` pieces in
+  /// flight; returns the kvsum partial sums computed where they landed, one per transfer record,
+  /// and the host memory traffic of the copies.
+  struct Placed {
+    std::vector<uint64_t> sums;
+    uint64_t host_bytes = 0;
+  };
+  Result<Placed> place_payloads(const KvTarget& destination, std::span<const PayloadToPlace> payloads,
+                                size_t records, size_t slots);
+  /// Re-read before drop (recheck.cpp): reads each of `records`, which failed a check, once more
+  /// through the page cache and verifies it on the host; a verified one is placed into
+  /// `destination` (when given) at its first token and verified again there.
+  std::vector<RecheckOutcome> recheck(std::span<const LocatedRecord> records, std::span<const uint64_t> first_tokens,
+                                      const KvTarget* destination);
+  /// Applies recheck() to the records of `states` found corrupt: kept ones become intact (placed)
+  /// or incomplete (a miss), and both outcomes are counted. Returns the records kept.
+  uint64_t recheck_corrupt(std::span<const LocatedRecord> records, std::span<const uint64_t> first_tokens,
+                           const KvTarget* destination, std::span<RecordState> states);
   /// Reads records from disk into `destination`: through cuFile where it is in use, else POSIX.
   ReadOutcome read_from_disk(std::span<const LocatedRecord> records, const KvTarget& destination,
                              std::span<const uint64_t> first_tokens);

@@ -55,6 +55,7 @@ Result<KvTarget> Engine::Impl::target_of(const ChunkedKv& kv, bool /*restore*/) 
   t.params.base = reinterpret_cast<uint8_t*>(kv.memory.data);
   t.kind = kv.memory.kind;
   t.device = kv.memory.device;
+  t.stream = kv.cuda_stream;
   return t;
 }
 
@@ -97,6 +98,7 @@ Result<KvTarget> Engine::Impl::target_of(const PagedKv& kv, bool restore) const 
   t.params.capacity_tokens = kv.block_table.size() * uint64_t{kv.block_size};
   t.params.block_size = kv.block_size;
   t.params.num_blocks = kv.num_blocks;
+  t.stream = kv.cuda_stream;
   return t;
 }
 

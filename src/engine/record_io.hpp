@@ -27,6 +27,14 @@ struct IoPlan {
 /// `fds[i]` is the file of records[i].
 IoPlan plan_io(std::span<const RecordMeta> records, std::span<const int> fds, uint64_t max_piece);
 
+/// Whether a header block decodes for geometry `g` and describes the record the index expects.
+inline bool header_matches(std::span<const std::byte> block, const RecordMeta& want, const KvGeometry& g) {
+  RecordMeta got;
+  if (!decode_header(block, g, got).ok()) return false;
+  return got.key == want.key && got.token_count == want.token_count && got.payload_bytes == want.payload_bytes &&
+         got.payload_checksum == want.payload_checksum;
+}
+
 enum class Region : uint8_t { kHeader, kPayload, kPadding };
 
 /// Calls fn(record, region, offset_in_region, offset_in_piece, length) for each part of

@@ -79,13 +79,6 @@ struct ReadPlan {
 // (the I/O thread mostly sleeps in the kernel).
 unsigned consumer_threads() { return std::clamp(std::thread::hardware_concurrency(), 1u, 4u); }
 
-bool header_matches(std::span<const std::byte> block, const RecordMeta& want, const KvGeometry& g) {
-  RecordMeta got;
-  if (!decode_header(block, g, got).ok()) return false;
-  return got.key == want.key && got.token_count == want.token_count &&
-         got.payload_bytes == want.payload_bytes && got.payload_checksum == want.payload_checksum;
-}
-
 /// What piece `p` of `read` holds: checks its record headers, whose bytes `header_at(offset, bytes)`
 /// supplies (a view of host staging, or a copy back from device staging), counts the payload bytes
 /// received and lists them in `spans`. Stops at the first error `header_at` returns.
@@ -245,27 +238,16 @@ Result<Engine::Impl::ReadOutcome> Engine::Impl::read_records_gds(std::span<const
 Result<std::vector<bool>> Engine::Impl::restore_from_dram(std::span<const LocatedRecord> records,
                                                           std::vector<DramTier::Hit>& hits,
                                                           const KvTarget& destination, uint64_t& host_bytes) {
-  KVTIER_ASSIGN_OR_RETURN(Device * device, device_for(destination.kind));
-  const size_t slots = staging_->slot_count();
-  const uint64_t piece = staging_->slot_bytes();
-  KVTIER_ASSIGN_OR_RETURN(auto transfer, device->begin(destination, records.size(), slots, piece));
   // The tier's slabs play the staging pieces: one copy each to the device, verified where it lands.
-  size_t next_slot = 0;
+  std::vector<PayloadToPlace> payloads;
   for (size_t r = 0; r < records.size(); ++r) {
     if (!hits[r]) continue;
-    const std::span<const std::byte> payload = hits[r].payload();
-    for (uint64_t at = 0; at < payload.size(); at += piece) {
-      const uint64_t n = std::min<uint64_t>(piece, payload.size() - at);
-      const size_t slot = next_slot++ % slots;
-      KVTIER_TRY(transfer->release(slot));
-      const PieceSpan span{0, at, n, r * uint64_t{options_.geometry.chunk_tokens}, records[r].meta.token_count,
-                           static_cast<uint32_t>(r)};
-      KVTIER_TRY(transfer->scatter(slot, payload.subspan(at, n), std::span(&span, 1)));
-    }
+    payloads.push_back({hits[r].payload(), r * uint64_t{options_.geometry.chunk_tokens}, records[r].meta.token_count,
+                        static_cast<uint32_t>(r)});
   }
-  KVTIER_ASSIGN_OR_RETURN(std::vector<uint64_t> sums, transfer->finish());
-  counters_.device_copy_bytes += transfer->device_copy_bytes();
-  host_bytes += transfer->host_memory_bytes();
+  KVTIER_ASSIGN_OR_RETURN(Placed placed, place_payloads(destination, payloads, records.size(), staging_->slot_count()));
+  host_bytes += placed.host_bytes;
+  const std::vector<uint64_t>& sums = placed.sums;
   std::vector<bool> good(records.size(), false);
   std::vector<Key128> bad;
   for (size_t r = 0; r < records.size(); ++r) {
@@ -327,7 +309,10 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const
     result.bytes_read = out.bytes;
     result.extents = out.extents;
     result.host_bytes += out.host_bytes;
-    for (size_t i = 0; i < misses.size(); ++i) states[miss_index[i]] = out.state(i, misses[i].meta);
+    std::vector<RecordState> miss_states(misses.size());
+    for (size_t i = 0; i < misses.size(); ++i) miss_states[i] = out.state(i, misses[i].meta);
+    result.recheck_kept = recheck_corrupt(misses, miss_first, &destination, miss_states);
+    for (size_t i = 0; i < misses.size(); ++i) states[miss_index[i]] = miss_states[i];
     if (!out.status.ok()) result.problem = out.status.to_string();
   }
 
@@ -353,6 +338,41 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const
   return result;
 }
 
+uint64_t Engine::Impl::recheck_corrupt(std::span<const LocatedRecord> records,
+                                       std::span<const uint64_t> first_tokens, const KvTarget* destination,
+                                       std::span<RecordState> states) {
+  std::vector<LocatedRecord> suspects;
+  std::vector<uint64_t> suspect_first;
+  std::vector<size_t> index;
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (states[i] != RecordState::kCorrupt) continue;
+    suspects.push_back(records[i]);
+    suspect_first.push_back(first_tokens.empty() ? 0 : first_tokens[i]);
+    index.push_back(i);
+  }
+  if (suspects.empty()) return 0;
+  const std::vector<RecheckOutcome> found = recheck(suspects, suspect_first, destination);
+  uint64_t kept = 0, dropped = 0;
+  for (size_t j = 0; j < suspects.size(); ++j) {
+    RecordState& st = states[index[j]];
+    switch (found[j]) {
+      case RecheckOutcome::kCorrupt: ++dropped; break;
+      case RecheckOutcome::kIntact: st = RecordState::kIntact; ++kept; break;
+      case RecheckOutcome::kIntactNotPlaced: st = RecordState::kIncomplete; ++kept; break;
+      case RecheckOutcome::kUnread: st = RecordState::kIncomplete; break;
+    }
+  }
+  counters_.recheck_kept += kept;
+  counters_.recheck_dropped += dropped;
+  if (kept > 0) {
+    KVTIER_LOG(log_, kWarn,
+               "{} record(s) failed a check on the {} path but verified when re-read through the page cache: kept "
+               "(a fault of that data path, not of the records)",
+               kept, destination == nullptr ? "verify" : io_name_);
+  }
+  return kept;
+}
+
 Engine::Impl::ReadOutcome Engine::Impl::read_from_disk(std::span<const LocatedRecord> records,
                                                        const KvTarget& destination,
                                                        std::span<const uint64_t> first_tokens) {
@@ -376,12 +396,15 @@ Result<VerifyReport> Engine::Impl::verify(const ProgressFn& progress) {
   if (all.empty()) return report;
   ReadOutcome out = read_records(all, nullptr, progress);
   if (!out.status.ok()) return fail(out.status.with_context("verify"));
+  std::vector<RecordState> states(all.size());
+  for (size_t r = 0; r < all.size(); ++r) states[r] = out.state(r, all[r].meta);
+  recheck_corrupt(all, {}, nullptr, states);
   std::vector<Key128> corrupt;
   for (size_t r = 0; r < all.size(); ++r) {
     const RecordMeta& m = all[r].meta;
     ++report.records_checked;
     report.bytes_checked += m.record_bytes();
-    if (out.state(r, m) == RecordState::kIntact) continue;
+    if (states[r] != RecordState::kCorrupt) continue;
     corrupt.push_back(m.key);
     report.problems.push_back(fmt::format("segment {} offset {}: {} ({} tokens)", m.segment, m.offset,
                                           out.header[r] == HeaderState::kGood ? "payload checksum mismatch"

@@ -6,12 +6,14 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
+#include "fault_engine.hpp"
 #include "paged_reference.hpp"
 #include "synthetic.hpp"
 #include "test_util.hpp"
@@ -235,8 +237,93 @@ TEST_F(GpuPathTest, CorruptRecordIsAMissOnTheGpuPath) {
   ASSERT_OK(r);
   EXPECT_EQ(r->tokens_restored, 6u * 64);
   EXPECT_EQ(r->checksum_misses, 1u);
+  // Damaged on disk: it failed its re-read too, and only then was it dropped.
+  EXPECT_EQ(e->stats().recheck_dropped, 1u);
+  EXPECT_EQ(e->stats().recheck_kept, 0u);
   dst.download(host.span());
   EXPECT_EQ(synthetic::first_mismatch(g_, std::span(tokens).first(6 * 64), host.span(), n), 6u * 64);
+}
+
+// Re-read before drop on the GPU path: a read corrupted once on its way into staging fails its
+// check where it lands, is re-read through the page cache, verified on the host and placed again:
+// kept and served.
+TEST_F(GpuPathTest, ReadCorruptedOnceIsKeptAndServedOnTheGpuPath) {
+  SKIP_WITHOUT_GPU();
+  const uint64_t n = 640;  // ten chunks of 64
+  const uint64_t record = 4096 + 64 * 1024;
+  auto tokens = synthetic::tokens(4, n);
+  for (IoPath io : {IoPath::kDirect, IoPath::kBuffered}) {
+    SCOPED_TRACE(std::string(io_path_name(io)));
+    testing::TempDir dir;
+    Options o = testing::small_options(dir.str(), g_);
+    o.io_path = io;
+    auto e = Engine::open(o);
+    ASSERT_OK(e);
+    testing::HostKv host(g_, n);
+    synthetic::fill_kv(g_, tokens, host.span(), n);
+    ASSERT_OK((*e)->save(tokens, host.view));
+    std::atomic<int> injected{0};
+    GpuBuffer dst(host.bytes);
+    Result<RestoreResult> r;
+    {
+      testing::FaultScope faults([&](const IoRequest& q, uint64_t) {
+        const uint64_t target = 6 * record + 4096 + 1000;
+        if (q.write || target < q.offset || target >= q.offset + q.length || injected.exchange(1) != 0) {
+          return testing::Fault{};
+        }
+        return testing::Fault{true, q.length, q.length, static_cast<int64_t>(target - q.offset)};
+      });
+      r = (*e)->restore(tokens, ChunkedKv{dst.view(), n});
+    }
+    ASSERT_EQ(injected.load(), 1);
+    ASSERT_OK(r);
+    EXPECT_EQ(r->tokens_restored, n) << r->problem;
+    EXPECT_EQ(r->checksum_misses, 0u);
+    EXPECT_EQ(r->recheck_kept, 1u);
+    EXPECT_EQ((*e)->stats().recheck_kept, 1u);
+    testing::HostKv back(g_, n);
+    dst.download(back.span());
+    EXPECT_EQ(synthetic::first_mismatch(g_, tokens, back.span(), n), n);
+    EXPECT_EQ((*e)->lookup(tokens).value(), n);
+  }
+}
+
+// The caller's KV is written by work still queued on the device when save or restore is called
+// (a prefill, a fill of the destination): kvtier's copies, on streams of its own, must start after
+// it. Before they were ordered, large saves checksummed half-written KV (valid records later
+// dropped as corrupt) and restores could be overwritten by the pending fill.
+TEST_F(GpuPathTest, WorkQueuedByTheCallerBeforeTheCallIsOrderedBeforeKvtiersCopies) {
+  SKIP_WITHOUT_GPU();
+  KvGeometry g = *geometry_for("tiny", 0, 1, 256);
+  const uint64_t n = 60000;  // ~60 MB: long enough for the queued copy to still run at the call
+  auto tokens = synthetic::tokens(8, n);
+  testing::HostKv host(g, n);
+  synthetic::fill_kv(g, tokens, host.span(), n);
+  GpuBuffer pristine(host.bytes), src(host.bytes), dst(host.bytes);
+  pristine.upload(host.span());
+  cudaStream_t side = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+  for (cudaStream_t caller : {cudaStream_t{nullptr}, side}) {
+    SCOPED_TRACE(caller ? "non-blocking stream named in the call" : "legacy default stream");
+    testing::TempDir dir;
+    auto e = Engine::open(testing::small_options(dir.str(), g));
+    ASSERT_OK(e);
+    // A slow producer (~300 passes over 60 MB, some milliseconds), the last pass the real bytes.
+    for (int i = 0; i < 300; ++i) ASSERT_EQ(cudaMemsetAsync(src.ptr, i, src.size, caller), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(src.ptr, pristine.ptr, src.size, cudaMemcpyDeviceToDevice, caller), cudaSuccess);
+    ASSERT_OK((*e)->save(tokens, ChunkedKv{src.view(), n, caller}));
+    for (int i = 0; i < 300; ++i) ASSERT_EQ(cudaMemsetAsync(dst.ptr, 0xEE, dst.size, caller), cudaSuccess);
+    auto r = (*e)->restore(tokens, ChunkedKv{dst.view(), n, caller});
+    ASSERT_OK(r);
+    EXPECT_EQ(r->tokens_restored, n) << r->problem;
+    EXPECT_EQ(r->checksum_misses, 0u);
+    EXPECT_EQ(r->recheck_kept, 0u);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    testing::HostKv back(g, n);
+    dst.download(back.span());
+    EXPECT_EQ(synthetic::first_mismatch(g, tokens, back.span(), n), n);
+  }
+  cudaStreamDestroy(side);
 }
 
 TEST_F(GpuPathTest, DramTierHitRestoresIntoGpuByteExact) {

@@ -22,6 +22,7 @@ struct Fault {
   bool inject = false;        ///< false: the real engine does it
   uint32_t transfer = 0;      ///< bytes really transferred first (pread/pwrite)
   int64_t result = 0;         ///< the completion's result: bytes (a short transfer) or -errno
+  int64_t flip_at = -1;       ///< reads: a byte of the transferred prefix to invert (a corrupted read)
 };
 
 /// `call` counts the requests of all wrapped engines since the scope began.
@@ -42,7 +43,7 @@ class FaultyEngine final : public IoEngine {
     if (f.transfer > 0) {
       const ssize_t n = r.write ? ::pwrite(r.fd, r.buffer, f.transfer, static_cast<off_t>(r.offset))
                                 : ::pread(r.fd, r.buffer, f.transfer, static_cast<off_t>(r.offset));
-      (void)n;
+      if (!r.write && n > f.flip_at && f.flip_at >= 0) r.buffer[f.flip_at] = ~r.buffer[f.flip_at];
     }
     injected_.push_back({r.tag, f.result});
     return {};

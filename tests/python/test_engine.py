@@ -157,6 +157,41 @@ class EngineTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             self.engine.restore_paged([1, 2], [strided] * self.g.layers, [0])
 
+    def test_token_ids_outside_32_bits_are_refused_never_cut(self):
+        t = np.arange(1000, dtype=np.int64) + 7
+        kv = session(self.rng, self.g, 1000)
+        self.engine.save(t, kv)
+        for bad in (t + 2**32, t - 2**32, np.array([2**31], dtype=np.int64)):
+            with self.assertRaises(kvtier.Error) as e:  # cut to 32 bits, these matched t's KV
+                self.engine.lookup(bad)
+            self.assertEqual(e.exception.args[1], "invalid argument")
+            self.assertIn("outside", e.exception.args[0])
+            with self.assertRaises(kvtier.Error):
+                self.engine.restore(bad, np.zeros_like(kv))
+        with self.assertRaises(kvtier.Error):
+            self.engine.lookup([7, 8, 2**32 + 9])
+        with self.assertRaises(kvtier.Error):
+            self.engine.lookup([2**70])
+        self.assertEqual(self.engine.lookup(t), 1000)
+        self.assertEqual(self.engine.lookup([int(x) for x in t]), 1000)  # Python ints in range are fine
+
+    def test_token_lists_of_non_integers_are_a_type_error(self):
+        for bad in ([1.5, 2.0], ["a", "b"], [1, None], "abc", 3.0):
+            with self.assertRaises(TypeError, msg=repr(bad)):
+                self.engine.lookup(bad)
+
+    def test_damaged_manifest_is_a_kvtier_error(self):
+        path = os.path.join(self.dir.name, "bad")
+        e = kvtier.open(path, self.g, io="posix")
+        manifest = os.path.join(e.store_dir, "MANIFEST.json")
+        del e
+        with open(manifest, "wb") as f:
+            f.write(b'{"format": \xff\xfe\xc3\x28 }')
+        with self.assertRaises(kvtier.Error) as err:
+            kvtier.open(path, self.g, io="posix")
+        self.assertEqual(err.exception.args[1], "corrupt")
+        self.assertIn("MANIFEST.json", err.exception.args[0])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: 2026 kvtier authors
+# Downloads what the H200 image lacks to build kvtier: its Debian 12 build dependencies as .deb
+# files into .deps/ (h200_common.sh unpacks them under /tmp/deps) and nanobind as a wheel into
+# .whl/ (the Python module). Both folders are git-ignored; a device call carries them.
+# Usage: bench/gpu/fetch_debs.sh   (on a Debian 12 machine with apt)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+mkdir -p .deps .whl
+(cd .deps && apt-get download liburing-dev liburing2 libxxhash-dev libxxhash0 libcli11-dev nlohmann-json3-dev \
+  libfmt-dev libfmt9 libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian)
+python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: --python-version 3.12 \
+  --implementation cp -d .whl nanobind==2.9.2
+ls .deps .whl
