@@ -15,7 +15,8 @@ expect() {
   local want_rc="$1" want_text="$2"
   shift 2
   local out rc
-  out=$("$kvtier" "$@" 2>&1)
+  # The timeout turns a run that would never end (e.g. a count read as 2^64-1) into a failure.
+  out=$(timeout "${KVTIER_CLI_TIMEOUT:-300}" "$kvtier" "$@" 2>&1 </dev/null)
   rc=$?
   if [[ $rc -eq $want_rc && "$out" == *"$want_text"* ]]; then
     passed=$((passed + 1))
@@ -52,7 +53,18 @@ expect 3 "no store at" verify --store "$work/missing" --model tiny
 touch "$work/file"
 expect 2 "not a directory" put --store "$work/file" --model tiny --tokens 10
 expect 2 "I/O path" put "${common[@]}" --tokens 10 --io sideways
-expect 109 "" put "${common[@]}" --tokens 10 --bogus-flag
+# Parse errors exit 2 (README), whatever CLI11's own code for them; --help still exits 0.
+expect 2 "--bogus-flag" put "${common[@]}" --tokens 10 --bogus-flag
+expect 2 "--tokens: 1 required" put "${common[@]}" --tokens
+expect 2 "--tokens is required" put "${common[@]}"
+expect 2 "ten" put "${common[@]}" --tokens ten
+expect 2 "frobnicate" frobnicate --store "$s"
+expect 2 "subcommand is required"
+expect 0 "Usage" --help
+expect 0 "--tokens" put --help
+out=$("$kvtier" put "${common[@]}" --tokens 10 --bogus-flag 2>/dev/null)
+if [[ -z "$out" ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: parse error on stdout: $out"; fi
+
 if [[ $(id -u) -ne 0 ]]; then
   mkdir -p "$work/ro" && chmod 0500 "$work/ro"
   expect 3 "permission" put --store "$work/ro/s" --model tiny --tokens 10

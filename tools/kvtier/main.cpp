@@ -26,7 +26,9 @@ std::string self_executable(const char* argv0) {
 int main(int argc, char** argv) {
   using namespace kvtier::cli;
   CLI::App app{"kvtier: offload LLM KV caches to NVMe and restore them"};
-  app.require_subcommand(1);
+  // At most one here; "none" is checked after parsing, so that an unknown subcommand is reported
+  // as the unexpected argument it is rather than as a missing subcommand.
+  app.require_subcommand(0, 1);
   StoreFlags flags;
   uint64_t tokens = 0, seed = 1, sessions = 1;
   bool json = false;
@@ -95,7 +97,14 @@ int main(int argc, char** argv) {
   CLI::App* rank_cmd = app.add_subcommand("bench-rank", "One rank process of bench --workload seed");
   rank_cmd->group("");  // internal: started by bench
   kvtier::seed::add_rank_flags(*rank_cmd, rank_args);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+    if (app.get_subcommands().empty()) throw CLI::RequiredError("A subcommand");
+  } catch (const CLI::ParseError& e) {
+    // CLI11 exits 1xx for its own errors; the README promises 2 for any bad argument. --help is
+    // a ParseError too, with exit code 0.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
 
   if (*rank_cmd) return kvtier::seed::run_rank_worker(rank_args);
   if (*bench_cmd && workload == "seed") {
