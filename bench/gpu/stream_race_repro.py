@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import shutil
+import traceback
 
 import torch
 
@@ -64,7 +65,11 @@ def main():
         for io in paths:
             for ordering in ("after nothing (old)", "after the caller's stream"):
                 for t in range(a.trials):
-                    row = one(a.dir, name, geo, n, dtype, io, ordering, idle)
+                    try:
+                        row = one(a.dir, name, geo, n, dtype, io, ordering, idle)
+                    except Exception as e:  # reported, and the next configuration runs
+                        traceback.print_exc()
+                        row = {"case": name, "tokens": n, "io": io, "ordering": ordering, "error": repr(e)}
                     row["trial"] = t
                     rows.append(row)
                     print(json.dumps(row), flush=True)

@@ -56,6 +56,20 @@ class DeviceBuffer {
   void* ptr_ = nullptr;
 };
 
+/// The kernels move 16-byte vectors and index tokens with 32-bit arithmetic.
+Status shape_supported(const KvLayoutParams& p) {
+  if (p.row_bytes % 16 != 0 || p.head_bytes % 16 != 0) {
+    return {ErrorCode::kNotSupported,
+            fmt::format("KV in GPU memory needs heads of a multiple of 16 bytes (this geometry's head is {} bytes, "
+                        "its row {}); keep such KV in host memory",
+                        p.head_bytes, p.row_bytes)};
+  }
+  if (p.capacity_tokens >= (uint64_t{1} << 31)) {
+    return {ErrorCode::kNotSupported, "KV in GPU memory is limited to targets of fewer than 2^31 tokens"};
+  }
+  return {};
+}
+
 /// One slot's stream, completion event and device staging.
 struct SlotResources {
   cudaStream_t stream = nullptr;
@@ -72,14 +86,7 @@ class CudaTransfer final : public DeviceTransfer {
     t->device_ = target.device;
     KVTIER_TRY(t->select());
     t->params_ = target.params;
-    if (t->params_.row_bytes % 16 != 0 || t->params_.head_bytes % 16 != 0) {
-      return fail(ErrorCode::kNotSupported,
-                  fmt::format("GPU KV paths need rows and heads of 16-byte multiples (head is {} bytes)",
-                              t->params_.head_bytes));
-    }
-    if (t->params_.capacity_tokens >= (uint64_t{1} << 31)) {
-      return fail(ErrorCode::kNotSupported, "GPU KV paths take targets of fewer than 2^31 tokens");
-    }
+    KVTIER_TRY(shape_supported(t->params_));
     // Every slot's stream is non-blocking, so nothing orders them after work on the legacy default
     // stream: a plain cudaMemcpy from pageable memory may return before its DMA lands, and a kernel
     // on a slot stream would then read half-written layer pointers (seen under 8 concurrent
@@ -295,6 +302,8 @@ class CudaDevice final : public Device {
   }
 
   void unregister_staging(std::span<std::byte> memory) noexcept override { cudaHostUnregister(memory.data()); }
+
+  Status check_shape(const KvLayoutParams& params) const override { return shape_supported(params); }
 
   Status check_memory(const MemoryView& view) const override {
     cudaPointerAttributes attr{};

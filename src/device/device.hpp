@@ -98,6 +98,9 @@ class Device {
   /// kInvalidArgument when `view` is not memory of this device (e.g. a host pointer passed as
   /// CUDA memory), so a caller's mistake is an error rather than a fault or silent corruption.
   [[nodiscard]] virtual Status check_memory(const MemoryView& /*view*/) const { return {}; }
+  /// kNotSupported when this device cannot move KV laid out as `params` (checked before any I/O,
+  /// so a save or restore it cannot serve is an error, not a miss).
+  [[nodiscard]] virtual Status check_shape(const KvLayoutParams& /*params*/) const { return {}; }
 };
 
 /// The host-emulated device: KV memory is host memory (MemoryKind::kHost).

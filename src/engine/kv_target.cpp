@@ -56,6 +56,7 @@ Result<KvTarget> Engine::Impl::target_of(const ChunkedKv& kv, bool /*restore*/) 
   t.kind = kv.memory.kind;
   t.device = kv.memory.device;
   t.stream = kv.cuda_stream;
+  KVTIER_TRY(device->check_shape(t.params));
   return t;
 }
 
@@ -99,6 +100,7 @@ Result<KvTarget> Engine::Impl::target_of(const PagedKv& kv, bool restore) const 
   t.params.block_size = kv.block_size;
   t.params.num_blocks = kv.num_blocks;
   t.stream = kv.cuda_stream;
+  KVTIER_TRY(device->check_shape(t.params));
   return t;
 }
 
