@@ -330,16 +330,66 @@ Result<Store::Segment*> Store::new_segment_locked() {
   return &seg;
 }
 
+Store::PlacementPlan Store::plan_placement_locked(std::span<const uint64_t> sizes) const {
+  PlacementPlan plan;
+  bool open_segment = active_ != 0;
+  uint64_t offset = open_segment ? segments_.at(active_).write_offset : 0;
+  for (uint64_t size : sizes) {
+    if (!open_segment || offset + size > segment_bytes_) {
+      ++plan.new_segments;
+      open_segment = true;
+      offset = 0;
+    } else if (plan.new_segments == 0) {
+      plan.uses_active = true;
+    }
+    offset += size;
+  }
+  return plan;
+}
+
+Status Store::admit_locked(std::span<const uint64_t> sizes) const {
+  uint64_t total = 0;
+  for (uint64_t size : sizes) {
+    if (size > segment_bytes_) {
+      return {ErrorCode::kCapacity,
+              fmt::format("store {}: a {}-byte record cannot fit in its {}-byte segments", dir_, size,
+                          segment_bytes_)};
+    }
+    total += size;
+  }
+  const PlacementPlan plan = plan_placement_locked(sizes);
+  const uint64_t limit = capacity_ / segment_bytes_;
+  const uint64_t own = plan.new_segments + (plan.uses_active ? 1 : 0);
+  if (own > limit) {
+    return {ErrorCode::kCapacity,
+            fmt::format("store {}: a save of {} bytes needs {} segments of {} bytes; capacity {} bytes "
+                        "holds {}", dir_, total, own, segment_bytes_, capacity_, limit)};
+  }
+  // Segments eviction may not take: those other writers have pinned, and the active one when this
+  // save appends to it.
+  uint64_t kept = 0;
+  for (const auto& [id, seg] : segments_) kept += seg.pins > 0 || (id == active_ && plan.uses_active);
+  if (kept + plan.new_segments > limit) {
+    return {ErrorCode::kCapacity,
+            fmt::format("store {} is full: {} segments of {} bytes in use by writers, capacity {} bytes; "
+                        "this save needs {} more", dir_, kept, segment_bytes_, capacity_,
+                        plan.new_segments)};
+  }
+  return {};
+}
+
 Result<std::vector<Placement>> Store::reserve(std::span<const uint64_t> sizes) {
   std::lock_guard lock(mu_);
+  // Decided before anything is evicted: a save that cannot fit must not cost the sessions stored.
+  KVTIER_TRY(admit_locked(sizes));
   std::vector<Placement> out;
   out.reserve(sizes.size());
   for (uint64_t size : sizes) {
     Segment* seg = active_ != 0 ? &segments_.at(active_) : nullptr;
     if (seg == nullptr || seg->write_offset + size > segment_bytes_) {
-      if (seg != nullptr) ++seg->pins;  // the segment being left must not go while we allocate
+      // The segment being left may be evicted now if it is the least recently used: admission
+      // counted it as evictable unless this save (or another writer) has pinned it.
       auto fresh = new_segment_locked();
-      if (seg != nullptr) --seg->pins;
       if (!fresh) {
         for (const Placement& p : out) --segments_.at(p.file->id).pins;
         return fail(fresh.error());

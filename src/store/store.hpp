@@ -87,11 +87,20 @@ class Store {
     std::vector<Key128> keys;
   };
 
+  /// How a reservation would be laid out: the same first-fit walk reserve() makes.
+  struct PlacementPlan {
+    uint64_t new_segments = 0;
+    bool uses_active = false;  ///< Its first records go into the active segment.
+  };
+
   Store() = default;
   Status lock_directory();
   Status load_or_create_manifest(const Options& options);
   Status load_index();
   Status adopt_records(std::vector<RecordMeta> records, std::span<const uint32_t> dropped);
+  PlacementPlan plan_placement_locked(std::span<const uint64_t> sizes) const;
+  /// kCapacity when `sizes` cannot be placed even after evicting everything evictable.
+  Status admit_locked(std::span<const uint64_t> sizes) const;
   Status enforce_capacity_locked(uint64_t reserve_segments);
   Result<Segment*> new_segment_locked();
   Status evict_segment_locked(uint32_t id);
