@@ -77,7 +77,10 @@ Result<std::unique_ptr<Store>> Store::open(const Options& options, const Logger&
                             options.geometry.tp_world);
   struct stat st{};
   if (!options.create_if_missing && ::stat(store->dir_.c_str(), &st) != 0) {
-    return fail(ErrorCode::kNotFound, fmt::format("no store at {}", store->dir_));
+    // Only ENOENT means there is no store; EACCES on a directory we may not search is a store we
+    // may not read, and saying "not found" would send the user looking in the wrong place.
+    if (errno == ENOENT) return fail(ErrorCode::kNotFound, fmt::format("no store at {}", store->dir_));
+    return fail(posix_error(errno, fmt::format("cannot reach the store at {}", store->dir_)));
   }
   KVTIER_TRY(make_dir(options.root));
   KVTIER_TRY(make_dir(store->dir_));

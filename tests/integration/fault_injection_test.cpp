@@ -192,6 +192,43 @@ TEST_F(FaultInjectionTest, StoreDirectoryWeMayNotEnterIsAPermissionError) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "12: opened anyway; 13: another error code";
 }
 
+// A store another user keeps private (root's 0700 directory opened by nobody, or a directory we
+// may not search): opening it, even only to read, is a permission error naming the path, never
+// "no store".
+TEST_F(FaultInjectionTest, StoreWeMayNotReachIsAPermissionErrorNamingThePath) {
+  const fs::path locked = dir_.path() / "private";
+  const std::string root = (locked / "store").string();
+  fs::create_directories(locked);
+  {
+    auto e = Engine::open(testing::small_options(root, g_));
+    ASSERT_OK(e);
+    ASSERT_OK(save(**e, a_));
+  }
+  const bool as_root = ::getuid() == 0;
+  ::chmod(locked.c_str(), as_root ? 0700 : 0000);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (as_root && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(10);
+    if (::access(locked.c_str(), X_OK) == 0) ::_exit(11);  // not refused: nothing to test
+    for (bool create : {false, true}) {
+      Options o = testing::small_options(root, g_);
+      o.create_if_missing = create;
+      auto e = Engine::open(o);
+      if (e) ::_exit(12);
+      if (e.error().code() != ErrorCode::kPermission) ::_exit(13);
+      if (e.error().message().find(root) == std::string::npos) ::_exit(14);
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ::chmod(locked.c_str(), 0700);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 10 || WEXITSTATUS(status) == 11) GTEST_SKIP() << "cannot drop privileges here";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "12: opened anyway; 13: another error code; 14: the path is not named";
+}
+
 TEST_F(FaultInjectionTest, StoreOfAnotherFormatVersionIsRefusedByName) {
   { auto e = open(); ASSERT_OK(save(*e, a_)); }
   const fs::path manifest = dir_.path() / "rank0of1" / "MANIFEST.json";
