@@ -46,7 +46,7 @@ expect 2 "not a non-negative number" put --store "$s" --model tiny --tokens 10 -
 expect 2 "unknown unit" put --store "$s" --model tiny --tokens 10 --segment-size 12Q
 expect 2 "unknown model preset" put --store "$s" --model gpt-17 --tokens 10
 expect 2 "does not divide" put --store "$s" --model qwen3-coder-30b-a3b --tp-world 3 --tokens 10
-expect 2 "must be > 0" put "${common[@]}" --tokens 0
+expect 2 "--tokens: 0 is not a whole number in 1..2147483647" put "${common[@]}" --tokens 0
 expect 3 "was created for" get --store "$s" --model tiny --chunk-tokens 128 --tokens 10
 expect 3 "no store at" get --store "$work/missing" --model tiny --tokens 10
 expect 3 "no store at" verify --store "$work/missing" --model tiny
@@ -64,6 +64,33 @@ expect 0 "Usage" --help
 expect 0 "--tokens" put --help
 out=$("$kvtier" put "${common[@]}" --tokens 10 --bogus-flag 2>/dev/null)
 if [[ -z "$out" ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: parse error on stdout: $out"; fi
+
+# Numbers out of range, negatives above all (CLI11 reads -1 into an unsigned option as 2^64-1).
+range="is not a whole number in"
+expect 2 "--tokens: -5 $range 1..2147483647" put "${common[@]}" --tokens -5
+expect 2 "--tokens: -1 $range 1..2147483647" put "${common[@]}" --tokens=-1
+expect 2 "--tokens: 1000000000000 $range 1..2147483647" put "${common[@]}" --tokens 1000000000000
+expect 2 "--tokens: 2147483648 $range 1..2147483647" put "${common[@]}" --tokens 2147483648
+expect 2 "--tokens: 1099511627776 $range 1..2147483647" get "${common[@]}" --tokens 1099511627776
+expect 2 "--tokens: 99999999999999999999 $range" put "${common[@]}" --tokens 99999999999999999999
+expect 2 "--tokens: 0x10 $range" put "${common[@]}" --tokens 0x10
+expect 2 "--sessions: -1 $range 1..2147483647" put "${common[@]}" --tokens 10 --sessions -1
+expect 2 "--seed: -1 $range 0..9223372036854775807" put "${common[@]}" --tokens 10 --seed -1
+expect 2 "--seed: -1 $range 0.." get "${common[@]}" --tokens 10 --seed -1
+# "-4294967295" is 1 once wrapped into a 32-bit option.
+expect 2 "--tp-rank: -4294967295 $range 0..4294967295" put "${common[@]}" --tokens 10 --tp-rank -4294967295
+expect 2 "--tp-world: -1 $range 0..4294967295" ls "${common[@]}" --tp-world -1
+expect 2 "--chunk-tokens: -1 $range 0..4294967295" stat "${common[@]}" --chunk-tokens -1
+expect 2 "--chunk-tokens: 4294967296 $range 0..4294967295" verify "${common[@]}" --chunk-tokens 4294967296
+# In the type's range, the geometry's own bounds apply.
+expect 2 "chunk_tokens 65537 not in 1..65536" stat "${common[@]}" --chunk-tokens 65537
+for opt in --sessions --tokens --tokens-min --tokens-max --seed --repeat --ranks --host-load; do
+  expect 2 "$opt: -1 $range" bench --store "$work/b" --model tiny "$opt" -1
+done
+expect 2 "--gpu: -1 $range 0..2147483647" bench-rank --store "$work/b" --model tiny --max-tokens 10 --gpu -1
+expect 2 "--max-tokens: -1 $range 1..2147483647" bench-rank --store "$work/b" --model tiny --max-tokens -1
+# Leading zeros are decimal, not octal (CLI11 alone reads 010 as 8).
+expect 0 "tokens=10 " put --store "$work/decimal" --model tiny --tokens 010
 
 if [[ $(id -u) -ne 0 ]]; then
   mkdir -p "$work/ro" && chmod 0500 "$work/ro"

@@ -190,9 +190,6 @@ void print_header(const StoreFlags& flags, const BenchFlags& bench, const Option
 }  // namespace
 
 int run_bench(StoreFlags flags, const BenchFlags& bench) {
-  if (bench.sessions == 0 || bench.tokens == 0) {
-    return report({ErrorCode::kInvalidArgument, "--sessions and --tokens must be > 0"}, "bench");
-  }
   flags.root = fmt::format("{}/bench-{}", flags.root, ::getpid());
   auto options = flags.options(true);
   if (!options) return report(options.error(), "bench");

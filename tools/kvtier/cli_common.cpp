@@ -4,8 +4,10 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -20,12 +22,30 @@ Result<uint64_t> size_flag(const std::string& text, const char* name) {
 
 }  // namespace
 
+CLI::Validator whole_number(uint64_t lo, uint64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        uint64_t v = 0;
+        const char* end = text.data() + text.size();
+        const auto [last, ec] = std::from_chars(text.data(), end, v);
+        if (text.empty() || ec != std::errc() || last != end || v < lo || v > hi) {
+          return fmt::format("{} is not a whole number in {}..{}", text, lo, hi);
+        }
+        text = std::to_string(v);  // CLI11 converts with base 0: a leading zero would mean octal
+        return {};
+      },
+      fmt::format("{}..{}", lo, hi));
+}
+
 void StoreFlags::add_to(CLI::App& app) {
   app.add_option("--store", root, "Store root directory (each TP rank uses rank<R>of<W>/ in it)");
   app.add_option("--model", model, "Model preset: qwen3-coder-30b-a3b, llama-3-8b, llama-3-70b, qwen3-8b, tiny");
-  app.add_option("--tp-rank", tp_rank, "Tensor-parallel rank of this store");
-  app.add_option("--tp-world", tp_world, "Tensor-parallel world size");
-  app.add_option("--chunk-tokens", chunk_tokens, "Tokens per key (prefix-match granularity)");
+  // Only the type's range here: KvGeometry::validate() owns the real bounds and says them.
+  const uint64_t u32 = std::numeric_limits<uint32_t>::max();
+  app.add_option("--tp-rank", tp_rank, "Tensor-parallel rank of this store")->transform(whole_number(0, u32));
+  app.add_option("--tp-world", tp_world, "Tensor-parallel world size")->transform(whole_number(0, u32));
+  app.add_option("--chunk-tokens", chunk_tokens, "Tokens per key (prefix-match granularity)")
+      ->transform(whole_number(0, u32));
   app.add_option("--tenant", tenant, "Tenant salt: keys of one tenant never match another's");
   app.add_option("--capacity", capacity, "Store capacity (e.g. 64G); 0 = default 64 GiB");
   app.add_option("--segment-size", segment, "Segment file size (e.g. 1G); 0 = default");

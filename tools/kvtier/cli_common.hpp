@@ -12,6 +12,18 @@
 
 namespace kvtier::cli {
 
+/// Token ids and counts are 32-bit (`Token` is int32_t): no session holds more tokens than this.
+inline constexpr uint64_t kMaxTokens = INT32_MAX;
+/// Counts of sessions and repeats: a session's seed + its index then never wraps (see kMaxSeed).
+inline constexpr uint64_t kMaxCount = INT32_MAX;
+/// Seeds: session i uses seed + i, which stays below 2^64 for any count up to kMaxCount.
+inline constexpr uint64_t kMaxSeed = INT64_MAX;
+
+/// Transform for a whole-number option: accepts plain decimal digits with a value in [lo, hi] and
+/// hands CLI11 the value in canonical form. Needed because CLI11 alone reads "-1" into an unsigned
+/// option as 2^64-1 (strtoull wraps it), "99999999999999999999" as 2^64-1, and "010" as octal 8.
+[[nodiscard]] CLI::Validator whole_number(uint64_t lo, uint64_t hi);
+
 /// Flags that say which store and geometry a command works on.
 struct StoreFlags {
   std::string root = "./kvtier-store";

@@ -31,7 +31,6 @@ Result<std::unique_ptr<Engine>> open_engine(const StoreFlags& flags, bool create
 }  // namespace
 
 int run_put(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t sessions) {
-  if (tokens == 0 || sessions == 0) return report({ErrorCode::kInvalidArgument, "--tokens and --sessions must be > 0"}, "put");
   auto engine = open_engine(flags, true);
   if (!engine) return report(engine.error(), "put");
   const KvGeometry& g = (*engine)->geometry();
@@ -54,7 +53,6 @@ int run_put(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t se
 }
 
 int run_get(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t sessions) {
-  if (tokens == 0 || sessions == 0) return report({ErrorCode::kInvalidArgument, "--tokens and --sessions must be > 0"}, "get");
   auto engine = open_engine(flags, false);
   if (!engine) return report(engine.error(), "get");
   const KvGeometry& g = (*engine)->geometry();

@@ -34,9 +34,12 @@ int main(int argc, char** argv) {
   bool json = false;
   auto add_session_flags = [&](CLI::App* cmd) {
     flags.add_to(*cmd);
-    cmd->add_option("--tokens", tokens, "Tokens per synthetic session")->required();
-    cmd->add_option("--seed", seed, "Seed of the first session (session i uses seed + i)");
-    cmd->add_option("--sessions", sessions, "Number of sessions");
+    cmd->add_option("--tokens", tokens, "Tokens per synthetic session")
+        ->required()
+        ->transform(whole_number(1, kMaxTokens));
+    cmd->add_option("--seed", seed, "Seed of the first session (session i uses seed + i)")
+        ->transform(whole_number(0, kMaxSeed));
+    cmd->add_option("--sessions", sessions, "Number of sessions")->transform(whole_number(1, kMaxCount));
   };
   CLI::App* put = app.add_subcommand("put", "Save synthetic sessions (KV generated from token ids)");
   add_session_flags(put);
@@ -63,18 +66,25 @@ int main(int argc, char** argv) {
                         "evaluation (unique then repeat phase, one process per rank, Table 1, figures)")
       ->check(CLI::IsMember({"pairs", "seed"}));
   auto* sessions_opt = bench_cmd->add_option("--sessions", bench.sessions,
-                                             "Sessions (seed: unique prompts, default 20; pairs: default 4)");
+                                             "Sessions (seed: unique prompts, default 20; pairs: default 4)")
+                           ->transform(whole_number(1, kMaxCount));
   auto* tokens_opt = bench_cmd->add_option("--tokens", bench.tokens,
-                                           "Tokens per session (seed: sets --tokens-min and --tokens-max)");
-  bench_cmd->add_option("--tokens-min", seed_flags.tokens_min, "seed: fewest tokens of a session (default 98058)");
-  bench_cmd->add_option("--tokens-max", seed_flags.tokens_max, "seed: most tokens of a session (default 100022)");
-  bench_cmd->add_option("--seed", bench.seed, "Seed of the workload (token ids and session lengths)");
-  bench_cmd->add_option("--repeat", bench.repeat, "pairs: restore/ceiling pairs per session and path");
+                                           "Tokens per session (seed: sets --tokens-min and --tokens-max)")
+                         ->transform(whole_number(1, kMaxTokens));
+  bench_cmd->add_option("--tokens-min", seed_flags.tokens_min, "seed: fewest tokens of a session (default 98058)")
+      ->transform(whole_number(1, kMaxTokens));
+  bench_cmd->add_option("--tokens-max", seed_flags.tokens_max, "seed: most tokens of a session (default 100022)")
+      ->transform(whole_number(1, kMaxTokens));
+  bench_cmd->add_option("--seed", bench.seed, "Seed of the workload (token ids and session lengths)")
+      ->transform(whole_number(0, kMaxSeed));
+  bench_cmd->add_option("--repeat", bench.repeat, "pairs: restore/ceiling pairs per session and path")
+      ->transform(whole_number(1, kMaxCount));
   auto* paths_opt = bench_cmd->add_option(
       "--paths", bench.paths,
       "Configurations, comma-separated. seed: posix, gds, dram, buffered (default all four); "
       "pairs: direct, buffered");
-  bench_cmd->add_option("--ranks", seed_flags.ranks, "seed: tensor-parallel ranks, one process each (default 2)");
+  bench_cmd->add_option("--ranks", seed_flags.ranks, "seed: tensor-parallel ranks, one process each (default 2)")
+      ->transform(whole_number(1, 8));
   bench_cmd->add_option("--chunk-sweep", seed_flags.chunk_sweep,
                         "seed: more chunk sizes to run the --sweep-paths at, e.g. 64,1024");
   bench_cmd->add_option("--sweep-paths", seed_flags.sweep_paths, "seed: configurations of the chunk sweep (posix,gds)");
@@ -87,7 +97,8 @@ int main(int argc, char** argv) {
                         "of the sequential repeat phase");
   bench_cmd->add_option("--host-load", seed_flags.host_load,
                         "seed --concurrency: threads of background memory copying, measured alone and during "
-                        "restores (0: none)");
+                        "restores (0: none)")
+      ->transform(whole_number(0, 1024));
   bench_cmd->add_option("--out", seed_flags.out, "seed: output directory (default kvtier-seed-<time>)");
   bool no_report = false;
   bench_cmd->add_flag("--no-report", no_report, "seed: skip the figures and report (seed_report.py)");

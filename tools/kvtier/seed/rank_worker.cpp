@@ -186,9 +186,11 @@ class Worker {
 
 void add_rank_flags(CLI::App& cmd, RankArgs& args) {
   args.store.add_to(cmd);
-  cmd.add_option("--max-tokens", args.max_tokens, "Capacity of the rank's paged KV cache")->required();
+  cmd.add_option("--max-tokens", args.max_tokens, "Capacity of the rank's paged KV cache")
+      ->required()
+      ->transform(cli::whole_number(1, cli::kMaxTokens));
   cmd.add_option("--device", args.device, "auto, cuda or host");
-  cmd.add_option("--gpu", args.gpu, "CUDA device of this rank");
+  cmd.add_option("--gpu", args.gpu, "CUDA device of this rank")->transform(cli::whole_number(0, INT32_MAX));
 }
 
 int run_rank_worker(const RankArgs& args) {
