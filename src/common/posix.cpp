@@ -3,6 +3,7 @@
 #include "common/posix.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -42,9 +43,26 @@ void UniqueFd::reset() noexcept {
 }
 
 Result<UniqueFd> open_file(const std::string& path, int flags, mode_t mode) {
-  int fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
-  if (fd < 0) return fail(posix_error(errno, fmt::format("open {}", path)));
-  return UniqueFd(fd);
+  if ((flags & O_CREAT) == 0) {
+    int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+    if (fd < 0) return fail(posix_error(errno, fmt::format("open {}", path)));
+    return UniqueFd(fd);
+  }
+  // open() filters `mode` through the umask, so a file we create gets it again with fchmod. A file
+  // that already exists keeps the mode its owner chose: O_EXCL tells the two cases apart.
+  for (;;) {
+    int fd = ::open(path.c_str(), flags | O_EXCL | O_CLOEXEC, mode);
+    if (fd >= 0) {
+      UniqueFd owner(fd);
+      if (::fchmod(fd, mode) != 0) return fail(posix_error(errno, fmt::format("fchmod {}", path)));
+      return owner;
+    }
+    if (errno != EEXIST || (flags & O_EXCL) != 0) return fail(posix_error(errno, fmt::format("open {}", path)));
+    fd = ::open(path.c_str(), (flags & ~O_CREAT) | O_CLOEXEC);
+    if (fd >= 0) return UniqueFd(fd);
+    if (errno != ENOENT) return fail(posix_error(errno, fmt::format("open {}", path)));
+    // Removed between the two calls: create it after all.
+  }
 }
 
 Status pread_full(int fd, std::span<std::byte> buf, uint64_t offset) {

@@ -39,8 +39,9 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-/// open(2) wrapped: the fd is owned before anything else can fail.
-[[nodiscard]] Result<UniqueFd> open_file(const std::string& path, int flags, mode_t mode = 0644);
+/// open(2) wrapped: the fd is owned before anything else can fail. A file this call creates
+/// (O_CREAT) gets exactly `mode`, whatever the umask; an existing file keeps its mode.
+[[nodiscard]] Result<UniqueFd> open_file(const std::string& path, int flags, mode_t mode = 0600);
 
 /// Reads exactly buf.size() bytes at offset, retrying on EINTR and short reads.
 /// A read past end of file is kCorrupt ("short read").
@@ -49,7 +50,8 @@ class UniqueFd {
 [[nodiscard]] Status pwrite_full(int fd, std::span<const std::byte> buf, uint64_t offset);
 /// fsync of a directory, so renames and creations in it are durable.
 [[nodiscard]] Status fsync_dir(const std::string& dir);
-/// Writes `bytes` to `path` atomically (temp file, fsync, rename, fsync of the directory).
+/// Writes `bytes` to `path` atomically (temp file, fsync, rename, fsync of the directory). The
+/// file is created 0600.
 [[nodiscard]] Status write_file_atomic(const std::string& dir, const std::string& name,
                                        std::span<const std::byte> bytes);
 /// Whole file into memory.

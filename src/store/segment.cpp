@@ -92,16 +92,17 @@ Result<std::vector<RecordMeta>> scan_segment(const SegmentFile& segment, const K
 
 bool probe_direct_io(const std::string& dir, std::string& reason) {
   std::string path = dir + "/.direct-io-probe";
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    reason = fmt::format("O_DIRECT refused by the filesystem of {} ({})", dir, std::strerror(errno));
+  auto fd = open_file(path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT);
+  if (!fd) {
+    ::unlink(path.c_str());  // a filesystem may create the file before refusing O_DIRECT
+    reason = fmt::format("O_DIRECT refused by the filesystem of {} ({})", dir,
+                         std::strerror(fd.error().native_error()));
     return false;
   }
-  UniqueFd owner(fd);
   AlignedBuffer block(kBlock);
   std::memset(block.data(), 0, kBlock);
-  Status st = pwrite_full(fd, block.span(), 0);
-  if (st.ok()) st = pread_full(fd, block.span(), 0);
+  Status st = pwrite_full(fd->get(), block.span(), 0);
+  if (st.ok()) st = pread_full(fd->get(), block.span(), 0);
   ::unlink(path.c_str());
   if (!st.ok()) {
     reason = fmt::format("O_DIRECT I/O failed on the filesystem of {} ({})", dir, st.to_string());

@@ -21,8 +21,14 @@ namespace {
 constexpr const char* kManifestName = "MANIFEST.json";
 constexpr const char* kLockName = "LOCK";
 
+// KV is user data: a directory kvtier makes is 0700 whatever the umask (mkdir's mode passes through
+// it, so it is set again). One that exists keeps the mode its owner gave it.
 Status make_dir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) {
+  if (::mkdir(path.c_str(), 0700) == 0) {
+    if (::chmod(path.c_str(), 0700) != 0) return posix_error(errno, "chmod " + path);
+    return {};
+  }
+  if (errno == EEXIST) {
     struct stat st{};
     if (::stat(path.c_str(), &st) != 0) return posix_error(errno, "stat " + path);
     if (!S_ISDIR(st.st_mode)) {
