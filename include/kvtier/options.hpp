@@ -50,7 +50,9 @@ struct KVTIER_EXPORT Options {
   std::string tenant;
   /// Upper bound on the bytes of segment files on disk. 0 picks 64 GiB.
   uint64_t capacity_bytes = 0;
-  /// Size of one preallocated segment file. 0 picks 1 GiB (or capacity/4 when smaller).
+  /// Size of one preallocated segment file. 0 picks 1 GiB (or capacity/4 when smaller) for a new
+  /// store and takes an existing store's own; a store keeps the size it was created with, so a
+  /// different value set here (or in KVTIER_SEGMENT_BYTES) is refused with kInvalidArgument.
   uint64_t segment_bytes = 0;
   /// Create the store when the directory holds none.
   bool create_if_missing = true;

@@ -8,17 +8,39 @@
 
 #include <fmt/format.h>
 
+#include "common/env.hpp"
 #include "common/try.hpp"
 #include "engine/engine_impl.hpp"
 
 namespace kvtier {
+
+namespace {
+
+// What `options` set explicitly (before resolved() filled in defaults) that the store checks.
+Result<StoreRequest> store_request(const Options& options) {
+  StoreRequest request;
+  if (options.segment_bytes != 0) {
+    request.segment_bytes = options.segment_bytes;
+    request.segment_bytes_source = "Options::segment_bytes (--segment-size)";
+    return request;
+  }
+  KVTIER_ASSIGN_OR_RETURN(EnvOverrides env, read_env_overrides());
+  if (env.segment_bytes) {
+    request.segment_bytes = env.segment_bytes;
+    request.segment_bytes_source = "KVTIER_SEGMENT_BYTES";
+  }
+  return request;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& options) {
   auto impl = std::make_unique<Impl>();
   KVTIER_ASSIGN_OR_RETURN(impl->options_, options.resolved());
   const Options& o = impl->options_;
   impl->log_ = Logger(o.log_sink, o.log_level.value_or(LogLevel::kWarn));
-  KVTIER_ASSIGN_OR_RETURN(impl->store_, Store::open(o, impl->log_));
+  KVTIER_ASSIGN_OR_RETURN(StoreRequest request, store_request(options));
+  KVTIER_ASSIGN_OR_RETURN(impl->store_, Store::open(o, impl->log_, request));
   impl->host_device_ = make_host_device();
   impl->staging_ = std::make_unique<StagingPool>(o.staging_bytes, o.io_request_bytes);
   if (o.dram_bytes > 0) {

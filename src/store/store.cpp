@@ -74,7 +74,8 @@ Result<std::pair<KvGeometry, uint64_t>> parse_manifest(const std::string& text) 
 
 Store::~Store() = default;
 
-Result<std::unique_ptr<Store>> Store::open(const Options& options, const Logger& log) {
+Result<std::unique_ptr<Store>> Store::open(const Options& options, const Logger& log,
+                                           const StoreRequest& request) {
   std::unique_ptr<Store> store(new Store());
   store->log_ = &log;
   store->geometry_ = options.geometry;
@@ -91,7 +92,7 @@ Result<std::unique_ptr<Store>> Store::open(const Options& options, const Logger&
   KVTIER_TRY(make_dir(options.root));
   KVTIER_TRY(make_dir(store->dir_));
   KVTIER_TRY(store->lock_directory());
-  KVTIER_TRY(store->load_or_create_manifest(options));
+  KVTIER_TRY(store->load_or_create_manifest(options, request));
   if (options.io_path != IoPath::kBuffered) {
     store->direct_ = probe_direct_io(store->dir_, store->direct_fallback_);
     if (!store->direct_) KVTIER_LOG(log, kWarn, "falling back to buffered I/O: {}", store->direct_fallback_);
@@ -119,7 +120,7 @@ Status Store::lock_directory() {
   return pwrite_full(lock_fd_.get(), std::as_bytes(std::span(pid)), 0);
 }
 
-Status Store::load_or_create_manifest(const Options& options) {
+Status Store::load_or_create_manifest(const Options& options, const StoreRequest& request) {
   std::string path = fmt::format("{}/{}", dir_, kManifestName);
   auto text = read_file(path);
   if (!text && text.error().code() != ErrorCode::kNotFound) return text.error();
@@ -140,6 +141,14 @@ Status Store::load_or_create_manifest(const Options& options) {
                         geometry_.describe())};
   }
   segment_bytes_ = parsed.second;
+  // Records sit at offsets within their segment file, so a store cannot change its segment size;
+  // taking the store's over an explicit request would ignore what the user said without a word.
+  if (request.segment_bytes && *request.segment_bytes != segment_bytes_) {
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("store {} was created with {}-byte segments, not the {} bytes {} asks for; "
+                        "a store keeps its segment size (leave it unset to use the store's)",
+                        dir_, segment_bytes_, *request.segment_bytes, request.segment_bytes_source)};
+  }
   if (segment_bytes_ == 0 || segment_bytes_ % kBlock != 0 || segment_bytes_ > capacity_) {
     return {ErrorCode::kInvalidArgument,
             fmt::format("store {} uses {}-byte segments, which a capacity of {} bytes cannot hold",

@@ -34,12 +34,20 @@ struct LocatedRecord {
   std::shared_ptr<SegmentFile> file;
 };
 
+/// What the caller chose explicitly, as opposed to defaults Options::resolved() filled in. A store
+/// refuses an explicit choice that contradicts how it was created instead of silently overriding it.
+struct StoreRequest {
+  std::optional<uint64_t> segment_bytes;  ///< Options::segment_bytes or KVTIER_SEGMENT_BYTES.
+  std::string segment_bytes_source;       ///< Which of the two, for the message.
+};
+
 /// @brief The store of one rank. Thread-safe: every public method takes the store's lock, and
 /// none holds it across payload I/O (only across journal appends and segment creation).
 class Store {
  public:
   /// Opens or creates the store directory for `options` (already resolved).
-  [[nodiscard]] static Result<std::unique_ptr<Store>> open(const Options& options, const Logger& log);
+  [[nodiscard]] static Result<std::unique_ptr<Store>> open(const Options& options, const Logger& log,
+                                                           const StoreRequest& request = {});
   ~Store();
 
   [[nodiscard]] const std::string& dir() const { return dir_; }
@@ -95,7 +103,7 @@ class Store {
 
   Store() = default;
   Status lock_directory();
-  Status load_or_create_manifest(const Options& options);
+  Status load_or_create_manifest(const Options& options, const StoreRequest& request);
   Status load_index();
   Status adopt_records(std::vector<RecordMeta> records, std::span<const uint32_t> dropped);
   PlacementPlan plan_placement_locked(std::span<const uint64_t> sizes) const;

@@ -72,5 +72,37 @@ TEST_F(StoreAccessTest, StoreFilesArePrivateWhateverTheUmask) {
   }
 }
 
+// A store keeps the segment size it was created with. Asking for another one (the option or
+// KVTIER_SEGMENT_BYTES) is refused by name; leaving it unset takes the store's.
+TEST_F(StoreAccessTest, SegmentSizeOtherThanTheStoresIsRefusedNamingBoth) {
+  Options o = options();  // 16 MiB segments
+  { auto e = Engine::open(o); ASSERT_OK(e); ASSERT_OK(save(**e, synthetic::tokens(1, 1000))); }
+  Options other = o;
+  other.segment_bytes = uint64_t{8} << 20;
+  auto refused = Engine::open(other);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message().find("16777216"), std::string::npos) << refused.error().to_string();
+  EXPECT_NE(refused.error().message().find("8388608"), std::string::npos) << refused.error().to_string();
+
+  Options unset = o;
+  unset.segment_bytes = 0;
+  {
+    auto e = Engine::open(unset);
+    ASSERT_OK(e);
+    EXPECT_EQ((*e)->stats().segment_bytes, uint64_t{16} << 20);
+  }
+  ::setenv("KVTIER_SEGMENT_BYTES", "8388608", 1);
+  auto from_env = Engine::open(unset);
+  ::unsetenv("KVTIER_SEGMENT_BYTES");
+  ASSERT_FALSE(from_env.has_value());
+  EXPECT_EQ(from_env.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(from_env.error().message().find("KVTIER_SEGMENT_BYTES"), std::string::npos)
+      << from_env.error().to_string();
+
+  auto same = Engine::open(o);  // the size it was made with
+  ASSERT_OK(same);
+}
+
 }  // namespace
 }  // namespace kvtier
