@@ -92,6 +92,14 @@ expect 2 "--max-tokens: -1 $range 1..2147483647" bench-rank --store "$work/b" --
 # Leading zeros are decimal, not octal (CLI11 alone reads 010 as 8).
 expect 0 "tokens=10 " put --store "$work/decimal" --model tiny --tokens 010
 
+# A session whose KV cannot fit in memory is refused before anything is allocated or created
+# (it was a std::bad_alloc abort after the store was made): 2^31-1 tokens of tiny are 2 TiB.
+expect 4 "MemAvailable" put --store "$work/huge" --model tiny --tokens 2147483647
+if [[ ! -e "$work/huge" ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: store made"; fi
+expect 4 "MemAvailable" get "${common[@]}" --tokens 2147483647
+expect 4 "MemAvailable" bench --store "$work/b" --model tiny --tokens 2147483647
+expect 2 "--sessions: 100001 $range 1..100000" bench --store "$work/b" --model tiny --sessions 100001
+
 if [[ $(id -u) -ne 0 ]]; then
   mkdir -p "$work/ro" && chmod 0500 "$work/ro"
   expect 3 "permission" put --store "$work/ro/s" --model tiny --tokens 10

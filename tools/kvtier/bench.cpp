@@ -193,6 +193,12 @@ int run_bench(StoreFlags flags, const BenchFlags& bench) {
   flags.root = fmt::format("{}/bench-{}", flags.root, ::getpid());
   auto options = flags.options(true);
   if (!options) return report(options.error(), "bench");
+  // Save and each restore hold one session's KV and token ids at a time.
+  const uint64_t session_bytes = options->geometry.bytes_for_tokens(bench.tokens) + bench.tokens * sizeof(Token);
+  if (Status st = check_host_memory(session_bytes, fmt::format("--tokens {}: a session's KV and token ids", bench.tokens));
+      !st.ok()) {
+    return report(st, "bench");
+  }
   if (options->capacity_bytes == 0) {
     // Room for every session plus one segment of slack, so the benchmark never evicts.
     const uint64_t need = options->geometry.bytes_for_tokens(bench.tokens) * bench.sessions;

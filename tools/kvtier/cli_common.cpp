@@ -7,7 +7,9 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -20,7 +22,28 @@ Result<uint64_t> size_flag(const std::string& text, const char* name) {
   return v;
 }
 
+/// MemAvailable: the kernel's estimate of what can be allocated without swapping, page cache it
+/// can drop included.
+std::optional<uint64_t> mem_available() {
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    std::istringstream fields(line);
+    std::string key;
+    uint64_t kib = 0;
+    if (fields >> key >> kib && key == "MemAvailable:") return kib * 1024;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+Status check_host_memory(uint64_t bytes, std::string_view what) {
+  const std::optional<uint64_t> available = mem_available();
+  if (!available || bytes <= *available) return {};
+  return {ErrorCode::kNoSpace,
+          fmt::format("{} need {} of host memory, more than the {} available (MemAvailable in /proc/meminfo)",
+                      what, human_bytes(static_cast<double>(bytes)), human_bytes(static_cast<double>(*available)))};
+}
 
 CLI::Validator whole_number(uint64_t lo, uint64_t hi) {
   return CLI::Validator(

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -43,6 +44,10 @@ struct StoreFlags {
   /// Options for the engine; kInvalidArgument for nonsense values.
   [[nodiscard]] Result<Options> options(bool create) const;
 };
+
+/// Refuses (kNoSpace: exit 4) to allocate `bytes` of host memory for `what` when they exceed
+/// MemAvailable in /proc/meminfo; ok where that cannot be read.
+[[nodiscard]] Status check_host_memory(uint64_t bytes, std::string_view what);
 
 /// Exit code of a failed Status: 2 caller error, 3 store state, 4 OS or I/O, 70 internal.
 int exit_code(const Status& status);

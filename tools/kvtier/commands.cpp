@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <new>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -28,18 +30,45 @@ Result<std::unique_ptr<Engine>> open_engine(const StoreFlags& flags, bool create
   return Engine::open(*options);
 }
 
+/// The host buffer of one session, refused before anything is allocated (or a store created) when
+/// it cannot fit in memory: HostKv zero-fills all of it, so an oversized one would otherwise die of
+/// std::bad_alloc or the OOM killer.
+Result<std::unique_ptr<HostKv>> session_kv(const KvGeometry& g, uint64_t tokens) {
+  const uint64_t bytes = g.bytes_for_tokens(tokens) + tokens * sizeof(Token);
+  const std::string what = fmt::format("--tokens {}: a session's KV and token ids", tokens);
+  if (Status st = check_host_memory(bytes, what); !st.ok()) return fail(st);
+  try {
+    return std::make_unique<HostKv>(g, tokens);
+  } catch (const std::bad_alloc&) {
+    return fail(ErrorCode::kNoSpace, fmt::format("{}: allocating {} of host memory failed", what,
+                                                 human_bytes(static_cast<double>(bytes))));
+  }
+}
+
+/// The session buffer, then the engine: a put that cannot run creates no store.
+Result<std::pair<std::unique_ptr<HostKv>, std::unique_ptr<Engine>>> prepare(const StoreFlags& flags, bool create,
+                                                                            uint64_t tokens) {
+  auto options = flags.options(create);
+  if (!options) return fail(options.error());
+  auto kv = session_kv(options->geometry, tokens);
+  if (!kv) return fail(kv.error());
+  auto engine = Engine::open(*options);
+  if (!engine) return fail(engine.error());
+  return std::pair(std::move(*kv), std::move(*engine));
+}
+
 }  // namespace
 
 int run_put(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t sessions) {
-  auto engine = open_engine(flags, true);
-  if (!engine) return report(engine.error(), "put");
-  const KvGeometry& g = (*engine)->geometry();
-  HostKv kv(g, tokens);
+  auto prepared = prepare(flags, true, tokens);
+  if (!prepared) return report(prepared.error(), "put");
+  auto& [kv, engine] = *prepared;
+  const KvGeometry& g = engine->geometry();
   for (uint64_t s = 0; s < sessions; ++s) {
     auto ids = synthetic::tokens(seed + s, tokens);
-    synthetic::fill_kv(g, ids, {kv.data.get(), kv.bytes}, tokens);
+    synthetic::fill_kv(g, ids, {kv->data.get(), kv->bytes}, tokens);
     auto start = Clock::now();
-    auto saved = (*engine)->save(ids, kv.view);
+    auto saved = engine->save(ids, kv->view);
     if (!saved) return report(saved.error(), fmt::format("put session {}", seed + s));
     double t = seconds_since(start);
     std::printf("put seed=%llu tokens=%llu chunks written=%llu present=%llu %s in %.3f s (%s/s)\n",
@@ -53,19 +82,19 @@ int run_put(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t se
 }
 
 int run_get(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t sessions) {
-  auto engine = open_engine(flags, false);
-  if (!engine) return report(engine.error(), "get");
-  const KvGeometry& g = (*engine)->geometry();
-  HostKv kv(g, tokens);
+  auto prepared = prepare(flags, false, tokens);
+  if (!prepared) return report(prepared.error(), "get");
+  auto& [kv, engine] = *prepared;
+  const KvGeometry& g = engine->geometry();
   int rc = 0;
   for (uint64_t s = 0; s < sessions; ++s) {
     auto ids = synthetic::tokens(seed + s, tokens);
     auto start = Clock::now();
-    auto restored = (*engine)->restore(ids, kv.view);
+    auto restored = engine->restore(ids, kv->view);
     if (!restored) return report(restored.error(), fmt::format("get session {}", seed + s));
     double t = seconds_since(start);
     const uint64_t n = restored->tokens_restored;
-    const uint64_t bad = synthetic::first_mismatch(g, std::span(ids).first(n), {kv.data.get(), kv.bytes}, tokens);
+    const uint64_t bad = synthetic::first_mismatch(g, std::span(ids).first(n), {kv->data.get(), kv->bytes}, tokens);
     std::printf("get seed=%llu restored %llu/%llu tokens in %.3f s (%s/s, %llu extents)%s%s\n",
                 static_cast<unsigned long long>(seed + s), static_cast<unsigned long long>(n),
                 static_cast<unsigned long long>(tokens), t,

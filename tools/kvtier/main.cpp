@@ -23,6 +23,10 @@ std::string self_executable(const char* argv0) {
 
 }  // namespace
 
+// The seed workload's own limit (make_sessions), for pairs too: the store's capacity is sized to
+// sessions x a session's KV, which must not overflow.
+constexpr uint64_t kMaxBenchSessions = 100000;
+
 int main(int argc, char** argv) {
   using namespace kvtier::cli;
   CLI::App app{"kvtier: offload LLM KV caches to NVMe and restore them"};
@@ -67,7 +71,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"pairs", "seed"}));
   auto* sessions_opt = bench_cmd->add_option("--sessions", bench.sessions,
                                              "Sessions (seed: unique prompts, default 20; pairs: default 4)")
-                           ->transform(whole_number(1, kMaxCount));
+                           ->transform(whole_number(1, kMaxBenchSessions));
   auto* tokens_opt = bench_cmd->add_option("--tokens", bench.tokens,
                                            "Tokens per session (seed: sets --tokens-min and --tokens-max)")
                          ->transform(whole_number(1, kMaxTokens));
