@@ -131,10 +131,9 @@ class CudaTransfer final : public DeviceTransfer {
   }
 
   /// Makes every slot stream wait for the work the caller queued on `caller` before this call.
-  /// The slot streams are non-blocking, so without it a save's checksum and gather kernels ran
-  /// beside the caller's still-running fill of the KV (checksums of half-written bytes: valid
-  /// records later dropped as corrupt), and a restore's scatter beside a pending zero-fill of its
-  /// destination.
+  /// The slot streams are non-blocking: nothing else orders them after a kernel still writing the
+  /// KV a save reads (its checksum would be of half-written bytes, and the record later dropped as
+  /// corrupt), or after a pending fill of a restore's destination (it would overwrite the KV).
   Status order_after(void* caller) {
     cudaEvent_t ready = nullptr;
     KVTIER_TRY(cuda_status(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate"));

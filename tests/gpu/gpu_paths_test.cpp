@@ -290,8 +290,8 @@ TEST_F(GpuPathTest, ReadCorruptedOnceIsKeptAndServedOnTheGpuPath) {
 
 // The caller's KV is written by work still queued on the device when save or restore is called
 // (a prefill, a fill of the destination): kvtier's copies, on streams of its own, must start after
-// it. Before they were ordered, large saves checksummed half-written KV (valid records later
-// dropped as corrupt) and restores could be overwritten by the pending fill.
+// it, or a save may checksum half-written KV (the record later dropped as corrupt) and a restore be
+// overwritten by the pending fill.
 TEST_F(GpuPathTest, WorkQueuedByTheCallerBeforeTheCallIsOrderedBeforeKvtiersCopies) {
   SKIP_WITHOUT_GPU();
   KvGeometry g = *geometry_for("tiny", 0, 1, 256);

@@ -11,7 +11,9 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "paged_reference.hpp"
@@ -78,10 +80,15 @@ struct Paged {
   std::vector<std::unique_ptr<DeviceCopy>> layers;
 };
 
-void run_case(const PropertyCase& c, cudaStream_t caller) {
+/// What a case ended as, for the run's tally.
+enum class Outcome { kRoundTrip, kRefusedShape, kInvalidGeometry };
+
+void run_case(const PropertyCase& c, cudaStream_t caller, Outcome& outcome) {
+  outcome = Outcome::kRoundTrip;
   testing::TempDir dir;
   auto opened = Engine::open(testing::property_options(c, dir.str()));
   if (!c.valid) {
+    outcome = Outcome::kInvalidGeometry;
     ASSERT_FALSE(opened);
     EXPECT_EQ(opened.error().code(), ErrorCode::kInvalidArgument);
     return;
@@ -97,6 +104,7 @@ void run_case(const PropertyCase& c, cudaStream_t caller) {
   void* stream = caller;  // null: the legacy default stream
 
   auto expect_refused = [&](const auto& result) {
+    outcome = Outcome::kRefusedShape;
     ASSERT_FALSE(result) << "a row of " << g.row_bytes() << " bytes was accepted on the GPU";
     EXPECT_EQ(result.error().code(), ErrorCode::kNotSupported) << result.error().to_string();
   };
@@ -180,6 +188,7 @@ TEST(GpuPropertyTest, EveryDrawnCaseRoundTripsByteExactThroughTheGpu) {
   cudaStream_t side = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
   uint64_t ran = 0;
+  std::map<std::string, uint64_t> tally;  // what the run covered, printed at the end
   for (uint64_t i = 0; i < lim.cases; ++i) {
     if (only >= 0 && static_cast<uint64_t>(only) != i) continue;
     const PropertyCase c = testing::draw_case(seed, i, lim);
@@ -188,13 +197,26 @@ TEST(GpuPropertyTest, EveryDrawnCaseRoundTripsByteExactThroughTheGpu) {
     cudaStream_t caller = i % 2 == 1 ? side : nullptr;
     SCOPED_TRACE(c.describe() + (caller ? " | caller stream: non-blocking" : " | caller stream: legacy") +
                  fmt::format(" | replay: KVTIER_TEST_SEED={} KVTIER_PROPERTY_CASE={}", seed, i));
-    run_case(c, caller);
+    Outcome outcome = Outcome::kRoundTrip;
+    run_case(c, caller, outcome);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     ++ran;
+    if (outcome == Outcome::kInvalidGeometry) {
+      ++tally["geometry refused at open"];
+    } else if (outcome == Outcome::kRefusedShape) {
+      ++tally["shape refused on the GPU"];
+    } else {
+      ++tally[fmt::format("io {}{}", io_path_name(c.io), c.dram ? "+dram" : "")];
+      ++tally[c.paged ? fmt::format("paged layout {}", static_cast<int>(c.layout)) : std::string("contiguous")];
+      ++tally[fmt::format("src {} -> dst {}", c.src_device ? "device" : "host", c.dst_device ? "device" : "host")];
+      tally["bytes round-tripped (MiB)"] += c.g.bytes_for_tokens(c.tokens) >> 20;
+      tally["largest case (tokens)"] = std::max(tally["largest case (tokens)"], c.tokens);
+    }
     if (::testing::Test::HasFatalFailure()) break;
   }
   cudaStreamDestroy(side);
   std::printf("gpu property cases run: %llu\n", static_cast<unsigned long long>(ran));
+  for (const auto& [what, n] : tally) std::printf("  %s: %llu\n", what.c_str(), static_cast<unsigned long long>(n));
 }
 
 }  // namespace

@@ -97,10 +97,10 @@ class TorchTest(unittest.TestCase):
 
     @unittest.skipIf(torch is None or not torch.cuda.is_available(), "no CUDA GPU")
     def test_kv_written_just_before_the_call_is_saved_and_restored_whole(self):
-        """The two reported geometries, saved from KV that torch is still writing when save is
-        called (no synchronize), restored into a zero-fill still pending: byte-exact on every path,
-        nothing dropped. Before kvtier ordered its copies after the caller's stream, these dropped
-        21-28 and 133 valid records as corrupt."""
+        """The two geometries reported to lose records on the H200 (21-28 and 133 valid records
+        dropped as corrupt), saved from KV that torch may still be writing when save is called (no
+        synchronize) and restored into a zero-fill that may still be pending: byte-exact on every
+        path, nothing dropped, nothing even re-read (docs/reliability.md)."""
         cases = [
             (kvtier.Geometry.custom("mla576", layers=61, kv_heads=1, head_dim=576, element_bytes=2,
                                     chunk_tokens=64), 4097, ("posix", "gds", "buffered")),
