@@ -2,13 +2,117 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #include "engine/dram_tier.hpp"
 
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include <cerrno>
 #include <cstring>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "common/posix.hpp"
 
 namespace kvtier {
+namespace {
 
-DramTier::DramTier(uint64_t capacity_bytes, uint64_t slab_bytes)
-    : slab_bytes_(slab_bytes), arena_(capacity_bytes / slab_bytes * slab_bytes) {
-  const uint32_t slabs = static_cast<uint32_t>(capacity_bytes / slab_bytes);
+/// One field of /proc/meminfo in bytes, e.g. "MemAvailable"; nullopt where it cannot be read.
+std::optional<uint64_t> meminfo_bytes(std::string_view field) {
+  auto text = read_file("/proc/meminfo");
+  if (!text) return std::nullopt;
+  std::istringstream lines(*text);
+  for (std::string key; lines >> key;) {
+    uint64_t kib = 0;
+    if (!(lines >> kib)) return std::nullopt;
+    lines.ignore(std::numeric_limits<std::streamsize>::max(), '\n');  // the "kB" unit
+    if (key.size() == field.size() + 1 && key.starts_with(field) && key.back() == ':') return kib * 1024;
+  }
+  return std::nullopt;
+}
+
+/// "256.0 MiB", "23.5 GiB", "1.0 TiB".
+std::string binary_bytes(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 6) {
+    v /= 1024;
+    ++u;
+  }
+  return fmt::format("{:.1f} {}", v, units[u]);
+}
+
+/// "MemAvailable 20.1 GiB, MemTotal 23.5 GiB", plus RLIMIT_AS when the process has one: the limits
+/// a mapping of host memory runs into.
+std::string memory_limits() {
+    std::string out;
+  for (const char* field : {"MemAvailable", "MemTotal"}) {
+    auto v = meminfo_bytes(field);
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", field, v ? binary_bytes(*v) : "unknown");
+  }
+  struct rlimit limit{};
+  if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    out += fmt::format(", RLIMIT_AS {}", binary_bytes(limit.rlim_cur));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<MappedMemory> MappedMemory::map(uint64_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return fail(ErrorCode::kNoSpace, fmt::format("mmap of {} bytes", bytes), errno);
+  return MappedMemory(static_cast<std::byte*>(p), bytes);
+}
+
+MappedMemory::MappedMemory(MappedMemory&& o) noexcept
+    : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+
+MappedMemory& MappedMemory::operator=(MappedMemory&& o) noexcept {
+  if (this != &o) {
+    reset();
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+  }
+  return *this;
+}
+
+void MappedMemory::reset() noexcept {
+  if (data_ != nullptr) ::munmap(data_, size_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+Result<std::unique_ptr<DramTier>> DramTier::create(uint64_t capacity_bytes, uint64_t slab_bytes) {
+  if (slab_bytes == 0) return fail(ErrorCode::kInvalidArgument, "DRAM tier: slab size 0");
+  const uint64_t slabs = capacity_bytes / slab_bytes;
+  if (slabs == 0) return std::unique_ptr<DramTier>(new DramTier(MappedMemory(), slab_bytes));
+  if (slabs > std::numeric_limits<uint32_t>::max()) {
+    return fail(ErrorCode::kInvalidArgument, fmt::format("DRAM tier: {} slabs of {} bytes, more than 2^32-1", slabs,
+                                                         slab_bytes));
+  }
+  const uint64_t bytes = slabs * slab_bytes;
+  const std::string asked =
+      fmt::format("DRAM tier: {} bytes ({}) of host memory asked for", bytes, binary_bytes(bytes));
+  // With overcommit the kernel maps far more than exists, and the arena would fail only when it
+  // is filled or pinned (OOM kill, or cudaHostRegister failing): refuse what cannot fit now.
+  const std::optional<uint64_t> available = meminfo_bytes("MemAvailable");
+  if (available && bytes > *available) {
+    return fail(ErrorCode::kNoSpace, fmt::format("{}, more than is available ({})", asked, memory_limits()));
+  }
+  auto arena = MappedMemory::map(bytes);
+  if (!arena) {
+    return fail(ErrorCode::kNoSpace, fmt::format("{}: {} failed ({})", asked, arena.error().message(), memory_limits()),
+                arena.error().native_error());
+  }
+  return std::unique_ptr<DramTier>(new DramTier(std::move(*arena), slab_bytes));
+}
+
+DramTier::DramTier(MappedMemory arena, uint64_t slab_bytes) : slab_bytes_(slab_bytes), arena_(std::move(arena)) {
+  const auto slabs = static_cast<uint32_t>(arena_.span().size() / slab_bytes);
   pins_.assign(slabs, 0);
   owned_.assign(slabs, false);
   for (uint32_t s = slabs; s > 0; --s) free_.push_back(s - 1);

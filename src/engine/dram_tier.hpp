@@ -13,17 +13,42 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/aligned_buffer.hpp"
 #include "engine/keys.hpp"
+#include "kvtier/status.hpp"
 
 namespace kvtier {
+
+/// @brief Sole owner of an anonymous private mapping: page-aligned, zero-filled, backed by memory
+/// only as it is touched. Not thread-safe.
+class MappedMemory {
+ public:
+  MappedMemory() = default;
+  /// Maps `bytes` (> 0); kNoSpace with mmap's errno when the kernel refuses.
+  [[nodiscard]] static Result<MappedMemory> map(uint64_t bytes);
+  MappedMemory(MappedMemory&& o) noexcept;
+  MappedMemory& operator=(MappedMemory&& o) noexcept;
+  MappedMemory(const MappedMemory&) = delete;
+  MappedMemory& operator=(const MappedMemory&) = delete;
+  ~MappedMemory() { reset(); }
+  void reset() noexcept;
+  [[nodiscard]] std::byte* data() const { return data_; }
+  [[nodiscard]] std::span<std::byte> span() const { return {data_, size_}; }
+
+ private:
+  MappedMemory(std::byte* data, uint64_t size) : data_(data), size_(size) {}
+  std::byte* data_ = nullptr;
+  uint64_t size_ = 0;
+};
 
 /// @brief Fixed-size slabs (one record payload each: every full chunk weighs the same) carved from
 /// one page-aligned arena, with LRU eviction. Thread-safe. Slabs handed out by find() are pinned
 /// (never evicted or reused) until the Hit is destroyed.
 class DramTier {
  public:
-  DramTier(uint64_t capacity_bytes, uint64_t slab_bytes);
+  /// A tier of capacity_bytes / slab_bytes slabs. kNoSpace, saying how much was asked, what
+  /// failed and the limit, when the arena is more than the host's available memory (MemAvailable:
+  /// the engine pins the whole arena for the GPU, so it must fit at once) or cannot be mapped.
+  [[nodiscard]] static Result<std::unique_ptr<DramTier>> create(uint64_t capacity_bytes, uint64_t slab_bytes);
 
   /// A record's payload in the tier, held for the caller.
   class Hit {
@@ -77,11 +102,12 @@ class DramTier {
     uint64_t checksum;
     std::list<Key128>::iterator lru;  // position in lru_ (front = most recent)
   };
+  DramTier(MappedMemory arena, uint64_t slab_bytes);
   void unpin(uint32_t slab);
   bool take_slab_locked(uint32_t& slab);
 
   uint64_t slab_bytes_;
-  AlignedBuffer arena_;
+  MappedMemory arena_;
   mutable std::mutex mu_;
   std::unordered_map<Key128, Entry, Key128Hash> entries_;  // guarded by mu_
   std::list<Key128> lru_;                                  // guarded by mu_

@@ -44,7 +44,8 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   impl->host_device_ = make_host_device();
   impl->staging_ = std::make_unique<StagingPool>(o.staging_bytes, o.io_request_bytes);
   if (o.dram_bytes > 0) {
-    impl->dram_ = std::make_unique<DramTier>(o.dram_bytes, align_up(o.geometry.bytes_for_tokens(o.geometry.chunk_tokens)));
+    KVTIER_ASSIGN_OR_RETURN(impl->dram_,
+                            DramTier::create(o.dram_bytes, align_up(o.geometry.bytes_for_tokens(o.geometry.chunk_tokens))));
   }
 
   impl->namespace_ = namespace_key(o.geometry, o.tenant);

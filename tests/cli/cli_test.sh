@@ -99,6 +99,8 @@ if [[ ! -e "$work/huge" ]]; then passed=$((passed + 1)); else failed=$((failed +
 expect 4 "MemAvailable" get "${common[@]}" --tokens 2147483647
 expect 4 "MemAvailable" bench --store "$work/b" --model tiny --tokens 2147483647
 expect 2 "--sessions: 100001 $range 1..100000" bench --store "$work/b" --model tiny --sessions 100001
+# A DRAM tier larger than memory: a resource error naming the limit, not "internal error".
+expect 4 "MemAvailable" get "${common[@]}" --tokens 1000 --io dram --dram 1T
 
 if [[ $(id -u) -ne 0 ]]; then
   mkdir -p "$work/ro" && chmod 0500 "$work/ro"
