@@ -7,6 +7,7 @@
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 
@@ -19,6 +20,8 @@ namespace {
 
 constexpr uint32_t kEntryMagic = 0x454a564b;  // "KVJE" little-endian
 constexpr char kCheckpointMagic[8] = {'K', 'V', 'T', 'C', 'K', 'P', 'T', '1'};
+// Version 2 appends the segment-use table; version 1 (records only) is still read.
+constexpr uint32_t kCheckpointVersion = 2;
 // A damaged entry followed by fewer bytes than one entry is a torn tail, not corruption.
 constexpr size_t kMaxEntryBytes = 16 + sizeof(RecordMeta);
 
@@ -39,12 +42,42 @@ struct CheckpointHeader {
 };
 static_assert(sizeof(CheckpointHeader) == 32);
 
-uint64_t checkpoint_checksum(const CheckpointHeader& h, const void* records, size_t bytes) {
+// One row of a version 2 checkpoint's segment-use table.
+struct UseRow {
+  uint32_t segment;
+  uint32_t reserved;  // zero
+  uint64_t use;
+};
+static_assert(sizeof(UseRow) == 16);
+
+uint64_t checkpoint_checksum(const CheckpointHeader& h, const void* body, size_t bytes) {
   XXH3_state_t s;
   XXH3_64bits_reset(&s);
   XXH3_64bits_update(&s, &h, offsetof(CheckpointHeader, checksum));
-  XXH3_64bits_update(&s, records, bytes);
+  XXH3_64bits_update(&s, body, bytes);
   return XXH3_64bits_digest(&s);
+}
+
+template <typename T>
+void append_pod(std::string& out, const T& value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof(value));
+}
+
+// The segment-use table after the records of a version 2 image; false when its size or a
+// reserved field says the image is not one.
+bool decode_use_table(std::span<const std::byte> table, std::vector<SegmentUse>& uses) {
+  uint64_t rows = 0;
+  if (table.size() < sizeof(rows)) return false;
+  std::memcpy(&rows, table.data(), sizeof(rows));
+  table = table.subspan(sizeof(rows));
+  if (rows != table.size() / sizeof(UseRow) || table.size() % sizeof(UseRow) != 0) return false;
+  for (uint64_t i = 0; i < rows; ++i) {
+    UseRow row;
+    std::memcpy(&row, table.data() + i * sizeof(UseRow), sizeof(row));
+    if (row.reserved != 0) return false;
+    uses.push_back({row.segment, row.use});
+  }
+  return true;
 }
 
 uint64_t entry_checksum(uint16_t op, uint16_t body_bytes, const void* body) {
@@ -64,7 +97,13 @@ void apply(const JournalEntry& e, std::unordered_map<Key128, RecordMeta, Key128H
     case JournalOp::kDropSegment:
       std::erase_if(live, [&](const auto& kv) { return kv.second.segment == e.segment; });
       out.dropped_segments.push_back(e.segment);
+      out.segment_uses.erase(e.segment);
       return;
+    case JournalOp::kUse: {
+      uint64_t& use = out.segment_uses[e.segment];
+      use = std::max(use, e.use);
+      return;
+    }
   }
 }
 
@@ -85,6 +124,11 @@ void encode_journal_entry(const JournalEntry& entry, std::string& out) {
     case JournalOp::kDropSegment:
       std::memcpy(body, &entry.segment, sizeof(uint32_t));
       body_bytes = sizeof(uint32_t);
+      break;
+    case JournalOp::kUse:
+      std::memcpy(body, &entry.segment, sizeof(uint32_t));
+      std::memcpy(body + sizeof(uint32_t), &entry.use, sizeof(uint64_t));
+      body_bytes = sizeof(uint32_t) + sizeof(uint64_t);
       break;
   }
   EntryHeader h{kEntryMagic, static_cast<uint16_t>(entry.op), body_bytes, 0};
@@ -114,6 +158,11 @@ size_t decode_journal_entry(std::span<const std::byte> data, JournalEntry& entry
       if (h.body_bytes != sizeof(uint32_t)) return 0;
       std::memcpy(&entry.segment, body, sizeof(uint32_t));
       break;
+    case JournalOp::kUse:
+      if (h.body_bytes != sizeof(uint32_t) + sizeof(uint64_t)) return 0;
+      std::memcpy(&entry.segment, body, sizeof(uint32_t));
+      std::memcpy(&entry.use, body + sizeof(uint32_t), sizeof(uint64_t));
+      break;
     default:
       return 0;
   }
@@ -121,42 +170,56 @@ size_t decode_journal_entry(std::span<const std::byte> data, JournalEntry& entry
   return sizeof(h) + h.body_bytes;
 }
 
-std::string encode_checkpoint(std::span<const RecordMeta> live) {
+std::string encode_checkpoint(const CheckpointImage& image) {
   CheckpointHeader h{};
   std::memcpy(h.magic, kCheckpointMagic, sizeof(h.magic));
-  h.format_version = kFormatVersion;
+  h.format_version = image.version;
   h.record_bytes = sizeof(RecordMeta);
-  h.count = live.size();
-  h.checksum = checkpoint_checksum(h, live.data(), live.size_bytes());
-  std::string image(reinterpret_cast<const char*>(&h), sizeof(h));
-  image.append(reinterpret_cast<const char*>(live.data()), live.size_bytes());
-  return image;
+  h.count = image.records.size();
+  std::string body(reinterpret_cast<const char*>(image.records.data()), image.records.size() * sizeof(RecordMeta));
+  if (image.version >= 2) {
+    append_pod(body, static_cast<uint64_t>(image.uses.size()));
+    for (const SegmentUse& u : image.uses) append_pod(body, UseRow{u.segment, 0, u.use});
+  }
+  h.checksum = checkpoint_checksum(h, body.data(), body.size());
+  std::string out(reinterpret_cast<const char*>(&h), sizeof(h));
+  return out + body;
 }
 
-Result<std::vector<RecordMeta>> decode_checkpoint(std::span<const std::byte> image) {
+std::string encode_checkpoint(std::span<const RecordMeta> live, std::span<const SegmentUse> uses) {
+  CheckpointImage image{kCheckpointVersion, {live.begin(), live.end()}, {uses.begin(), uses.end()}};
+  return encode_checkpoint(image);
+}
+
+Result<CheckpointImage> decode_checkpoint(std::span<const std::byte> image) {
   CheckpointHeader h;
   if (image.size() < sizeof(h)) return fail(ErrorCode::kCorrupt, "index checkpoint truncated");
   std::memcpy(&h, image.data(), sizeof(h));
   if (std::memcmp(h.magic, kCheckpointMagic, sizeof(h.magic)) != 0) {
     return fail(ErrorCode::kCorrupt, "index checkpoint has a bad magic");
   }
-  const size_t body = image.size() - sizeof(h);
-  if (h.record_bytes != sizeof(RecordMeta) || body % sizeof(RecordMeta) != 0 ||
-      h.count != body / sizeof(RecordMeta)) {
+  const std::span<const std::byte> body = image.subspan(sizeof(h));
+  if (h.record_bytes != sizeof(RecordMeta) || h.count > body.size() / sizeof(RecordMeta)) {
     return fail(ErrorCode::kCorrupt, "index checkpoint size does not match its record count");
   }
   // The checksum comes before any field is trusted, the version included.
-  if (checkpoint_checksum(h, image.data() + sizeof(h), body) != h.checksum) {
+  if (checkpoint_checksum(h, body.data(), body.size()) != h.checksum) {
     return fail(ErrorCode::kCorrupt, "index checkpoint checksum mismatch");
   }
-  if (h.format_version != kFormatVersion) {
+  if (h.format_version != 1 && h.format_version != kCheckpointVersion) {
     return fail(ErrorCode::kFormatVersion,
-                fmt::format("index checkpoint format version {} (this build reads {})",
-                            h.format_version, kFormatVersion));
+                fmt::format("index checkpoint format version {} (this build reads 1 and {})",
+                            h.format_version, kCheckpointVersion));
   }
-  std::vector<RecordMeta> records(h.count);
-  if (body > 0) std::memcpy(records.data(), image.data() + sizeof(h), body);  // an empty store has none
-  return records;
+  CheckpointImage out;
+  out.version = h.format_version;
+  const size_t record_bytes = h.count * sizeof(RecordMeta);
+  const std::span<const std::byte> rest = body.subspan(record_bytes);
+  const bool sized = out.version == 1 ? rest.empty() : decode_use_table(rest, out.uses);
+  if (!sized) return fail(ErrorCode::kCorrupt, "index checkpoint size does not match its record count");
+  out.records.resize(h.count);
+  if (record_bytes > 0) std::memcpy(out.records.data(), body.data(), record_bytes);  // an empty store has none
+  return out;
 }
 
 Result<LoadedIndex> IndexLog::load(const std::string& dir) {
@@ -170,14 +233,15 @@ Result<LoadedIndex> IndexLog::load(const std::string& dir) {
   auto ckpt = read_file(fmt::format("{}/{}", dir, kCheckpointName));
   if (ckpt) {
     out.checkpoint_found = true;
-    auto records = decode_checkpoint(std::as_bytes(std::span(*ckpt)));
-    if (!records && records.error().code() == ErrorCode::kFormatVersion) return fail(records.error());
-    if (!records) {
+    auto image = decode_checkpoint(std::as_bytes(std::span(*ckpt)));
+    if (!image && image.error().code() == ErrorCode::kFormatVersion) return fail(image.error());
+    if (!image) {
       out.needs_rebuild = true;
-      out.problem = records.error().message();
+      out.problem = image.error().message();
       return out;
     }
-    for (const RecordMeta& m : *records) live[m.key] = m;
+    for (const RecordMeta& m : image->records) live[m.key] = m;
+    for (const SegmentUse& u : image->uses) out.segment_uses[u.segment] = u.use;
   } else if (ckpt.error().code() != ErrorCode::kNotFound) {
     return fail(ckpt.error());
   }
@@ -217,8 +281,8 @@ Status IndexLog::append(std::span<const JournalEntry> entries) {
   return {};
 }
 
-Status IndexLog::checkpoint(std::span<const RecordMeta> live) {
-  std::string image = encode_checkpoint(live);
+Status IndexLog::checkpoint(std::span<const RecordMeta> live, std::span<const SegmentUse> uses) {
+  std::string image = encode_checkpoint(live, uses);
   KVTIER_TRY(write_file_atomic(dir_, kCheckpointName, std::as_bytes(std::span(image))));
   // Replaying entries already in the checkpoint is harmless (every op is idempotent), so a crash
   // between the rename above and this truncate loses nothing.

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/posix.hpp"
@@ -14,18 +15,34 @@
 
 namespace kvtier {
 
-enum class JournalOp : uint16_t { kAdd = 1, kDropRecord = 2, kDropSegment = 3 };
+enum class JournalOp : uint16_t { kAdd = 1, kDropRecord = 2, kDropSegment = 3, kUse = 4 };
 
 struct JournalEntry {
   JournalOp op = JournalOp::kAdd;
   RecordMeta meta;       ///< kAdd: the record. kDropRecord: meta.key is the record.
-  uint32_t segment = 0;  ///< kDropSegment: the segment.
+  uint32_t segment = 0;  ///< kDropSegment, kUse: the segment.
+  uint64_t use = 0;      ///< kUse: when the segment was last used, on the store's sequence clock.
+};
+
+/// When a segment was last used, on the clock record sequences come from (a write is a use).
+struct SegmentUse {
+  uint32_t segment = 0;
+  uint64_t use = 0;
+};
+
+/// What a checkpoint file holds.
+struct CheckpointImage {
+  uint32_t version = 0;              ///< 1: records only; 2: records and segment uses.
+  std::vector<RecordMeta> records;
+  std::vector<SegmentUse> uses;      ///< Empty in version 1.
 };
 
 /// What load() recovered.
 struct LoadedIndex {
   std::vector<RecordMeta> records;
   std::vector<uint32_t> dropped_segments;  ///< Segments the journal dropped (files may linger).
+  /// Last use of each segment the index recorded one for (checkpoint table, then kUse entries).
+  std::unordered_map<uint32_t, uint64_t> segment_uses;
   bool needs_rebuild = false;              ///< Checkpoint or journal damaged: rescan segments.
   bool checkpoint_found = false;           ///< An index checkpoint file exists (intact or not).
   bool journal_found = false;              ///< An index journal file exists (empty or not).
@@ -50,8 +67,8 @@ class IndexLog {
   /// Appends the entries and makes them durable (fdatasync) before returning.
   [[nodiscard]] Status append(std::span<const JournalEntry> entries);
 
-  /// Writes a checkpoint of `live` atomically, then empties the journal.
-  [[nodiscard]] Status checkpoint(std::span<const RecordMeta> live);
+  /// Writes a checkpoint of `live` and `uses` atomically, then empties the journal.
+  [[nodiscard]] Status checkpoint(std::span<const RecordMeta> live, std::span<const SegmentUse> uses = {});
 
   [[nodiscard]] uint64_t journal_bytes() const { return journal_bytes_; }
 
@@ -69,9 +86,11 @@ void encode_journal_entry(const JournalEntry& entry, std::string& out);
 /// Decodes the entry at `data`; returns its encoded size, or 0 when the bytes there are not a
 /// complete, valid entry.
 size_t decode_journal_entry(std::span<const std::byte> data, JournalEntry& entry);
-/// Encodes a checkpoint file image.
-std::string encode_checkpoint(std::span<const RecordMeta> live);
-/// Decodes a checkpoint image; kCorrupt when damaged.
-[[nodiscard]] Result<std::vector<RecordMeta>> decode_checkpoint(std::span<const std::byte> image);
+/// Encodes a checkpoint file image of the current version (2).
+std::string encode_checkpoint(std::span<const RecordMeta> live, std::span<const SegmentUse> uses);
+/// Encodes `image` in its own version (version 1 drops `uses`).
+std::string encode_checkpoint(const CheckpointImage& image);
+/// Decodes a checkpoint image of version 1 or 2; kCorrupt when damaged, kFormatVersion for others.
+[[nodiscard]] Result<CheckpointImage> decode_checkpoint(std::span<const std::byte> image);
 
 }  // namespace kvtier

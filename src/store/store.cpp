@@ -20,6 +20,9 @@ namespace {
 
 constexpr const char* kManifestName = "MANIFEST.json";
 constexpr const char* kLockName = "LOCK";
+// Uses are recorded in the journal along with the next write, at close, or by a lookup once the
+// oldest unrecorded one is this old: at most one extra journal sync per interval for readers.
+constexpr auto kUseFlushInterval = std::chrono::seconds(10);
 
 // KV is user data: a directory kvtier makes is 0700 whatever the umask (mkdir's mode passes through
 // it, so it is set again). One that exists keeps the mode its owner gave it.
@@ -72,7 +75,12 @@ Result<std::pair<KvGeometry, uint64_t>> parse_manifest(const std::string& text) 
 
 }  // namespace
 
-Store::~Store() = default;
+Store::~Store() {
+  if (!journal_) return;
+  std::lock_guard lock(mu_);
+  Status st = append_locked({});
+  if (!st.ok()) KVTIER_LOG(*log_, kWarn, "{}: recording segment uses at close: {}", dir_, st.to_string());
+}
 
 Result<std::unique_ptr<Store>> Store::open(const Options& options, const Logger& log,
                                            const StoreRequest& request) {
@@ -190,14 +198,15 @@ Status Store::load_index() {
     if (!seg) return seg.error();
     segments_[id].file = std::move(*seg);
   }
-  KVTIER_TRY(adopt_records(std::move(loaded.records), loaded.dropped_segments));
+  KVTIER_TRY(adopt_records(std::move(loaded.records), loaded.dropped_segments, loaded.segment_uses));
   bool changed = loaded.needs_rebuild || dropped_at_open_ > 0 || !loaded.checkpoint_found;
   KVTIER_TRY(enforce_capacity_locked(0));
-  if (changed) KVTIER_TRY(journal_->checkpoint(live_records_locked()));
+  if (changed) KVTIER_TRY(checkpoint_locked());
   return {};
 }
 
-Status Store::adopt_records(std::vector<RecordMeta> records, std::span<const uint32_t> dropped) {
+Status Store::adopt_records(std::vector<RecordMeta> records, std::span<const uint32_t> dropped,
+                            const std::unordered_map<uint32_t, uint64_t>& uses) {
   std::set<uint32_t> dropped_ids(dropped.begin(), dropped.end());
   // Oldest first, so a key stored twice keeps its newest copy.
   std::sort(records.begin(), records.end(),
@@ -228,11 +237,16 @@ Status Store::adopt_records(std::vector<RecordMeta> records, std::span<const uin
     ::unlink(it->second.file->path.c_str());
     it = segments_.erase(it);
   }
-  std::vector<uint32_t> ids;
-  for (auto& [id, seg] : segments_) ids.push_back(id);
-  std::sort(ids.begin(), ids.end());
-  for (uint32_t id : ids) segments_[id].last_use = ++use_clock_;
-  active_ = ids.empty() ? 0 : ids.back();
+  // A segment was last used at its newest record's write or its last recorded use, whichever came
+  // later (index_add_locked took the first); a rebuilt index has no uses and falls back to writes.
+  uint32_t newest = 0;
+  for (auto& [id, seg] : segments_) {
+    if (auto it = uses.find(id); it != uses.end()) seg.last_use = std::max(seg.last_use, it->second);
+    seg.saved_use = seg.last_use;
+    sequence_ = std::max(sequence_, seg.last_use);
+    newest = std::max(newest, id);
+  }
+  active_ = newest;
   return {};
 }
 
@@ -243,6 +257,7 @@ void Store::index_add_locked(const RecordMeta& meta) {
   seg.records += 1;
   seg.tokens += meta.token_count;
   seg.write_offset = std::max(seg.write_offset, meta.end());
+  seg.last_use = std::max(seg.last_use, meta.sequence);
   seg.keys.push_back(meta.key);
   if (meta.token_count < geometry_.chunk_tokens) partials_[meta.parent].push_back(meta.key);
 }
@@ -270,7 +285,7 @@ std::vector<LocatedRecord> Store::find_chain(std::span<const Key128> keys) {
     auto it = index_.find(key);
     if (it == index_.end()) break;
     Segment& seg = segments_.at(it->second.segment);
-    seg.last_use = ++use_clock_;
+    touch_locked(seg);
     out.push_back({it->second, seg.file});
   }
   return out;
@@ -290,7 +305,7 @@ std::optional<LocatedRecord> Store::find(const Key128& key) {
   auto it = index_.find(key);
   if (it == index_.end()) return std::nullopt;
   Segment& seg = segments_.at(it->second.segment);
-  seg.last_use = ++use_clock_;
+  touch_locked(seg);
   return LocatedRecord{it->second, seg.file};
 }
 
@@ -316,8 +331,7 @@ Status Store::enforce_capacity_locked(uint64_t reserve_segments) {
 }
 
 Status Store::evict_segment_locked(uint32_t id) {
-  JournalEntry drop{JournalOp::kDropSegment, {}, id};
-  KVTIER_TRY(journal_->append(std::span(&drop, 1)));
+  KVTIER_TRY(append_locked({JournalEntry{JournalOp::kDropSegment, {}, id}}));
   Segment& seg = segments_.at(id);
   const uint64_t records = seg.records;
   evicted_records_ += records;
@@ -343,7 +357,7 @@ Result<Store::Segment*> Store::new_segment_locked() {
   KVTIER_ASSIGN_OR_RETURN(auto file, create_segment(dir_, id, segment_bytes_, direct_));
   Segment& seg = segments_[id];
   seg.file = std::move(file);
-  seg.last_use = ++use_clock_;
+  seg.last_use = ++sequence_;
   active_ = id;
   return &seg;
 }
@@ -416,7 +430,7 @@ Result<std::vector<Placement>> Store::reserve(std::span<const uint64_t> sizes) {
     }
     out.push_back({seg->file, seg->write_offset, ++sequence_});
     seg->write_offset += size;
-    seg->last_use = ++use_clock_;
+    seg->last_use = sequence_;
     ++seg->pins;
   }
   return out;
@@ -442,11 +456,12 @@ Status Store::commit(std::span<const RecordMeta> records, std::span<const Placem
   for (const RecordMeta& m : records) {
     if (!index_.contains(m.key)) entries.push_back({JournalOp::kAdd, m, 0});
   }
-  Status st = journal_->append(entries);
   for (const Placement& p : placements) --segments_.at(p.file->id).pins;
-  if (!st.ok()) return st;
+  KVTIER_TRY(append_locked(entries));
   for (const JournalEntry& e : entries) {
     index_add_locked(e.meta);
+    Segment& seg = segments_.at(e.meta.segment);
+    seg.saved_use = std::max(seg.saved_use, e.meta.sequence);  // an add records its write as a use
     sequence_ = std::max(sequence_, e.meta.sequence);
   }
   return maybe_checkpoint_locked();
@@ -462,7 +477,7 @@ Status Store::drop_locked(std::span<const Key128> keys) {
   for (const Key128& key : keys) {
     if (index_.contains(key)) entries.push_back({JournalOp::kDropRecord, RecordMeta{key}, 0});
   }
-  KVTIER_TRY(journal_->append(entries));
+  KVTIER_TRY(append_locked(entries));
   std::set<uint32_t> touched;
   for (const JournalEntry& e : entries) {
     const RecordMeta meta = index_.at(e.meta.key);
@@ -482,7 +497,43 @@ Status Store::maybe_checkpoint_locked() {
   if (journal_->journal_bytes() < std::max<uint64_t>(kMinJournal, index_.size() * sizeof(RecordMeta))) {
     return {};
   }
-  return journal_->checkpoint(live_records_locked());
+  return checkpoint_locked();
+}
+
+Status Store::checkpoint_locked() {
+  std::vector<SegmentUse> uses;
+  uses.reserve(segments_.size());
+  for (const auto& [id, seg] : segments_) uses.push_back({id, seg.last_use});
+  KVTIER_TRY(journal_->checkpoint(live_records_locked(), uses));
+  for (auto& [id, seg] : segments_) seg.saved_use = seg.last_use;
+  unsaved_since_.reset();
+  return {};
+}
+
+Status Store::append_locked(std::vector<JournalEntry> entries) {
+  // Uses go first: a drop of the same segment later in the batch must win at replay.
+  std::vector<JournalEntry> batch;
+  for (const auto& [id, seg] : segments_) {
+    if (seg.last_use > seg.saved_use) batch.push_back({JournalOp::kUse, {}, id, seg.last_use});
+  }
+  const size_t uses = batch.size();
+  batch.insert(batch.end(), entries.begin(), entries.end());
+  KVTIER_TRY(journal_->append(batch));
+  for (size_t i = 0; i < uses; ++i) {
+    if (auto it = segments_.find(batch[i].segment); it != segments_.end()) it->second.saved_use = batch[i].use;
+  }
+  unsaved_since_.reset();
+  return {};
+}
+
+void Store::touch_locked(Segment& seg) {
+  seg.last_use = ++sequence_;
+  const auto now = std::chrono::steady_clock::now();
+  if (!unsaved_since_) unsaved_since_ = now;
+  if (now - *unsaved_since_ < kUseFlushInterval) return;
+  // Recency is a hint: failing to record it must not fail the lookup that made it.
+  Status st = append_locked({});
+  if (!st.ok()) KVTIER_LOG(*log_, kWarn, "{}: recording segment uses: {}", dir_, st.to_string());
 }
 
 std::vector<RecordMeta> Store::live_records_locked() const {

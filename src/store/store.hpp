@@ -3,6 +3,7 @@
 // One rank's store directory: lock, manifest, segments, index, capacity and eviction.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -88,7 +89,8 @@ class Store {
     uint64_t live_bytes = 0;
     uint64_t records = 0;
     uint64_t tokens = 0;
-    uint64_t last_use = 0;
+    uint64_t last_use = 0;   // on the sequence clock; a write is a use
+    uint64_t saved_use = 0;  // the last use the index holds durably
     uint32_t pins = 0;
     // Every key indexed here, so evicting the segment need not scan the whole index; a key dropped
     // or stored again elsewhere since stays listed, and the index says whether it is still here.
@@ -105,7 +107,8 @@ class Store {
   Status lock_directory();
   Status load_or_create_manifest(const Options& options, const StoreRequest& request);
   Status load_index();
-  Status adopt_records(std::vector<RecordMeta> records, std::span<const uint32_t> dropped);
+  Status adopt_records(std::vector<RecordMeta> records, std::span<const uint32_t> dropped,
+                       const std::unordered_map<uint32_t, uint64_t>& uses);
   PlacementPlan plan_placement_locked(std::span<const uint64_t> sizes) const;
   /// kCapacity when `sizes` cannot be placed even after evicting everything evictable.
   Status admit_locked(std::span<const uint64_t> sizes) const;
@@ -116,6 +119,11 @@ class Store {
   void index_add_locked(const RecordMeta& meta);
   void index_remove_locked(const RecordMeta& meta);
   Status maybe_checkpoint_locked();
+  Status checkpoint_locked();
+  /// Appends `entries` to the journal, preceded by the segment uses not yet recorded.
+  Status append_locked(std::vector<JournalEntry> entries);
+  /// Marks `seg` used now; records the uses when they have waited kUseFlushInterval.
+  void touch_locked(Segment& seg);
   std::vector<RecordMeta> live_records_locked() const;
 
   const Logger* log_ = nullptr;
@@ -134,8 +142,10 @@ class Store {
   std::unordered_map<uint32_t, Segment> segments_;                   // guarded by mu_
   uint32_t active_ = 0;       // segment receiving appends; 0 when none
   uint32_t next_id_ = 1;
-  uint64_t use_clock_ = 0;
+  // One clock for record sequences and segment uses, so a segment's recency after a reopen is the
+  // later of its newest record and its last recorded use.
   uint64_t sequence_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> unsaved_since_;  // oldest unrecorded use
   uint64_t evicted_segments_ = 0;
   uint64_t evicted_records_ = 0;
   uint64_t recovered_records_ = 0;

@@ -22,9 +22,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (again.size() != n || std::memcmp(again.data(), bytes.data() + pos, n) != 0) __builtin_trap();
     pos += n;
   }
-  auto records = decode_checkpoint(bytes);
-  if (records) {
-    const std::string again = encode_checkpoint(*records);
+  auto image = decode_checkpoint(bytes);
+  if (image) {
+    const std::string again = encode_checkpoint(*image);
     if (again.size() != size || std::memcmp(again.data(), data, size) != 0) __builtin_trap();
   }
   return 0;

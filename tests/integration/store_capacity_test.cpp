@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <random>
 
 #include "synthetic.hpp"
 #include "test_util.hpp"
@@ -67,6 +68,94 @@ TEST_F(StoreCapacityTest, RefusedOversizedSaveEvictsNothing) {
   auto e = open(options());
   EXPECT_EQ(restored(*e, a), a.size());
   EXPECT_EQ(restored(*e, b), b.size());
+}
+
+// 63 chunks of 256 tokens fill one 16 MiB segment exactly (63 records of 4 KiB + 256 KiB), so each
+// of these sessions is one segment and a restore makes exactly that segment recently used.
+constexpr uint64_t kSegmentSession = 63 * 256;
+
+/// Room for four such sessions (and the store's index files) under one capacity.
+Options four_segments(Options o) {
+  o.capacity_bytes = (uint64_t{64} << 20) + (uint64_t{1} << 20);
+  return o;
+}
+
+// The CLI opens one engine per command. A session restored after later saves must outlive them.
+TEST_F(StoreCapacityTest, RestoredSessionOutlivesLaterSavesAcrossReopens) {
+  const Options o = four_segments(options());
+  std::vector<std::vector<Token>> s;
+  for (uint64_t seed = 0; seed < 5; ++seed) s.push_back(synthetic::tokens(600 + seed, kSegmentSession));
+  for (int i = 0; i < 4; ++i) {
+    auto e = open(o);
+    ASSERT_OK(save(*e, s[i]));
+  }
+  { auto e = open(o); ASSERT_EQ(restored(*e, s[0]), s[0].size()); }
+  { auto e = open(o); ASSERT_OK(save(*e, s[4])); EXPECT_EQ(e->stats().evicted_segments, 1u); }
+  auto e = open(o);
+  EXPECT_EQ(restored(*e, s[0]), s[0].size()) << "the restored session was evicted as if never used";
+  EXPECT_EQ(*e->lookup(s[1]), 0u) << "the least recently used session should have gone";
+  EXPECT_EQ(restored(*e, s[2]), s[2].size());
+  EXPECT_EQ(restored(*e, s[4]), s[4].size());
+}
+
+// The use of s0 is folded into a checkpoint (written at open because a lost segment's records were
+// dropped), which empties the journal that recorded it: the checkpoint must carry it.
+TEST_F(StoreCapacityTest, RecencySurvivesTheCheckpointThatReplacesTheJournal) {
+  const Options o = four_segments(options());
+  std::vector<std::vector<Token>> s;
+  for (uint64_t seed = 0; seed < 5; ++seed) s.push_back(synthetic::tokens(700 + seed, kSegmentSession));
+  const auto lost = synthetic::tokens(799, 3 * 256);
+  for (int i = 0; i < 3; ++i) { auto e = open(o); ASSERT_OK(save(*e, s[i])); }
+  { auto e = open(o); ASSERT_OK(save(*e, lost)); }  // alone in the fourth segment
+  { auto e = open(o); ASSERT_EQ(restored(*e, s[0]), s[0].size()); }
+  std::vector<fs::path> segments;
+  for (const auto& entry : fs::directory_iterator(dir_.path() / "rank0of1")) {
+    if (entry.path().extension() == ".kvt") segments.push_back(entry.path());
+  }
+  std::sort(segments.begin(), segments.end());
+  ASSERT_EQ(segments.size(), 4u);
+  fs::remove(segments.back());
+  {
+    auto e = open(o);
+    EXPECT_GT(e->stats().dropped_at_open, 0u);
+    EXPECT_EQ(fs::file_size(dir_.path() / "rank0of1" / "index.journal"), 0u) << "no checkpoint was taken";
+  }
+  { auto e = open(o); ASSERT_OK(save(*e, s[3])); }
+  { auto e = open(o); ASSERT_OK(save(*e, s[4])); EXPECT_EQ(e->stats().evicted_segments, 1u); }
+  auto e = open(o);
+  EXPECT_EQ(restored(*e, s[0]), s[0].size()) << "the use recorded before the checkpoint was lost";
+  EXPECT_EQ(*e->lookup(s[1]), 0u);
+}
+
+// Many operations, one engine each, checked against a model of least-recently-used order: every
+// save of a new segment-sized session evicts exactly the session the model says. Long enough for
+// the journal to be folded into checkpoints along the way, so recency must survive those too.
+TEST_F(StoreCapacityTest, EvictionFollowsUseOrderAcrossReopensAndCheckpoints) {
+  const Options o = four_segments(options());
+  std::mt19937_64 rng(testing::test_seed());
+  std::vector<uint64_t> resident;  // seeds, least recently used first
+  uint64_t next_seed = 1000;
+  for (int op = 0; op < 60; ++op) {
+    auto e = open(o);
+    if (resident.size() < 4 || rng() % 3 == 0) {
+      const uint64_t seed = next_seed++;
+      ASSERT_OK(save(*e, synthetic::tokens(seed, kSegmentSession)));
+      if (resident.size() == 4) resident.erase(resident.begin());
+      resident.push_back(seed);
+    } else {
+      const size_t pick = rng() % resident.size();
+      const uint64_t seed = resident[pick];
+      ASSERT_EQ(restored(*e, synthetic::tokens(seed, kSegmentSession)), kSegmentSession)
+          << "op " << op << ": session " << seed << " should still be stored";
+      resident.erase(resident.begin() + static_cast<std::ptrdiff_t>(pick));
+      resident.push_back(seed);
+    }
+  }
+  auto e = open(o);
+  EXPECT_EQ(e->stats().records, resident.size() * 63);
+  for (uint64_t seed : resident) {
+    EXPECT_EQ(*e->lookup(synthetic::tokens(seed, kSegmentSession)), kSegmentSession) << seed;
+  }
 }
 
 }  // namespace
