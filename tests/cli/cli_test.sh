@@ -102,6 +102,9 @@ expect 2 "--sessions: 100001 $range 1..100000" bench --store "$work/b" --model t
 # A DRAM tier larger than memory: a resource error naming the limit, not "internal error".
 expect 4 "MemAvailable" get "${common[@]}" --tokens 1000 --io dram --dram 1T
 
+# bench (pairs) with its default capacity for a model whose KV is not a multiple of 4 KiB.
+expect 0 "byte-exact" bench --store "$work" --model tiny --sessions 1 --tokens 1000 --repeat 1 --paths direct
+
 if [[ $(id -u) -ne 0 ]]; then
   mkdir -p "$work/ro" && chmod 0500 "$work/ro"
   expect 3 "permission" put --store "$work/ro/s" --model tiny --tokens 10

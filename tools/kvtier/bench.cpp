@@ -202,7 +202,11 @@ int run_bench(StoreFlags flags, const BenchFlags& bench) {
   if (options->capacity_bytes == 0) {
     // Room for every session plus one segment of slack, so the benchmark never evicts.
     const uint64_t need = options->geometry.bytes_for_tokens(bench.tokens) * bench.sessions;
-    flags.capacity = std::to_string(need + need / 8 + (uint64_t{2} << 30));
+    // A whole number of 4 MiB: the default segment is a quarter of the capacity and must be a
+    // multiple of 4 KiB (a small model's KV, e.g. tiny's 512 bytes a token, need not be).
+    constexpr uint64_t kGrain = uint64_t{4} << 20;
+    const uint64_t capacity = need + need / 8 + (uint64_t{2} << 30);
+    flags.capacity = std::to_string((capacity + kGrain - 1) / kGrain * kGrain);
   }
   print_header(flags, bench, *options);
   nlohmann::ordered_json out;
