@@ -91,6 +91,7 @@ uint64_t entry_checksum(uint16_t op, uint16_t body_bytes, const void* body) {
 
 void apply(const JournalEntry& e, std::unordered_map<Key128, RecordMeta, Key128Hash>& live,
            LoadedIndex& out) {
+  out.max_segment_id = std::max(out.max_segment_id, e.op == JournalOp::kAdd ? e.meta.segment : e.segment);
   switch (e.op) {
     case JournalOp::kAdd: live[e.meta.key] = e.meta; return;
     case JournalOp::kDropRecord: live.erase(e.meta.key); return;
@@ -240,8 +241,14 @@ Result<LoadedIndex> IndexLog::load(const std::string& dir) {
       out.problem = image.error().message();
       return out;
     }
-    for (const RecordMeta& m : image->records) live[m.key] = m;
-    for (const SegmentUse& u : image->uses) out.segment_uses[u.segment] = u.use;
+    for (const RecordMeta& m : image->records) {
+      live[m.key] = m;
+      out.max_segment_id = std::max(out.max_segment_id, m.segment);
+    }
+    for (const SegmentUse& u : image->uses) {
+      out.segment_uses[u.segment] = u.use;
+      out.max_segment_id = std::max(out.max_segment_id, u.segment);
+    }
   } else if (ckpt.error().code() != ErrorCode::kNotFound) {
     return fail(ckpt.error());
   }

@@ -43,6 +43,8 @@ struct LoadedIndex {
   std::vector<uint32_t> dropped_segments;  ///< Segments the journal dropped (files may linger).
   /// Last use of each segment the index recorded one for (checkpoint table, then kUse entries).
   std::unordered_map<uint32_t, uint64_t> segment_uses;
+  /// Highest segment id any entry names, dropped segments included: new segments go above it.
+  uint32_t max_segment_id = 0;
   bool needs_rebuild = false;              ///< Checkpoint or journal damaged: rescan segments.
   bool checkpoint_found = false;           ///< An index checkpoint file exists (intact or not).
   bool journal_found = false;              ///< An index journal file exists (empty or not).

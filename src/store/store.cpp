@@ -192,7 +192,9 @@ Status Store::load_index() {
   if (!journal) return journal.error();
   journal_.emplace(std::move(*journal));
   std::lock_guard lock(mu_);
-  if (!ids.empty()) next_id_ = ids.back() + 1;
+  // Above every id the index names too: a segment whose drop is still in the journal may be gone
+  // from disk, and a new segment under its id would lose its records when that drop is replayed.
+  next_id_ = std::max(ids.empty() ? 0 : ids.back(), loaded.max_segment_id) + 1;
   for (uint32_t id : ids) {
     auto seg = open_segment(dir_, id, direct_);
     if (!seg) return seg.error();

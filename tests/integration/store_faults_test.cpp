@@ -13,6 +13,7 @@
 #include <linux/magic.h>
 
 #include "crash_workload.hpp"
+#include "store/index_log.hpp"
 #include "synthetic.hpp"
 #include "test_util.hpp"
 
@@ -148,6 +149,28 @@ TEST_F(StoreFaultTest, JournalDamagedMidwayIsRebuiltFromSegmentHeaders) {
   auto e = open(options());
   EXPECT_EQ(restore_checked(*e, a).tokens_restored, 1500u);
   EXPECT_EQ(restore_checked(*e, b).tokens_restored, 1500u);
+}
+
+// The newest segment was evicted (its drop is in the journal, its file gone) and the segment that
+// was to replace it never came to be (say, fallocate hit ENOSPC). The next open must not hand the
+// evicted segment's id to a new segment: replaying the old drop would then forget its records.
+TEST_F(StoreFaultTest, SegmentIdOfAnEvictedSegmentIsNeverReused) {
+  auto a = synthetic::tokens(30, 1000);
+  auto b = synthetic::tokens(31, 70 * 256);  // more than one 16 MiB segment holds (63 chunks)
+  { auto e = open(options()); save(*e, a); }
+  ASSERT_EQ(segment_files().size(), 1u);
+  {
+    const std::string dir = dir_.str() + "/rank0of1";
+    auto journal = IndexLog::open(dir, fs::file_size(dir + "/index.journal"));
+    ASSERT_OK(journal);
+    JournalEntry drop{JournalOp::kDropSegment, {}, 2};
+    ASSERT_OK(journal->append(std::span(&drop, 1)));
+  }
+  { auto e = open(options()); save(*e, b); }  // b's tail goes into a second segment
+  auto e = open(options());
+  EXPECT_EQ(e->stats().dropped_at_open, 0u);
+  EXPECT_EQ(restore_checked(*e, b).tokens_restored, b.size());
+  EXPECT_EQ(restore_checked(*e, a).tokens_restored, a.size());
 }
 
 TEST_F(StoreFaultTest, ManifestDamageIsAClearError) {
