@@ -22,9 +22,10 @@ if ((${#missing[@]})); then
 fi
 
 # The Python package's build and test needs (PyPI; Debian 12's nanobind is too old or absent).
-if ! python3 -c "import nanobind, numpy" 2>/dev/null; then
-  python3 -m pip install --quiet --disable-pip-version-check nanobind numpy >/dev/null 2>&1 \
-    || echo "setup: nanobind/numpy not installed; building without the Python package"
+# prometheus_client: kvtier.metrics (operators' metrics) and its test.
+if ! python3 -c "import nanobind, numpy, prometheus_client" 2>/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check nanobind numpy prometheus_client >/dev/null 2>&1 \
+    || echo "setup: nanobind/numpy/prometheus_client not installed; building without the Python package"
 fi
 
 # cufile.h for the GPUDirect Storage path (Debian has no package for it). Optional: without it

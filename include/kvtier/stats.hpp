@@ -2,12 +2,27 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "kvtier/export.hpp"
+
 namespace kvtier {
+
+/// @brief Latency of one kind of operation: counts in fixed buckets (upper bounds in seconds,
+/// cumulative as Prometheus histograms are), their number and sum.
+struct LatencyHistogram {
+  static constexpr std::array<double, 14> kBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                      0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+  std::array<uint64_t, kBounds.size()> cumulative{};  ///< operations that took <= kBounds[i]
+  uint64_t count = 0;
+  double sum_seconds = 0;
+};
 
 /// @brief Counters of one engine since it was opened, plus the state of its store.
 struct Stats {
@@ -23,6 +38,10 @@ struct Stats {
   /// statistics API where the library has one; empty while cuFile is not in use.
   std::string gds_io_counts;
   uint64_t dram_hits = 0;       ///< Records restored from the DRAM tier.
+  uint64_t store_hits = 0;      ///< Records restored from the local store (disk), verified.
+  /// Records a restore asked for that were not served: past the stored prefix, corrupt, or not
+  /// read (an I/O error); the caller recomputes them.
+  uint64_t restore_misses = 0;
   uint64_t dram_records = 0;    ///< Records the DRAM tier holds now.
   uint64_t capacity_bytes = 0;
   uint64_t segment_bytes = 0;
@@ -37,6 +56,7 @@ struct Stats {
   uint64_t lookup_hit_tokens = 0;
   uint64_t restores = 0;
   uint64_t bytes_restored = 0;
+  uint64_t tokens_restored = 0;
   uint64_t checksum_misses = 0;  ///< Records found corrupt (and dropped).
   /// Re-read before drop: a record that fails a check on a restore or verify is read once more
   /// through the page cache and verified on the host before it is dropped. Kept: it verified (the
@@ -53,7 +73,33 @@ struct Stats {
   uint64_t evicted_records = 0;   ///< Records dropped by eviction, evict() or corruption.
   uint64_t recovered_records = 0; ///< Records loaded from the index at open.
   uint64_t dropped_at_open = 0;   ///< Index entries dropped at open (missing or truncated segment).
+  uint64_t fallbacks = 0;         ///< Operations that took another I/O path than asked (io_fallback says why).
+  LatencyHistogram restore_latency;  ///< Restores, from the call to all KV in place and verified.
+  LatencyHistogram save_latency;     ///< Saves, from the call to durable.
 };
+
+/// @brief One field of Stats, described once: the list the CLI (text, JSON, Prometheus), the
+/// Python module and the metrics iterate, so no consumer keeps its own copy of the field names.
+struct StatField {
+  enum class Kind : uint8_t { kCounter, kGauge, kText, kHistogram };
+  std::string_view name;  ///< snake_case key (JSON, Python); Prometheus: kvtier_<name>[_total]
+  Kind kind;
+  std::string_view help;
+  uint64_t Stats::*number = nullptr;             ///< kCounter, kGauge
+  std::string Stats::*text = nullptr;            ///< kText
+  LatencyHistogram Stats::*histogram = nullptr;  ///< kHistogram
+};
+
+/// Every field of Stats, in declaration order.
+[[nodiscard]] KVTIER_EXPORT std::span<const StatField> stat_fields();
+
+/// Stats in the Prometheus text exposition format (version 0.0.4): counters as kvtier_<name>_total,
+/// gauges as kvtier_<name>, histograms as kvtier_<name>_seconds, text fields as kvtier_info labels.
+/// `labels` (e.g. `store="/nvme/kv",rank="0"`, already escaped) is added to every sample.
+[[nodiscard]] KVTIER_EXPORT std::string prometheus_text(const Stats& stats, std::string_view labels = {});
+
+/// Escapes a Prometheus label value (backslash, double quote, newline).
+[[nodiscard]] KVTIER_EXPORT std::string prometheus_label_value(std::string_view value);
 
 struct SegmentInfo {
   uint32_t id = 0;

@@ -12,6 +12,6 @@
 
 Errors raise kvtier.Error(message, code), code being the kvtier status name (e.g. "corrupt").
 """
-from ._kvtier import Engine, Error, Geometry, open  # noqa: F401
+from ._kvtier import Engine, Error, Geometry, open, stat_fields  # noqa: F401
 
-__all__ = ["Engine", "Error", "Geometry", "open"]
+__all__ = ["Engine", "Error", "Geometry", "open", "stat_fields"]

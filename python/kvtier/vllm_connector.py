@@ -54,6 +54,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 )
 
 import kvtier
+import kvtier.metrics
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -356,6 +357,10 @@ class KvtierConnector(KVConnectorBase_V1):
         self._engine = kvtier.open(s.root, geometry, io=s.io, capacity=s.capacity, dram=s.dram, staging=s.staging)
         self._layers, self._layout = layers, layout
         self._server = LookupServer(self._engine, lookup_address(s.root, self._rank))
+        try:  # into prometheus_client's registry: this process's /metrics shows the engine
+            kvtier.metrics.register(self._engine, rank=self._rank, world=self._world)
+        except ImportError:
+            log.info("kvtier connector: prometheus_client not installed, no metrics")
         log.info("kvtier connector: rank %d/%d, %d layers, layout %s, store %s, %s", self._rank, self._world,
                  len(layers), layout.name, self._engine.store_dir, self._engine.stats()["gds"])
 

@@ -183,28 +183,35 @@ Paged paged_of(nb::handle layers, nb::handle block_table, uint32_t block_size, c
   return p;
 }
 
+/// Stats as a dict, one key per field of kvtier::stat_fields(); a histogram is a dict of its
+/// cumulative buckets (upper bound in seconds -> count), count and sum.
 nb::dict stats_dict(const kvtier::Stats& s) {
   nb::dict d;
-  d["io_engine"] = s.io_engine;
-  d["io_fallback"] = s.io_fallback;
-  d["gds"] = s.gds;
-  d["gds_io_counts"] = s.gds_io_counts;
-  d["gds_restores"] = s.gds_restores;
-  d["gds_saves"] = s.gds_saves;
-  d["dram_hits"] = s.dram_hits;
-  d["dram_records"] = s.dram_records;
-  d["records"] = s.records;
-  d["segments"] = s.segments;
-  d["used_bytes"] = s.used_bytes;
-  d["capacity_bytes"] = s.capacity_bytes;
-  d["saves"] = s.saves;
-  d["restores"] = s.restores;
-  d["bytes_restored"] = s.bytes_restored;
-  d["checksum_misses"] = s.checksum_misses;
-  d["recheck_kept"] = s.recheck_kept;
-  d["recheck_dropped"] = s.recheck_dropped;
-  d["restore_host_bytes"] = s.restore_host_bytes;
-  d["evicted_segments"] = s.evicted_segments;
+  for (const kvtier::StatField& f : kvtier::stat_fields()) {
+    const nb::str key(f.name.data(), f.name.size());
+    switch (f.kind) {
+      case kvtier::StatField::Kind::kCounter:
+      case kvtier::StatField::Kind::kGauge:
+        d[key] = s.*f.number;
+        break;
+      case kvtier::StatField::Kind::kText:
+        d[key] = s.*f.text;
+        break;
+      case kvtier::StatField::Kind::kHistogram: {
+        const kvtier::LatencyHistogram& h = s.*f.histogram;
+        nb::list buckets;
+        for (size_t i = 0; i < h.cumulative.size(); ++i) {
+          buckets.append(nb::make_tuple(kvtier::LatencyHistogram::kBounds[i], h.cumulative[i]));
+        }
+        nb::dict hd;
+        hd["buckets"] = buckets;
+        hd["count"] = h.count;
+        hd["sum"] = h.sum_seconds;
+        d[key] = hd;
+        break;
+      }
+    }
+  }
   return d;
 }
 
@@ -238,6 +245,16 @@ NB_MODULE(_kvtier, m) {
           PyErr_SetObject(error_type.ptr(), args.ptr());
         }
       });
+
+  m.def("stat_fields", [] {
+        nb::list out;
+        for (const kvtier::StatField& f : kvtier::stat_fields()) {
+          static constexpr const char* kKinds[] = {"counter", "gauge", "text", "histogram"};
+          out.append(nb::make_tuple(nb::str(f.name.data(), f.name.size()), kKinds[static_cast<int>(f.kind)],
+                                    nb::str(f.help.data(), f.help.size())));
+        }
+        return out;
+      }, "Every field of Engine.stats(): (name, kind, help), kind one of counter, gauge, text, histogram.");
 
   nb::class_<kvtier::KvGeometry>(m, "Geometry")
       .def_static("preset", [](const std::string& model, uint32_t rank, uint32_t world, uint32_t chunk) {
@@ -289,7 +306,7 @@ NB_MODULE(_kvtier, m) {
         "tenant"_a = "",
         "Opens (or creates) the rank's store under root. io: auto, posix, buffered or gds. Sizes take K/M/G/T.");
 
-  nb::class_<kvtier::Engine>(m, "Engine")
+  nb::class_<kvtier::Engine>(m, "Engine", nb::is_weak_referenceable())
       .def("save", [](kvtier::Engine& e, nb::handle tokens, nb::handle kv, nb::handle stream) {
             auto ids = tokens_of(tokens);
             const Chunked c = chunked_of(e, kv, stream);
@@ -360,6 +377,11 @@ NB_MODULE(_kvtier, m) {
             if (kvtier::Status st = e.drop_page_cache(); !st.ok()) throw PyError(st);
           }, "Evicts the store's files from the page cache (drop_caches as root, else fadvise), for cold reads.")
       .def("stats", [](kvtier::Engine& e) { return stats_dict(e.stats()); })
+      .def("prometheus", [](kvtier::Engine& e, const std::string& labels) {
+            return kvtier::prometheus_text(e.stats(), labels);
+          }, "labels"_a = "",
+          "Stats in the Prometheus text format; `labels` (name=\"value\" pairs, comma-separated) are added to "
+          "every sample.")
       .def_prop_ro("geometry", &kvtier::Engine::geometry)
       .def_prop_ro("store_dir", &kvtier::Engine::store_dir);
 }

@@ -59,6 +59,7 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
     KVTIER_LOG(impl->log_, kWarn, "{}", engine_fallback);
     impl->io_fallback_ += (impl->io_fallback_.empty() ? "" : "; ") + engine_fallback;
   }
+  impl->io_fallback_at_open_ = !impl->io_fallback_.empty();
   return impl;
 }
 
@@ -207,6 +208,12 @@ Stats Engine::Impl::stats() const {
   s.checksum_misses = counters_.checksum_misses;
   s.recheck_kept = counters_.recheck_kept;
   s.recheck_dropped = counters_.recheck_dropped;
+  s.store_hits = counters_.store_hits;
+  s.restore_misses = counters_.restore_misses;
+  s.tokens_restored = counters_.tokens_restored;
+  s.fallbacks = counters_.fallbacks + (io_fallback_at_open_ ? 1 : 0);
+  s.restore_latency = counters_.restore_latency.snapshot();
+  s.save_latency = counters_.save_latency.snapshot();
   s.staging_bytes_read = counters_.staging_bytes_read;
   s.device_copy_bytes = counters_.device_copy_bytes;
   s.restore_host_bytes = counters_.restore_host_bytes;

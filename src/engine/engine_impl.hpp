@@ -2,7 +2,9 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,6 +41,44 @@ struct PayloadToPlace {
   uint32_t record = 0;  ///< its checksum slot in the transfer
 };
 
+/// Latencies of one kind of operation, recorded from any thread.
+class LatencyRecorder {
+ public:
+  void record(double seconds) {
+    size_t i = 0;
+    while (i < LatencyHistogram::kBounds.size() && seconds > LatencyHistogram::kBounds[i]) ++i;
+    if (i < buckets_.size()) ++buckets_[i];
+    ++count_;
+    nanos_ += static_cast<uint64_t>(seconds * 1e9);
+  }
+  [[nodiscard]] LatencyHistogram snapshot() const {
+    LatencyHistogram h;
+    uint64_t running = 0;
+    for (size_t i = 0; i < buckets_.size(); ++i) h.cumulative[i] = running += buckets_[i];
+    h.count = count_;
+    h.sum_seconds = static_cast<double>(nanos_) / 1e9;
+    return h;
+  }
+
+ private:
+  std::array<std::atomic<uint64_t>, LatencyHistogram::kBounds.size()> buckets_{};  // per bucket, not cumulative
+  std::atomic<uint64_t> count_{0};
+  std::atomic<uint64_t> nanos_{0};
+};
+
+/// Records the time from its construction to its destruction.
+class LatencyTimer {
+ public:
+  explicit LatencyTimer(LatencyRecorder& r) : r_(r), start_(std::chrono::steady_clock::now()) {}
+  ~LatencyTimer() { r_.record(std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()); }
+  LatencyTimer(const LatencyTimer&) = delete;
+  LatencyTimer& operator=(const LatencyTimer&) = delete;
+
+ private:
+  LatencyRecorder& r_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 /// Engine state. Thread-safe: the store locks itself, counters are atomic, staging is a pool.
 class Engine::Impl {
  public:
@@ -69,6 +109,7 @@ class Engine::Impl {
   Key128 namespace_;
   std::string io_name_;
   std::string io_fallback_;
+  bool io_fallback_at_open_ = false;  // the store or I/O engine already fell back when opened
 
   /// What reading a list of records found (defined in restore.cpp).
   struct ReadOutcome;
@@ -78,7 +119,9 @@ class Engine::Impl {
     std::atomic<uint64_t> saves{0}, chunks_written{0}, bytes_written{0}, lookups{0},
         lookup_hit_tokens{0}, restores{0}, bytes_restored{0}, checksum_misses{0},
         staging_bytes_read{0}, device_copy_bytes{0}, gds_restores{0}, gds_saves{0}, dram_hits{0},
-        restore_host_bytes{0}, recheck_kept{0}, recheck_dropped{0};
+        restore_host_bytes{0}, recheck_kept{0}, recheck_dropped{0}, store_hits{0}, restore_misses{0},
+        tokens_restored{0}, fallbacks{0};
+    LatencyRecorder restore_latency, save_latency;
   };
 
   /// The stored records of the longest stored prefix of `tokens`, in token order.

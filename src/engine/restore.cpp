@@ -268,7 +268,10 @@ Result<std::vector<bool>> Engine::Impl::restore_from_dram(std::span<const Locate
 
 Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const KvTarget& destination) {
   KVTIER_EXPECTS(!tokens.empty(), "restore: the token list is empty");
+  const LatencyTimer timer(counters_.restore_latency);
   counters_.restores++;
+  const uint64_t chunk = options_.geometry.chunk_tokens;
+  const uint64_t asked = (tokens.size() + chunk - 1) / chunk;
   std::vector<LocatedRecord> found = find_prefix(tokens);
   uint64_t prefix = 0;
   for (const LocatedRecord& r : found) prefix += r.meta.token_count;
@@ -276,7 +279,10 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const
                  fmt::format("restore destination: room for {} tokens, {} stored", destination.params.capacity_tokens,
                              prefix));
   RestoreResult result;
-  if (found.empty()) return result;
+  if (found.empty()) {
+    counters_.restore_misses += asked;
+    return result;
+  }
   std::vector<RecordState> states(found.size(), RecordState::kIncomplete);
 
   // DRAM tier first: what it holds needs no disk read.
@@ -318,11 +324,17 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const
 
   std::vector<Key128> corrupt;
   bool prefix_intact = true;
+  uint64_t served = 0;
   for (size_t r = 0; r < found.size(); ++r) {
     if (states[r] == RecordState::kCorrupt) corrupt.push_back(found[r].meta.key);
     prefix_intact = prefix_intact && states[r] == RecordState::kIntact;
-    if (prefix_intact) result.tokens_restored += found[r].meta.token_count;
+    if (!prefix_intact) continue;
+    result.tokens_restored += found[r].meta.token_count;
+    ++served;
+    if (!from_dram[r]) counters_.store_hits++;
   }
+  counters_.restore_misses += asked - std::min(asked, served);
+  counters_.tokens_restored += result.tokens_restored;
   if (!result.problem.empty()) {
     KVTIER_LOG(log_, kWarn, "restore stopped at {} of {} tokens: {}", result.tokens_restored, prefix, result.problem);
   }
@@ -385,6 +397,7 @@ Engine::Impl::ReadOutcome Engine::Impl::read_from_disk(std::span<const LocatedRe
       std::lock_guard lock(fallback_mu_);
       io_fallback_ = "GDS: " + via_gds.error().to_string();
       gds_refused_ = true;
+      counters_.fallbacks++;
     }
   }
   return read_records(records, &destination, {}, first_tokens);

@@ -156,6 +156,7 @@ Status Engine::Impl::write_records_gds(const IoPlan& plan, std::span<const Recor
 
 Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTarget& source) {
   KVTIER_EXPECTS(!tokens.empty(), "save: the token list is empty");
+  const LatencyTimer timer(counters_.save_latency);
   KVTIER_EXPECTS(source.params.capacity_tokens >= tokens.size(),
                  fmt::format("save source: room for {} tokens, {} given", source.params.capacity_tokens,
                              tokens.size()));
@@ -223,6 +224,7 @@ Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTar
       std::lock_guard lock(fallback_mu_);
       io_fallback_ = "GDS: " + written.to_string();
       gds_refused_ = true;
+      counters_.fallbacks++;
       posix = true;
     }
   }
