@@ -67,14 +67,18 @@ class [[nodiscard]] KVTIER_EXPORT Status {
   std::string message_;
 };
 
+// Result is std::expected for every consumer: the library's ABI must not depend on what the
+// consumer's standard library has. The stand-in below is for kvtier's own fuzz build only (clang 14
+// with libstdc++ 12, which lacks std::expected), a build nothing links against.
 #if defined(__cpp_lib_expected)
 /// @brief A value or the Status explaining why there is none.
 template <typename T>
 using Result = std::expected<T, Status>;
 using Failure = std::unexpected<Status>;
+#elif !defined(KVTIER_FUZZ_BUILD_WITHOUT_EXPECTED)
+#error "kvtier's API returns std::expected: compile with -std=c++23 and a standard library that has <expected> (GCC 12+, clang 16+)"
 #else
-/// The error side of a Result, for standard libraries without std::expected (e.g. clang 14 with
-/// libstdc++ 12, which the fuzzers build with).
+/// The error side of a Result in the fuzz build (see above).
 class Failure {
  public:
   explicit Failure(Status s) : status_(std::move(s)) {}
