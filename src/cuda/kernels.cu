@@ -137,20 +137,6 @@ __global__ void record_sum_kernel(uint32_t first_token, uint32_t count, FastLayo
   if (threadIdx.x == 0 && total != 0) atomicAdd(sum, total);
 }
 
-__global__ void copy_sum_kernel(uint8_t* __restrict__ dst, const uint8_t* __restrict__ src, uint64_t bytes,
-                                uint64_t first_word, unsigned long long* sum) {
-  const uint64_t vectors = bytes / 16;
-  unsigned long long acc = 0;
-  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < vectors;
-       i += uint64_t{gridDim.x} * blockDim.x) {
-    const uint4 v = reinterpret_cast<const uint4*>(src)[i];
-    reinterpret_cast<uint4*>(dst)[i] = v;
-    acc += terms_of(v, first_word + 2 * i);
-  }
-  const unsigned long long total = block_sum(acc);
-  if (threadIdx.x == 0 && total != 0) atomicAdd(sum, total);
-}
-
 // Enough blocks to fill the GPU several times over; the grid-stride loops take the rest.
 unsigned blocks_for(uint64_t bytes) {
   const uint64_t vectors = bytes / 16;
@@ -193,13 +179,6 @@ int launch_record_sum(uint64_t first_token, uint32_t token_count, const KvLayout
   const uint64_t bytes = 2 * uint64_t{p.layers} * token_count * p.row_bytes;
   record_sum_kernel<<<blocks_for(bytes), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       static_cast<uint32_t>(first_token), token_count, FastLayout(p), FastDiv(token_count), sum);
-  return last_error();
-}
-
-int launch_copy_sum(uint8_t* dst, const uint8_t* src, uint64_t bytes, uint64_t first_word, unsigned long long* sum,
-                    Stream stream) {
-  copy_sum_kernel<<<blocks_for(bytes), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(dst, src, bytes, first_word,
-                                                                                         sum);
   return last_error();
 }
 

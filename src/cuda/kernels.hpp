@@ -32,9 +32,4 @@ int launch_gather(uint8_t* dst, const PieceSpan& span, const KvLayoutParams& p, 
 int launch_record_sum(uint64_t first_token, uint32_t token_count, const KvLayoutParams& p,
                       unsigned long long* sum, Stream stream);
 
-/// Copies `bytes` (a multiple of 16) from `src` to `dst` and adds their kvsum terms, the first at
-/// word `first_word`, to *sum: the checksum-on-copy used by the DRAM tier and the tests.
-int launch_copy_sum(uint8_t* dst, const uint8_t* src, uint64_t bytes, uint64_t first_word,
-                    unsigned long long* sum, Stream stream);
-
 }  // namespace kvtier::cuda

@@ -56,22 +56,4 @@ void for_each_region(const IoPlan& plan, std::span<const RecordMeta> records, si
   }
 }
 
-/// Calls fn(kv_offset, payload_offset, length) for payload bytes [q, q + n) of a record of `count`
-/// tokens whose first token is `first_token` of a contiguous KV tensor of `capacity` tokens.
-/// The payload is [2, layers, count, row]; the tensor is [2, layers, capacity, row].
-template <typename Fn>
-void for_each_payload_span(const KvGeometry& g, uint64_t count, uint64_t first_token,
-                           uint64_t capacity, uint64_t q, uint64_t n, Fn&& fn) {
-  const uint64_t row = g.row_bytes();
-  const uint64_t block = count * row;
-  while (n > 0) {
-    const uint64_t b = q / block;
-    const uint64_t within = q % block;
-    const uint64_t len = std::min(n, block - within);
-    fn((b * capacity + first_token) * row + within, q, len);
-    q += len;
-    n -= len;
-  }
-}
-
 }  // namespace kvtier
