@@ -41,8 +41,6 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   impl->log_ = Logger(o.log_sink, o.log_level.value_or(LogLevel::kWarn));
   KVTIER_ASSIGN_OR_RETURN(StoreRequest request, store_request(options));
   KVTIER_ASSIGN_OR_RETURN(impl->store_, Store::open(o, impl->log_, request));
-  impl->host_device_ = make_host_device();
-  impl->staging_ = std::make_unique<StagingPool>(o.staging_bytes, o.io_request_bytes);
   if (o.dram_bytes > 0) {
     KVTIER_ASSIGN_OR_RETURN(impl->dram_,
                             DramTier::create(o.dram_bytes, align_up(o.geometry.bytes_for_tokens(o.geometry.chunk_tokens))));
@@ -50,89 +48,14 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
 
   impl->namespace_ = namespace_key(o.geometry, o.tenant);
 
-  std::string engine_fallback;
-  auto probe = make_io_engine(o.io_path, 1, engine_fallback);
-  const bool direct = impl->store_->direct_io();
-  impl->io_name_ = fmt::format("{}{}", probe->name(), direct ? "+O_DIRECT" : " (buffered)");
-  impl->io_fallback_ = impl->store_->direct_io_fallback();
-  if (!engine_fallback.empty()) {
-    KVTIER_LOG(impl->log_, kWarn, "{}", engine_fallback);
-    impl->io_fallback_ += (impl->io_fallback_.empty() ? "" : "; ") + engine_fallback;
-  }
-  impl->io_fallback_at_open_ = !impl->io_fallback_.empty();
+  impl->data_ = std::make_unique<DataPath>(o.io_path, o.staging_bytes, o.io_request_bytes,
+                                            impl->dram_ ? impl->dram_->arena() : std::span<std::byte>(),
+                                            impl->store_->direct_io(), impl->store_->direct_io_fallback(),
+                                            impl->log_);
   return impl;
 }
 
-Engine::Impl::~Impl() {
-  gds_.reset();  // cuFile lets go of its handles and buffers while CUDA is still up
-  if (cuda_device_) {
-    for (std::span<std::byte> slot : pinned_memory()) cuda_device_->unregister_staging(slot);
-  }
-}
-
-std::vector<std::span<std::byte>> Engine::Impl::pinned_memory() const {
-  std::vector<std::span<std::byte>> out = staging_->all_slots();
-  if (dram_ && !dram_->arena().empty()) out.push_back(dram_->arena());
-  return out;
-}
-
-void Engine::Impl::start_cuda() const {
-  auto cuda = make_cuda_device();
-  if (!cuda) {
-    cuda_unavailable_ = cuda.error().to_string();
-    KVTIER_LOG(log_, kInfo, "no CUDA device: {}", cuda_unavailable_);
-    return;
-  }
-  // Staging and the DRAM tier are pinned once for the engine's life: copies to the GPU then run
-  // asynchronously.
-  std::vector<std::span<std::byte>> done;
-  for (std::span<std::byte> slot : pinned_memory()) {
-    Status st = (*cuda)->register_staging(slot);
-    if (!st.ok()) {
-      for (auto d : done) (*cuda)->unregister_staging(d);
-      cuda_unavailable_ = st.to_string();
-      KVTIER_LOG(log_, kWarn, "CUDA device unusable: {}", cuda_unavailable_);
-      return;
-    }
-    done.push_back(slot);
-  }
-  cuda_device_ = std::move(*cuda);
-}
-
-GdsContext* Engine::Impl::gds_for(int device) const {
-  std::call_once(gds_once_, [&] {
-    std::string note = start_gds(device);
-    std::lock_guard lock(fallback_mu_);
-    gds_note_ = std::move(note);
-  });
-  return gds_refused_ ? nullptr : gds_.get();
-}
-
-std::string Engine::Impl::start_gds(int device) const {
-  const IoPath path = options_.io_path;
-  if (path != IoPath::kGds && path != IoPath::kAuto) return fmt::format("not used (I/O path {})", io_path_name(path));
-  auto gds = GdsContext::create(device, staging_->slot_count(), staging_->slot_bytes());
-  if (!gds) {
-    std::string note = fmt::format("unavailable, restores use O_DIRECT + host bounce: {}", gds.error().to_string());
-    const LogLevel level = path == IoPath::kGds ? LogLevel::kWarn : LogLevel::kInfo;
-    if (log_.enabled(level)) log_.write(level, "GDS " + note);
-    return note;
-  }
-  std::string note = (*gds)->mode().description;
-  if (path == IoPath::kAuto && !(*gds)->mode().peer_to_peer) {
-    note += "; auto uses O_DIRECT + host bounce instead";
-    KVTIER_LOG(log_, kInfo, "GDS: {}", note);
-    return note;
-  }
-  KVTIER_LOG(log_, kInfo, "GDS: {}", note);
-  gds_ = std::move(*gds);
-  return note;
-}
-
-std::unique_ptr<IoEngine> Engine::Impl::io_engine(size_t slots) {
-  std::string ignored;  // the reason was logged and recorded when the engine opened
-  return make_io_engine(options_.io_path, static_cast<uint32_t>(slots), ignored);
-}
+Engine::Impl::~Impl() = default;
 
 std::vector<LocatedRecord> Engine::Impl::find_prefix(std::span<const Token> tokens) {
   const uint32_t chunk = options_.geometry.chunk_tokens;
@@ -189,14 +112,10 @@ Status Engine::Impl::drop_page_cache() {
 
 Stats Engine::Impl::stats() const {
   Stats s;
-  s.io_engine = io_name_;
-  {
-    std::lock_guard lock(fallback_mu_);
-    s.io_fallback = io_fallback_;
-    s.gds = gds_note_;
-    // gds_ is settled once its note is (start_gds assigns it before the note is published here).
-    if (!gds_note_.empty() && gds_) s.gds_io_counts = gds_->io_counts();
-  }
+  s.io_engine = data_->io_name();
+  s.io_fallback = data_->fallback();
+  s.gds = data_->gds_note();
+  s.gds_io_counts = data_->gds_io_counts();
   store_->fill_stats(s);
   s.saves = counters_.saves;
   s.chunks_written = counters_.chunks_written;
@@ -211,7 +130,7 @@ Stats Engine::Impl::stats() const {
   s.store_hits = counters_.store_hits;
   s.restore_misses = counters_.restore_misses;
   s.tokens_restored = counters_.tokens_restored;
-  s.fallbacks = counters_.fallbacks + (io_fallback_at_open_ ? 1 : 0);
+  s.fallbacks = data_->fallbacks();
   s.restore_latency = counters_.restore_latency.snapshot();
   s.save_latency = counters_.save_latency.snapshot();
   s.staging_bytes_read = counters_.staging_bytes_read;

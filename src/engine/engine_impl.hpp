@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "datapath/data_path.hpp"
 #include "device/device.hpp"
 #include "engine/dram_tier.hpp"
 #include "engine/keys.hpp"
@@ -103,13 +104,9 @@ class Engine::Impl {
   Options options_;
   Logger log_;
   std::unique_ptr<Store> store_;
-  std::unique_ptr<Device> host_device_;
-  std::unique_ptr<StagingPool> staging_;
   std::unique_ptr<DramTier> dram_;  // null when Options::dram_bytes is 0
+  std::unique_ptr<DataPath> data_;  // devices, byte sources, staging
   Key128 namespace_;
-  std::string io_name_;
-  std::string io_fallback_;
-  bool io_fallback_at_open_ = false;  // the store or I/O engine already fell back when opened
 
   /// What reading a list of records found (defined in restore.cpp).
   struct ReadOutcome;
@@ -120,22 +117,19 @@ class Engine::Impl {
         lookup_hit_tokens{0}, restores{0}, bytes_restored{0}, checksum_misses{0},
         staging_bytes_read{0}, device_copy_bytes{0}, gds_restores{0}, gds_saves{0}, dram_hits{0},
         restore_host_bytes{0}, recheck_kept{0}, recheck_dropped{0}, store_hits{0}, restore_misses{0},
-        tokens_restored{0}, fallbacks{0};
+        tokens_restored{0};
     LatencyRecorder restore_latency, save_latency;
   };
 
   /// The stored records of the longest stored prefix of `tokens`, in token order.
   std::vector<LocatedRecord> find_prefix(std::span<const Token> tokens);
-  std::unique_ptr<IoEngine> io_engine(size_t slots);
-  Result<Device*> device_for(MemoryKind kind) const;
-  /// Reads `records` and checks headers and checksums; restores into `destination` when given.
-  /// `first_tokens` gives each record's first token; empty means record i starts at i * chunk.
-  ReadOutcome read_records(std::span<const LocatedRecord> records, const KvTarget* destination,
-                           const ProgressFn& progress, std::span<const uint64_t> first_tokens = {});
-  /// The same through GPUDirect Storage into `destination` (CUDA memory). An error means cuFile
-  /// refused the store's files before anything was read: the caller falls back.
-  Result<ReadOutcome> read_records_gds(std::span<const LocatedRecord> records, const KvTarget& destination,
-                                       GdsContext& gds, std::span<const uint64_t> first_tokens);
+  /// The one read route: reads `records` through `source`, checks headers and checksums, and
+  /// restores into `destination` when given (verified where the bytes land). `first_tokens` gives
+  /// each record's first token; empty means record i starts at i * chunk. An error before anything
+  /// was read (the source cannot read these files) is returned as such.
+  Result<ReadOutcome> read_records(ByteSource& source, std::span<const LocatedRecord> records,
+                                   const KvTarget* destination, const ProgressFn& progress,
+                                   std::span<const uint64_t> first_tokens = {});
   /// Restores the records the DRAM tier holds (hits[r] set) into `destination`; returns, per hit,
   /// whether its bytes checked out (a bad copy is erased and read from disk instead).
   Result<std::vector<bool>> restore_from_dram(std::span<const LocatedRecord> records,
@@ -159,7 +153,8 @@ class Engine::Impl {
   /// or incomplete (a miss), and both outcomes are counted. Returns the records kept.
   uint64_t recheck_corrupt(std::span<const LocatedRecord> records, std::span<const uint64_t> first_tokens,
                            const KvTarget* destination, std::span<RecordState> states);
-  /// Reads records from disk into `destination`: through cuFile where it is in use, else POSIX.
+  /// Reads records from disk into `destination`: through the data path's source for it (cuFile
+  /// where it is in use), falling back to POSIX when cuFile refuses the files.
   ReadOutcome read_from_disk(std::span<const LocatedRecord> records, const KvTarget& destination,
                              std::span<const uint64_t> first_tokens);
   /// Copies the stored records `present` (with their first tokens) the DRAM tier lacks into it
@@ -171,26 +166,8 @@ class Engine::Impl {
   Status write_records_gds(const IoPlan& plan, std::span<const RecordMeta> records,
                            std::span<const uint64_t> first_tokens, std::span<const Placement> placements,
                            DeviceTransfer& transfer, size_t slots, GdsContext& gds);
-  /// The cuFile context restores into (and saves from) CUDA memory use, or null (gds_note_ says why).
-  GdsContext* gds_for(int device) const;
-  /// Opens cuFile for gds_for(); returns the note for Stats::gds.
-  std::string start_gds(int device) const;
-
-  /// Starts the CUDA device on first use of CUDA memory: engines that only see host memory never
-  /// initialise CUDA, even on a GPU machine.
-  void start_cuda() const;
-  /// Host memory the CUDA device pins: staging slots and the DRAM tier's arena.
-  std::vector<std::span<std::byte>> pinned_memory() const;
 
   mutable Counters counters_;
-  mutable std::once_flag cuda_once_;
-  mutable std::unique_ptr<Device> cuda_device_;  // null when this build or machine has no CUDA GPU
-  mutable std::string cuda_unavailable_;         // why cuda_device_ is null
-  mutable std::once_flag gds_once_;
-  mutable std::unique_ptr<GdsContext> gds_;      // null unless restores go through cuFile
-  mutable std::string gds_note_;                 // cuFile's mode, or why it is not used
-  std::atomic<bool> gds_refused_{false};         // cuFile would not register the store's files
-  mutable std::mutex fallback_mu_;               // guards io_fallback_ (after open) and gds_note_
 };
 
 }  // namespace kvtier

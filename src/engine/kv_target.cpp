@@ -29,14 +29,6 @@ KvForm form_of(PagedLayout layout) {
 
 }  // namespace
 
-Result<Device*> Engine::Impl::device_for(MemoryKind kind) const {
-  if (host_device_->accepts(kind)) return host_device_.get();
-  std::call_once(cuda_once_, [this] { start_cuda(); });
-  if (cuda_device_ && cuda_device_->accepts(kind)) return cuda_device_.get();
-  return fail(ErrorCode::kNotSupported,
-              fmt::format("KV memory on a CUDA device, but this engine has no CUDA device: {}", cuda_unavailable_));
-}
-
 Result<KvTarget> Engine::Impl::target_of(const ChunkedKv& kv, bool /*restore*/) const {
   const KvGeometry& g = options_.geometry;
   KVTIER_EXPECTS(kv.memory.data != nullptr, "KV memory: null pointer");
@@ -46,7 +38,7 @@ Result<KvTarget> Engine::Impl::target_of(const ChunkedKv& kv, bool /*restore*/) 
                             kv.memory.size, g.layers, kv.capacity_tokens, g.kv_heads * g.head_dim,
                             g.element_bytes, g.bytes_for_tokens(kv.capacity_tokens)));
   }
-  KVTIER_ASSIGN_OR_RETURN(Device * device, device_for(kv.memory.kind));
+  KVTIER_ASSIGN_OR_RETURN(Device * device, data_->device_for(kv.memory.kind));
   KVTIER_TRY(device->check_memory(kv.memory));
   KvTarget t;
   t.params = base_params(g);
@@ -91,7 +83,7 @@ Result<KvTarget> Engine::Impl::target_of(const PagedKv& kv, bool restore) const 
                    fmt::format("paged KV: block_table[{}] = {} is not a block of 0..{} (or -1 to skip, on restore)", i,
                                b, kv.num_blocks - 1));
   }
-  KVTIER_ASSIGN_OR_RETURN(Device * device, device_for(t.kind));
+  KVTIER_ASSIGN_OR_RETURN(Device * device, data_->device_for(t.kind));
   for (const MemoryView& m : kv.layers) KVTIER_TRY(device->check_memory(m));
   t.block_table.assign(kv.block_table.begin(), kv.block_table.end());
   t.params = base_params(g);

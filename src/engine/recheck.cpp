@@ -19,8 +19,8 @@ namespace kvtier {
 Result<Engine::Impl::Placed> Engine::Impl::place_payloads(const KvTarget& destination,
                                                           std::span<const PayloadToPlace> payloads, size_t records,
                                                           size_t slots) {
-  KVTIER_ASSIGN_OR_RETURN(Device * device, device_for(destination.kind));
-  const uint64_t piece = staging_->slot_bytes();
+  KVTIER_ASSIGN_OR_RETURN(Device * device, data_->device_for(destination.kind));
+  const uint64_t piece = data_->staging().slot_bytes();
   KVTIER_ASSIGN_OR_RETURN(auto transfer, device->begin(destination, records, slots, piece));
   size_t next_slot = 0;
   for (const PayloadToPlace& p : payloads) {

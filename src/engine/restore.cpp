@@ -106,17 +106,23 @@ Status classify_piece(const ReadPlan& read, size_t p, const KvGeometry& g, Engin
 }
 
 /// Checks headers and sums payloads; with a destination, the device scatters payloads into it and
-/// sums them there (where the data lands), else they are summed here from staging.
+/// sums them there (where the data lands), else they are summed here from staging. Pieces in host
+/// staging are checked in place; pieces a source read into device memory have their headers
+/// copied back to be checked here.
 class ScatterSink final : public PieceSink {
  public:
-  ScatterSink(const ReadPlan& read, DeviceTransfer* transfer, const KvGeometry& g, Engine::Impl::ReadOutcome& out,
-              const ProgressFn& progress)
-      : read_(read), transfer_(transfer), g_(g), out_(out), progress_(progress) {}
+  ScatterSink(const ReadPlan& read, DeviceTransfer* transfer, bool device_resident, const KvGeometry& g,
+              Engine::Impl::ReadOutcome& out, const ProgressFn& progress)
+      : read_(read), transfer_(transfer), device_resident_(device_resident), g_(g), out_(out),
+        progress_(progress) {}
 
   Status consume(size_t index, size_t slot, std::span<const std::byte> data) override {
     std::vector<PieceSpan> spans;
+    alignas(8) std::byte header[kBlock];
     auto header_at = [&](uint64_t in, uint64_t n) -> Result<std::span<const std::byte>> {
-      return data.subspan(in, n);
+      if (!device_resident_) return data.subspan(in, n);
+      KVTIER_TRY(transfer_->read_device(slot, data.data() + in, std::span(header, n)));
+      return std::span<const std::byte>(header, n);
     };
     KVTIER_TRY(classify_piece(read_, index, g_, out_, header_at, spans));
     Status st;
@@ -125,7 +131,7 @@ class ScatterSink final : public PieceSink {
         out_.sums[sp.record] += kvsum::partial(data.data() + sp.piece_offset, sp.bytes, sp.payload_offset / 8);
       }
     } else if (!spans.empty()) {
-      st = transfer_->scatter(slot, data, spans);
+      st = device_resident_ ? transfer_->scatter_device(slot, data.data(), spans) : transfer_->scatter(slot, data, spans);
     }
     const uint64_t done = done_ += data.size();
     if (progress_) {
@@ -140,6 +146,7 @@ class ScatterSink final : public PieceSink {
  private:
   const ReadPlan& read_;
   DeviceTransfer* transfer_;
+  bool device_resident_;
   const KvGeometry& g_;
   Engine::Impl::ReadOutcome& out_;
   const ProgressFn& progress_;
@@ -157,19 +164,23 @@ void ReadPlan::start(Engine::Impl::ReadOutcome& out) const {
   out.extents = io.extents;
 }
 
-Engine::Impl::ReadOutcome Engine::Impl::read_records(std::span<const LocatedRecord> located,
-                                                     const KvTarget* destination, const ProgressFn& progress,
-                                                     std::span<const uint64_t> first_tokens) {
-  const ReadPlan read(located, options_.geometry.chunk_tokens, staging_->slot_bytes(), first_tokens);
-  const std::vector<RecordMeta>& records = read.records;
+Result<Engine::Impl::ReadOutcome> Engine::Impl::read_records(ByteSource& source,
+                                                             std::span<const LocatedRecord> located,
+                                                             const KvTarget* destination, const ProgressFn& progress,
+                                                             std::span<const uint64_t> first_tokens) {
+  KVTIER_TRY(source.prepare(located));
+  StagingPool& staging = source.staging();
+  const ReadPlan read(located, options_.geometry.chunk_tokens, staging.slot_bytes(), first_tokens);
   const IoPlan& plan = read.io;
   ReadOutcome out;
   read.start(out);
-  StagingPool::Lease lease = staging_->acquire(plan.pieces.size());
+  // This read's share of the source's staging, handed back down to an equal share while other
+  // operations wait.
+  StagingPool::Lease lease = staging.acquire(plan.pieces.size());
   std::unique_ptr<DeviceTransfer> transfer;
   if (destination != nullptr) {
-    auto device = device_for(destination->kind);
-    auto begun = device ? (*device)->begin(*destination, records.size(), lease.slots().size(), staging_->slot_bytes())
+    auto device = data_->device_for(destination->kind);
+    auto begun = device ? (*device)->begin(*destination, read.records.size(), lease.slots().size(), staging.slot_bytes())
                         : fail(device.error());
     if (!begun) {
       out.status = begun.error();
@@ -177,61 +188,20 @@ Engine::Impl::ReadOutcome Engine::Impl::read_records(std::span<const LocatedReco
     }
     transfer = std::move(*begun);
   }
-  ScatterSink sink(read, transfer.get(), options_.geometry, out, progress);
-  auto io = io_engine(lease.slots().size());
-  out.status = run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/false, sink, consumer_threads(), &lease);
-  counters_.staging_bytes_read += plan.bytes;
-  // O_DIRECT: the drive's DMA writes staging once. Buffered: it writes the page cache, and the
-  // kernel's copy into staging reads that and writes staging.
-  out.host_bytes = plan.bytes * (store_->direct_io() ? 1 : 3);
+  KVTIER_EXPECTS(destination != nullptr || !source.device_resident(), "a device-resident source needs a destination");
+  ScatterSink sink(read, transfer.get(), source.device_resident(), options_.geometry, out, progress);
+  out.status = source.read(located, plan.pieces, lease, sink, consumer_threads());
+  if (source.device_resident()) {
+    counters_.gds_restores++;
+  } else {
+    counters_.staging_bytes_read += plan.bytes;
+  }
+  out.host_bytes = source.host_bytes(plan.bytes);
   if (transfer) {
     out.absorb(*transfer);
     counters_.device_copy_bytes += transfer->device_copy_bytes();
     out.host_bytes += transfer->host_memory_bytes();
   }
-  return out;
-}
-
-Result<Engine::Impl::ReadOutcome> Engine::Impl::read_records_gds(std::span<const LocatedRecord> located,
-                                                                 const KvTarget& destination, GdsContext& gds,
-                                                                 std::span<const uint64_t> firsts) {
-  std::unordered_map<int, const SegmentFile*> files;
-  for (const LocatedRecord& r : located) {
-    KVTIER_TRY(gds.attach(r.file));  // once per segment file for the engine's life
-    files[r.file->fd.get()] = r.file.get();
-  }
-  const ReadPlan read(located, options_.geometry.chunk_tokens, staging_->slot_bytes(), firsts);
-  const IoPlan& plan = read.io;
-  ReadOutcome out;
-  read.start(out);
-  KVTIER_ASSIGN_OR_RETURN(Device * device, device_for(destination.kind));
-  // The registered device buffers are the engine's: this restore's share of them, handed back down
-  // to an equal share while other operations wait.
-  StagingPool::Lease lease = gds.buffers().acquire(plan.pieces.size());
-  KVTIER_ASSIGN_OR_RETURN(auto transfer, device->begin(destination, read.records.size(), lease.slots().size(),
-                                                       staging_->slot_bytes()));
-  auto body = [&](size_t p, size_t slot) -> Status {
-    std::vector<PieceSpan> spans;
-    alignas(8) std::byte header[kBlock];
-    const Piece& piece = plan.pieces[p];
-    std::byte* buffer = lease.slots()[slot].data();
-    KVTIER_TRY(gds.read(*files.at(piece.fd), buffer, piece.offset, piece.length));
-    // Headers landed in device memory with the payload: copy each 4 KiB back to check it here.
-    auto header_at = [&](uint64_t in, uint64_t n) -> Result<std::span<const std::byte>> {
-      KVTIER_TRY(transfer->read_device(slot, buffer + in, std::span(header, n)));
-      return std::span<const std::byte>(header, n);
-    };
-    KVTIER_TRY(classify_piece(read, p, options_.geometry, out, header_at, spans));
-    if (!spans.empty()) KVTIER_TRY(transfer->scatter_device(slot, buffer, spans));
-    return {};
-  };
-  out.status = run_on_threads(plan.pieces.size(), lease, [&](size_t slot) { return transfer->release(slot); }, body);
-  out.absorb(*transfer);
-  counters_.device_copy_bytes += transfer->device_copy_bytes();
-  counters_.gds_restores++;
-  // Peer-to-peer, payload never touches host memory (only the headers copied back to check them);
-  // in compat mode cuFile reads into its own host bounce buffers and copies those to the device.
-  out.host_bytes = (gds.mode().peer_to_peer ? 0 : 2 * plan.bytes) + transfer->host_memory_bytes();
   return out;
 }
 
@@ -245,7 +215,8 @@ Result<std::vector<bool>> Engine::Impl::restore_from_dram(std::span<const Locate
     payloads.push_back({hits[r].payload(), r * uint64_t{options_.geometry.chunk_tokens}, records[r].meta.token_count,
                         static_cast<uint32_t>(r)});
   }
-  KVTIER_ASSIGN_OR_RETURN(Placed placed, place_payloads(destination, payloads, records.size(), staging_->slot_count()));
+  KVTIER_ASSIGN_OR_RETURN(Placed placed,
+                          place_payloads(destination, payloads, records.size(), data_->staging().slot_count()));
   host_bytes += placed.host_bytes;
   const std::vector<uint64_t>& sums = placed.sums;
   std::vector<bool> good(records.size(), false);
@@ -380,7 +351,7 @@ uint64_t Engine::Impl::recheck_corrupt(std::span<const LocatedRecord> records,
     KVTIER_LOG(log_, kWarn,
                "{} record(s) failed a check on the {} path but verified when re-read through the page cache: kept "
                "(a fault of that data path, not of the records)",
-               kept, destination == nullptr ? "verify" : io_name_);
+               kept, destination == nullptr ? "verify" : data_->io_name());
   }
   return kept;
 }
@@ -388,26 +359,25 @@ uint64_t Engine::Impl::recheck_corrupt(std::span<const LocatedRecord> records,
 Engine::Impl::ReadOutcome Engine::Impl::read_from_disk(std::span<const LocatedRecord> records,
                                                        const KvTarget& destination,
                                                        std::span<const uint64_t> first_tokens) {
-  if (destination.kind == MemoryKind::kCuda) {
-    if (GdsContext* gds = gds_for(destination.device)) {
-      auto via_gds = read_records_gds(records, destination, *gds, first_tokens);
-      if (via_gds) return std::move(*via_gds);
-      // cuFile refused the store's files: say why once, then serve restores the POSIX way.
-      KVTIER_LOG(log_, kWarn, "GDS restore fell back to O_DIRECT + host bounce: {}", via_gds.error().to_string());
-      std::lock_guard lock(fallback_mu_);
-      io_fallback_ = "GDS: " + via_gds.error().to_string();
-      gds_refused_ = true;
-      counters_.fallbacks++;
-    }
+  ByteSource& source = data_->source_for(&destination);
+  auto read = read_records(source, records, &destination, {}, first_tokens);
+  if (read) return std::move(*read);
+  if (&source != &data_->posix_source()) {
+    // cuFile refused the store's files before reading anything: said once, then POSIX from now on.
+    data_->refuse_gds(read.error());
+    read = read_records(data_->posix_source(), records, &destination, {}, first_tokens);
+    if (read) return std::move(*read);
   }
-  return read_records(records, &destination, {}, first_tokens);
+  ReadOutcome out;
+  out.status = read.error();
+  return out;
 }
 
 Result<VerifyReport> Engine::Impl::verify(const ProgressFn& progress) {
   std::vector<LocatedRecord> all = store_->all_records();
   VerifyReport report;
   if (all.empty()) return report;
-  ReadOutcome out = read_records(all, nullptr, progress);
+  KVTIER_ASSIGN_OR_RETURN(ReadOutcome out, read_records(data_->posix_source(), all, nullptr, progress));
   if (!out.status.ok()) return fail(out.status.with_context("verify"));
   std::vector<RecordState> states(all.size());
   for (size_t r = 0; r < all.size(); ++r) states[r] = out.state(r, all[r].meta);
@@ -432,13 +402,13 @@ Result<VerifyReport> Engine::Impl::verify(const ProgressFn& progress) {
 
 Result<CeilingResult> Engine::Impl::measure_read_ceiling(std::span<const Token> tokens) {
   std::vector<LocatedRecord> all = tokens.empty() ? store_->all_records() : find_prefix(tokens);
-  const ReadPlan read(all, options_.geometry.chunk_tokens, staging_->slot_bytes());
+  ByteSource& source = data_->posix_source();
+  const ReadPlan read(all, options_.geometry.chunk_tokens, source.staging().slot_bytes());
   const IoPlan& plan = read.io;
   PieceSink discard;
-  StagingPool::Lease lease = staging_->acquire(plan.pieces.size());
-  auto io = io_engine(lease.slots().size());
+  StagingPool::Lease lease = source.staging().acquire(plan.pieces.size());
   auto start = std::chrono::steady_clock::now();
-  KVTIER_TRY(run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/false, discard, 0, &lease));
+  KVTIER_TRY(source.read(all, plan.pieces, lease, discard, 0));
   std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
   return CeilingResult{plan.bytes, elapsed.count()};
 }

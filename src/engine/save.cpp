@@ -105,8 +105,8 @@ Status Engine::Impl::refresh_dram(std::span<const std::pair<RecordMeta, uint64_t
     if (!dram_->find(m.key, m.payload_checksum) && m.payload_bytes <= dram_->slab_bytes()) missing.push_back(i);
   }
   if (missing.empty()) return {};
-  KVTIER_ASSIGN_OR_RETURN(Device * device, device_for(source.kind));
-  const uint64_t piece = staging_->slot_bytes();
+  KVTIER_ASSIGN_OR_RETURN(Device * device, data_->device_for(source.kind));
+  const uint64_t piece = data_->staging().slot_bytes();
   KVTIER_ASSIGN_OR_RETURN(auto transfer, device->begin(source, present.size(), 1, piece));
   for (size_t i : missing) {
     const auto& [m, first] = present[i];
@@ -188,10 +188,10 @@ Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTar
   if (dram_ && !present.empty()) KVTIER_TRY(refresh_dram(present, source));
   if (records.empty()) return result;
 
-  KVTIER_ASSIGN_OR_RETURN(Device * device, device_for(source.kind));
-  StagingPool::Lease lease = staging_->acquire(records.size() * 2);
+  KVTIER_ASSIGN_OR_RETURN(Device * device, data_->device_for(source.kind));
+  StagingPool::Lease lease = data_->staging().acquire(records.size() * 2);
   KVTIER_ASSIGN_OR_RETURN(auto transfer, device->begin(source, records.size(), lease.slots().size(),
-                                                       staging_->slot_bytes()));
+                                                       data_->staging().slot_bytes()));
   KVTIER_ASSIGN_OR_RETURN(std::vector<uint64_t> sums, transfer->record_sums(ranges));
   std::vector<uint64_t> sizes;
   for (size_t i = 0; i < records.size(); ++i) {
@@ -206,31 +206,27 @@ Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTar
     records[i].sequence = placements[i].sequence;
     fds.push_back(placements[i].file->fd.get());
   }
-  const IoPlan plan = plan_io(records, fds, staging_->slot_bytes());
+  const IoPlan plan = plan_io(records, fds, data_->staging().slot_bytes());
   std::vector<std::optional<DramTier::Reservation>> tier(records.size());
   if (dram_) {
     for (auto& r : tier) r = dram_->reserve();
   }
   // GPU memory to the file through cuFile where restores use it too; the DRAM tier's write-through
   // needs the bytes in host memory, so with a tier saves take the POSIX path.
-  GdsContext* gds = source.kind == MemoryKind::kCuda && !dram_ ? gds_for(source.device) : nullptr;
+  GdsContext* gds = source.kind == MemoryKind::kCuda && !dram_ ? data_->gds_for(source.device) : nullptr;
   Status written;
   bool posix = gds == nullptr;
   if (gds != nullptr) {
     written = write_records_gds(plan, records, first_tokens, placements, *transfer, lease.slots().size(), *gds);
     if (written.ok()) counters_.gds_saves++;
-    if (written.code() == ErrorCode::kNotSupported) {  // cuFile refused the files: say why once
-      KVTIER_LOG(log_, kWarn, "GDS save fell back to host staging + O_DIRECT: {}", written.to_string());
-      std::lock_guard lock(fallback_mu_);
-      io_fallback_ = "GDS: " + written.to_string();
-      gds_refused_ = true;
-      counters_.fallbacks++;
+    if (written.code() == ErrorCode::kNotSupported) {  // cuFile refused the files: said once, then POSIX
+      data_->refuse_gds(written);
       posix = true;
     }
   }
   if (posix) {
     GatherSink sink(plan, records, first_tokens, g, namespace_, *transfer, tier);
-    auto io = io_engine(lease.slots().size());
+    auto io = data_->io_engine(lease.slots().size());
     written = run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/true, sink, 0, &lease);
   }
   counters_.device_copy_bytes += transfer->device_copy_bytes();

@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#include "datapath/data_path.hpp"
+
+#include <fmt/format.h>
+
+namespace kvtier {
+
+DataPath::DataPath(IoPath path, uint64_t staging_bytes, uint64_t request_bytes, std::span<std::byte> pinned_extra,
+                   bool direct, std::string open_fallback, const Logger& log)
+    : path_(path), log_(log), direct_(direct),
+      staging_(std::make_unique<StagingPool>(staging_bytes, request_bytes)), pinned_extra_(pinned_extra),
+      host_device_(make_host_device()), fallback_(std::move(open_fallback)) {
+  std::string engine_fallback;
+  auto probe = make_io_engine(path_, 1, engine_fallback);
+  io_name_ = fmt::format("{}{}", probe->name(), direct_ ? "+O_DIRECT" : " (buffered)");
+  if (!engine_fallback.empty()) {
+    KVTIER_LOG(log_, kWarn, "{}", engine_fallback);
+    fallback_ += (fallback_.empty() ? "" : "; ") + engine_fallback;
+  }
+  if (!fallback_.empty()) fallbacks_ = 1;
+  posix_ = make_posix_source(*staging_, direct_, [this](size_t slots) { return io_engine(slots); });
+}
+
+DataPath::~DataPath() {
+  gds_source_.reset();
+  gds_.reset();  // cuFile lets go of its handles and buffers while CUDA is still up
+  if (cuda_device_) {
+    for (std::span<std::byte> m : pinned_memory()) cuda_device_->unregister_staging(m);
+  }
+}
+
+std::vector<std::span<std::byte>> DataPath::pinned_memory() const {
+  std::vector<std::span<std::byte>> out = staging_->all_slots();
+  if (!pinned_extra_.empty()) out.push_back(pinned_extra_);
+  return out;
+}
+
+Result<Device*> DataPath::device_for(MemoryKind kind) const {
+  if (host_device_->accepts(kind)) return host_device_.get();
+  std::call_once(cuda_once_, [this] { start_cuda(); });
+  if (cuda_device_ && cuda_device_->accepts(kind)) return cuda_device_.get();
+  return fail(ErrorCode::kNotSupported,
+              fmt::format("KV memory on a CUDA device, but this engine has no CUDA device: {}", cuda_unavailable_));
+}
+
+void DataPath::start_cuda() const {
+  auto cuda = make_cuda_device();
+  if (!cuda) {
+    cuda_unavailable_ = cuda.error().to_string();
+    KVTIER_LOG(log_, kInfo, "no CUDA device: {}", cuda_unavailable_);
+    return;
+  }
+  // Staging and the DRAM tier are pinned once for the engine's life: copies to the GPU then run
+  // asynchronously.
+  std::vector<std::span<std::byte>> done;
+  for (std::span<std::byte> m : pinned_memory()) {
+    Status st = (*cuda)->register_staging(m);
+    if (!st.ok()) {
+      for (auto d : done) (*cuda)->unregister_staging(d);
+      cuda_unavailable_ = st.to_string();
+      KVTIER_LOG(log_, kWarn, "CUDA device unusable: {}", cuda_unavailable_);
+      return;
+    }
+    done.push_back(m);
+  }
+  cuda_device_ = std::move(*cuda);
+}
+
+GdsContext* DataPath::gds_for(int device) const {
+  std::call_once(gds_once_, [&] {
+    std::string note = start_gds(device);
+    std::lock_guard lock(mu_);
+    gds_note_ = std::move(note);
+  });
+  std::lock_guard lock(mu_);
+  return gds_refused_ ? nullptr : gds_.get();
+}
+
+ByteSource& DataPath::source_for(const KvTarget* destination) {
+  if (destination != nullptr && destination->kind == MemoryKind::kCuda && gds_for(destination->device) != nullptr) {
+    return *gds_source_;
+  }
+  return *posix_;
+}
+
+std::string DataPath::start_gds(int device) const {
+  if (path_ != IoPath::kGds && path_ != IoPath::kAuto) return fmt::format("not used (I/O path {})", io_path_name(path_));
+  auto gds = GdsContext::create(device, staging_->slot_count(), staging_->slot_bytes());
+  if (!gds) {
+    std::string note = fmt::format("unavailable, restores use O_DIRECT + host bounce: {}", gds.error().to_string());
+    const LogLevel level = path_ == IoPath::kGds ? LogLevel::kWarn : LogLevel::kInfo;
+    if (log_.enabled(level)) log_.write(level, "GDS " + note);
+    return note;
+  }
+  std::string note = (*gds)->mode().description;
+  if (path_ == IoPath::kAuto && !(*gds)->mode().peer_to_peer) {
+    note += "; auto uses O_DIRECT + host bounce instead";
+    KVTIER_LOG(log_, kInfo, "GDS: {}", note);
+    return note;
+  }
+  KVTIER_LOG(log_, kInfo, "GDS: {}", note);
+  gds_ = std::move(*gds);
+  gds_source_ = make_gds_source(*gds_);
+  return note;
+}
+
+void DataPath::refuse_gds(const Status& why) {
+  std::lock_guard lock(mu_);
+  if (!gds_refused_) KVTIER_LOG(log_, kWarn, "GDS refused the store's files; using O_DIRECT + host bounce: {}", why.to_string());
+  fallback_ = "GDS: " + why.to_string();
+  gds_refused_ = true;
+  ++fallbacks_;
+}
+
+std::unique_ptr<IoEngine> DataPath::io_engine(size_t slots) const {
+  std::string ignored;  // the reason was logged and recorded when the data path was made
+  return make_io_engine(path_, static_cast<uint32_t>(slots), ignored);
+}
+
+std::string DataPath::fallback() const {
+  std::lock_guard lock(mu_);
+  return fallback_;
+}
+
+std::string DataPath::gds_note() const {
+  std::lock_guard lock(mu_);
+  return gds_note_;
+}
+
+std::string DataPath::gds_io_counts() const {
+  std::lock_guard lock(mu_);
+  // gds_ is settled once its note is (start_gds assigns it before the note is published).
+  return !gds_note_.empty() && gds_ ? gds_->io_counts() : std::string();
+}
+
+uint64_t DataPath::fallbacks() const {
+  std::lock_guard lock(mu_);
+  return fallbacks_;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// The data path of one engine: where bytes come from and go to (the byte sources), the devices
+// that move them into the caller's KV memory, and the staging between. The engine above it knows
+// keys, the store and policy; it asks the data path for a source and a device and nothing else.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/log.hpp"
+#include "datapath/byte_source.hpp"
+#include "device/device.hpp"
+#include "io/gds/gds.hpp"
+#include "io/io_engine.hpp"
+#include "io/pipeline.hpp"
+
+namespace kvtier {
+
+/// @brief Devices, byte sources and staging of one engine. Thread-safe: CUDA and cuFile start once,
+/// on first use; fallback notes are guarded.
+class DataPath {
+ public:
+  /// `pinned_extra`: host memory besides staging that copies to a GPU start from (the DRAM tier's
+  /// arena), pinned with the staging when the CUDA device starts. `direct`: the store's files are
+  /// open with O_DIRECT; `open_fallback`: why the store or I/O engine did not get what was asked.
+  DataPath(IoPath path, uint64_t staging_bytes, uint64_t request_bytes, std::span<std::byte> pinned_extra,
+           bool direct, std::string open_fallback, const Logger& log);
+  ~DataPath();
+  DataPath(const DataPath&) = delete;
+  DataPath& operator=(const DataPath&) = delete;
+
+  /// The device that can address `kind` memory (CUDA started on first use).
+  [[nodiscard]] Result<Device*> device_for(MemoryKind kind) const;
+  /// The source restores into `destination` read from: cuFile where it is in use for that device,
+  /// else the POSIX source (O_DIRECT or buffered, as the store's files were opened).
+  [[nodiscard]] ByteSource& source_for(const KvTarget* destination);
+  /// The POSIX source: verify, the read ceiling, and every fallback.
+  [[nodiscard]] ByteSource& posix_source() { return *posix_; }
+  /// The cuFile context saves from CUDA memory write through, or null.
+  [[nodiscard]] GdsContext* gds_for(int device) const;
+  /// Records that cuFile refused the store's files (`why`); later operations use POSIX.
+  void refuse_gds(const Status& why);
+  [[nodiscard]] std::unique_ptr<IoEngine> io_engine(size_t slots) const;
+  [[nodiscard]] StagingPool& staging() { return *staging_; }
+  [[nodiscard]] bool direct() const { return direct_; }
+
+  /// For Stats: the I/O engine in use, why a requested path was not used, cuFile's mode and counts,
+  /// and how many operations fell back.
+  [[nodiscard]] const std::string& io_name() const { return io_name_; }
+  [[nodiscard]] std::string fallback() const;
+  [[nodiscard]] std::string gds_note() const;
+  [[nodiscard]] std::string gds_io_counts() const;
+  [[nodiscard]] uint64_t fallbacks() const;
+
+ private:
+  void start_cuda() const;
+  std::string start_gds(int device) const;
+  std::vector<std::span<std::byte>> pinned_memory() const;
+
+  IoPath path_;
+  const Logger& log_;
+  bool direct_;
+  std::unique_ptr<StagingPool> staging_;
+  std::span<std::byte> pinned_extra_;
+  std::unique_ptr<Device> host_device_;
+  std::unique_ptr<ByteSource> posix_;
+  std::string io_name_;
+
+  mutable std::once_flag cuda_once_;
+  mutable std::unique_ptr<Device> cuda_device_;  // null when this build or machine has no CUDA GPU
+  mutable std::string cuda_unavailable_;         // why cuda_device_ is null
+  mutable std::once_flag gds_once_;
+  mutable std::unique_ptr<GdsContext> gds_;      // null unless restores go through cuFile
+  mutable std::unique_ptr<ByteSource> gds_source_;
+  mutable std::mutex mu_;                        // guards the notes below
+  mutable std::string gds_note_;                 // cuFile's mode, or why it is not used
+  std::string fallback_;
+  uint64_t fallbacks_ = 0;
+  bool gds_refused_ = false;
+};
+
+}  // namespace kvtier

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// The cuFile byte source: synchronous cuFile reads, one thread per leased device buffer.
+#include <unordered_map>
+
+#include "common/try.hpp"
+#include "datapath/byte_source.hpp"
+
+namespace kvtier {
+namespace {
+
+class GdsSource final : public ByteSource {
+ public:
+  explicit GdsSource(GdsContext& gds) : gds_(gds) {}
+
+  std::string_view name() const override { return "cuFile"; }
+  StagingPool& staging() override { return gds_.buffers(); }
+  bool device_resident() const override { return true; }
+
+  Status prepare(std::span<const LocatedRecord> records) override {
+    for (const LocatedRecord& r : records) KVTIER_TRY(gds_.attach(r.file));
+    return {};
+  }
+
+  Status read(std::span<const LocatedRecord> records, std::span<const Piece> pieces, StagingPool::Lease& lease,
+              PieceSink& sink, unsigned /*workers*/) override {
+    std::unordered_map<int, const SegmentFile*> files;
+    for (const LocatedRecord& r : records) files[r.file->fd.get()] = r.file.get();
+    auto body = [&](size_t p, size_t slot) -> Status {
+      const Piece& piece = pieces[p];
+      std::byte* buffer = lease.slots()[slot].data();
+      KVTIER_TRY(gds_.read(*files.at(piece.fd), buffer, piece.offset, piece.length));
+      return sink.consume(p, slot, std::span<const std::byte>(buffer, piece.length));
+    };
+    return run_on_threads(pieces.size(), lease, [&](size_t slot) { return sink.release(slot); }, body);
+  }
+
+  // Peer-to-peer, payload never touches host memory; in compat mode cuFile reads into its own host
+  // bounce buffers and copies those to the device.
+  uint64_t host_bytes(uint64_t bytes) const override { return gds_.mode().peer_to_peer ? 0 : 2 * bytes; }
+
+ private:
+  GdsContext& gds_;
+};
+
+}  // namespace
+
+std::unique_ptr<ByteSource> make_gds_source(GdsContext& gds) { return std::make_unique<GdsSource>(gds); }
+
+}  // namespace kvtier
