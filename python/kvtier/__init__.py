@@ -10,7 +10,8 @@
     engine.restore(token_ids, kv_out)     # verified; a corrupt chunk is a miss, never wrong KV
     engine.restore_paged(token_ids, layer_tensors, block_table, block_size=16, layout="kv_first")
 
-Errors raise kvtier.Error(message, code), code being the kvtier status name (e.g. "corrupt").
+Errors raise kvtier.Error(message, code): e.code (also e.args[1]) is the kvtier status name, e.g.
+"corrupt".
 """
 from ._kvtier import Engine, Error, Geometry, open, stat_fields  # noqa: F401
 

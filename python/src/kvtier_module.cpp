@@ -231,6 +231,15 @@ nb::dict restore_dict(const kvtier::RestoreResult& r) {
 NB_MODULE(_kvtier, m) {
   m.doc() = "kvtier: offload LLM KV caches to NVMe and restore them";
   static nb::object error_type = nb::exception<PyError>(m, "Error");
+  // A property over args rather than an attribute set where C++ raises: an Error raised from
+  // Python (or re-created by pickling, which passes args only) has .code as well.
+  error_type.attr("code") = nb::module_::import_("builtins").attr("property")(
+      nb::cpp_function([](nb::handle self) -> nb::object {
+        nb::tuple args = nb::borrow<nb::tuple>(self.attr("args"));
+        return args.size() > 1 ? nb::object(args[1]) : nb::none();
+      }),
+      nb::none(), nb::none(), "The kvtier status name, e.g. \"corrupt\" or \"invalid argument\" (also args[1]).");
+  error_type.attr("__doc__") = "A kvtier error: args are (message, code); .code is the status name.";
   nb::register_exception_translator(
       [](const std::exception_ptr& p, void*) {
         try {

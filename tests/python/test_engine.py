@@ -157,6 +157,15 @@ class EngineTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             self.engine.restore_paged([1, 2], [strided] * self.g.layers, [0])
 
+    def test_error_code_is_an_attribute_and_still_args_1(self):
+        with self.assertRaises(kvtier.Error) as e:
+            kvtier.Geometry.custom("m", layers=4, kv_heads=2, head_dim=64, tp_rank=2, tp_world=2)
+        self.assertEqual(e.exception.code, "invalid argument")
+        self.assertEqual(e.exception.args[1], e.exception.code)
+        self.assertEqual(len(e.exception.args), 2)
+        self.assertEqual(kvtier.Error("damaged", "corrupt").code, "corrupt")  # raised from Python too
+        self.assertIsNone(kvtier.Error("no code").code)
+
     def test_token_ids_outside_32_bits_are_refused_never_cut(self):
         t = np.arange(1000, dtype=np.int64) + 7
         kv = session(self.rng, self.g, 1000)
