@@ -142,6 +142,40 @@ void* stream_of(nb::handle obj, const Tensor& t, nb::handle stream) {
   return cuda ? reinterpret_cast<void*>(nb::cast<uintptr_t>(handle)) : nullptr;
 }
 
+/// A dtype as NumPy and PyTorch spell it ("float32", "bfloat16"), for error messages.
+std::string dtype_name(nb::dlpack::dtype d) {
+  using Code = nb::dlpack::dtype_code;
+  const auto code = static_cast<Code>(d.code);
+  const char* kind = code == Code::Int       ? "int"
+                     : code == Code::UInt    ? "uint"
+                     : code == Code::Float   ? "float"
+                     : code == Code::Bfloat  ? "bfloat"
+                     : code == Code::Complex ? "complex"
+                     : code == Code::Bool    ? "bool"
+                                             : nullptr;
+  if (kind == nullptr) return "DLPack dtype code " + std::to_string(d.code) + " of " + std::to_string(d.bits) + " bits";
+  return code == Code::Bool ? std::string(kind) : kind + std::to_string(d.bits);
+}
+
+uint64_t itemsize(const Tensor& t) { return (uint64_t{t.dtype().bits} * t.dtype().lanes + 7) / 8; }
+
+/// Refuses numbers of another width than the geometry's elements: a float32 array for a bf16
+/// geometry holds twice the bytes, so it would be taken for twice the tokens (or rejected by byte
+/// counts that never name the dtype). uint8 is exempt because a uint8 view of the KV's raw bytes
+/// is how frameworks hand over dtypes that NumPy lacks (bf16, fp8); its byte count is checked with
+/// the shape.
+void check_dtype(const Tensor& t, const kvtier::KvGeometry& g, const std::string& what) {
+  const nb::dlpack::dtype d = t.dtype();
+  const bool raw_bytes = d == nb::dtype<uint8_t>();
+  const bool numeric = d.code != static_cast<uint8_t>(nb::dlpack::dtype_code::Bool);
+  if (raw_bytes || !numeric || itemsize(t) == g.element_bytes) return;
+  throw PyError({kvtier::ErrorCode::kInvalidArgument,
+                 what + " is " + dtype_name(d) + " (" + std::to_string(itemsize(t)) +
+                     "-byte elements), but the geometry's elements are " + std::to_string(g.element_bytes) +
+                     " bytes (element_bytes=" + std::to_string(g.element_bytes) + "): pass the KV in its own " +
+                     std::to_string(g.element_bytes) + "-byte dtype, or a uint8 view of its bytes"});
+}
+
 /// The contiguous form [2, layers, capacity, row]: the capacity follows from the tensor's size (the
 /// engine refuses a size that is not a whole number of tokens).
 struct Chunked {
@@ -151,6 +185,7 @@ struct Chunked {
 
 Chunked chunked_of(const kvtier::Engine& e, nb::handle kv, nb::handle stream) {
   Chunked c{tensor_of(kv, "kv"), {}};
+  check_dtype(c.tensor, e.geometry(), "kv");
   const uint64_t per_token = e.geometry().bytes_per_token();
   c.view = {view_of(c.tensor), per_token == 0 ? 0 : c.tensor.nbytes() / per_token, stream_of(kv, c.tensor, stream)};
   return c;
@@ -162,8 +197,8 @@ struct Paged {
   kvtier::PagedKv view;
 };
 
-Paged paged_of(nb::handle layers, nb::handle block_table, uint32_t block_size, const std::string& layout,
-               nb::handle stream) {
+Paged paged_of(const kvtier::KvGeometry& g, nb::handle layers, nb::handle block_table, uint32_t block_size,
+               const std::string& layout, nb::handle stream) {
   Paged p;
   if (!nb::isinstance<nb::list>(layers) && !nb::isinstance<nb::tuple>(layers)) {
     throw nb::type_error("layers must be a list of per-layer tensors");
@@ -172,10 +207,11 @@ Paged paged_of(nb::handle layers, nb::handle block_table, uint32_t block_size, c
   for (nb::handle l : layers) p.layers.push_back(tensor_of(l, "layers[" + std::to_string(i++) + "]"));
   if (p.layers.empty()) throw PyError({kvtier::ErrorCode::kInvalidArgument, "no layer tensors"});
   p.table = ints_of<int32_t>(block_table, "block_table");  // -1 skips a block on restore
+  p.view.layout = layout_of(layout);
+  for (size_t l = 0; l < p.layers.size(); ++l) check_dtype(p.layers[l], g, "layers[" + std::to_string(l) + "]");
   for (const Tensor& l : p.layers) p.view.layers.push_back(view_of(l));
   p.view.block_table = p.table;
   p.view.block_size = block_size;
-  p.view.layout = layout_of(layout);
   // Every layout's first axis that counts blocks: kv_first has it second.
   const Tensor& first = p.layers.front();
   p.view.num_blocks = static_cast<uint32_t>(layout == "kv_first" && first.ndim() >= 2 ? first.shape(1) : first.shape(0));
@@ -328,7 +364,7 @@ NB_MODULE(_kvtier, m) {
       .def("save_paged", [](kvtier::Engine& e, nb::handle tokens, nb::handle layers, nb::handle block_table,
                             uint32_t block_size, const std::string& layout, nb::handle stream) {
             auto ids = tokens_of(tokens);
-            Paged p = paged_of(layers, block_table, block_size, layout, stream);
+            Paged p = paged_of(e.geometry(), layers, block_table, block_size, layout, stream);
             nb::gil_scoped_release release;
             return unwrap(e.save(ids, p.view)).chunks_written;
           }, "tokens"_a, "layers"_a, "block_table"_a, "block_size"_a = 16, "layout"_a = "kv_first",
@@ -353,7 +389,7 @@ NB_MODULE(_kvtier, m) {
       .def("restore_paged", [](kvtier::Engine& e, nb::handle tokens, nb::handle layers, nb::handle block_table,
                                uint32_t block_size, const std::string& layout, nb::handle stream) {
             auto ids = tokens_of(tokens);
-            Paged p = paged_of(layers, block_table, block_size, layout, stream);
+            Paged p = paged_of(e.geometry(), layers, block_table, block_size, layout, stream);
             kvtier::RestoreResult r;
             {
               nb::gil_scoped_release release;

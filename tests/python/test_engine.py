@@ -166,6 +166,30 @@ class EngineTest(unittest.TestCase):
         self.assertEqual(kvtier.Error("damaged", "corrupt").code, "corrupt")  # raised from Python too
         self.assertIsNone(kvtier.Error("no code").code)
 
+    def test_kv_of_another_element_size_is_refused_naming_the_dtype(self):
+        kv = session(self.rng, self.g, 100)  # bf16-sized: 2 bytes per element
+        cases = {"float32": kv.astype(np.float32), "int8": kv.astype(np.int8)}
+        for name, wrong in cases.items():
+            with self.subTest(dtype=name):
+                with self.assertRaises(kvtier.Error) as e:
+                    self.engine.save(list(range(100)), wrong)
+                self.assertEqual(e.exception.code, "invalid argument")
+                self.assertIn(f"kv is {name} ({wrong.dtype.itemsize}-byte elements)", e.exception.args[0])
+                self.assertIn("element_bytes=2", e.exception.args[0])
+                with self.assertRaises(kvtier.Error):
+                    self.engine.restore(list(range(100)), np.zeros_like(wrong))
+        self.assertEqual(self.engine.lookup(list(range(100))), 0, "a refused save stored something")
+        # The same KV as raw bytes (how a framework hands over bf16 or fp8) and as float16 are fine.
+        self.assertEqual(self.engine.save(list(range(100)), kv.view(np.uint8)), 2)
+        out = np.zeros_like(kv).view(np.float16)
+        self.assertEqual(self.engine.restore(list(range(100)), out)["tokens_restored"], 100)
+        np.testing.assert_array_equal(out.view(np.uint16), kv)
+        bs, blocks = 16, 8
+        layers = [np.zeros((2, blocks, bs, self.g.kv_heads, self.g.head_dim), np.float32)] * self.g.layers
+        with self.assertRaises(kvtier.Error) as e:
+            self.engine.restore_paged(list(range(100)), layers, list(range(7)), block_size=bs)
+        self.assertIn("layers[0] is float32 (4-byte elements)", e.exception.args[0])
+
     def test_token_ids_outside_32_bits_are_refused_never_cut(self):
         t = np.arange(1000, dtype=np.int64) + 7
         kv = session(self.rng, self.g, 1000)
