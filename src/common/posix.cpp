@@ -115,6 +115,12 @@ Status write_file_atomic(const std::string& dir, const std::string& name,
   return fsync_dir(dir);
 }
 
+Result<uint64_t> allocated_bytes(int fd) {
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) return fail(posix_error(errno, "fstat"));
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
 Result<std::string> read_file(const std::string& path) {
   KVTIER_ASSIGN_OR_RETURN(UniqueFd fd, open_file(path, O_RDONLY));
   // Read to end of file rather than trusting the size: /proc and /sys files report 0 or 4096.

@@ -54,6 +54,8 @@ class UniqueFd {
 /// file is created 0600.
 [[nodiscard]] Status write_file_atomic(const std::string& dir, const std::string& name,
                                        std::span<const std::byte> bytes);
+/// Bytes the file system has allocated to `fd` (st_blocks x 512: what du counts).
+[[nodiscard]] Result<uint64_t> allocated_bytes(int fd);
 /// Whole file into memory.
 [[nodiscard]] Result<std::string> read_file(const std::string& path);
 

@@ -110,6 +110,16 @@ void apply(const JournalEntry& e, std::unordered_map<Key128, RecordMeta, Key128H
 
 }  // namespace
 
+uint64_t journal_entry_bytes(JournalOp op) {
+  switch (op) {
+    case JournalOp::kAdd: return sizeof(EntryHeader) + sizeof(RecordMeta);
+    case JournalOp::kDropRecord: return sizeof(EntryHeader) + sizeof(Key128);
+    case JournalOp::kDropSegment: return sizeof(EntryHeader) + sizeof(uint32_t);
+    case JournalOp::kUse: return sizeof(EntryHeader) + sizeof(uint32_t) + sizeof(uint64_t);
+  }
+  return sizeof(EntryHeader) + sizeof(RecordMeta);
+}
+
 void encode_journal_entry(const JournalEntry& entry, std::string& out) {
   std::byte body[sizeof(RecordMeta)];
   uint16_t body_bytes = 0;

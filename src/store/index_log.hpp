@@ -83,6 +83,13 @@ class IndexLog {
   uint64_t journal_bytes_ = 0;
 };
 
+/// Size of a checkpoint image holding `records` records and `segments` segment uses.
+constexpr uint64_t checkpoint_image_bytes(uint64_t records, uint64_t segments) {
+  return 32 + records * sizeof(RecordMeta) + 8 + segments * 16;
+}
+/// Size of one encoded journal entry of `op`.
+uint64_t journal_entry_bytes(JournalOp op);
+
 /// Encodes one journal entry (header + body) onto `out`.
 void encode_journal_entry(const JournalEntry& entry, std::string& out);
 /// Decodes the entry at `data`; returns its encoded size, or 0 when the bytes there are not a

@@ -44,6 +44,14 @@ Result<std::shared_ptr<SegmentFile>> create_segment(const std::string& dir, uint
   return seg;
 }
 
+uint64_t expected_disk_bytes(uint64_t size) {
+  // ext4 holds four extents in the inode, and an unwritten extent spans at most 128 MiB: a larger
+  // preallocated file gets extent tree blocks (340 extents each), which st_blocks counts.
+  constexpr uint64_t kUnwrittenExtent = uint64_t{128} << 20;
+  const uint64_t extents = (size + kUnwrittenExtent - 1) / kUnwrittenExtent;
+  return align_up(size) + (extents > 4 ? kBlock * (1 + extents / 340) : 0);
+}
+
 Result<std::shared_ptr<SegmentFile>> open_segment(const std::string& dir, uint32_t id, bool direct) {
   auto seg = std::make_shared<SegmentFile>();
   seg->id = id;

@@ -92,16 +92,30 @@ bool Store::contains(const Key128& key) {
   return index_.contains(key);
 }
 
-Status Store::enforce_capacity_locked(uint64_t reserve_segments) {
-  while ((segments_.size() + reserve_segments) * segment_bytes_ > capacity_) {
+uint64_t Store::index_bytes_locked(uint64_t records, uint64_t segments) const {
+  const uint64_t next = align_up(checkpoint_image_bytes(records, segments));
+  // While a checkpoint is written its predecessor is still on disk: room for two of the larger.
+  return fixed_bytes_ + journal_budget_ + 2 * std::max(checkpoint_disk_, next);
+}
+
+uint64_t Store::used_locked(uint64_t extra_segments) const {
+  uint64_t bytes = extra_segments * segment_estimate_;
+  for (const auto& [id, seg] : segments_) bytes += seg.disk_bytes;
+  // Records reserved by writers are counted as if committed: the next checkpoint may hold them.
+  return bytes + index_bytes_locked(index_.size() + reserved_records_, segments_.size() + extra_segments);
+}
+
+Status Store::enforce_capacity_locked(uint64_t extra_segments) {
+  while (used_locked(extra_segments) > capacity_) {
     const Segment* victim = nullptr;
     for (const auto& [id, seg] : segments_) {
       if (seg.pins == 0 && (victim == nullptr || seg.last_use < victim->last_use)) victim = &seg;
     }
     if (victim == nullptr) {
       return {ErrorCode::kCapacity,
-              fmt::format("store {} is full: {} segments of {} bytes in use by writers, capacity {} "
-                          "bytes", dir_, segments_.size(), segment_bytes_, capacity_)};
+              fmt::format("store {} is full: {} segments of {} bytes in use by writers and {} bytes "
+                          "of index files, capacity {} bytes", dir_, segments_.size(), segment_bytes_,
+                          index_bytes_locked(index_.size() + reserved_records_, segments_.size()), capacity_)};
     }
     KVTIER_TRY(evict_segment_locked(victim->file->id));
   }
@@ -109,7 +123,8 @@ Status Store::enforce_capacity_locked(uint64_t reserve_segments) {
 }
 
 Status Store::evict_segment_locked(uint32_t id) {
-  KVTIER_TRY(append_locked({JournalEntry{JournalOp::kDropSegment, {}, id}}));
+  const JournalEntry drop{JournalOp::kDropSegment, {}, id};
+  KVTIER_TRY(append_locked(std::span(&drop, 1)));
   Segment& seg = segments_.at(id);
   const uint64_t records = seg.records;
   evicted_records_ += records;
@@ -137,7 +152,22 @@ Result<Store::Segment*> Store::new_segment_locked() {
   seg.file = std::move(file);
   seg.last_use = ++sequence_;
   active_ = id;
+  ++seg.pins;  // not evictable while its size is checked
+  Status measured = measure_segment_locked(seg);
+  --seg.pins;
+  KVTIER_TRY(measured);
   return &seg;
+}
+
+Status Store::measure_segment_locked(Segment& seg) {
+  KVTIER_ASSIGN_OR_RETURN(seg.disk_bytes, allocated_bytes(seg.file->fd.get()));
+  if (seg.disk_bytes <= segment_estimate_) return {};
+  // The file system spent more on it than estimated: expect as much of every new segment, and
+  // make room for what this one took beyond the estimate now.
+  KVTIER_LOG(*log_, kInfo, "{}: a segment takes {} bytes on disk, not the {} estimated", dir_, seg.disk_bytes,
+             segment_estimate_);
+  segment_estimate_ = seg.disk_bytes;
+  return enforce_capacity_locked(0);
 }
 
 Store::PlacementPlan Store::plan_placement_locked(std::span<const uint64_t> sizes) const {
@@ -168,22 +198,37 @@ Status Store::admit_locked(std::span<const uint64_t> sizes) const {
     total += size;
   }
   const PlacementPlan plan = plan_placement_locked(sizes);
-  const uint64_t limit = capacity_ / segment_bytes_;
-  const uint64_t own = plan.new_segments + (plan.uses_active ? 1 : 0);
-  if (own > limit) {
-    return {ErrorCode::kCapacity,
-            fmt::format("store {}: a save of {} bytes needs {} segments of {} bytes; capacity {} bytes "
-                        "holds {}", dir_, total, own, segment_bytes_, capacity_, limit)};
+  // What is left with every evictable segment gone, first counting only this save's own segments,
+  // then those eviction may not take: the ones other writers have pinned (with the records they
+  // reserved), and the active one when this save appends to it.
+  uint64_t own_bytes = plan.new_segments * segment_estimate_, own_records = sizes.size();
+  uint64_t kept_bytes = own_bytes, kept_records = own_records + reserved_records_;
+  uint64_t own_segments = plan.new_segments, kept_segments = plan.new_segments;
+  for (const auto& [id, seg] : segments_) {
+    const bool appended_to = id == active_ && plan.uses_active;
+    if (appended_to) {
+      own_bytes += seg.disk_bytes;
+      own_records += seg.records;
+      ++own_segments;
+    }
+    if (seg.pins > 0 || appended_to) {
+      kept_bytes += seg.disk_bytes;
+      kept_records += seg.records;
+      ++kept_segments;
+    }
   }
-  // Segments eviction may not take: those other writers have pinned, and the active one when this
-  // save appends to it.
-  uint64_t kept = 0;
-  for (const auto& [id, seg] : segments_) kept += seg.pins > 0 || (id == active_ && plan.uses_active);
-  if (kept + plan.new_segments > limit) {
+  const uint64_t own = own_bytes + index_bytes_locked(own_records, own_segments);
+  if (own > capacity_) {
+    return {ErrorCode::kCapacity,
+            fmt::format("store {}: a save of {} bytes needs {} bytes on disk ({} segments of {} bytes "
+                        "and the index files), more than the capacity of {} bytes", dir_, total, own,
+                        own_segments, segment_bytes_, capacity_)};
+  }
+  if (kept_bytes + index_bytes_locked(kept_records, kept_segments) > capacity_) {
     return {ErrorCode::kCapacity,
             fmt::format("store {} is full: {} segments of {} bytes in use by writers, capacity {} bytes; "
-                        "this save needs {} more", dir_, kept, segment_bytes_, capacity_,
-                        plan.new_segments)};
+                        "this save needs {} more", dir_, kept_segments - plan.new_segments, segment_bytes_,
+                        capacity_, plan.new_segments)};
   }
   return {};
 }
@@ -192,18 +237,21 @@ Result<std::vector<Placement>> Store::reserve(std::span<const uint64_t> sizes) {
   std::lock_guard lock(mu_);
   // Decided before anything is evicted: a save that cannot fit must not cost the sessions stored.
   KVTIER_TRY(admit_locked(sizes));
+  reserved_records_ += sizes.size();
   std::vector<Placement> out;
   out.reserve(sizes.size());
+  auto undo = [&](const Status& st) -> Result<std::vector<Placement>> {
+    for (const Placement& p : out) --segments_.at(p.file->id).pins;
+    reserved_records_ -= sizes.size();
+    return fail(st);
+  };
   for (uint64_t size : sizes) {
     Segment* seg = active_ != 0 ? &segments_.at(active_) : nullptr;
     if (seg == nullptr || seg->write_offset + size > segment_bytes_) {
       // The segment being left may be evicted now if it is the least recently used: admission
       // counted it as evictable unless this save (or another writer) has pinned it.
       auto fresh = new_segment_locked();
-      if (!fresh) {
-        for (const Placement& p : out) --segments_.at(p.file->id).pins;
-        return fail(fresh.error());
-      }
+      if (!fresh) return undo(fresh.error());
       seg = *fresh;
     }
     out.push_back({seg->file, seg->write_offset, ++sequence_});
@@ -211,12 +259,19 @@ Result<std::vector<Placement>> Store::reserve(std::span<const uint64_t> sizes) {
     seg->last_use = sequence_;
     ++seg->pins;
   }
+  // The records' share of the next checkpoint may need room even when no segment was made.
+  if (Status st = enforce_capacity_locked(0); !st.ok()) return undo(st);
   return out;
 }
 
 void Store::abort(std::span<const Placement> placements) {
   std::lock_guard lock(mu_);
+  release_locked(placements);
+}
+
+void Store::release_locked(std::span<const Placement> placements) {
   for (const Placement& p : placements) --segments_.at(p.file->id).pins;
+  reserved_records_ -= placements.size();
 }
 
 Status Store::commit(std::span<const RecordMeta> records, std::span<const Placement> placements) {
@@ -234,15 +289,13 @@ Status Store::commit(std::span<const RecordMeta> records, std::span<const Placem
   for (const RecordMeta& m : records) {
     if (!index_.contains(m.key)) entries.push_back({JournalOp::kAdd, m, 0});
   }
-  for (const Placement& p : placements) --segments_.at(p.file->id).pins;
-  KVTIER_TRY(append_locked(entries));
-  for (const JournalEntry& e : entries) {
+  release_locked(placements);
+  return append_locked(entries, [&](const JournalEntry& e) {
     index_add_locked(e.meta);
     Segment& seg = segments_.at(e.meta.segment);
     seg.saved_use = std::max(seg.saved_use, e.meta.sequence);  // an add records its write as a use
     sequence_ = std::max(sequence_, e.meta.sequence);
-  }
-  return maybe_checkpoint_locked();
+  });
 }
 
 Status Store::drop(std::span<const Key128> keys) {
@@ -255,53 +308,72 @@ Status Store::drop_locked(std::span<const Key128> keys) {
   for (const Key128& key : keys) {
     if (index_.contains(key)) entries.push_back({JournalOp::kDropRecord, RecordMeta{key}, 0});
   }
-  KVTIER_TRY(append_locked(entries));
   std::set<uint32_t> touched;
-  for (const JournalEntry& e : entries) {
+  KVTIER_TRY(append_locked(entries, [&](const JournalEntry& e) {
     const RecordMeta meta = index_.at(e.meta.key);
     touched.insert(meta.segment);
     index_remove_locked(meta);
     ++evicted_records_;
-  }
+  }));
   for (uint32_t id : touched) {
     const Segment& seg = segments_.at(id);
     if (seg.records == 0 && seg.pins == 0 && id != active_) KVTIER_TRY(evict_segment_locked(id));
   }
-  return maybe_checkpoint_locked();
-}
-
-Status Store::maybe_checkpoint_locked() {
-  constexpr uint64_t kMinJournal = uint64_t{4} << 20;
-  if (journal_->journal_bytes() < std::max<uint64_t>(kMinJournal, index_.size() * sizeof(RecordMeta))) {
-    return {};
-  }
-  return checkpoint_locked();
+  return {};
 }
 
 Status Store::checkpoint_locked() {
   std::vector<SegmentUse> uses;
   uses.reserve(segments_.size());
   for (const auto& [id, seg] : segments_) uses.push_back({id, seg.last_use});
-  KVTIER_TRY(journal_->checkpoint(live_records_locked(), uses));
+  const std::vector<RecordMeta> live = live_records_locked();
+  KVTIER_TRY(journal_->checkpoint(live, uses));
+  checkpoint_disk_ = align_up(checkpoint_image_bytes(live.size(), uses.size()));
   for (auto& [id, seg] : segments_) seg.saved_use = seg.last_use;
   unsaved_since_.reset();
   return {};
 }
 
-Status Store::append_locked(std::vector<JournalEntry> entries) {
-  // Uses go first: a drop of the same segment later in the batch must win at replay.
-  std::vector<JournalEntry> batch;
+std::vector<JournalEntry> Store::unsaved_uses_locked() const {
+  std::vector<JournalEntry> uses;
   for (const auto& [id, seg] : segments_) {
-    if (seg.last_use > seg.saved_use) batch.push_back({JournalOp::kUse, {}, id, seg.last_use});
+    if (seg.last_use > seg.saved_use) uses.push_back({JournalOp::kUse, {}, id, seg.last_use});
   }
-  const size_t uses = batch.size();
-  batch.insert(batch.end(), entries.begin(), entries.end());
-  KVTIER_TRY(journal_->append(batch));
-  for (size_t i = 0; i < uses; ++i) {
-    if (auto it = segments_.find(batch[i].segment); it != segments_.end()) it->second.saved_use = batch[i].use;
+  return uses;
+}
+
+Status Store::append_locked(std::span<const JournalEntry> entries,
+                            const std::function<void(const JournalEntry&)>& apply) {
+  // No batch fills more than half the budget, so one always fits once the journal is compacted.
+  const uint64_t batch_limit = journal_budget_ / 2;
+  size_t next = 0;
+  for (;;) {
+    // Uses go first: a drop of the same segment later in the batch must win at replay.
+    std::vector<JournalEntry> batch = unsaved_uses_locked();
+    const size_t uses = batch.size();
+    uint64_t bytes = 0;
+    for (const JournalEntry& e : batch) bytes += journal_entry_bytes(e.op);
+    size_t end = next;
+    while (end < entries.size() && (end == next || bytes + journal_entry_bytes(entries[end].op) <= batch_limit)) {
+      bytes += journal_entry_bytes(entries[end++].op);
+    }
+    if (journal_->journal_bytes() > 0 && journal_->journal_bytes() + bytes > journal_budget_) {
+      // Compact: the checkpoint holds everything applied so far, every use included, and the
+      // journal starts empty; the batch is then made again (without the uses).
+      KVTIER_TRY(checkpoint_locked());
+      continue;
+    }
+    batch.insert(batch.end(), entries.begin() + static_cast<std::ptrdiff_t>(next),
+                 entries.begin() + static_cast<std::ptrdiff_t>(end));
+    KVTIER_TRY(journal_->append(batch));
+    for (size_t i = 0; i < uses; ++i) segments_.at(batch[i].segment).saved_use = batch[i].use;
+    if (uses > 0) unsaved_since_.reset();
+    if (apply) {
+      for (size_t i = next; i < end; ++i) apply(entries[i]);
+    }
+    next = end;
+    if (next == entries.size()) return {};
   }
-  unsaved_since_.reset();
-  return {};
 }
 
 void Store::touch_locked(Segment& seg) {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -89,6 +90,7 @@ class Store {
     uint64_t live_bytes = 0;
     uint64_t records = 0;
     uint64_t tokens = 0;
+    uint64_t disk_bytes = 0;  // what the file takes on disk (st_blocks), measured
     uint64_t last_use = 0;   // on the sequence clock; a write is a use
     uint64_t saved_use = 0;  // the last use the index holds durably
     uint32_t pins = 0;
@@ -109,19 +111,36 @@ class Store {
   Status load_index();
   Status adopt_records(std::vector<RecordMeta> records, std::span<const uint32_t> dropped,
                        const std::unordered_map<uint32_t, uint64_t>& uses);
+  /// Fixes what the files besides segments may take (lock, manifest, directories, journal budget);
+  /// kInvalidArgument when the capacity cannot hold them and one segment.
+  Status size_index_files();
+  void remove_stale_files() const;
+  /// What the index files may take on disk with `records` live in `segments` segments.
+  uint64_t index_bytes_locked(uint64_t records, uint64_t segments) const;
+  /// What the store may take on disk once `extra_segments` more segments exist.
+  uint64_t used_locked(uint64_t extra_segments) const;
   PlacementPlan plan_placement_locked(std::span<const uint64_t> sizes) const;
   /// kCapacity when `sizes` cannot be placed even after evicting everything evictable.
   Status admit_locked(std::span<const uint64_t> sizes) const;
-  Status enforce_capacity_locked(uint64_t reserve_segments);
+  /// Evicts least recently used segments until used_locked(extra_segments) fits the capacity.
+  Status enforce_capacity_locked(uint64_t extra_segments);
   Result<Segment*> new_segment_locked();
+  /// Unpins a reservation's segments and forgets its records.
+  void release_locked(std::span<const Placement> placements);
+  /// Records what segment `seg` takes on disk, raising the estimate for new ones when it is short.
+  Status measure_segment_locked(Segment& seg);
   Status evict_segment_locked(uint32_t id);
   Status drop_locked(std::span<const Key128> keys);
   void index_add_locked(const RecordMeta& meta);
   void index_remove_locked(const RecordMeta& meta);
-  Status maybe_checkpoint_locked();
   Status checkpoint_locked();
-  /// Appends `entries` to the journal, preceded by the segment uses not yet recorded.
-  Status append_locked(std::vector<JournalEntry> entries);
+  /// Journal entries recording the segment uses not yet recorded.
+  std::vector<JournalEntry> unsaved_uses_locked() const;
+  /// Makes `entries` durable, preceded by the segment uses not yet recorded, and calls `apply` on
+  /// each once it is. The journal is compacted into a checkpoint first wherever an append would
+  /// take it past its budget; a long list goes in batches, each applied before the next.
+  Status append_locked(std::span<const JournalEntry> entries,
+                       const std::function<void(const JournalEntry&)>& apply = {});
   /// Marks `seg` used now; records the uses when they have waited kUseFlushInterval.
   void touch_locked(Segment& seg);
   std::vector<RecordMeta> live_records_locked() const;
@@ -150,6 +169,14 @@ class Store {
   uint64_t evicted_records_ = 0;
   uint64_t recovered_records_ = 0;
   uint64_t dropped_at_open_ = 0;
+
+  // Capacity bounds everything the store writes (docs/format.md "Capacity"): the segments' measured
+  // disk bytes plus what the index files may take.
+  uint64_t fixed_bytes_ = 0;        // lock, manifest (or its temp file), O_DIRECT probe, directories
+  uint64_t journal_budget_ = 0;     // the journal is compacted before it would grow past this
+  uint64_t checkpoint_disk_ = 0;    // what index.ckpt takes now
+  uint64_t segment_estimate_ = 0;   // what a segment not yet made will take
+  uint64_t reserved_records_ = 0;   // reserved, not yet committed or aborted
 };
 
 }  // namespace kvtier

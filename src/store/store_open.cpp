@@ -91,6 +91,7 @@ Result<std::unique_ptr<Store>> Store::open(const Options& options, const Logger&
   KVTIER_TRY(make_dir(store->dir_));
   KVTIER_TRY(store->lock_directory());
   KVTIER_TRY(store->load_or_create_manifest(options, request));
+  store->remove_stale_files();
   if (options.io_path != IoPath::kBuffered) {
     store->direct_ = probe_direct_io(store->dir_, store->direct_fallback_);
     if (!store->direct_) KVTIER_LOG(log, kWarn, "falling back to buffered I/O: {}", store->direct_fallback_);
@@ -129,6 +130,7 @@ Status Store::load_or_create_manifest(const Options& options, const StoreRequest
               fmt::format("{} holds segment files but no {}", dir_, kManifestName)};
     }
     segment_bytes_ = options.segment_bytes;
+    KVTIER_TRY(size_index_files());  // before anything is written for a store that cannot be
     std::string image = manifest_json(geometry_, segment_bytes_).dump(2) + "\n";
     return write_file_atomic(dir_, kManifestName, std::as_bytes(std::span(image)));
   }
@@ -147,16 +149,49 @@ Status Store::load_or_create_manifest(const Options& options, const StoreRequest
                         "a store keeps its segment size (leave it unset to use the store's)",
                         dir_, segment_bytes_, *request.segment_bytes, request.segment_bytes_source)};
   }
-  if (segment_bytes_ == 0 || segment_bytes_ % kBlock != 0 || segment_bytes_ > capacity_) {
+  if (segment_bytes_ == 0 || segment_bytes_ % kBlock != 0) {
+    return {ErrorCode::kCorrupt, fmt::format("{}: segment size {} is not a multiple of 4 KiB", path, segment_bytes_)};
+  }
+  return size_index_files();
+}
+
+Status Store::size_index_files() {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  // The rank directory takes what it takes now or what its entries may need, whichever is more
+  // (ext4 fits about 170 of its names in a block; 100 are counted, plus an htree index block). The
+  // root may be shared by other ranks or not be kvtier's at all: one block is counted for it.
+  KVTIER_ASSIGN_OR_RETURN(UniqueFd dir, open_file(dir_, O_RDONLY | O_DIRECTORY));
+  KVTIER_ASSIGN_OR_RETURN(uint64_t dir_now, allocated_bytes(dir.get()));
+  const uint64_t names = capacity_ / segment_bytes_ + 8;
+  const uint64_t dir_need = kBlock * (1 + names / 100 + (names >= 100 ? 1 : 0));
+  // LOCK, MANIFEST.json, and either the manifest's temporary file (at creation) or the O_DIRECT
+  // probe (at open): small files of a block each.
+  fixed_bytes_ = 3 * kBlock + std::max(dir_now, dir_need) + kBlock;
+  // Compacted before it outgrows a thousandth of the capacity: between 64 KiB and 4 MiB.
+  journal_budget_ = std::clamp<uint64_t>(capacity_ / 1024 / kBlock * kBlock, 64 * 1024, 4 * kMiB);
+  segment_estimate_ = expected_disk_bytes(segment_bytes_);
+  const uint64_t least = segment_estimate_ + index_bytes_locked(0, 1);
+  if (least > capacity_) {
     return {ErrorCode::kInvalidArgument,
-            fmt::format("store {} uses {}-byte segments, which a capacity of {} bytes cannot hold",
-                        dir_, segment_bytes_, capacity_)};
+            fmt::format("store {}: a capacity of {} bytes cannot hold one {}-byte segment and the "
+                        "store's index files; it needs at least {} bytes", dir_, capacity_,
+                        segment_bytes_, least)};
   }
   return {};
 }
 
+void Store::remove_stale_files() const {
+  // Temporary files a crash left: they would only take room the capacity does not count.
+  for (const char* name : {"index.ckpt.tmp", "MANIFEST.json.tmp", ".direct-io-probe"}) {
+    ::unlink(fmt::format("{}/{}", dir_, name).c_str());
+  }
+}
+
 Status Store::load_index() {
   KVTIER_ASSIGN_OR_RETURN(LoadedIndex loaded, IndexLog::load(dir_));
+  if (struct stat st{}; ::stat(fmt::format("{}/{}", dir_, IndexLog::kCheckpointName).c_str(), &st) == 0) {
+    checkpoint_disk_ = static_cast<uint64_t>(st.st_blocks) * 512;
+  }
   KVTIER_ASSIGN_OR_RETURN(std::vector<uint32_t> ids, list_segments(dir_));
   // Every store has a checkpoint and a journal from its first open on: segment files without both
   // mean the index was lost (deleted, or a crash before the first checkpoint). Trusting what is
@@ -188,10 +223,15 @@ Status Store::load_index() {
   for (uint32_t id : ids) {
     auto seg = open_segment(dir_, id, direct_);
     if (!seg) return seg.error();
-    segments_[id].file = std::move(*seg);
+    Segment& s = segments_[id];
+    s.file = std::move(*seg);
+    KVTIER_ASSIGN_OR_RETURN(s.disk_bytes, allocated_bytes(s.file->fd.get()));
+    segment_estimate_ = std::max(segment_estimate_, s.disk_bytes);
   }
   KVTIER_TRY(adopt_records(std::move(loaded.records), loaded.dropped_segments, loaded.segment_uses));
-  bool changed = loaded.needs_rebuild || dropped_at_open_ > 0 || !loaded.checkpoint_found;
+  // A journal past its budget (kept by an older build, or under a larger capacity) is compacted.
+  bool changed = loaded.needs_rebuild || dropped_at_open_ > 0 || !loaded.checkpoint_found ||
+                 journal_->journal_bytes() > journal_budget_;
   KVTIER_TRY(enforce_capacity_locked(0));
   if (changed) KVTIER_TRY(checkpoint_locked());
   return {};

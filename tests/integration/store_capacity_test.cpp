@@ -2,10 +2,15 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // Capacity and eviction as a user sees them across engine lifetimes: what a refused save leaves
 // behind, which sessions eviction takes after reopens, and what the store's files weigh on disk.
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <atomic>
 #include <filesystem>
 #include <random>
+#include <set>
+#include <thread>
 
 #include "synthetic.hpp"
 #include "test_util.hpp"
@@ -135,9 +140,13 @@ TEST_F(StoreCapacityTest, EvictionFollowsUseOrderAcrossReopensAndCheckpoints) {
   std::mt19937_64 rng(testing::test_seed());
   std::vector<uint64_t> resident;  // seeds, least recently used first
   uint64_t next_seed = 1000;
+  const fs::path checkpoint = dir_.path() / "rank0of1" / "index.ckpt";
+  std::set<ino_t> checkpoints;  // each one is a new file renamed into place
   for (int op = 0; op < 60; ++op) {
+    struct stat st{};
+    if (::stat(checkpoint.c_str(), &st) == 0) checkpoints.insert(st.st_ino);
     auto e = open(o);
-    if (resident.size() < 4 || rng() % 3 == 0) {
+    if (resident.size() < 4 || rng() % 2 == 0) {
       const uint64_t seed = next_seed++;
       ASSERT_OK(save(*e, synthetic::tokens(seed, kSegmentSession)));
       if (resident.size() == 4) resident.erase(resident.begin());
@@ -151,11 +160,94 @@ TEST_F(StoreCapacityTest, EvictionFollowsUseOrderAcrossReopensAndCheckpoints) {
       resident.push_back(seed);
     }
   }
+  // The first open's checkpoint, then at least one compaction (20+ saves of 63 journal entries).
+  EXPECT_GE(checkpoints.size(), 2u) << "the journal was never compacted: the test checks less than it says";
   auto e = open(o);
   EXPECT_EQ(e->stats().records, resident.size() * 63);
   for (uint64_t seed : resident) {
     EXPECT_EQ(*e->lookup(synthetic::tokens(seed, kSegmentSession)), kSegmentSession) << seed;
   }
+}
+
+/// What `du` counts: st_blocks of `path` and of everything under it. Entries that vanish while it
+/// walks (the store deletes files as it works) count as nothing.
+uint64_t disk_usage(const std::string& path) {
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) != 0) return 0;
+  uint64_t total = static_cast<uint64_t>(st.st_blocks) * 512;
+  if (!S_ISDIR(st.st_mode)) return total;
+  DIR* d = ::opendir(path.c_str());
+  if (d == nullptr) return total;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") total += disk_usage(path + "/" + name);
+  }
+  ::closedir(d);
+  return total;
+}
+
+// Everything kvtier writes under the store counts against its capacity: segments, journal,
+// checkpoint (and its replacement while it is written), manifest, lock, the directories. Saves,
+// restores, evictions and reopens run while a thread samples the usage, so the moments inside an
+// operation are checked too. Returns the most segments the store held at once.
+uint64_t check_disk_usage_stays_within(const Options& o, const KvGeometry& g) {
+  const std::string root = o.root;
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> peak{0};
+  std::thread sampler([&] {
+    while (!done) {
+      const uint64_t now = disk_usage(root);
+      if (now > peak) peak = now;
+    }
+  });
+  std::mt19937_64 rng(testing::test_seed());
+  std::vector<std::vector<Token>> saved;
+  uint64_t over = 0, evicted = 0, most_segments = 0;
+  std::set<ino_t> checkpoints;  // each one is a new file renamed into place
+  for (int op = 0; op < 40 && over < 3; ++op) {
+    struct stat st{};
+    if (::stat((root + "/rank0of1/index.ckpt").c_str(), &st) == 0) checkpoints.insert(st.st_ino);
+    auto e = Engine::open(o);
+    if (!e) {
+      ADD_FAILURE() << e.error().to_string();
+      break;
+    }
+    saved.push_back(synthetic::tokens(5000 + op, 500 + rng() % 20000));
+    HostKv kv(g, saved.back().size());
+    synthetic::fill_kv(g, saved.back(), kv.span(), saved.back().size());
+    EXPECT_OK((*e)->save(saved.back(), kv.view));
+    most_segments = std::max(most_segments, (*e)->stats().segments);
+    HostKv out(g, 20500);
+    EXPECT_OK((*e)->restore(saved[rng() % saved.size()], out.view));
+    if (rng() % 4 == 0) {
+      EXPECT_OK((*e)->evict(saved[rng() % saved.size()]));
+    }
+    evicted += (*e)->stats().evicted_segments;
+    e->reset();
+    if (const uint64_t du = disk_usage(root); du > o.capacity_bytes) {
+      ++over;
+      ADD_FAILURE() << "op " << op << ": " << du << " bytes on disk, capacity " << o.capacity_bytes;
+    }
+  }
+  done = true;
+  sampler.join();
+  EXPECT_LE(peak.load(), o.capacity_bytes) << "at some moment inside an operation";
+  EXPECT_GT(evicted, 10u);
+  EXPECT_GE(checkpoints.size(), 2u) << "the journal was never compacted";
+  return most_segments;
+}
+
+// The user's report: 64 MiB of capacity, 16 MiB segments, du 67,194,880 bytes.
+TEST_F(StoreCapacityTest, StoreOnDiskNeverExceedsItsCapacity) {
+  check_disk_usage_stays_within(options(), g_);
+}
+
+// Three segments and little more than the index share (about 120 KiB here): the store runs full
+// with its index files at the edge of the capacity, where a file the accounting forgot shows.
+TEST_F(StoreCapacityTest, StoreOnDiskNeverExceedsATightCapacity) {
+  Options o = options();
+  o.capacity_bytes = 3 * (uint64_t{16} << 20) + (uint64_t{132} << 10);
+  EXPECT_EQ(check_disk_usage_stays_within(o, g_), 3u) << "the capacity is not as tight as the test means";
 }
 
 }  // namespace

@@ -183,7 +183,7 @@ TEST_F(StoreFaultTest, ManifestDamageIsAClearError) {
 
 TEST_F(StoreFaultTest, EvictionKeepsTheStoreWithinCapacityAtAllTimes) {
   Options o = options();
-  o.capacity_bytes = 64 << 20;  // four 16 MiB segments
+  o.capacity_bytes = 64 << 20;  // three 16 MiB segments and the index files
   auto e = open(o);
   std::vector<std::vector<Token>> sessions;
   for (int i = 0; i < 12; ++i) {
@@ -201,7 +201,7 @@ TEST_F(StoreFaultTest, EvictionKeepsTheStoreWithinCapacityAtAllTimes) {
 
 TEST_F(StoreFaultTest, EvictingASegmentDropsOnlyTheRecordsStillInIt) {
   Options o = options();
-  o.capacity_bytes = 64 << 20;  // four 16 MiB segments of 63 records each
+  o.capacity_bytes = 64 << 20;  // three 16 MiB segments of 63 records each, and the index files
   auto e = open(o);
   auto a = synthetic::tokens(500, 10 * 256);
   auto b = synthetic::tokens(501, 5 * 256);

@@ -55,7 +55,7 @@ TEST_F(StoreTest, ReservationThatCannotFitBesideOtherWritersEvictsNothing) {
   // Another writer holds two fresh segments while it writes.
   auto held = s->reserve(std::vector<uint64_t>(8, 4 * kMiB));
   ASSERT_OK(held);
-  // Two more segments cannot fit beside the writer's two without the committed one.
+  // Three more segments cannot fit beside the writer's two, even without the committed one.
   auto refused = s->reserve(std::vector<uint64_t>(12, 4 * kMiB));
   ASSERT_FALSE(refused.has_value());
   EXPECT_EQ(refused.error().code(), ErrorCode::kCapacity);
