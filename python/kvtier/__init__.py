@@ -11,7 +11,7 @@
     engine.restore_paged(token_ids, layer_tensors, block_table, block_size=16, layout="kv_first")
 
 Errors raise kvtier.Error(message, code): e.code (also e.args[1]) is the kvtier status name, e.g.
-"corrupt".
+"corrupt", or "invalid argument" for KV of another element size or shape than the geometry's.
 """
 from ._kvtier import Engine, Error, Geometry, open, stat_fields  # noqa: F401
 

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 #include "kvtier/kvtier.hpp"
@@ -176,8 +177,102 @@ void check_dtype(const Tensor& t, const kvtier::KvGeometry& g, const std::string
                      std::to_string(g.element_bytes) + "-byte dtype, or a uint8 view of its bytes"});
 }
 
-/// The contiguous form [2, layers, capacity, row]: the capacity follows from the tensor's size (the
-/// engine refuses a size that is not a whole number of tokens).
+std::string shape_of(const Tensor& t) {
+  std::string s = "(";
+  for (size_t i = 0; i < t.ndim(); ++i) s += (i ? ", " : "") + std::to_string(t.shape(i));
+  return s + (t.ndim() == 1 ? ",)" : ")");
+}
+
+/// A shape in the tensor's own elements, with nullopt for an axis any size fits ("tokens").
+using Expected = std::vector<std::optional<uint64_t>>;
+
+std::string expected_string(const Expected& e, const char* free_name) {
+  std::string s = "[";
+  for (size_t i = 0; i < e.size(); ++i) s += (i ? ", " : "") + (e[i] ? std::to_string(*e[i]) : free_name);
+  return s + "]";
+}
+
+bool matches(const Tensor& t, const Expected& e) {
+  if (t.ndim() != e.size()) return false;
+  for (size_t i = 0; i < e.size(); ++i) {
+    if (e[i] && t.shape(i) != *e[i]) return false;
+  }
+  return true;
+}
+
+/// head_dim counted in the tensor's elements: a uint8 view has element_bytes of them per value.
+/// nullopt when the tensor's elements do not divide a row (only dtypes check_dtype lets through).
+std::optional<uint64_t> head_dim_in(const Tensor& t, const kvtier::KvGeometry& g, uint64_t times = 1) {
+  const uint64_t bytes = uint64_t{g.head_dim} * g.element_bytes * times;
+  const uint64_t item = itemsize(t);
+  if (item == 0 || bytes % item != 0) return std::nullopt;
+  return bytes / item;
+}
+
+/// The contiguous form is [2, layers, tokens, kv_heads, head_dim]. Any shape holding a whole number
+/// of tokens is taken (a flat view of the same bytes too), except a 5-D one in another arrangement:
+/// its tokens would be read scrambled, since only the byte count tells kvtier where they are.
+void check_chunked_shape(const Tensor& t, const kvtier::KvGeometry& g) {
+  const auto dim = head_dim_in(t, g);
+  const Expected want = {2, g.layers, std::nullopt, g.kv_heads, dim};
+  const uint64_t per_token = g.bytes_per_token();
+  const bool whole = per_token != 0 && t.nbytes() % per_token == 0;
+  if (whole && (t.ndim() != 5 || !dim || matches(t, want))) return;
+  const std::string why = whole ? "a 5-D tensor must be that form" :
+      std::to_string(t.nbytes()) + " bytes are not a whole number of tokens of " + std::to_string(per_token) +
+          " bytes";
+  throw PyError({kvtier::ErrorCode::kInvalidArgument,
+                 "kv has shape " + shape_of(t) + " (" + dtype_name(t.dtype()) + "), but this geometry's contiguous "
+                 "form is " + expected_string(want, "tokens") + " ([2, layers, tokens, kv_heads, head_dim]): " + why});
+}
+
+/// A paged layer's shape for `layout` in the tensor's elements, with `blocks` free when unknown.
+Expected paged_shape(const Tensor& t, const kvtier::KvGeometry& g, kvtier::PagedLayout layout, uint32_t block_size,
+                     std::optional<uint64_t> blocks) {
+  switch (layout) {
+    case kvtier::PagedLayout::kKvFirst:
+      return {2, blocks, block_size, g.kv_heads, head_dim_in(t, g)};
+    case kvtier::PagedLayout::kBlockFirst:
+      return {blocks, 2, block_size, g.kv_heads, head_dim_in(t, g)};
+    case kvtier::PagedLayout::kPackedHeads:
+      return {blocks, g.kv_heads, block_size, head_dim_in(t, g, 2)};
+  }
+  return {};
+}
+
+const char* paged_form(kvtier::PagedLayout layout) {
+  switch (layout) {
+    case kvtier::PagedLayout::kKvFirst:
+      return "[2, blocks, block_size, kv_heads, head_dim]";
+    case kvtier::PagedLayout::kBlockFirst:
+      return "[blocks, 2, block_size, kv_heads, head_dim]";
+    case kvtier::PagedLayout::kPackedHeads:
+      return "[blocks, kv_heads, block_size, 2 * head_dim]";
+  }
+  return "";
+}
+
+/// Every layer must be the layout's shape with the first layer's number of blocks: the engine only
+/// sees byte counts, so a layer in another arrangement of the same size would be filled scrambled.
+void check_paged_shapes(const std::vector<Tensor>& layers, const kvtier::KvGeometry& g, kvtier::PagedLayout layout,
+                        const std::string& layout_name, uint32_t block_size) {
+  const Tensor& first = layers.front();
+  const size_t block_axis = layout == kvtier::PagedLayout::kKvFirst ? 1 : 0;
+  std::optional<uint64_t> blocks;
+  if (first.ndim() == paged_shape(first, g, layout, block_size, std::nullopt).size()) blocks = first.shape(block_axis);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const Expected want = paged_shape(layers[i], g, layout, block_size, blocks);
+    if (matches(layers[i], want)) continue;
+    throw PyError({kvtier::ErrorCode::kInvalidArgument,
+                   "layers[" + std::to_string(i) + "] has shape " + shape_of(layers[i]) + " (" +
+                       dtype_name(layers[i].dtype()) + "), but layout " + layout_name + " with block_size " +
+                       std::to_string(block_size) + " expects " + expected_string(want, "blocks") + " (" +
+                       paged_form(layout) + (i == 0 ? ")" : ", with the blocks of layers[0])")});
+  }
+}
+
+/// The contiguous form [2, layers, capacity, row]: the capacity follows from the tensor's size
+/// (check_chunked_shape refuses one that is not a whole number of tokens).
 struct Chunked {
   Tensor tensor;  // keeps the caller's memory referenced for the call
   kvtier::ChunkedKv view;
@@ -186,6 +281,7 @@ struct Chunked {
 Chunked chunked_of(const kvtier::Engine& e, nb::handle kv, nb::handle stream) {
   Chunked c{tensor_of(kv, "kv"), {}};
   check_dtype(c.tensor, e.geometry(), "kv");
+  check_chunked_shape(c.tensor, e.geometry());
   const uint64_t per_token = e.geometry().bytes_per_token();
   c.view = {view_of(c.tensor), per_token == 0 ? 0 : c.tensor.nbytes() / per_token, stream_of(kv, c.tensor, stream)};
   return c;
@@ -209,6 +305,7 @@ Paged paged_of(const kvtier::KvGeometry& g, nb::handle layers, nb::handle block_
   p.table = ints_of<int32_t>(block_table, "block_table");  // -1 skips a block on restore
   p.view.layout = layout_of(layout);
   for (size_t l = 0; l < p.layers.size(); ++l) check_dtype(p.layers[l], g, "layers[" + std::to_string(l) + "]");
+  check_paged_shapes(p.layers, g, p.view.layout, layout, block_size);
   for (const Tensor& l : p.layers) p.view.layers.push_back(view_of(l));
   p.view.block_table = p.table;
   p.view.block_size = block_size;

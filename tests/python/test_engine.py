@@ -190,6 +190,51 @@ class EngineTest(unittest.TestCase):
             self.engine.restore_paged(list(range(100)), layers, list(range(7)), block_size=bs)
         self.assertIn("layers[0] is float32 (4-byte elements)", e.exception.args[0])
 
+    def test_wrong_kv_shapes_name_the_expected_and_the_given_shape(self):
+        g, tokens = self.g, list(range(100))
+        form = f"[2, {g.layers}, tokens, {g.kv_heads}, {g.head_dim}]"
+        odd = np.zeros((2, g.layers, 100, g.kv_heads, g.head_dim - 1), np.uint16)  # not whole tokens
+        swapped = np.zeros((2, 100, g.layers, g.kv_heads, g.head_dim), np.uint16)  # whole, but scrambled
+        for wrong in (odd, swapped):
+            with self.subTest(shape=wrong.shape), self.assertRaises(kvtier.Error) as e:
+                self.engine.restore(tokens, wrong)
+            self.assertEqual(e.exception.code, "invalid argument")
+            self.assertIn(f"kv has shape {wrong.shape} (uint16)", e.exception.args[0])
+            self.assertIn(form, e.exception.args[0])
+        # Views of the same bytes in another shape stay accepted: flat, and uint8 with head_dim in bytes.
+        kv = session(self.rng, g, 100)
+        self.assertEqual(self.engine.save(tokens, kv.reshape(-1)), 2)
+        out = np.zeros_like(kv).view(np.uint8)
+        self.assertEqual(out.shape[-1], 2 * g.head_dim)
+        self.assertEqual(self.engine.restore(tokens, out)["tokens_restored"], 100)
+        np.testing.assert_array_equal(out.view(np.uint16), kv)
+
+        bs, blocks, table = 16, 8, list(range(7))
+        good = (2, blocks, bs, g.kv_heads, g.head_dim)
+        bad = {
+            "kv_first": ([np.zeros((blocks, 2, bs, g.kv_heads, g.head_dim), np.uint16)] * g.layers,
+                         f"[2, 2, {bs}, {g.kv_heads}, {g.head_dim}]"),  # blocks read where kv_first has them
+            "block_first": ([np.zeros(good, np.uint16)] * g.layers,
+                            f"[2, 2, {bs}, {g.kv_heads}, {g.head_dim}]"),
+            "packed_heads": ([np.zeros((blocks, g.kv_heads, bs, g.head_dim), np.uint16)] * g.layers,
+                             f"[{blocks}, {g.kv_heads}, {bs}, {2 * g.head_dim}]"),
+        }
+        for layout, (layers, want) in bad.items():
+            with self.subTest(layout=layout), self.assertRaises(kvtier.Error) as e:
+                self.engine.restore_paged(tokens, layers, table, block_size=bs, layout=layout)
+            self.assertIn(f"layers[0] has shape {layers[0].shape} (uint16)", e.exception.args[0])
+            self.assertIn(f"layout {layout} with block_size {bs} expects {want}", e.exception.args[0])
+        # A later layer with another number of blocks than the first.
+        layers = [np.zeros(good, np.uint16), np.zeros((2, blocks + 1, bs, g.kv_heads, g.head_dim), np.uint16)]
+        with self.assertRaises(kvtier.Error) as e:
+            self.engine.restore_paged(tokens, layers, table, block_size=bs)
+        self.assertIn(f"layers[1] has shape (2, {blocks + 1}, {bs}", e.exception.args[0])
+        self.assertIn(f"expects [2, {blocks}, {bs}, {g.kv_heads}, {g.head_dim}]", e.exception.args[0])
+        # block_size disagreeing with the tensors' is a wrong shape too.
+        with self.assertRaises(kvtier.Error) as e:
+            self.engine.restore_paged(tokens, [np.zeros(good, np.uint16)] * g.layers, list(range(4)), block_size=32)
+        self.assertIn(f"expects [2, {blocks}, 32, {g.kv_heads}, {g.head_dim}]", e.exception.args[0])
+
     def test_token_ids_outside_32_bits_are_refused_never_cut(self):
         t = np.arange(1000, dtype=np.int64) + 7
         kv = session(self.rng, self.g, 1000)
