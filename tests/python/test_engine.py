@@ -235,6 +235,17 @@ class EngineTest(unittest.TestCase):
             self.engine.restore_paged(tokens, [np.zeros(good, np.uint16)] * g.layers, list(range(4)), block_size=32)
         self.assertIn(f"expects [2, {blocks}, 32, {g.kv_heads}, {g.head_dim}]", e.exception.args[0])
 
+    def test_numpy_is_a_declared_dependency(self):
+        try:
+            import tomllib
+        except ImportError:
+            self.skipTest("tomllib needs Python 3.11")
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+            project = tomllib.load(f)["project"]
+        names = [d.split(";")[0].split(">")[0].split("=")[0].split("<")[0].strip() for d in project["dependencies"]]
+        self.assertIn("numpy", names, "pip install kvtier would leave out numpy, which the package imports")
+
     def test_token_ids_outside_32_bits_are_refused_never_cut(self):
         t = np.arange(1000, dtype=np.int64) + 7
         kv = session(self.rng, self.g, 1000)
