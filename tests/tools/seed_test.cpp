@@ -87,7 +87,8 @@ TEST(SeedSummary, MediansOfPerWindowRatesAndRatiosToTheCeiling) {
   EXPECT_DOUBLE_EQ(with_dram[2]["ratio_to_ceiling"].get<double>(), 0.8);
   EXPECT_DOUBLE_EQ(with_dram[2]["ceiling_kv_gbps"].get<double>(), 10.0);
 
-  const std::string table = render_table(s, Json{{"dram_measured", false}, {"pcie", "not measured"}}, {});
+  const std::string table =
+      render_table(s, Json{{"samplers", {{"dram_measured", false}, {"pcie", "not measured"}}}}, {});
   EXPECT_NE(table.find("| posix | 256 | 2,000 ms | 2.00 GB/s | 4.00 GB/s | n/a |"), std::string::npos) << table;
   EXPECT_NE(table.find("accounted"), std::string::npos);
 }
@@ -109,6 +110,26 @@ TEST(SeedSummary, RestoresServedFromACacheAreFlagged) {
   EXPECT_NE(t.find("WARNING: posix (chunk 256): only 0.20 device bytes"), std::string::npos) << t;
   rows[0]["disk_read_bytes"] = 1.0e9;
   EXPECT_EQ(render_table(summarize(rows), Json::object(), {}).find("WARNING"), std::string::npos);
+}
+
+const Json kHostMachine = {
+    {"gpu", false},
+    {"rank_devices", {"host (host-emulated device; KV lands in host memory)",
+                      "host (host-emulated device; KV lands in host memory)"}},
+    {"samplers", {{"dram_measured", false}, {"pcie", "not measured: no GPU (KV in host memory)"}}}};
+
+TEST(SeedTable, HeadlineSaysWhetherAGpuWasUsedAndWhich) {
+  const std::vector<Json> rows = {repeat_row("posix", 1, 1e9, 1.0)};
+  const std::string host = render_table(summarize(rows), kHostMachine, {});
+  EXPECT_EQ(host.rfind("**Host-emulated device: no GPU was used.**", 0), 0u) << host;
+  Json gpu = kHostMachine;
+  gpu["gpu"] = true;
+  gpu["rank_devices"] = {"cuda:0 (NVIDIA H200)", "cuda:1 (NVIDIA H200)"};
+  const std::string t = render_table(summarize(rows), gpu, {});
+  EXPECT_EQ(t.rfind("**GPU: cuda:0 (NVIDIA H200), cuda:1 (NVIDIA H200).**", 0), 0u) << t;
+  EXPECT_EQ(t.find("Host-emulated"), std::string::npos) << t;
+  EXPECT_EQ(render_concurrency_table(Json::array(), kHostMachine, {}).rfind("**Host-emulated device", 0), 0u);
+  EXPECT_EQ(device_headline(gpu), t.substr(0, t.find('\n')));
 }
 
 TEST(SeedConcurrency, AggregateTailAndLoadPerConfigurationAndLevel) {

@@ -200,6 +200,7 @@ class SeedRun {
         KVTIER_TRY(run_chunk(chunk, main ? split_list(flags_.paths) : split_list(flags_.sweep_paths), main));
       }
     }
+    out_["headline"] = device_headline(machine_);
     out_["machine"] = machine_;
     out_["cufile"] = gds_notes_;
     out_["fallbacks"] = fallbacks_;
@@ -212,8 +213,8 @@ class SeedRun {
     const std::string json_path = (fs::path(flags_.out) / "seed.json").string();
     std::ofstream(json_path) << out_.dump(2) << "\n";
     write_csv(rows_, (fs::path(flags_.out) / "seed.csv").string());
-    const std::string table = concurrent ? render_concurrency_table(summary, machine_["samplers"], gds_notes_)
-                                         : render_table(summary, machine_["samplers"], gds_notes_);
+    const std::string table = concurrent ? render_concurrency_table(summary, machine_, gds_notes_)
+                                         : render_table(summary, machine_, gds_notes_);
     std::ofstream(fs::path(flags_.out) / "table.md") << table;
     std::printf("\n%s\n", table.c_str());
     std::printf("results: %s (seed.json, seed.csv, table.md)\n", flags_.out.c_str());
@@ -299,7 +300,7 @@ class SeedRun {
     stage.samplers = std::make_unique<Samplers>(device.value_or(""), pids);
     stage.samplers->start_pcie(buses);
     stage.gpu = !buses.front().empty();
-    if (machine_.empty()) describe_machine(*stage.samplers, device);
+    if (machine_.empty()) describe_machine(*stage.samplers, device, stage.gpu);
     return stage;
   }
 
@@ -577,7 +578,7 @@ class SeedRun {
     return {};
   }
 
-  void describe_machine(const Samplers& samplers, const Result<std::string>& device) {
+  void describe_machine(const Samplers& samplers, const Result<std::string>& device, bool gpu) {
     utsname u{};
     ::uname(&u);
     std::string cpu = "unknown";
@@ -601,6 +602,7 @@ class SeedRun {
                 {"memory_gib", static_cast<double>(mem_kb) / 1048576.0},
                 {"store_device", device ? *device : "unknown"},
                 {"store_device_model", disk_model},
+                {"gpu", gpu},
                 {"rank_devices", Json::array()},
                 {"page_cache", dropper_.describe()},
                 {"samplers", samplers.describe()}};

@@ -55,6 +55,24 @@ def bar_figure(path, rows, key, title, subtitle, unit, cufile, fmt="{:.2f}", ext
     plt.close(fig)
 
 
+def headline(data):
+    """What the KV was restored into, said first: a host-emulated run must not pass for a GPU's.
+    seed.json from before the headline was written: named from the rank devices."""
+    if data.get("headline"):
+        return data["headline"]
+    devices = data.get("machine", {}).get("rank_devices", [])
+    if devices and all(str(d).startswith("host") for d in devices):
+        return "**Host-emulated device: no GPU was used.**"
+    return ""
+
+
+def table_text(run, data):
+    """table.md without its headline, which the report already has at its top."""
+    text = (run / "table.md").read_text()
+    head = headline(data)
+    return text[len(head):].lstrip("\n") if head and text.startswith(head) else text
+
+
 def machine_lines(data):
     machine = data.get("machine", {})
     lines = ["## Machine", ""]
@@ -110,14 +128,14 @@ def concurrency_report(run, data):
                     f"{load['threads']} copy threads; alone they move {load['alone_gbps']:.1f} GB/s.",
                     load["alone_gbps"], "load alone")
         names.append("fig_c3_host_load.png")
-    lines = ["# kvtier concurrency evaluation", "", f"Command: `{data.get('command', '')}`", ""]
+    lines = ["# kvtier concurrency evaluation", "", headline(data), "", f"Command: `{data.get('command', '')}`", ""]
     lines += machine_lines(data)
     w = data["workload"]
     lines += ["", "## Workload", "",
               f"{len(w.get('session_tokens', []))} sessions of {w['tokens_min']:,}-{w['tokens_max']:,} tokens of "
               f"{w['model']} at TP {w['ranks']}; per configuration and N, rounds of N sessions restored at once by "
               "each rank process (N threads, N paged caches), page cache dropped before each round, every byte "
-              "checked after.", "", "## Results", "", (run / "table.md").read_text(), ""]
+              "checked after.", "", "## Results", "", table_text(run, data), ""]
     lines += [f"![{n}]({n})" for n in names]
     (run / "report.md").write_text("\n".join(lines) + "\n")
     print(f"report: {run / 'report.md'} and {len(names)} figures")
@@ -172,7 +190,7 @@ def main():
         fig.savefig(run / "fig6_chunk_sweep.png", dpi=120)
         plt.close(fig)
 
-    lines = ["# kvtier seed evaluation", ""]
+    lines = ["# kvtier seed evaluation", "", headline(data), ""]
     lines += [f"Command: `{data.get('command', '')}`", ""]
     lines += machine_lines(data)
     w = data["workload"]
@@ -181,7 +199,7 @@ def main():
               f"at TP {w['ranks']} (one process per rank), saved in a unique phase (KV made by a prefill stand-in "
               "kernel from the token ids, not a model), then restored in a repeat phase per configuration into a "
               "poisoned paged KV cache with the page cache dropped, and checked byte for byte.", ""]
-    lines += ["## Table 1", "", (run / "table.md").read_text(), ""]
+    lines += ["## Table 1", "", table_text(run, data), ""]
     lines += ["## Figures", ""]
     for name, *_ in figures:
         lines.append(f"![{name}]({name})")

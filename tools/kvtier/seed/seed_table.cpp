@@ -168,9 +168,24 @@ Json summarize(const std::vector<Json>& rows) {
   return out;
 }
 
-std::string render_table(const Json& summary, const Json& samplers, const std::map<std::string, std::string>& cufile) {
+std::string device_headline(const Json& machine) {
+  if (!machine.value("gpu", false)) {
+    return "**Host-emulated device: no GPU was used.** KV was restored into host memory standing in for GPU "
+           "memory: PCIe was not sampled, gds cannot run and a DRAM-tier hit is a CPU copy, so no figure here is a "
+           "GPU's.";
+  }
+  std::string gpus;
+  for (const Json& d : machine.value("rank_devices", Json::array())) {
+    if (d.is_string()) gpus += (gpus.empty() ? "" : ", ") + d.get<std::string>();
+  }
+  return fmt::format("**GPU: {}.** KV was restored into GPU memory, one rank per GPU.",
+                     gpus.empty() ? "unnamed" : gpus);
+}
+
+std::string render_table(const Json& summary, const Json& machine, const std::map<std::string, std::string>& cufile) {
+  const Json samplers = machine.value("samplers", Json::object());
   const bool measured = samplers.value("dram_measured", false);
-  std::string t = "Table 1. Medians over the repeat windows (kvtier seed workload)\n\n";
+  std::string t = device_headline(machine) + "\n\nTable 1. Medians over the repeat windows (kvtier seed workload)\n\n";
   t += fmt::format("| CONFIGURATION | CHUNK | RESTORE | DISK READ | DRAM BW ({}) | PCIE RX | CPU / REQ | CORES BUSY | "
                    "RESTORE GB/s | CEILING GB/s | RATIO | HOST B / KV B | BYTE-EXACT |\n",
                    measured ? "measured" : "accounted");
@@ -295,10 +310,10 @@ Json summarize_concurrency(const std::vector<Json>& rows, double load_alone_gbps
   return out;
 }
 
-std::string render_concurrency_table(const Json& summary, const Json& samplers,
+std::string render_concurrency_table(const Json& summary, const Json& machine,
                                      const std::map<std::string, std::string>& cufile) {
-  const bool measured = samplers.value("dram_measured", false);
-  std::string t = "Concurrent restores: N sessions at once per rank (medians over rounds; latency quantiles over "
+  const bool measured = machine.value("samplers", Json::object()).value("dram_measured", false);
+  std::string t = device_headline(machine) + "\n\nConcurrent restores: N sessions at once per rank (medians over rounds; latency quantiles over "
                   "every restore)\n\n";
   t += fmt::format("| CONFIGURATION | N | AGGREGATE GB/s | CEILING GB/s | RATIO | p50 | p99 | p99/p50 | KVTIER CPU / RESTORE | "
                    "DRAM BW ({}) | HOST B / KV B | LOAD GB/s (alone -> during) | BYTE-EXACT |\n",

@@ -16,9 +16,14 @@ namespace kvtier::seed {
 /// Rates are medians of per-window rates (each window's bytes over its own length).
 [[nodiscard]] nlohmann::ordered_json summarize(const std::vector<nlohmann::ordered_json>& rows);
 
+/// One line that says where the KV went: the GPUs by name, or the host-emulated device (no GPU
+/// used), from `machine` ({"gpu": bool, "rank_devices": [...]}, as seed.json's "machine").
+[[nodiscard]] std::string device_headline(const nlohmann::ordered_json& machine);
+
 /// Table 1 in the reference's columns plus kvtier's: restore GB/s, ratio to the drive's O_DIRECT
-/// ceiling measured in the same run, accounted host bytes per KV byte, byte-exact count.
-[[nodiscard]] std::string render_table(const nlohmann::ordered_json& summary, const nlohmann::ordered_json& samplers,
+/// ceiling measured in the same run, accounted host bytes per KV byte, byte-exact count. Headed by
+/// device_headline(machine); `machine["samplers"]` says what was measured.
+[[nodiscard]] std::string render_table(const nlohmann::ordered_json& summary, const nlohmann::ordered_json& machine,
                                        const std::map<std::string, std::string>& cufile);
 
 /// Per (config, concurrency N): aggregate restore GB/s (all sessions of a round over its window),
@@ -28,7 +33,7 @@ namespace kvtier::seed {
 [[nodiscard]] nlohmann::ordered_json summarize_concurrency(const std::vector<nlohmann::ordered_json>& rows,
                                                            double load_alone_gbps);
 [[nodiscard]] std::string render_concurrency_table(const nlohmann::ordered_json& summary,
-                                                   const nlohmann::ordered_json& samplers,
+                                                   const nlohmann::ordered_json& machine,
                                                    const std::map<std::string, std::string>& cufile);
 
 /// The p-quantile (0..1) of `values`, interpolating between neighbours; 0 for none.
