@@ -30,16 +30,22 @@ expect() {
 
 s="$work/store"
 common=(--store "$s" --model tiny --segment-size 8M --capacity 256M)
+# ls, stat and verify take no flag that only matters when writing (--capacity, --segment-size, ...).
+readers=(--store "$s" --model tiny)
 expect 0 "chunks written=4" put "${common[@]}" --tokens 1000
 expect 0 "restored 1000/1000" get "${common[@]}" --tokens 1000
 expect 0 "chunks written=0 present=4" put "${common[@]}" --tokens 1000
 expect 0 "restored 1000/1000" get "${common[@]}" --tokens 1000 --io dram --dram 64M
 expect 0 "restored 1000/1000" get "${common[@]}" --tokens 1000 --io posix
 expect 1 "restored 0/1000" get "${common[@]}" --tokens 1000 --seed 99
-expect 0 "verified 4 records" verify "${common[@]}"
-expect 0 "records" stat "${common[@]}"
-expect 0 '"records": 4' stat "${common[@]}" --json
-expect 0 "segment" ls "${common[@]}"
+expect 0 "verified 4 records" verify "${readers[@]}"
+expect 0 "records" stat "${readers[@]}"
+expect 0 '"records": 4' stat "${readers[@]}" --json
+expect 0 "segment" ls "${readers[@]}"
+
+# --version prints the version CMakeLists.txt's project() gives.
+version=$(sed -n 's/^project(kvtier VERSION \([0-9.]*\).*/\1/p' "$(dirname "$0")/../../CMakeLists.txt")
+expect 0 "kvtier $version " --version
 
 # Bad input: nonsense sizes, unknown models, wrong geometry, missing or unusable paths.
 expect 2 "not a non-negative number" put --store "$s" --model tiny --tokens 10 --capacity lots
@@ -52,6 +58,26 @@ expect 3 "no store at" get --store "$work/missing" --model tiny --tokens 10
 expect 3 "no store at" verify --store "$work/missing" --model tiny
 touch "$work/file"
 expect 2 "not a directory" put --store "$work/file" --model tiny --tokens 10
+# The readers refuse flags that cannot change what they do (a smaller --capacity would evict).
+expect 2 "--capacity" ls "${readers[@]}" --capacity 256M
+expect 2 "--segment-size" stat "${readers[@]}" --segment-size 8M
+expect 2 "--tenant" verify "${readers[@]}" --tenant a
+expect 2 "--io" ls "${readers[@]}" --io posix
+expect 2 "--staging" stat "${readers[@]}" --staging 256M
+expect 2 "--dram" verify "${readers[@]}" --dram 64M
+expect 0 "verified 4 records" verify "${readers[@]}" --io buffered --request-size 1M --staging 4M
+# bench restores over what --paths names: --io and --dram would change nothing.
+expect 2 "--io" bench --store "$work/b" --model tiny --io buffered
+expect 2 "--dram" bench --store "$work/b" --model tiny --dram 64M
+# --help shows the defaults, including those of options whose value 0 means "the default".
+expect 0 "--store DIR=./kvtier-store" put --help
+expect 0 "--capacity SIZE=64G" put --help
+expect 0 "--segment-size SIZE=auto" get --help
+expect 0 "--tp-world UINT:0..4294967295=1" ls --help
+expect 0 "--io PATH=auto" verify --help
+expect 0 "--tp-world UINT:0..4294967295=2" bench --help
+expect 0 "--sessions UINT:1..100000=4" bench --help
+expect 0 "--out TEXT=kvtier-seed-<time>" bench --help
 expect 2 "I/O path" put "${common[@]}" --tokens 10 --io sideways
 # Parse errors exit 2 (README), whatever CLI11's own code for them; --help still exits 0.
 expect 2 "--bogus-flag" put "${common[@]}" --tokens 10 --bogus-flag
@@ -79,11 +105,11 @@ expect 2 "--seed: -1 $range 0..9223372036854775807" put "${common[@]}" --tokens 
 expect 2 "--seed: -1 $range 0.." get "${common[@]}" --tokens 10 --seed -1
 # "-4294967295" is 1 once wrapped into a 32-bit option.
 expect 2 "--tp-rank: -4294967295 $range 0..4294967295" put "${common[@]}" --tokens 10 --tp-rank -4294967295
-expect 2 "--tp-world: -1 $range 0..4294967295" ls "${common[@]}" --tp-world -1
-expect 2 "--chunk-tokens: -1 $range 0..4294967295" stat "${common[@]}" --chunk-tokens -1
-expect 2 "--chunk-tokens: 4294967296 $range 0..4294967295" verify "${common[@]}" --chunk-tokens 4294967296
+expect 2 "--tp-world: -1 $range 0..4294967295" ls "${readers[@]}" --tp-world -1
+expect 2 "--chunk-tokens: -1 $range 0..4294967295" stat "${readers[@]}" --chunk-tokens -1
+expect 2 "--chunk-tokens: 4294967296 $range 0..4294967295" verify "${readers[@]}" --chunk-tokens 4294967296
 # In the type's range, the geometry's own bounds apply.
-expect 2 "chunk_tokens 65537 not in 1..65536" stat "${common[@]}" --chunk-tokens 65537
+expect 2 "chunk_tokens 65537 not in 1..65536" stat "${readers[@]}" --chunk-tokens 65537
 for opt in --sessions --tokens --tokens-min --tokens-max --seed --repeat --ranks --host-load; do
   expect 2 "$opt: -1 $range" bench --store "$work/b" --model tiny "$opt" -1
 done
@@ -116,7 +142,7 @@ echo "{ nope" > "$work/damaged/rank0of1/MANIFEST.json"
 expect 3 "MANIFEST.json" get --store "$work/damaged" --model tiny --tokens 10
 seg=$(ls "$s"/rank0of1/seg-*.kvt | head -1)
 printf '\xff\xff\xff\xff' | dd of="$seg" bs=1 seek=$((4096 + 100)) conv=notrunc status=none
-expect 1 "1 corrupt" verify "${common[@]}"
+expect 1 "1 corrupt" verify "${readers[@]}"
 expect 1 "restored 0/1000" get "${common[@]}" --tokens 1000
 
 # A store asked to hold more than its capacity.

@@ -60,24 +60,44 @@ CLI::Validator whole_number(uint64_t lo, uint64_t hi) {
       fmt::format("{}..{}", lo, hi));
 }
 
-void StoreFlags::add_to(CLI::App& app) {
-  app.add_option("--store", root, "Store root directory (each TP rank uses rank<R>of<W>/ in it)");
-  app.add_option("--model", model, "Model preset: qwen3-coder-30b-a3b, llama-3-8b, llama-3-70b, qwen3-8b, tiny");
+void StoreFlags::add_to(CLI::App& app, const FlagGroups& groups) {
+  app.add_option("--store", root, "Store root directory (each TP rank uses rank<R>of<W>/ in it)")->type_name("DIR");
+  app.add_option("--model", model, "Model preset: qwen3-coder-30b-a3b, llama-3-8b, llama-3-70b, qwen3-8b, tiny")
+      ->type_name("NAME");
   // Only the type's range here: KvGeometry::validate() owns the real bounds and says them.
   const uint64_t u32 = std::numeric_limits<uint32_t>::max();
   app.add_option("--tp-rank", tp_rank, "Tensor-parallel rank of this store")->transform(whole_number(0, u32));
-  app.add_option("--tp-world", tp_world, "Tensor-parallel world size")->transform(whole_number(0, u32));
+  app.add_option("--tp-world", tp_world, "Tensor-parallel world size (the store holds 1/W of each token's KV)")
+      ->transform(whole_number(0, u32));
   app.add_option("--chunk-tokens", chunk_tokens, "Tokens per key (prefix-match granularity)")
       ->transform(whole_number(0, u32));
-  app.add_option("--tenant", tenant, "Tenant salt: keys of one tenant never match another's");
-  app.add_option("--capacity", capacity, "Store capacity (e.g. 64G); 0 = default 64 GiB");
-  app.add_option("--segment-size", segment, "Segment file size (e.g. 1G); 0 = default");
-  app.add_option("--io", io,
-                 "I/O path: auto, posix (= direct: O_DIRECT via io_uring), buffered, gds (cuFile, for GPU memory), "
-                 "or dram (posix with a DRAM tier in front: --dram, default 8G)");
-  app.add_option("--request-size", request, "I/O request size (e.g. 8M); 0 = default 16 MiB");
-  app.add_option("--staging", staging, "Staging memory, the bound on bytes in flight; 0 = 128 MiB");
-  app.add_option("--dram", dram, "DRAM tier in front of the disk (e.g. 16G); 0 = none");
+  // The size options keep "0" (the engine's default, which KVTIER_* variables may replace) as
+  // their value; the help shows what 0 resolves to.
+  auto size = [&](const char* name, std::string& value, const char* help, const char* shown) {
+    app.add_option(name, value, help)->type_name("SIZE")->default_str(shown);
+  };
+  if (groups.tenant) {
+    app.add_option("--tenant", tenant, "Tenant salt: keys of one tenant never match another's (default: none)")
+        ->type_name("SALT");
+  }
+  if (groups.layout) {
+    size("--capacity", capacity, "Store capacity: the most bytes of segment files; the least recently used "
+         "segments are evicted to stay under it", "64G");
+    size("--segment-size", segment, "Segment file size for a new store (an existing store keeps its own); auto: "
+         "capacity/4, at most 1G and at least 16M", "auto");
+  }
+  if (groups.io_path) {
+    app.add_option("--io", io,
+                   "I/O path: auto (= posix), posix or direct (O_DIRECT via io_uring; buffered where the "
+                   "filesystem refuses O_DIRECT), buffered (page cache), gds (cuFile, for GPU memory only: the "
+                   "CLI's KV is in host memory, so posix), dram (posix with a DRAM tier in front, --dram)")
+        ->type_name("PATH");
+  }
+  if (groups.io_tuning) {
+    size("--request-size", request, "I/O request size", "16M");
+    size("--staging", staging, "Staging memory, the bound on bytes in flight", "128M");
+  }
+  if (groups.dram) size("--dram", dram, "DRAM tier in front of the disk (0: none; 8G with --io dram)", "0");
 }
 
 Result<Options> StoreFlags::options(bool create) const {

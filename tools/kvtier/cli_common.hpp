@@ -25,6 +25,18 @@ inline constexpr uint64_t kMaxSeed = INT64_MAX;
 /// option as 2^64-1 (strtoull wraps it), "99999999999999999999" as 2^64-1, and "010" as octal 8.
 [[nodiscard]] CLI::Validator whole_number(uint64_t lo, uint64_t hi);
 
+/// The store flags a command takes beyond --store, --model, --tp-rank, --tp-world and
+/// --chunk-tokens (which every command needs to find its store). A flag that cannot change what a
+/// command does is not offered, so that e.g. `ls --capacity 1M` is refused rather than ignored (or
+/// worse: a smaller capacity makes the store evict at open).
+struct FlagGroups {
+  bool tenant = true;     ///< --tenant: which keys a command looks up or writes
+  bool layout = true;     ///< --capacity, --segment-size: a new store's size and segments
+  bool io_path = true;    ///< --io
+  bool io_tuning = true;  ///< --request-size, --staging
+  bool dram = true;       ///< --dram
+};
+
 /// Flags that say which store and geometry a command works on.
 struct StoreFlags {
   std::string root = "./kvtier-store";
@@ -40,7 +52,7 @@ struct StoreFlags {
   std::string staging = "0";
   std::string dram = "0";
 
-  void add_to(CLI::App& app);
+  void add_to(CLI::App& app, const FlagGroups& groups = {});
   /// Options for the engine; kInvalidArgument for nonsense values.
   [[nodiscard]] Result<Options> options(bool create) const;
 };
