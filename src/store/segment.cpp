@@ -22,7 +22,9 @@ namespace {
 constexpr std::string_view kPrefix = "seg-";
 constexpr std::string_view kSuffix = ".kvt";
 
-int open_flags(bool direct) { return O_RDWR | (direct ? O_DIRECT : 0); }
+int open_flags(bool direct, bool read_only = false) {
+  return (read_only ? O_RDONLY : O_RDWR) | (direct ? O_DIRECT : 0);
+}
 
 }  // namespace
 
@@ -52,12 +54,13 @@ uint64_t expected_disk_bytes(uint64_t size) {
   return align_up(size) + (extents > 4 ? kBlock * (1 + extents / 340) : 0);
 }
 
-Result<std::shared_ptr<SegmentFile>> open_segment(const std::string& dir, uint32_t id, bool direct) {
+Result<std::shared_ptr<SegmentFile>> open_segment(const std::string& dir, uint32_t id, bool direct,
+                                                  bool read_only) {
   auto seg = std::make_shared<SegmentFile>();
   seg->id = id;
   seg->path = fmt::format("{}/{}", dir, segment_name(id));
   seg->direct = direct;
-  KVTIER_ASSIGN_OR_RETURN(seg->fd, open_file(seg->path, open_flags(direct)));
+  KVTIER_ASSIGN_OR_RETURN(seg->fd, open_file(seg->path, open_flags(direct, read_only)));
   struct stat st{};
   if (::fstat(seg->fd.get(), &st) != 0) return fail(posix_error(errno, "fstat " + seg->path));
   seg->size = static_cast<uint64_t>(st.st_size);
@@ -112,6 +115,27 @@ bool probe_direct_io(const std::string& dir, std::string& reason) {
   Status st = pwrite_full(fd->get(), block.span(), 0);
   if (st.ok()) st = pread_full(fd->get(), block.span(), 0);
   ::unlink(path.c_str());
+  if (!st.ok()) {
+    reason = fmt::format("O_DIRECT I/O failed on the filesystem of {} ({})", dir, st.to_string());
+    return false;
+  }
+  return true;
+}
+
+bool probe_direct_read(const std::string& dir, std::string& reason) {
+  auto ids = list_segments(dir);
+  if (!ids || ids->empty()) {
+    reason = fmt::format("no segment in read-only store {} to probe O_DIRECT reads on", dir);
+    return false;
+  }
+  auto seg = open_segment(dir, ids->front(), /*direct=*/true, /*read_only=*/true);
+  if (!seg) {
+    reason = fmt::format("O_DIRECT refused by the filesystem of {} ({})", dir,
+                         std::strerror(seg.error().native_error()));
+    return false;
+  }
+  AlignedBuffer block(kBlock);
+  Status st = pread_full((*seg)->fd.get(), block.span(), 0);
   if (!st.ok()) {
     reason = fmt::format("O_DIRECT I/O failed on the filesystem of {} ({})", dir, st.to_string());
     return false;

@@ -33,9 +33,9 @@ std::string segment_name(uint32_t id);
 /// What a segment of `size` bytes is expected to take on disk (st_blocks), file-system blocks of
 /// its own included; the store measures each segment it makes and raises the estimate when short.
 uint64_t expected_disk_bytes(uint64_t size);
-/// Opens an existing segment.
+/// Opens an existing segment (for reading only when `read_only`).
 [[nodiscard]] Result<std::shared_ptr<SegmentFile>> open_segment(const std::string& dir, uint32_t id,
-                                                                bool direct);
+                                                                bool direct, bool read_only = false);
 /// Ids of the segment files in `dir`, ascending.
 [[nodiscard]] Result<std::vector<uint32_t>> list_segments(const std::string& dir);
 
@@ -47,5 +47,8 @@ uint64_t expected_disk_bytes(uint64_t size);
 /// Whether the filesystem holding `dir` takes O_DIRECT writes and reads of 4 KiB. When it does not,
 /// `reason` says why (e.g. "O_DIRECT refused by the filesystem (EINVAL)").
 bool probe_direct_io(const std::string& dir, std::string& reason);
+/// The same for a store that may not be written: an O_DIRECT read of the first block of its first
+/// segment, writing nothing.
+bool probe_direct_read(const std::string& dir, std::string& reason);
 
 }  // namespace kvtier

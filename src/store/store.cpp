@@ -235,6 +235,7 @@ Status Store::admit_locked(std::span<const uint64_t> sizes) const {
 
 Result<std::vector<Placement>> Store::reserve(std::span<const uint64_t> sizes) {
   std::lock_guard lock(mu_);
+  if (read_only_) return fail(refuse_read_only());
   // Decided before anything is evicted: a save that cannot fit must not cost the sessions stored.
   KVTIER_TRY(admit_locked(sizes));
   reserved_records_ += sizes.size();
@@ -308,6 +309,9 @@ Status Store::drop_locked(std::span<const Key128> keys) {
   for (const Key128& key : keys) {
     if (index_.contains(key)) entries.push_back({JournalOp::kDropRecord, RecordMeta{key}, 0});
   }
+  // A refused drop changes nothing, not even what this process serves: it may be an eviction the
+  // caller asked for, which must not half happen.
+  if (read_only_) return entries.empty() ? Status{} : refuse_read_only();
   std::set<uint32_t> touched;
   KVTIER_TRY(append_locked(entries, [&](const JournalEntry& e) {
     const RecordMeta meta = index_.at(e.meta.key);
@@ -344,6 +348,7 @@ std::vector<JournalEntry> Store::unsaved_uses_locked() const {
 
 Status Store::append_locked(std::span<const JournalEntry> entries,
                             const std::function<void(const JournalEntry&)>& apply) {
+  if (!journal_) return refuse_read_only();
   // No batch fills more than half the budget, so one always fits once the journal is compacted.
   const uint64_t batch_limit = journal_budget_ / 2;
   size_t next = 0;
@@ -376,8 +381,13 @@ Status Store::append_locked(std::span<const JournalEntry> entries,
   }
 }
 
+Status Store::refuse_read_only() const {
+  return {ErrorCode::kPermission, fmt::format("store opened read-only: {}", read_only_reason_)};
+}
+
 void Store::touch_locked(Segment& seg) {
   seg.last_use = ++sequence_;
+  if (read_only_) return;  // recency is not worth a write the store may not make
   const auto now = std::chrono::steady_clock::now();
   if (!unsaved_since_) unsaved_since_ = now;
   if (now - *unsaved_since_ < kUseFlushInterval) return;

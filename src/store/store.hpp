@@ -45,6 +45,9 @@ struct StoreRequest {
 
 /// @brief The store of one rank. Thread-safe: every public method takes the store's lock, and
 /// none holds it across payload I/O (only across journal appends and segment creation).
+/// A store whose directory or index files may not be written (EROFS, EACCES) is opened read-only
+/// under a shared lock: it serves lookups and reads, refuses reserve() and drop(), and writes
+/// nothing. Writers and readers exclude each other (docs/format.md "Access").
 class Store {
  public:
   /// Opens or creates the store directory for `options` (already resolved).
@@ -56,6 +59,9 @@ class Store {
   [[nodiscard]] const KvGeometry& geometry() const { return geometry_; }
   [[nodiscard]] bool direct_io() const { return direct_; }
   [[nodiscard]] const std::string& direct_io_fallback() const { return direct_fallback_; }
+  /// Opened read-only, and why (empty when writable).
+  [[nodiscard]] bool read_only() const { return read_only_; }
+  [[nodiscard]] const std::string& read_only_reason() const { return read_only_reason_; }
 
   /// The longest run of `keys` stored, in order, with their files; marks their segments used.
   [[nodiscard]] std::vector<LocatedRecord> find_chain(std::span<const Key128> keys);
@@ -74,7 +80,8 @@ class Store {
   /// Unpins a reservation whose writes failed; its space is left unused.
   void abort(std::span<const Placement> placements);
 
-  /// Drops records from the index (durably); segments left empty are deleted.
+  /// Drops records from the index (durably); segments left empty are deleted. A read-only store
+  /// refuses (kPermission) when any of them is stored, and changes nothing.
   [[nodiscard]] Status drop(std::span<const Key128> keys);
 
   /// Every live record, grouped by segment and in file order.
@@ -107,6 +114,11 @@ class Store {
 
   Store() = default;
   Status lock_directory();
+  /// Why the store may not be written here (empty when it may): its directory or index files.
+  std::string write_problem() const;
+  Status lock_exclusive(const std::string& path);
+  Status lock_shared(const std::string& path, std::string reason);
+  Status refuse_read_only() const;
   Status load_or_create_manifest(const Options& options, const StoreRequest& request);
   Status load_index();
   Status adopt_records(std::vector<RecordMeta> records, std::span<const uint32_t> dropped,
@@ -153,6 +165,8 @@ class Store {
   bool direct_ = false;
   std::string direct_fallback_;
   UniqueFd lock_fd_;
+  bool read_only_ = false;
+  std::string read_only_reason_;
 
   std::mutex mu_;
   std::optional<IndexLog> journal_;                                  // guarded by mu_

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include <fmt/format.h>
@@ -20,6 +21,9 @@ namespace {
 
 constexpr const char* kManifestName = "MANIFEST.json";
 constexpr const char* kLockName = "LOCK";
+
+// What a store on read-only media, or one of another user's we may read, answers a write with.
+bool may_not_write(int err) { return err == EROFS || err == EACCES || err == EPERM; }
 
 // KV is user data: a directory kvtier makes is 0700 whatever the umask (mkdir's mode passes through
 // it, so it is set again). One that exists keeps the mode its owner gave it.
@@ -91,28 +95,85 @@ Result<std::unique_ptr<Store>> Store::open(const Options& options, const Logger&
   KVTIER_TRY(make_dir(store->dir_));
   KVTIER_TRY(store->lock_directory());
   KVTIER_TRY(store->load_or_create_manifest(options, request));
-  store->remove_stale_files();
+  if (!store->read_only_) store->remove_stale_files();
   if (options.io_path != IoPath::kBuffered) {
-    store->direct_ = probe_direct_io(store->dir_, store->direct_fallback_);
+    store->direct_ = store->read_only_ ? probe_direct_read(store->dir_, store->direct_fallback_)
+                                       : probe_direct_io(store->dir_, store->direct_fallback_);
     if (!store->direct_) KVTIER_LOG(log, kWarn, "falling back to buffered I/O: {}", store->direct_fallback_);
   }
   KVTIER_TRY(store->load_index());
   return store;
 }
 
+std::string Store::write_problem() const {
+  // AT_EACCESS: the rights this process has (its effective ids), as open() will check them.
+  if (::faccessat(AT_FDCWD, dir_.c_str(), W_OK, AT_EACCESS) != 0 && may_not_write(errno)) {
+    return fmt::format("{} is not writable ({})", dir_, std::strerror(errno));
+  }
+  for (const char* name : {kLockName, kManifestName, IndexLog::kJournalName, IndexLog::kCheckpointName}) {
+    const std::string path = fmt::format("{}/{}", dir_, name);
+    if (::faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) != 0 && may_not_write(errno)) {
+      return fmt::format("{} is not writable ({})", path, std::strerror(errno));
+    }
+  }
+  return {};
+}
+
 Status Store::lock_directory() {
-  std::string path = fmt::format("{}/{}", dir_, kLockName);
-  KVTIER_ASSIGN_OR_RETURN(lock_fd_, open_file(path, O_RDWR | O_CREAT));
+  const std::string path = fmt::format("{}/{}", dir_, kLockName);
+  std::string problem = write_problem();
+  if (problem.empty()) {
+    auto fd = open_file(path, O_RDWR | O_CREAT);
+    if (fd) {
+      lock_fd_ = std::move(*fd);
+      return lock_exclusive(path);
+    }
+    if (!may_not_write(fd.error().native_error())) return fd.error();
+    problem = fd.error().message() + " (" + std::strerror(fd.error().native_error()) + ")";
+  }
+  return lock_shared(path, std::move(problem));
+}
+
+// Readers hold LOCK_SH, the writer LOCK_EX: a writer waits for readers to close, and readers for
+// the writer, so a reader never sees the index change under it.
+Status Store::lock_shared(const std::string& path, std::string reason) {
+  auto fd = open_file(path, O_RDONLY);
+  if (!fd) {
+    return fd.error().with_context(fmt::format("store {} may not be written ({}) and its lock cannot be read",
+                                               dir_, reason));
+  }
+  lock_fd_ = std::move(*fd);
+  if (::flock(lock_fd_.get(), LOCK_SH | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err != EWOULDBLOCK) return posix_error(err, "locking " + path);
+    auto holder = read_file(path);
+    return {ErrorCode::kLocked,
+            fmt::format("store {} is in use by a kvtier engine that writes it{}; a read-only open "
+                        "waits until it closes", dir_,
+                        holder && !holder->empty() ? fmt::format(" (pid {})", *holder) : "")};
+  }
+  read_only_ = true;
+  read_only_reason_ = std::move(reason);
+  KVTIER_LOG(*log_, kWarn, "store opened read-only: {}", read_only_reason_);
+  return {};
+}
+
+Status Store::lock_exclusive(const std::string& path) {
   if (::flock(lock_fd_.get(), LOCK_EX | LOCK_NB) != 0) {
     int err = errno;
+    if (err != EWOULDBLOCK) return posix_error(err, "locking " + path);
+    // Only readers hold it when a shared lock can still be had.
+    if (::flock(lock_fd_.get(), LOCK_SH | LOCK_NB) == 0) {
+      ::flock(lock_fd_.get(), LOCK_UN);
+      return {ErrorCode::kLocked,
+              fmt::format("store {} is open read-only by another process; a writer waits until "
+                          "every reader has closed it", dir_)};
+    }
     auto holder = read_file(path);
     std::string who = holder && !holder->empty() ? fmt::format(" (held by pid {})", *holder) : "";
-    if (err == EWOULDBLOCK) {
-      return {ErrorCode::kLocked,
-              fmt::format("store {} is in use by another kvtier engine{}; each TP rank's store "
-                          "takes one writer", dir_, who)};
-    }
-    return posix_error(err, "locking " + path);
+    return {ErrorCode::kLocked,
+            fmt::format("store {} is in use by another kvtier engine{}; each TP rank's store "
+                        "takes one writer", dir_, who)};
   }
   std::string pid = std::to_string(::getpid());
   if (::ftruncate(lock_fd_.get(), 0) != 0) return posix_error(errno, "truncating " + path);
@@ -123,6 +184,11 @@ Status Store::load_or_create_manifest(const Options& options, const StoreRequest
   std::string path = fmt::format("{}/{}", dir_, kManifestName);
   auto text = read_file(path);
   if (!text && text.error().code() != ErrorCode::kNotFound) return text.error();
+  if (!text && read_only_) {
+    return {ErrorCode::kNotFound,
+            fmt::format("no store at {} ({} missing), and none can be made there: {}", dir_,
+                        kManifestName, read_only_reason_)};
+  }
   if (!text) {
     KVTIER_ASSIGN_OR_RETURN(auto existing, list_segments(dir_));
     if (!existing.empty()) {
@@ -205,23 +271,26 @@ Status Store::load_index() {
     KVTIER_LOG(*log_, kWarn, "{}: {}; rebuilding the index from segment headers", dir_, loaded.problem);
     loaded.records.clear();
     for (uint32_t id : ids) {
-      KVTIER_ASSIGN_OR_RETURN(auto seg, open_segment(dir_, id, direct_));
+      KVTIER_ASSIGN_OR_RETURN(auto seg, open_segment(dir_, id, direct_, read_only_));
       KVTIER_ASSIGN_OR_RETURN(auto found, scan_segment(*seg, geometry_));
       loaded.records.insert(loaded.records.end(), found.begin(), found.end());
     }
   }
   // A torn tail is cut now; a damaged journal is kept whole until the checkpoint below replaces it,
-  // so a crash in between rebuilds again instead of losing what the damaged part held.
-  auto journal = IndexLog::open(
-      dir_, loaded.needs_rebuild ? loaded.journal_file_bytes : loaded.journal_valid_bytes);
-  if (!journal) return journal.error();
-  journal_.emplace(std::move(*journal));
+  // so a crash in between rebuilds again instead of losing what the damaged part held. A read-only
+  // store keeps both as they are and has no journal to append to.
+  if (!read_only_) {
+    auto journal = IndexLog::open(
+        dir_, loaded.needs_rebuild ? loaded.journal_file_bytes : loaded.journal_valid_bytes);
+    if (!journal) return journal.error();
+    journal_.emplace(std::move(*journal));
+  }
   std::lock_guard lock(mu_);
   // Above every id the index names too: a segment whose drop is still in the journal may be gone
   // from disk, and a new segment under its id would lose its records when that drop is replayed.
   next_id_ = std::max(ids.empty() ? 0 : ids.back(), loaded.max_segment_id) + 1;
   for (uint32_t id : ids) {
-    auto seg = open_segment(dir_, id, direct_);
+    auto seg = open_segment(dir_, id, direct_, read_only_);
     if (!seg) return seg.error();
     Segment& s = segments_[id];
     s.file = std::move(*seg);
@@ -230,6 +299,13 @@ Status Store::load_index() {
   }
   KVTIER_TRY(adopt_records(std::move(loaded.records), loaded.dropped_segments, loaded.segment_uses));
   // A journal past its budget (kept by an older build, or under a larger capacity) is compacted.
+  if (read_only_) {
+    if (used_locked(0) > capacity_) {
+      KVTIER_LOG(*log_, kWarn, "{}: over its capacity of {} bytes; a read-only open evicts nothing", dir_,
+                 capacity_);
+    }
+    return {};
+  }
   bool changed = loaded.needs_rebuild || dropped_at_open_ > 0 || !loaded.checkpoint_found ||
                  journal_->journal_bytes() > journal_budget_;
   KVTIER_TRY(enforce_capacity_locked(0));
@@ -266,7 +342,7 @@ Status Store::adopt_records(std::vector<RecordMeta> records, std::span<const uin
       continue;
     }
     // An empty file is an unused active segment or one whose drop was journaled before a crash.
-    ::unlink(it->second.file->path.c_str());
+    if (!read_only_) ::unlink(it->second.file->path.c_str());
     it = segments_.erase(it);
   }
   // A segment was last used at its newest record's write or its last recorded use, whichever came
