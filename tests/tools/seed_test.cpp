@@ -132,6 +132,29 @@ TEST(SeedTable, HeadlineSaysWhetherAGpuWasUsedAndWhich) {
   EXPECT_EQ(device_headline(gpu), t.substr(0, t.find('\n')));
 }
 
+TEST(SeedTable, RatiosAboveOneAndTheHostEmulatedDramRatioAreExplained) {
+  std::vector<Json> rows = {repeat_row("posix", 1, 4e9, 1.2), repeat_row("buffered", 0.5, 4e9, std::nullopt)};
+  Json dram = repeat_row("dram", 1, 4e9, std::nullopt);
+  dram["link_ceiling_seconds"] = 0.49;
+  rows.push_back(dram);
+  const Json s = summarize(rows);
+  const std::string t = render_table(s, kHostMachine, {});
+  EXPECT_NE(t.find("same I/O code"), std::string::npos) << t;  // what the ceiling was
+  EXPECT_NE(t.find("- posix (chunk 256) at 1.20x: above 1x, the restore beat a raw read of the same records"),
+            std::string::npos) << t;
+  EXPECT_NE(t.find("- buffered (chunk 256) at 2.40x: above 1x because its reads went through the page cache"),
+            std::string::npos) << t;
+  EXPECT_NE(t.find("- dram (chunk 256) at 0.49x: on the host-emulated device"), std::string::npos) << t;
+  EXPECT_NE(t.find("bound by that CPU copy"), std::string::npos) << t;
+  // With a GPU the DRAM tier crosses a real link: no CPU-copy note; a ratio under 1 needs none.
+  Json gpu = kHostMachine;
+  gpu["gpu"] = true;
+  const std::string with_gpu = render_table(s, gpu, {});
+  EXPECT_EQ(with_gpu.find("- dram"), std::string::npos) << with_gpu;
+  rows[0]["ceiling_seconds"] = 0.8;
+  EXPECT_EQ(render_table(summarize(rows), gpu, {}).find("- posix"), std::string::npos);
+}
+
 TEST(SeedConcurrency, AggregateTailAndLoadPerConfigurationAndLevel) {
   auto round = [](uint64_t n, double seconds, std::vector<double> latencies, double load_bytes) {
     return Json{{"config", "posix"}, {"concurrency", n}, {"phase", "concurrent"}, {"seconds", seconds},
