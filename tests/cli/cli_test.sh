@@ -58,6 +58,18 @@ expect 3 "no store at" get --store "$work/missing" --model tiny --tokens 10
 expect 3 "no store at" verify --store "$work/missing" --model tiny
 touch "$work/file"
 expect 2 "not a directory" put --store "$work/file" --model tiny --tokens 10
+# A file where a store should be is named as such, not reported as a missing store.
+expect 2 "not a directory: $work/file" ls --store "$work/file" --model tiny
+expect 2 "not a directory: $work/file" get --store "$work/file/s" --model tiny --tokens 10
+expect 2 "not a directory: $work/file" put --store "$work/file/s" --model tiny --tokens 10
+# put and bench create the directories above their store, 0700 like the store's own.
+expect 0 "chunks written=1" put --store "$work/new/a/b" --model tiny --tokens 100
+if [[ $(stat -c %a "$work/new" "$work/new/a" "$work/new/a/b" | sort -u) == 700 ]]; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); echo "FAIL: directories made for --store are not all 0700"
+fi
+expect 0 "byte-exact" bench --store "$work/new/bench/x" --model tiny --sessions 1 --tokens 1000 --repeat 1 --paths direct
 # The readers refuse flags that cannot change what they do (a smaller --capacity would evict).
 expect 2 "--capacity" ls "${readers[@]}" --capacity 256M
 expect 2 "--segment-size" stat "${readers[@]}" --segment-size 8M

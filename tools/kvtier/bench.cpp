@@ -190,7 +190,8 @@ void print_header(const StoreFlags& flags, const BenchFlags& bench, const Option
 }  // namespace
 
 int run_bench(StoreFlags flags, const BenchFlags& bench) {
-  flags.root = fmt::format("{}/bench-{}", flags.root, ::getpid());
+  const std::string parent = flags.root;
+  flags.root = fmt::format("{}/bench-{}", parent, ::getpid());
   auto options = flags.options(true);
   if (!options) return report(options.error(), "bench");
   // Save and each restore hold one session's KV and token ids at a time.
@@ -199,6 +200,7 @@ int run_bench(StoreFlags flags, const BenchFlags& bench) {
       !st.ok()) {
     return report(st, "bench");
   }
+  if (Status st = make_dirs(parent); !st.ok()) return report(st, "bench");
   if (options->capacity_bytes == 0) {
     // Room for every session plus one segment of slack, so the benchmark never evicts.
     const uint64_t need = options->geometry.bytes_for_tokens(bench.tokens) * bench.sessions;

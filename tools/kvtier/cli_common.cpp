@@ -2,16 +2,21 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #include "cli_common.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
 
 #include <fmt/format.h>
+
+#include "common/posix.hpp"
 
 namespace kvtier::cli {
 namespace {
@@ -123,6 +128,37 @@ Result<Options> StoreFlags::options(bool create) const {
   }
   if (io == "dram" && o.dram_bytes == 0) o.dram_bytes = uint64_t{8} << 30;
   return o;
+}
+
+Status make_dirs(const std::string& dir) {
+  std::filesystem::path path;
+  for (const std::filesystem::path& part : std::filesystem::path(dir)) {
+    path /= part;
+    if (part.empty() || part == "/" || part == "." || part == "..") continue;
+    if (::mkdir(path.c_str(), 0700) == 0) {
+      // mkdir's mode passes through the umask: set it again, as the store does for its own.
+      if (::chmod(path.c_str(), 0700) != 0) return posix_error(errno, "chmod " + path.string());
+      continue;
+    }
+    const int err = errno;
+    struct stat st{};
+    if (err != EEXIST || ::stat(path.c_str(), &st) != 0) return posix_error(err, "creating directory " + path.string());
+    if (!S_ISDIR(st.st_mode)) return {ErrorCode::kInvalidArgument, fmt::format("not a directory: {}", path.string())};
+  }
+  return {};
+}
+
+Status check_store_root(const std::string& root) {
+  // The nearest existing ancestor that is not a directory is the one to name.
+  for (std::filesystem::path p = root; !p.empty(); p = p.parent_path()) {
+    struct stat st{};
+    if (::stat(p.c_str(), &st) == 0) {
+      if (S_ISDIR(st.st_mode)) return {};
+      return {ErrorCode::kInvalidArgument, fmt::format("not a directory: {}", p.string())};
+    }
+    if (p == p.parent_path()) break;
+  }
+  return {};
 }
 
 int exit_code(const Status& status) {

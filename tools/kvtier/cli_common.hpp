@@ -61,6 +61,16 @@ struct StoreFlags {
 /// MemAvailable in /proc/meminfo; ok where that cannot be read.
 [[nodiscard]] Status check_host_memory(uint64_t bytes, std::string_view what);
 
+/// Creates `dir` and every missing directory above it, each 0700 (a store holds user data), so
+/// that `--store a/b/c` works without a separate mkdir. kInvalidArgument "not a directory: <path>"
+/// where a component is a file.
+[[nodiscard]] Status make_dirs(const std::string& dir);
+
+/// For commands that read an existing store: kInvalidArgument "not a directory: <path>" when
+/// `root` (or a directory above it) is a file, rather than the store's "no store at
+/// <root>/rank0of1", which sends the user looking for a missing store.
+[[nodiscard]] Status check_store_root(const std::string& root);
+
 /// Exit code of a failed Status: 2 caller error, 3 store state, 4 OS or I/O, 70 internal.
 int exit_code(const Status& status);
 

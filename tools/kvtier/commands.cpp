@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.hpp"
+#include "common/try.hpp"
 #include "synthetic.hpp"
 
 namespace kvtier::cli {
@@ -24,9 +25,11 @@ double seconds_since(Clock::time_point t) {
 
 using synthetic::HostKv;
 
-Result<std::unique_ptr<Engine>> open_engine(const StoreFlags& flags, bool create) {
-  auto options = flags.options(create);
+/// Opens the store for a command that reads it (never creates one).
+Result<std::unique_ptr<Engine>> open_existing(const StoreFlags& flags) {
+  auto options = flags.options(false);
   if (!options) return fail(options.error());
+  KVTIER_TRY(check_store_root(options->root));
   return Engine::open(*options);
 }
 
@@ -52,6 +55,7 @@ Result<std::pair<std::unique_ptr<HostKv>, std::unique_ptr<Engine>>> prepare(cons
   if (!options) return fail(options.error());
   auto kv = session_kv(options->geometry, tokens);
   if (!kv) return fail(kv.error());
+  KVTIER_TRY(create ? make_dirs(options->root) : check_store_root(options->root));
   auto engine = Engine::open(*options);
   if (!engine) return fail(engine.error());
   return std::pair(std::move(*kv), std::move(*engine));
@@ -108,7 +112,7 @@ int run_get(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t se
 }
 
 int run_ls(const StoreFlags& flags) {
-  auto engine = open_engine(flags, false);
+  auto engine = open_existing(flags);
   if (!engine) return report(engine.error(), "ls");
   std::printf("%-10s %14s %14s %14s %9s %10s\n", "segment", "file bytes", "written", "live bytes",
               "records", "tokens");
@@ -122,7 +126,7 @@ int run_ls(const StoreFlags& flags) {
 }
 
 int run_stat(const StoreFlags& flags, bool json) {
-  auto engine = open_engine(flags, false);
+  auto engine = open_existing(flags);
   if (!engine) return report(engine.error(), "stat");
   const Stats s = (*engine)->stats();
   nlohmann::ordered_json j = {
@@ -143,7 +147,7 @@ int run_stat(const StoreFlags& flags, bool json) {
 }
 
 int run_verify(const StoreFlags& flags) {
-  auto engine = open_engine(flags, false);
+  auto engine = open_existing(flags);
   if (!engine) return report(engine.error(), "verify");
   Progress progress("verify");
   auto report_or = (*engine)->verify([&](uint64_t d, uint64_t t) { progress.update(d, t); });

@@ -157,6 +157,8 @@ void BenchCommand::add_to(CLI::App& app) {
 
 int BenchCommand::run(int argc, char** argv) {
   if (workload != "seed") return run_bench(flags, bench);
+  // The rank processes make their stores in --store: create it, as put does.
+  if (kvtier::Status st = make_dirs(flags.root); !st.ok()) return report(st, "bench");
   if (*sessions_opt) seed.sessions = bench.sessions;
   if (*tokens_opt) seed.tokens_min = seed.tokens_max = bench.tokens;
   if (*paths_opt) seed.paths = bench.paths;
