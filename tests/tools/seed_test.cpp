@@ -4,6 +4,7 @@
 // ratios to the ceiling) and CSV, on hand-made rows whose answers are known.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -153,6 +154,69 @@ TEST(SeedTable, RatiosAboveOneAndTheHostEmulatedDramRatioAreExplained) {
   EXPECT_EQ(with_gpu.find("- dram"), std::string::npos) << with_gpu;
   rows[0]["ceiling_seconds"] = 0.8;
   EXPECT_EQ(render_table(summarize(rows), gpu, {}).find("- posix"), std::string::npos);
+}
+
+TEST(SeedMachine, StoreDeviceModelIsTheKernelsOrSaysWhyItIsUnknown) {
+  testing::TempDir sys;
+  const auto device_dir = [&](const std::string& name) {
+    const std::filesystem::path d = sys.path() / "block" / name / "device";
+    std::filesystem::create_directories(d);
+    return d;
+  };
+  std::ofstream(device_dir("nvme0n1") / "model") << "Samsung SSD 990 PRO 2TB                 \n";
+  EXPECT_EQ(store_device_model(std::string("nvme0n1"), sys.path().string()), "Samsung SSD 990 PRO 2TB");
+  const auto vda = device_dir("vda");
+  std::filesystem::create_directories(sys.path() / "bus/virtio/drivers/virtio_blk");
+  std::filesystem::create_symlink("../../../bus/virtio/drivers/virtio_blk", vda / "driver");
+  EXPECT_EQ(store_device_model(std::string("vda"), sys.path().string()),
+            "unknown (the kernel lists no model for vda; driver virtio_blk)");
+  std::ofstream(device_dir("dm-0") / "model") << "  \n";
+  EXPECT_EQ(store_device_model(std::string("dm-0"), sys.path().string()),
+            "unknown (the kernel lists no model for dm-0)");
+  const Result<std::string> none = fail(ErrorCode::kNotFound, "/kv has no block device in /sys");
+  EXPECT_EQ(store_device_model(none, sys.path().string()), "unknown (/kv has no block device in /sys)");
+}
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The report of a host-emulated run as the seed benchmark writes it, through seed_report.py.
+TEST(SeedReport, HostRunIsHeadlinedAndHasNoEmptyOrDegenerateLines) {
+  testing::TempDir run;
+  std::vector<Json> rows = {repeat_row("posix", 1, 4e9, 0.8), repeat_row("posix", 1, 4e9, 0.8)};
+  const Json summary = summarize(rows);
+  Json machine = kHostMachine;
+  machine["store_device"] = "vda";
+  machine["store_device_model"] = "";  // as runs before the model said why wrote it
+  machine["samplers"]["pcie_sample_interval_ms"] = 0.0;
+  const std::string table = render_table(summary, machine, {});
+  std::ofstream(run.path() / "table.md") << table;
+  const Json data = {{"command", "kvtier bench --workload seed"},
+                     {"headline", device_headline(machine)},
+                     {"workload", {{"sessions", 2}, {"tokens_min", 20000}, {"tokens_max", 20000}, {"seed", 1},
+                                   {"ranks", 2}, {"model", "tiny"}, {"chunk_tokens", 256}}},
+                     {"machine", machine},
+                     {"summary", summary}};
+  std::ofstream(run.path() / "seed.json") << data.dump(2);
+  const ReportOutcome made = make_report(run.path().string());
+  if (made == ReportOutcome::kNoMatplotlib) GTEST_SKIP() << "no python3 with matplotlib";
+  ASSERT_EQ(made, ReportOutcome::kMade);
+  const std::string report = slurp(run.path() / "report.md");
+  EXPECT_EQ(report.rfind("# kvtier seed evaluation\n\n**Host-emulated device: no GPU was used.**", 0), 0u) << report;
+  EXPECT_EQ(report.find("Host-emulated device", report.find("Host-emulated device") + 1), std::string::npos)
+      << "the headline twice:\n" << report;
+  EXPECT_NE(report.find("Table 1. Medians"), std::string::npos) << report;
+  EXPECT_NE(report.find("2 unique sessions of 20,000 tokens of tiny"), std::string::npos) << report;
+  EXPECT_EQ(report.find("store device model: \n"), std::string::npos) << report;
+  EXPECT_NE(report.find("store device model: unknown ("), std::string::npos) << report;
+  EXPECT_EQ(report.find("sample interval ms: 0.0"), std::string::npos) << report;
+  for (const char* figure : {"fig1_disk_read.png", "fig3_dram.png", "fig5_cpu.png"}) {
+    EXPECT_TRUE(std::filesystem::exists(run.path() / figure)) << figure;
+  }
 }
 
 TEST(SeedConcurrency, AggregateTailAndLoadPerConfigurationAndLevel) {

@@ -29,10 +29,6 @@
 #include "seed_table.hpp"
 #include "workload.hpp"
 
-#ifndef KVTIER_SEED_REPORT_SCRIPT
-#define KVTIER_SEED_REPORT_SCRIPT ""
-#endif
-
 namespace kvtier::seed {
 namespace {
 
@@ -110,11 +106,13 @@ class Samplers {
   }
 
   [[nodiscard]] Json describe() const {
-    return Json{{"disk", device_.empty() ? "unknown" : device_},
-                {"dram", memory_ ? memory_->source() : "accounted from the data path, not measured (" + memory_note_ + ")"},
-                {"dram_measured", memory_ != nullptr},
-                {"pcie", pcie_ ? pcie_->source() : "not measured: " + pcie_note_},
-                {"pcie_sample_interval_ms", pcie_ ? pcie_->sample_interval() * 1e3 : 0.0}};
+    Json d = {{"disk", device_.empty() ? "unknown" : device_},
+              {"dram", memory_ ? memory_->source() : "accounted from the data path, not measured (" + memory_note_ + ")"},
+              {"dram_measured", memory_ != nullptr},
+              {"pcie", pcie_ ? pcie_->source() : "not measured: " + pcie_note_}};
+    // Only a sampler has an interval: 0.0 would read as one that sampled continuously.
+    if (pcie_) d["pcie_sample_interval_ms"] = pcie_->sample_interval() * 1e3;
+    return d;
   }
 
  private:
@@ -218,7 +216,7 @@ class SeedRun {
     std::ofstream(fs::path(flags_.out) / "table.md") << table;
     std::printf("\n%s\n", table.c_str());
     std::printf("results: %s (seed.json, seed.csv, table.md)\n", flags_.out.c_str());
-    if (flags_.report) run_report();
+    if (flags_.report) (void)make_report(flags_.out);
     bool exact = true;
     for (const Json& r : rows_) exact = exact && r.value("exact", true);
     if (!exact) std::printf("ERROR: some restores were not byte-exact (see seed.csv)\n");
@@ -591,39 +589,17 @@ class SeedRun {
     }
     uint64_t mem_kb = 0;
     if (auto m = read_file("/proc/meminfo")) mem_kb = std::strtoull(m->c_str() + m->find(':') + 1, nullptr, 10);
-    std::string disk_model;
-    if (device) {
-      if (auto m = read_file("/sys/block/" + *device + "/device/model")) disk_model = *m;
-      while (!disk_model.empty() && (disk_model.back() == '\n' || disk_model.back() == ' ')) disk_model.pop_back();
-    }
     machine_ = {{"kernel", fmt::format("{} {}", u.sysname, u.release)},
                 {"cpu", cpu},
                 {"cores", std::thread::hardware_concurrency()},
                 {"memory_gib", static_cast<double>(mem_kb) / 1048576.0},
                 {"store_device", device ? *device : "unknown"},
-                {"store_device_model", disk_model},
+                {"store_device_model", store_device_model(device)},
                 {"gpu", gpu},
                 {"rank_devices", Json::array()},
                 {"page_cache", dropper_.describe()},
                 {"samplers", samplers.describe()}};
     for (const Json& h : hello_) machine_["rank_devices"].push_back(h.value("device", ""));
-  }
-
-  void run_report() {
-    const std::string script = KVTIER_SEED_REPORT_SCRIPT;
-    if (script.empty() || !fs::exists(script)) {
-      std::printf("report: seed_report.py not found; figures not made\n");
-      return;
-    }
-    // The first Python that has matplotlib (a pyenv python3 may shadow Debian's, which has it).
-    for (const char* python : {"python3", "/usr/bin/python3"}) {
-      if (std::system(fmt::format("{} -c 'import matplotlib' >/dev/null 2>&1", python).c_str()) != 0) continue;
-      const std::string cmd = fmt::format("{} '{}' '{}'", python, script, flags_.out);
-      if (std::system(cmd.c_str()) != 0) std::printf("report: '%s' failed\n", cmd.c_str());
-      return;
-    }
-    std::printf("report: no python3 with matplotlib (tools/setup.sh installs python3-matplotlib); run "
-                "tools/kvtier/seed/seed_report.py %s later\n", flags_.out.c_str());
   }
 
   std::string self_;

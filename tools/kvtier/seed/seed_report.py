@@ -55,6 +55,12 @@ def bar_figure(path, rows, key, title, subtitle, unit, cufile, fmt="{:.2f}", ext
     plt.close(fig)
 
 
+def token_range(w):
+    """"20,000" when every session has the same length, else "19,000-20,000"."""
+    lo, hi = w["tokens_min"], w["tokens_max"]
+    return f"{lo:,}" if lo == hi else f"{lo:,}-{hi:,}"
+
+
 def headline(data):
     """What the KV was restored into, said first: a host-emulated run must not pass for a GPU's.
     seed.json from before the headline was written: named from the rank devices."""
@@ -81,8 +87,12 @@ def machine_lines(data):
         v = machine.get(k)
         if isinstance(v, float):
             v = f"{v:.1f}"
+        if k == "store_device_model" and not v:  # seed.json from before the model said why
+            v = "unknown (the kernel lists none)"
         lines.append(f"- {k.replace('_', ' ')}: {v}")
     for k, v in machine.get("samplers", {}).items():
+        if k == "pcie_sample_interval_ms" and not v:  # no sampler ran (seed.json from before it was left out)
+            continue
         lines.append(f"- sampler {k.replace('_', ' ')}: {v}")
     for k, v in data.get("cufile", {}).items():
         lines.append(f"- cuFile ({k}): {v}")
@@ -132,7 +142,7 @@ def concurrency_report(run, data):
     lines += machine_lines(data)
     w = data["workload"]
     lines += ["", "## Workload", "",
-              f"{len(w.get('session_tokens', []))} sessions of {w['tokens_min']:,}-{w['tokens_max']:,} tokens of "
+              f"{len(w.get('session_tokens', []))} sessions of {token_range(w)} tokens of "
               f"{w['model']} at TP {w['ranks']}; per configuration and N, rounds of N sessions restored at once by "
               "each rank process (N threads, N paged caches), page cache dropped before each round, every byte "
               "checked after.", "", "## Results", "", table_text(run, data), ""]
@@ -195,7 +205,7 @@ def main():
     lines += machine_lines(data)
     w = data["workload"]
     lines += ["", "## Workload", "",
-              f"{w['sessions']} unique sessions of {w['tokens_min']:,}-{w['tokens_max']:,} tokens of {w['model']} "
+              f"{w['sessions']} unique sessions of {token_range(w)} tokens of {w['model']} "
               f"at TP {w['ranks']} (one process per rank), saved in a unique phase (KV made by a prefill stand-in "
               "kernel from the token ids, not a model), then restored in a repeat phase per configuration into a "
               "poisoned paged KV cache with the page cache dropped, and checked byte for byte.", ""]

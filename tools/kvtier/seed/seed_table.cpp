@@ -4,13 +4,21 @@
 
 #include <cctype>
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <optional>
 
 #include <fmt/format.h>
 
+#include "common/posix.hpp"
 #include "metrics/counters.hpp"
+
+#ifndef KVTIER_SEED_REPORT_SCRIPT
+#define KVTIER_SEED_REPORT_SCRIPT ""
+#endif
 
 namespace kvtier::seed {
 namespace {
@@ -417,6 +425,40 @@ void write_csv(const std::vector<Json>& rows, const std::string& path) {
     }
     out << "\n";
   }
+}
+
+namespace fs = std::filesystem;
+
+ReportOutcome make_report(const std::string& run_dir) {
+  const std::string script = KVTIER_SEED_REPORT_SCRIPT;
+  if (script.empty() || !fs::exists(script)) {
+    std::printf("report: seed_report.py not found; figures not made\n");
+    return ReportOutcome::kNoScript;
+  }
+  // The first Python that has matplotlib (a pyenv python3 may shadow Debian's, which has it).
+  for (const char* python : {"python3", "/usr/bin/python3"}) {
+    if (std::system(fmt::format("{} -c 'import matplotlib' >/dev/null 2>&1", python).c_str()) != 0) continue;
+    const std::string cmd = fmt::format("{} '{}' '{}'", python, script, run_dir);
+    if (std::system(cmd.c_str()) == 0) return ReportOutcome::kMade;
+    std::printf("report: '%s' failed\n", cmd.c_str());
+    return ReportOutcome::kFailed;
+  }
+  std::printf("report: no python3 with matplotlib (tools/setup.sh installs python3-matplotlib); run "
+              "tools/kvtier/seed/seed_report.py %s later\n", run_dir.c_str());
+  return ReportOutcome::kNoMatplotlib;
+}
+
+std::string store_device_model(const Result<std::string>& device, const std::string& sys) {
+  if (!device) return "unknown (" + device.error().message() + ")";
+  const fs::path dir = fs::path(sys) / "block" / *device / "device";
+  std::string model;
+  if (auto m = read_file((dir / "model").string())) model = *m;
+  while (!model.empty() && std::isspace(static_cast<unsigned char>(model.back()))) model.pop_back();
+  if (!model.empty()) return model;
+  std::error_code ec;
+  const fs::path driver = fs::read_symlink(dir / "driver", ec);
+  return fmt::format("unknown (the kernel lists no model for {}{})", *device,
+                     ec ? std::string() : "; driver " + driver.filename().string());
 }
 
 }  // namespace kvtier::seed

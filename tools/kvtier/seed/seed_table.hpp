@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// The seed benchmark's per-request rows turned into medians per configuration (Table 1), and the
-// table and CSV renderings.
+// The seed benchmark's per-request rows turned into medians per configuration (Table 1), the
+// table and CSV renderings, and the report (figures and report.md) made from them.
 #pragma once
 
 #include <map>
@@ -9,6 +9,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "kvtier/status.hpp"
 
 namespace kvtier::seed {
 
@@ -41,5 +43,15 @@ namespace kvtier::seed {
 
 /// One line per request; columns are the union of the rows' keys, in first-seen order.
 void write_csv(const std::vector<nlohmann::ordered_json>& rows, const std::string& path);
+
+enum class ReportOutcome { kMade, kNoScript, kNoMatplotlib, kFailed };
+
+/// Runs seed_report.py on a run directory: figures and report.md from its seed.json and table.md,
+/// with the first python3 that has matplotlib. Prints why when it makes none.
+[[nodiscard]] ReportOutcome make_report(const std::string& run_dir);
+
+/// The store device's model as the kernel lists it (`sys`: the sysfs root), else "unknown (why)":
+/// virtual and device-mapper disks list none, and an empty model line reads as a bug.
+[[nodiscard]] std::string store_device_model(const Result<std::string>& device, const std::string& sys = "/sys");
 
 }  // namespace kvtier::seed
