@@ -57,7 +57,9 @@ Result<UniqueFd> open_file(const std::string& path, int flags, mode_t mode) {
       if (::fchmod(fd, mode) != 0) return fail(posix_error(errno, fmt::format("fchmod {}", path)));
       return owner;
     }
-    if (errno != EEXIST || (flags & O_EXCL) != 0) return fail(posix_error(errno, fmt::format("open {}", path)));
+    if (errno != EEXIST || (flags & O_EXCL) != 0) {
+      return fail(posix_error(errno, fmt::format("open {}", path)));
+    }
     fd = ::open(path.c_str(), (flags & ~O_CREAT) | O_CLOEXEC);
     if (fd >= 0) return UniqueFd(fd);
     if (errno != ENOENT) return fail(posix_error(errno, fmt::format("open {}", path)));

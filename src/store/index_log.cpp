@@ -91,7 +91,8 @@ uint64_t entry_checksum(uint16_t op, uint16_t body_bytes, const void* body) {
 
 void apply(const JournalEntry& e, std::unordered_map<Key128, RecordMeta, Key128Hash>& live,
            LoadedIndex& out) {
-  out.max_segment_id = std::max(out.max_segment_id, e.op == JournalOp::kAdd ? e.meta.segment : e.segment);
+  const uint32_t segment = e.op == JournalOp::kAdd ? e.meta.segment : e.segment;
+  out.max_segment_id = std::max(out.max_segment_id, segment);
   switch (e.op) {
     case JournalOp::kAdd: live[e.meta.key] = e.meta; return;
     case JournalOp::kDropRecord: live.erase(e.meta.key); return;
@@ -187,7 +188,8 @@ std::string encode_checkpoint(const CheckpointImage& image) {
   h.format_version = image.version;
   h.record_bytes = sizeof(RecordMeta);
   h.count = image.records.size();
-  std::string body(reinterpret_cast<const char*>(image.records.data()), image.records.size() * sizeof(RecordMeta));
+  std::string body(reinterpret_cast<const char*>(image.records.data()),
+                   image.records.size() * sizeof(RecordMeta));
   if (image.version >= 2) {
     append_pod(body, static_cast<uint64_t>(image.uses.size()));
     for (const SegmentUse& u : image.uses) append_pod(body, UseRow{u.segment, 0, u.use});
@@ -227,9 +229,12 @@ Result<CheckpointImage> decode_checkpoint(std::span<const std::byte> image) {
   const size_t record_bytes = h.count * sizeof(RecordMeta);
   const std::span<const std::byte> rest = body.subspan(record_bytes);
   const bool sized = out.version == 1 ? rest.empty() : decode_use_table(rest, out.uses);
-  if (!sized) return fail(ErrorCode::kCorrupt, "index checkpoint size does not match its record count");
+  if (!sized) {
+    return fail(ErrorCode::kCorrupt, "index checkpoint size does not match its record count");
+  }
   out.records.resize(h.count);
-  if (record_bytes > 0) std::memcpy(out.records.data(), body.data(), record_bytes);  // an empty store has none
+  // An empty store has no records (and data() may be null).
+  if (record_bytes > 0) std::memcpy(out.records.data(), body.data(), record_bytes);
   return out;
 }
 

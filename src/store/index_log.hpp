@@ -70,7 +70,8 @@ class IndexLog {
   [[nodiscard]] Status append(std::span<const JournalEntry> entries);
 
   /// Writes a checkpoint of `live` and `uses` atomically, then empties the journal.
-  [[nodiscard]] Status checkpoint(std::span<const RecordMeta> live, std::span<const SegmentUse> uses = {});
+  [[nodiscard]] Status checkpoint(std::span<const RecordMeta> live,
+                                  std::span<const SegmentUse> uses = {});
 
   [[nodiscard]] uint64_t journal_bytes() const { return journal_bytes_; }
 

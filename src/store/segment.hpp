@@ -35,7 +35,8 @@ std::string segment_name(uint32_t id);
 uint64_t expected_disk_bytes(uint64_t size);
 /// Opens an existing segment (for reading only when `read_only`).
 [[nodiscard]] Result<std::shared_ptr<SegmentFile>> open_segment(const std::string& dir, uint32_t id,
-                                                                bool direct, bool read_only = false);
+                                                                bool direct,
+                                                                bool read_only = false);
 /// Ids of the segment files in `dir`, ascending.
 [[nodiscard]] Result<std::vector<uint32_t>> list_segments(const std::string& dir);
 

@@ -25,7 +25,9 @@ Store::~Store() {
   if (!journal_) return;
   std::lock_guard lock(mu_);
   Status st = append_locked({});
-  if (!st.ok()) KVTIER_LOG(*log_, kWarn, "{}: recording segment uses at close: {}", dir_, st.to_string());
+  if (!st.ok()) {
+    KVTIER_LOG(*log_, kWarn, "{}: recording segment uses at close: {}", dir_, st.to_string());
+  }
 }
 
 void Store::index_add_locked(const RecordMeta& meta) {
@@ -102,7 +104,8 @@ uint64_t Store::used_locked(uint64_t extra_segments) const {
   uint64_t bytes = extra_segments * segment_estimate_;
   for (const auto& [id, seg] : segments_) bytes += seg.disk_bytes;
   // Records reserved by writers are counted as if committed: the next checkpoint may hold them.
-  return bytes + index_bytes_locked(index_.size() + reserved_records_, segments_.size() + extra_segments);
+  return bytes + index_bytes_locked(index_.size() + reserved_records_,
+                                    segments_.size() + extra_segments);
 }
 
 Status Store::enforce_capacity_locked(uint64_t extra_segments) {
@@ -112,10 +115,12 @@ Status Store::enforce_capacity_locked(uint64_t extra_segments) {
       if (seg.pins == 0 && (victim == nullptr || seg.last_use < victim->last_use)) victim = &seg;
     }
     if (victim == nullptr) {
+      const uint64_t index =
+          index_bytes_locked(index_.size() + reserved_records_, segments_.size());
       return {ErrorCode::kCapacity,
-              fmt::format("store {} is full: {} segments of {} bytes in use by writers and {} bytes "
-                          "of index files, capacity {} bytes", dir_, segments_.size(), segment_bytes_,
-                          index_bytes_locked(index_.size() + reserved_records_, segments_.size()), capacity_)};
+              fmt::format("store {} is full: {} segments of {} bytes in use by writers and {} "
+                          "bytes of index files, capacity {} bytes",
+                          dir_, segments_.size(), segment_bytes_, index, capacity_)};
     }
     KVTIER_TRY(evict_segment_locked(victim->file->id));
   }
@@ -164,8 +169,8 @@ Status Store::measure_segment_locked(Segment& seg) {
   if (seg.disk_bytes <= segment_estimate_) return {};
   // The file system spent more on it than estimated: expect as much of every new segment, and
   // make room for what this one took beyond the estimate now.
-  KVTIER_LOG(*log_, kInfo, "{}: a segment takes {} bytes on disk, not the {} estimated", dir_, seg.disk_bytes,
-             segment_estimate_);
+  KVTIER_LOG(*log_, kInfo, "{}: a segment takes {} bytes on disk, not the {} estimated", dir_,
+             seg.disk_bytes, segment_estimate_);
   segment_estimate_ = seg.disk_bytes;
   return enforce_capacity_locked(0);
 }
@@ -192,8 +197,8 @@ Status Store::admit_locked(std::span<const uint64_t> sizes) const {
   for (uint64_t size : sizes) {
     if (size > segment_bytes_) {
       return {ErrorCode::kCapacity,
-              fmt::format("store {}: a {}-byte record cannot fit in its {}-byte segments", dir_, size,
-                          segment_bytes_)};
+              fmt::format("store {}: a {}-byte record cannot fit in its {}-byte segments", dir_,
+                          size, segment_bytes_)};
     }
     total += size;
   }
@@ -220,15 +225,16 @@ Status Store::admit_locked(std::span<const uint64_t> sizes) const {
   const uint64_t own = own_bytes + index_bytes_locked(own_records, own_segments);
   if (own > capacity_) {
     return {ErrorCode::kCapacity,
-            fmt::format("store {}: a save of {} bytes needs {} bytes on disk ({} segments of {} bytes "
-                        "and the index files), more than the capacity of {} bytes", dir_, total, own,
-                        own_segments, segment_bytes_, capacity_)};
+            fmt::format("store {}: a save of {} bytes needs {} bytes on disk ({} segments of {} "
+                        "bytes and the index files), more than the capacity of {} bytes",
+                        dir_, total, own, own_segments, segment_bytes_, capacity_)};
   }
   if (kept_bytes + index_bytes_locked(kept_records, kept_segments) > capacity_) {
     return {ErrorCode::kCapacity,
-            fmt::format("store {} is full: {} segments of {} bytes in use by writers, capacity {} bytes; "
-                        "this save needs {} more", dir_, kept_segments - plan.new_segments, segment_bytes_,
-                        capacity_, plan.new_segments)};
+            fmt::format("store {} is full: {} segments of {} bytes in use by writers, capacity {} "
+                        "bytes; this save needs {} more",
+                        dir_, kept_segments - plan.new_segments, segment_bytes_, capacity_,
+                        plan.new_segments)};
   }
   return {};
 }
@@ -359,8 +365,11 @@ Status Store::append_locked(std::span<const JournalEntry> entries,
     uint64_t bytes = 0;
     for (const JournalEntry& e : batch) bytes += journal_entry_bytes(e.op);
     size_t end = next;
-    while (end < entries.size() && (end == next || bytes + journal_entry_bytes(entries[end].op) <= batch_limit)) {
-      bytes += journal_entry_bytes(entries[end++].op);
+    while (end < entries.size()) {
+      const uint64_t more = journal_entry_bytes(entries[end].op);
+      if (end > next && bytes + more > batch_limit) break;
+      bytes += more;
+      ++end;
     }
     if (journal_->journal_bytes() > 0 && journal_->journal_bytes() + bytes > journal_budget_) {
       // Compact: the checkpoint holds everything applied so far, every use included, and the

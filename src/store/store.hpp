@@ -37,7 +37,7 @@ struct LocatedRecord {
 };
 
 /// What the caller chose explicitly, as opposed to defaults Options::resolved() filled in. A store
-/// refuses an explicit choice that contradicts how it was created instead of silently overriding it.
+/// refuses an explicit choice that contradicts how it was created instead of overriding it.
 struct StoreRequest {
   std::optional<uint64_t> segment_bytes;  ///< Options::segment_bytes or KVTIER_SEGMENT_BYTES.
   std::string segment_bytes_source;       ///< Which of the two, for the message.
@@ -51,7 +51,8 @@ struct StoreRequest {
 class Store {
  public:
   /// Opens or creates the store directory for `options` (already resolved).
-  [[nodiscard]] static Result<std::unique_ptr<Store>> open(const Options& options, const Logger& log,
+  [[nodiscard]] static Result<std::unique_ptr<Store>> open(const Options& options,
+                                                           const Logger& log,
                                                            const StoreRequest& request = {});
   ~Store();
 
@@ -121,6 +122,8 @@ class Store {
   Status refuse_read_only() const;
   Status load_or_create_manifest(const Options& options, const StoreRequest& request);
   Status load_index();
+  /// Opens the segment files `ids` and measures what each takes on disk.
+  Status open_segments_locked(std::span<const uint32_t> ids);
   Status adopt_records(std::vector<RecordMeta> records, std::span<const uint32_t> dropped,
                        const std::unordered_map<uint32_t, uint64_t>& uses);
   /// Fixes what the files besides segments may take (lock, manifest, directories, journal budget);
@@ -186,7 +189,7 @@ class Store {
 
   // Capacity bounds everything the store writes (docs/format.md "Capacity"): the segments' measured
   // disk bytes plus what the index files may take.
-  uint64_t fixed_bytes_ = 0;        // lock, manifest (or its temp file), O_DIRECT probe, directories
+  uint64_t fixed_bytes_ = 0;        // lock, manifest (or its temp file), probe, directories
   uint64_t journal_budget_ = 0;     // the journal is compacted before it would grow past this
   uint64_t checkpoint_disk_ = 0;    // what index.ckpt takes now
   uint64_t segment_estimate_ = 0;   // what a segment not yet made will take

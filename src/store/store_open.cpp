@@ -88,7 +88,9 @@ Result<std::unique_ptr<Store>> Store::open(const Options& options, const Logger&
   if (!options.create_if_missing && ::stat(store->dir_.c_str(), &st) != 0) {
     // Only ENOENT means there is no store; EACCES on a directory we may not search is a store we
     // may not read, and saying "not found" would send the user looking in the wrong place.
-    if (errno == ENOENT) return fail(ErrorCode::kNotFound, fmt::format("no store at {}", store->dir_));
+    if (errno == ENOENT) {
+      return fail(ErrorCode::kNotFound, fmt::format("no store at {}", store->dir_));
+    }
     return fail(posix_error(errno, fmt::format("cannot reach the store at {}", store->dir_)));
   }
   KVTIER_TRY(make_dir(options.root));
@@ -110,7 +112,8 @@ std::string Store::write_problem() const {
   if (::faccessat(AT_FDCWD, dir_.c_str(), W_OK, AT_EACCESS) != 0 && may_not_write(errno)) {
     return fmt::format("{} is not writable ({})", dir_, std::strerror(errno));
   }
-  for (const char* name : {kLockName, kManifestName, IndexLog::kJournalName, IndexLog::kCheckpointName}) {
+  for (const char* name :
+       {kLockName, kManifestName, IndexLog::kJournalName, IndexLog::kCheckpointName}) {
     const std::string path = fmt::format("{}/{}", dir_, name);
     if (::faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) != 0 && may_not_write(errno)) {
       return fmt::format("{} is not writable ({})", path, std::strerror(errno));
@@ -139,8 +142,8 @@ Status Store::lock_directory() {
 Status Store::lock_shared(const std::string& path, std::string reason) {
   auto fd = open_file(path, O_RDONLY);
   if (!fd) {
-    return fd.error().with_context(fmt::format("store {} may not be written ({}) and its lock cannot be read",
-                                               dir_, reason));
+    return fd.error().with_context(
+        fmt::format("store {} may not be written ({}) and its lock cannot be read", dir_, reason));
   }
   lock_fd_ = std::move(*fd);
   if (::flock(lock_fd_.get(), LOCK_SH | LOCK_NB) != 0) {
@@ -213,10 +216,12 @@ Status Store::load_or_create_manifest(const Options& options, const StoreRequest
     return {ErrorCode::kInvalidArgument,
             fmt::format("store {} was created with {}-byte segments, not the {} bytes {} asks for; "
                         "a store keeps its segment size (leave it unset to use the store's)",
-                        dir_, segment_bytes_, *request.segment_bytes, request.segment_bytes_source)};
+                        dir_, segment_bytes_, *request.segment_bytes,
+                        request.segment_bytes_source)};
   }
   if (segment_bytes_ == 0 || segment_bytes_ % kBlock != 0) {
-    return {ErrorCode::kCorrupt, fmt::format("{}: segment size {} is not a multiple of 4 KiB", path, segment_bytes_)};
+    return {ErrorCode::kCorrupt,
+            fmt::format("{}: segment size {} is not a multiple of 4 KiB", path, segment_bytes_)};
   }
   return size_index_files();
 }
@@ -255,7 +260,8 @@ void Store::remove_stale_files() const {
 
 Status Store::load_index() {
   KVTIER_ASSIGN_OR_RETURN(LoadedIndex loaded, IndexLog::load(dir_));
-  if (struct stat st{}; ::stat(fmt::format("{}/{}", dir_, IndexLog::kCheckpointName).c_str(), &st) == 0) {
+  const std::string checkpoint = fmt::format("{}/{}", dir_, IndexLog::kCheckpointName);
+  if (struct stat st{}; ::stat(checkpoint.c_str(), &st) == 0) {
     checkpoint_disk_ = static_cast<uint64_t>(st.st_blocks) * 512;
   }
   KVTIER_ASSIGN_OR_RETURN(std::vector<uint32_t> ids, list_segments(dir_));
@@ -289,27 +295,32 @@ Status Store::load_index() {
   // Above every id the index names too: a segment whose drop is still in the journal may be gone
   // from disk, and a new segment under its id would lose its records when that drop is replayed.
   next_id_ = std::max(ids.empty() ? 0 : ids.back(), loaded.max_segment_id) + 1;
-  for (uint32_t id : ids) {
-    auto seg = open_segment(dir_, id, direct_, read_only_);
-    if (!seg) return seg.error();
-    Segment& s = segments_[id];
-    s.file = std::move(*seg);
-    KVTIER_ASSIGN_OR_RETURN(s.disk_bytes, allocated_bytes(s.file->fd.get()));
-    segment_estimate_ = std::max(segment_estimate_, s.disk_bytes);
-  }
-  KVTIER_TRY(adopt_records(std::move(loaded.records), loaded.dropped_segments, loaded.segment_uses));
-  // A journal past its budget (kept by an older build, or under a larger capacity) is compacted.
+  KVTIER_TRY(open_segments_locked(ids));
+  KVTIER_TRY(
+      adopt_records(std::move(loaded.records), loaded.dropped_segments, loaded.segment_uses));
   if (read_only_) {
     if (used_locked(0) > capacity_) {
-      KVTIER_LOG(*log_, kWarn, "{}: over its capacity of {} bytes; a read-only open evicts nothing", dir_,
-                 capacity_);
+      KVTIER_LOG(*log_, kWarn, "{}: over its capacity of {} bytes; a read-only open evicts nothing",
+                 dir_, capacity_);
     }
     return {};
   }
+  // A journal past its budget (kept by an older build, or under a larger capacity) is compacted.
   bool changed = loaded.needs_rebuild || dropped_at_open_ > 0 || !loaded.checkpoint_found ||
                  journal_->journal_bytes() > journal_budget_;
   KVTIER_TRY(enforce_capacity_locked(0));
   if (changed) KVTIER_TRY(checkpoint_locked());
+  return {};
+}
+
+Status Store::open_segments_locked(std::span<const uint32_t> ids) {
+  for (uint32_t id : ids) {
+    KVTIER_ASSIGN_OR_RETURN(auto file, open_segment(dir_, id, direct_, read_only_));
+    Segment& seg = segments_[id];
+    seg.file = std::move(file);
+    KVTIER_ASSIGN_OR_RETURN(seg.disk_bytes, allocated_bytes(seg.file->fd.get()));
+    segment_estimate_ = std::max(segment_estimate_, seg.disk_bytes);
+  }
   return {};
 }
 
@@ -349,7 +360,9 @@ Status Store::adopt_records(std::vector<RecordMeta> records, std::span<const uin
   // later (index_add_locked took the first); a rebuilt index has no uses and falls back to writes.
   uint32_t newest = 0;
   for (auto& [id, seg] : segments_) {
-    if (auto it = uses.find(id); it != uses.end()) seg.last_use = std::max(seg.last_use, it->second);
+    if (auto it = uses.find(id); it != uses.end()) {
+      seg.last_use = std::max(seg.last_use, it->second);
+    }
     seg.saved_use = seg.last_use;
     sequence_ = std::max(sequence_, seg.last_use);
     newest = std::max(newest, id);
