@@ -43,6 +43,29 @@ expect 0 "records" stat "${readers[@]}"
 expect 0 '"records": 4' stat "${readers[@]}" --json
 expect 0 "segment" ls "${readers[@]}"
 
+# A miss or a short restore says why on stderr, naming the store.
+expect 1 "not found: no stored prefix of these tokens in $s/rank0of1" get "${common[@]}" --tokens 1000 --seed 99
+expect 1 "partial: the store holds the first 1000 of these 1500 tokens" get "${common[@]}" --tokens 1500
+# --io gds cannot apply to the CLI's host-memory KV: said once, and the command still works.
+out=$("$kvtier" get "${common[@]}" --tokens 1000 --io gds 2>&1)
+if [[ $? -eq 0 && $(grep -c "GPUDirect Storage reads into GPU memory only" <<<"$out") -eq 1 ]]; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); echo "FAIL: --io gds not said exactly once: $out"
+fi
+# Progress on stderr and results on stdout reach a pipe line by line, in order (stdout was
+# block-buffered: every result line came at exit), with the total time next to the I/O time.
+out=$("$kvtier" put --store "$work/progress" --model tiny --tokens 1000 --sessions 2 2>&1)
+first_result=$(grep -n "^put seed=1 tokens=1000 .* s in all$" <<<"$out" | cut -d: -f1)
+second_start=$(grep -n "^put seed=2: making" <<<"$out" | cut -d: -f1)
+if [[ -n "$first_result" && -n "$second_start" && $first_result -lt $second_start ]]; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); echo "FAIL: put's progress and results out of order or missing:"; echo "$out"
+fi
+expect 0 "restoring up to" get --store "$work/progress" --model tiny --tokens 1000
+expect 1 "s in all" get --store "$work/progress" --model tiny --tokens 1000 --seed 7
+
 # --version prints the version CMakeLists.txt's project() gives.
 version=$(sed -n 's/^project(kvtier VERSION \([0-9.]*\).*/\1/p' "$(dirname "$0")/../../CMakeLists.txt")
 expect 0 "kvtier $version " --version

@@ -121,6 +121,7 @@ Status restore_once(const StoreFlags& flags, const std::string& io, std::span<co
                     std::span<std::byte> kv, const std::string& device, PathResult& r) {
   auto engine = open_with(flags, io);
   if (!engine) return engine.error();
+  if (r.seconds.empty()) note_io_path(io, **engine);  // once per path
   r.io_engine = (*engine)->stats().io_engine;
   r.fallback = (*engine)->stats().io_fallback;
   const KvGeometry& g = (*engine)->geometry();

@@ -3,6 +3,7 @@
 // kvtier put / get / ls / stat / verify.
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <utility>
@@ -23,25 +24,45 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-using synthetic::HostKv;
-
 /// Opens the store for a command that reads it (never creates one).
 Result<std::unique_ptr<Engine>> open_existing(const StoreFlags& flags) {
   auto options = flags.options(false);
   if (!options) return fail(options.error());
   KVTIER_TRY(check_store_root(options->root));
-  return Engine::open(*options);
+  auto engine = Engine::open(*options);
+  if (engine) note_io_path(flags.io, **engine);
+  return engine;
 }
 
+/// A line on stderr saying what a long step of a command is doing (stderr is line-buffered).
+void say(const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); }
+
+/// One session's KV in host memory, zeroed on every core: value-initialising it (as
+/// synthetic::HostKv does) zeroes ~10 GB on one thread at 100K tokens, many seconds of silence
+/// before any work. Zeroed rather than left to fault in later so that a restore's time does not
+/// include faulting in its destination (a serving engine's KV cache is resident).
+struct SessionKv {
+  SessionKv(const KvGeometry& g, uint64_t tokens)
+      : bytes(g.bytes_for_tokens(tokens)), data(new std::byte[bytes]), view{{data.get(), bytes}, tokens} {
+    synthetic::parallel_tokens(bytes, [this](uint64_t first, uint64_t last) {
+      std::memset(data.get() + first, 0, last - first);
+    });
+  }
+  uint64_t bytes;
+  std::unique_ptr<std::byte[]> data;
+  ChunkedKv view;
+};
+
 /// The host buffer of one session, refused before anything is allocated (or a store created) when
-/// it cannot fit in memory: HostKv zero-fills all of it, so an oversized one would otherwise die of
+/// it cannot fit in memory: all of it is touched, so an oversized one would otherwise die of
 /// std::bad_alloc or the OOM killer.
-Result<std::unique_ptr<HostKv>> session_kv(const KvGeometry& g, uint64_t tokens) {
+Result<std::unique_ptr<SessionKv>> session_kv(const KvGeometry& g, uint64_t tokens) {
   const uint64_t bytes = g.bytes_for_tokens(tokens) + tokens * sizeof(Token);
   const std::string what = fmt::format("--tokens {}: a session's KV and token ids", tokens);
   if (Status st = check_host_memory(bytes, what); !st.ok()) return fail(st);
+  say(fmt::format("allocating {} of host memory for a session's KV", human_bytes(static_cast<double>(bytes))));
   try {
-    return std::make_unique<HostKv>(g, tokens);
+    return std::make_unique<SessionKv>(g, tokens);
   } catch (const std::bad_alloc&) {
     return fail(ErrorCode::kNoSpace, fmt::format("{}: allocating {} of host memory failed", what,
                                                  human_bytes(static_cast<double>(bytes))));
@@ -49,8 +70,8 @@ Result<std::unique_ptr<HostKv>> session_kv(const KvGeometry& g, uint64_t tokens)
 }
 
 /// The session buffer, then the engine: a put that cannot run creates no store.
-Result<std::pair<std::unique_ptr<HostKv>, std::unique_ptr<Engine>>> prepare(const StoreFlags& flags, bool create,
-                                                                            uint64_t tokens) {
+Result<std::pair<std::unique_ptr<SessionKv>, std::unique_ptr<Engine>>> prepare(const StoreFlags& flags,
+                                                                               bool create, uint64_t tokens) {
   auto options = flags.options(create);
   if (!options) return fail(options.error());
   auto kv = session_kv(options->geometry, tokens);
@@ -58,7 +79,24 @@ Result<std::pair<std::unique_ptr<HostKv>, std::unique_ptr<Engine>>> prepare(cons
   KVTIER_TRY(create ? make_dirs(options->root) : check_store_root(options->root));
   auto engine = Engine::open(*options);
   if (!engine) return fail(engine.error());
+  note_io_path(flags.io, **engine);
   return std::pair(std::move(*kv), std::move(*engine));
+}
+
+/// Why a get restored fewer tokens than asked for, on stderr (the restore line on stdout only
+/// counts them): nothing stored under these tokens, a shorter stored prefix, or a record that
+/// failed its checks (`problem`, the engine's reason).
+void explain_short_restore(uint64_t session, uint64_t restored, uint64_t tokens, const std::string& problem,
+                           const std::string& store) {
+  const std::string what = fmt::format("kvtier: get seed={}: ", session);
+  if (!problem.empty()) {
+    say(fmt::format("{}{} of {} tokens restored: {}", what, restored, tokens, problem));
+  } else if (restored == 0) {
+    say(fmt::format("{}not found: no stored prefix of these tokens in {}", what, store));
+  } else {
+    say(fmt::format("{}partial: the store holds the first {} of these {} tokens ({})", what, restored, tokens,
+                    store));
+  }
 }
 
 }  // namespace
@@ -69,18 +107,23 @@ int run_put(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t se
   auto& [kv, engine] = *prepared;
   const KvGeometry& g = engine->geometry();
   for (uint64_t s = 0; s < sessions; ++s) {
-    auto ids = synthetic::tokens(seed + s, tokens);
+    const uint64_t session = seed + s;
+    const auto begin = Clock::now();
+    say(fmt::format("put seed={}: making {} of synthetic KV from the token ids (a prefill stand-in)", session,
+                    human_bytes(static_cast<double>(kv->bytes))));
+    auto ids = synthetic::tokens(session, tokens);
     synthetic::fill_kv(g, ids, {kv->data.get(), kv->bytes}, tokens);
-    auto start = Clock::now();
+    say(fmt::format("put seed={}: made in {:.1f} s; saving", session, seconds_since(begin)));
+    const auto start = Clock::now();
     auto saved = engine->save(ids, kv->view);
-    if (!saved) return report(saved.error(), fmt::format("put session {}", seed + s));
-    double t = seconds_since(start);
-    std::printf("put seed=%llu tokens=%llu chunks written=%llu present=%llu %s in %.3f s (%s/s)\n",
-                static_cast<unsigned long long>(seed + s), static_cast<unsigned long long>(tokens),
+    if (!saved) return report(saved.error(), fmt::format("put session {}", session));
+    const double t = seconds_since(start);
+    std::printf("put seed=%llu tokens=%llu chunks written=%llu present=%llu %s in %.3f s (%s/s); %.1f s in all\n",
+                static_cast<unsigned long long>(session), static_cast<unsigned long long>(tokens),
                 static_cast<unsigned long long>(saved->chunks_written),
                 static_cast<unsigned long long>(saved->chunks_present),
                 human_bytes(static_cast<double>(saved->bytes_written)).c_str(), t,
-                human_bytes(static_cast<double>(saved->bytes_written) / t).c_str());
+                human_bytes(static_cast<double>(saved->bytes_written) / t).c_str(), seconds_since(begin));
   }
   return 0;
 }
@@ -92,20 +135,26 @@ int run_get(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t se
   const KvGeometry& g = engine->geometry();
   int rc = 0;
   for (uint64_t s = 0; s < sessions; ++s) {
-    auto ids = synthetic::tokens(seed + s, tokens);
-    auto start = Clock::now();
+    const uint64_t session = seed + s;
+    const auto begin = Clock::now();
+    auto ids = synthetic::tokens(session, tokens);
+    say(fmt::format("get seed={}: restoring up to {}", session, human_bytes(static_cast<double>(kv->bytes))));
+    const auto start = Clock::now();
     auto restored = engine->restore(ids, kv->view);
-    if (!restored) return report(restored.error(), fmt::format("get session {}", seed + s));
-    double t = seconds_since(start);
+    if (!restored) return report(restored.error(), fmt::format("get session {}", session));
+    const double t = seconds_since(start);
     const uint64_t n = restored->tokens_restored;
+    say(fmt::format("get seed={}: restored in {:.1f} s; checking every byte against the generator", session, t));
     const uint64_t bad = synthetic::first_mismatch(g, std::span(ids).first(n), {kv->data.get(), kv->bytes}, tokens);
-    std::printf("get seed=%llu restored %llu/%llu tokens in %.3f s (%s/s, %llu extents)%s%s\n",
-                static_cast<unsigned long long>(seed + s), static_cast<unsigned long long>(n),
+    std::printf("get seed=%llu restored %llu/%llu tokens in %.3f s (%s/s, %llu extents)%s%s; %.1f s in all\n",
+                static_cast<unsigned long long>(session), static_cast<unsigned long long>(n),
                 static_cast<unsigned long long>(tokens), t,
                 human_bytes(static_cast<double>(g.bytes_for_tokens(n)) / t).c_str(),
                 static_cast<unsigned long long>(restored->extents),
                 bad < n ? fmt::format(" MISMATCH at token {}", bad).c_str() : "",
-                restored->problem.empty() ? "" : fmt::format(" ({})", restored->problem).c_str());
+                restored->problem.empty() ? "" : fmt::format(" ({})", restored->problem).c_str(),
+                seconds_since(begin));
+    if (n < tokens) explain_short_restore(session, n, tokens, restored->problem, engine->store_dir());
     if (bad < n || n < tokens) rc = 1;
   }
   return rc;

@@ -173,6 +173,9 @@ int BenchCommand::run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Progress and results reach a pipe or a log as each line is written, not when a buffer fills.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::setvbuf(stderr, nullptr, _IOLBF, 0);
   CLI::App app{"kvtier: offload LLM KV caches to NVMe and restore them"};
   app.set_version_flag("--version", version());
   // Inherited by every subcommand added after it: --help shows each option's default.
