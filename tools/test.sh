@@ -5,7 +5,8 @@
 # Usage: tools/test.sh          the release build's suite (a few minutes)
 #        tools/test.sh --all    also the vLLM connector against vLLM (tools/setup_vllm.sh), the suite
 #                               under ASan+UBSan and under TSan, and a short fuzz run of every
-#                               libFuzzer target (what CI runs; ~20 minutes on 2 cores)
+#                               libFuzzer target (what CI runs; ~13-15 minutes on 2 cores once the
+#                               vLLM environment exists)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 all=0
@@ -13,17 +14,43 @@ if [ "${1:-}" = "--all" ]; then
   all=1
   shift
 fi
-# CI also tests the vLLM connector against vLLM itself (a ~4 GB environment, made once).
-if [ "$all" = 1 ]; then tools/setup_vllm.sh; fi
+
+# A line per stage with the time since the start: the sanitizer and fuzz builds take minutes each,
+# and a run that says nothing for that long looks hung.
+start=$SECONDS
+stage() { printf '== %s (at %dm%02ds)\n' "$1" $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)); }
+
+# ninja's progress lines thinned to one per tenth of the build; every other line (a compiler
+# error, a warning) passes whole.
+build_progress() {
+  awk -v label="$1" '
+    /^\[[0-9]+\/[0-9]+\] / {
+      split(substr($1, 2, length($1) - 2), n, "/")
+      tenth = int(n[1] * 10 / n[2])
+      if (tenth != last) { last = tenth; printf "   %s build %s %d%%\n", label, $1, tenth * 10; fflush() }
+      next
+    }
+    { print; fflush() }'
+}
+
+# CI also tests the vLLM connector against vLLM itself (a ~6 GB environment, made once).
+if [ "$all" = 1 ]; then
+  stage "vLLM test environment (.venv-vllm; minutes the first time, then skipped)"
+  tools/setup_vllm.sh
+fi
+stage "release: setup and build"
 tools/setup.sh release
+stage "release: tests"
 ctest --preset release -j "$(nproc)" "$@"
 if [ "$all" = 1 ]; then
   for preset in asan tsan; do
-    echo "== $preset"
+    stage "$preset: build"
     cmake --preset "$preset" >/dev/null
-    cmake --build --preset "$preset" -j "$(nproc)" >/dev/null
+    cmake --build --preset "$preset" -j "$(nproc)" | build_progress "$preset"
+    stage "$preset: tests"
     ctest --preset "$preset" -j "$(nproc)" "$@"
   done
-  echo "== fuzz (20 s per target, from the committed corpus)"
+  stage "fuzz: builds the libFuzzer targets with clang (a few minutes, quiet), then 20 s per target"
   tools/fuzz.sh 20
 fi
+stage "done"
