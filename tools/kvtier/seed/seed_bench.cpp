@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -285,6 +286,7 @@ class SeedRun {
 
   Result<Stage> start_stage(const std::string& root, uint32_t chunk) {
     if (fs::exists(root) && !flags_.keep) fs::remove_all(root);
+    announced_.clear();  // each stage's engines are new: say what they are again
     Stage stage;
     KVTIER_ASSIGN_OR_RETURN(stage.ranks, start_ranks(root, chunk));
     std::vector<pid_t> pids;
@@ -462,9 +464,13 @@ class SeedRun {
   Status open_all(std::vector<std::unique_ptr<RankChannel>>& ranks, const std::string& path, uint64_t dram) {
     KVTIER_ASSIGN_OR_RETURN(auto replies, broadcast(ranks, Json{{"op", "open"}, {"path", path == "posix" || path == "dram" ? "direct" : path},
                                                                {"dram_bytes", dram}}));
-    std::printf("-- %s: %s%s%s\n", path.c_str(), replies[0].value("io_engine", "").c_str(),
-                dram > 0 ? fmt::format(", DRAM tier {} per rank", cli::human_bytes(static_cast<double>(dram))).c_str() : "",
-                replies[0].value("fallback", "").empty() ? "" : (", fallback: " + replies[0].value("fallback", "")).c_str());
+    const std::string fallback = replies[0].value("fallback", "");
+    const std::string line = fmt::format(
+        "-- {}: {}{}{}", path, replies[0].value("io_engine", ""),
+        dram > 0 ? fmt::format(", DRAM tier {} per rank", cli::human_bytes(static_cast<double>(dram))) : "",
+        fallback.empty() ? "" : ", fallback: " + fallback);
+    // posix opens for the unique phase and again for its repeat phase: the same line twice says nothing.
+    if (announced_.insert(line).second) std::printf("%s\n", line.c_str());
     return {};
   }
 
@@ -609,6 +615,7 @@ class SeedRun {
   std::vector<Json> hello_;
   std::vector<Json> rows_;
   std::map<std::string, std::string> gds_notes_, fallbacks_, ceiling_names_;
+  std::set<std::string> announced_;  // open_all's lines printed in this stage
   CacheDropper dropper_;
   double load_alone_gbps_ = 0;
   Json machine_;
