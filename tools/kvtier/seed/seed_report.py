@@ -8,6 +8,7 @@ Writes fig1_disk_read.png .. fig5_cpu.png, fig6_chunk_sweep.png (when swept) and
 """
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -26,31 +27,47 @@ def label(s, cufile):
     return name
 
 
-def bar_figure(path, rows, key, title, subtitle, unit, cufile, fmt="{:.2f}", extra=None):
+# Characters of 7-point caption text that fit the 7.5-inch figures: a longer line is cut at the edge.
+CAPTION_CHARS = 125
+CAPTION_LINE_IN = 0.14
+LEGEND_IN = 0.3
+
+
+def bar_figure(path, rows, key, title, subtitle, unit, cufile, fmt="{:.2f}", extra=None, bar_label=None):
+    """Horizontal bars of rows[key]; `extra` = (key, label) overlays a second, thinner bar (a part of
+    the first), named with the first's `bar_label` in a legend."""
     rows = [r for r in rows if r.get(key) is not None]
-    fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.55 * max(1, len(rows))))
+    caption = textwrap.wrap(subtitle, CAPTION_CHARS)
+    legend = bool(rows and extra)
+    bottom_in = CAPTION_LINE_IN * len(caption) + 0.1 + (LEGEND_IN if legend else 0)
+    height = 1.2 + 0.55 * max(1, len(rows)) + bottom_in
+    fig, ax = plt.subplots(figsize=(7.5, height))
     if not rows:
         ax.text(0.5, 0.5, "not measured on this machine", ha="center", va="center")
         ax.set_axis_off()
     else:
         names = [label(r, cufile) for r in rows]
         values = [r[key] for r in rows]
-        bars = ax.barh(names, values, color="#3b6ea5")
+        bars = ax.barh(names, values, color="#3b6ea5", label=bar_label)
         evalues = [0] * len(rows)
+        texts = [" " + fmt.format(v) + " " + unit for v in values]
         if extra:
             ekey, elabel = extra
             evalues = [r.get(ekey) or 0 for r in rows]
             ax.barh(names, evalues, color="#e0a030", height=0.35, label=elabel)
-            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.28), fontsize=8, frameon=False)
-        for b, v, e in zip(bars, values, evalues):
-            ax.text(max(b.get_width(), e), b.get_y() + b.get_height() / 2, " " + fmt.format(v) + " " + unit, va="center")
+            texts = [f"{t} ({elabel.split()[0]} {fmt.format(e)})" for t, e in zip(texts, evalues)]
+        for b, t, e in zip(bars, texts, evalues):
+            ax.text(max(b.get_width(), e), b.get_y() + b.get_height() / 2, t, va="center")
         ax.invert_yaxis()
         top = max(max(values), max(evalues))
-        ax.set_xlim(0, top * 1.3 if top > 0 else 1)
+        ax.set_xlim(0, top * 1.45 if top > 0 else 1)
         ax.set_xlabel(unit)
     ax.set_title(title, loc="left", fontsize=11, fontweight="bold")
-    fig.text(0.01, 0.01, subtitle, fontsize=7, color="#555555")
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    caption_top = (CAPTION_LINE_IN * len(caption) + 0.1) / height
+    fig.text(0.01, 0.02 / height, "\n".join(caption), fontsize=7, color="#555555", va="bottom")
+    if legend:
+        fig.legend(loc="lower center", bbox_to_anchor=(0.5, caption_top), ncol=2, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, bottom_in / height, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
@@ -177,11 +194,13 @@ def main():
         ("fig4_pcie_rx.png", "pcie_rx_gbps", "Figure 4. Delivery rate into GPU memory",
          "PCIe receive from NVML, ranks summed. " + samplers.get("pcie", "") + ". " + common, "GB/s", "{:.2f}", None),
         ("fig5_cpu.png", "cpu_core_s", "Figure 5. Host CPU consumed per request",
-         "Machine core-seconds per request (/proc/stat); orange: kvtier's own processes. " + common, "core-s",
-         "{:.2f}", ("kvtier_core_s", "kvtier processes")),
+         "Blue: the whole machine's core-seconds per request (/proc/stat): kernel I/O threads and anything else "
+         "running count too; orange: the part spent in kvtier's rank processes. " + common, "core-s",
+         "{:.2f}", ("kvtier_core_s", "kvtier rank processes")),
     ]
+    bar_labels = {"fig5_cpu.png": "machine (all processes)"}
     for name, key, title, subtitle, unit, fmt, extra in figures:
-        bar_figure(run / name, repeat, key, title, subtitle, unit, cufile, fmt, extra)
+        bar_figure(run / name, repeat, key, title, subtitle, unit, cufile, fmt, extra, bar_labels.get(name))
 
     sweep = [s for s in summary if s["phase"] == "repeat"]
     chunks = sorted({s["chunk_tokens"] for s in sweep})
