@@ -166,9 +166,22 @@ expect 4 "MemAvailable" get "${common[@]}" --tokens 1000 --io dram --dram 1T
 # bench (pairs) with its default capacity for a model whose KV is not a multiple of 4 KiB.
 expect 0 "byte-exact" bench --store "$work" --model tiny --sessions 1 --tokens 1000 --repeat 1 --paths direct
 
+# A directory we may not write: permission denied is an OS error (exit 4, as README's table says).
+# Root may write anywhere, so as root the case runs as nobody where setpriv can do that.
+mkdir -p "$work/ro" && chmod 0500 "$work/ro"
 if [[ $(id -u) -ne 0 ]]; then
-  mkdir -p "$work/ro" && chmod 0500 "$work/ro"
-  expect 3 "permission" put --store "$work/ro/s" --model tiny --tokens 10
+  expect 4 "permission denied" put --store "$work/ro/s" --model tiny --tokens 10
+elif chmod 0711 "$work" && setpriv --reuid=65534 --regid=65534 --clear-groups "$kvtier" --version >/dev/null 2>&1; then
+  out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$kvtier" put --store "$work/ro/s" --model tiny \
+        --tokens 10 2>&1)
+  rc=$?
+  if [[ $rc -eq 4 && "$out" == *"permission denied"* ]]; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1)); echo "FAIL: put into a read-only directory as nobody -> rc $rc (want 4): $out"
+  fi
+else
+  echo "skip: the permission case needs a user other than root (setpriv could not run kvtier as nobody)"
 fi
 
 # A corrupt store: damaged manifest, then a damaged record found by verify.
