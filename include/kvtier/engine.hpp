@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "kvtier/export.hpp"
 #include "kvtier/kv_view.hpp"
@@ -46,6 +47,13 @@ struct RestoreResult {
 struct CeilingResult {
   uint64_t bytes = 0;
   double seconds = 0;
+};
+
+/// A byte range of one store file.
+struct FileExtent {
+  std::string path;
+  uint64_t offset = 0;
+  uint64_t length = 0;
 };
 
 /// @brief The kvtier facade: saves a session's KV under chained prefix keys, finds the longest
@@ -96,6 +104,11 @@ class KVTIER_EXPORT Engine {
   /// empty) with the engine's own I/O path and staging, but no device copy and no checksum: the
   /// read ceiling restores are compared against.
   [[nodiscard]] Result<CeilingResult> measure_read_ceiling(std::span<const Token> tokens = {});
+
+  /// @brief The byte ranges of store files a restore of `tokens` would read (every live record when
+  /// `tokens` is empty), records back to back in one file merged, in the order a restore reads
+  /// them: so that an independent tool (fio, dd) can measure the drive on exactly those bytes.
+  [[nodiscard]] Result<std::vector<FileExtent>> read_extents(std::span<const Token> tokens = {});
 
   /// @brief Drops the store files' pages from the page cache (posix_fadvise DONTNEED), so the next
   /// buffered read comes from the device.

@@ -514,6 +514,19 @@ NB_MODULE(_kvtier, m) {
           }, "tokens"_a,
           "Reads the stored prefix's records the raw O_DIRECT way (same I/O code, no copy, no checksum): the "
           "drive's ceiling for a restore of the same bytes. Returns {bytes, seconds}.")
+      .def("read_extents", [](kvtier::Engine& e, nb::handle tokens) {
+            auto ids = tokens_of(tokens);
+            std::vector<kvtier::FileExtent> extents;
+            {
+              nb::gil_scoped_release release;
+              extents = unwrap(e.read_extents(ids));
+            }
+            nb::list out;
+            for (const auto& x : extents) out.append(nb::make_tuple(x.path, x.offset, x.length));
+            return out;
+          }, "tokens"_a,
+          "The store file ranges a restore of `tokens` reads, as [(path, offset, length)], records back "
+          "to back merged: for measuring the drive with an independent tool (fio, dd) on the same bytes.")
       .def("drop_page_cache", [](kvtier::Engine& e) {
             nb::gil_scoped_release release;
             if (kvtier::Status st = e.drop_page_cache(); !st.ok()) throw PyError(st);

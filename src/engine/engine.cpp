@@ -199,6 +199,9 @@ Result<VerifyReport> Engine::verify(const ProgressFn& progress) {
 Result<CeilingResult> Engine::measure_read_ceiling(std::span<const Token> tokens) {
   return guarded([&] { return impl_->measure_read_ceiling(tokens); });
 }
+Result<std::vector<FileExtent>> Engine::read_extents(std::span<const Token> tokens) {
+  return guarded([&] { return impl_->read_extents(tokens); });
+}
 Status Engine::drop_page_cache() {
   try {
     return impl_->drop_page_cache();

@@ -92,6 +92,7 @@ class Engine::Impl {
   Result<uint64_t> evict(std::span<const Token> tokens);
   Result<VerifyReport> verify(const ProgressFn& progress);
   Result<CeilingResult> measure_read_ceiling(std::span<const Token> tokens);
+  Result<std::vector<FileExtent>> read_extents(std::span<const Token> tokens);
   Status drop_page_cache();
   Stats stats() const;
 

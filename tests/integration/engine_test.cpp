@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -66,6 +67,51 @@ TEST_F(EngineTest, RestoreReadsASessionAsFewLargeExtents) {
   auto r = e->restore(tokens, kv.view);
   ASSERT_OK(r);
   EXPECT_LE(r->extents, 2u);
+}
+
+TEST_F(EngineTest, ReadExtentsAreTheFileRangesARestoreReads) {
+  auto e = open();
+  auto a = synthetic::tokens(11, 6000);
+  auto b = synthetic::tokens(12, 3000);
+  save(*e, a);
+  save(*e, b);
+  auto extents = e->read_extents(a);
+  ASSERT_OK(extents);
+  ASSERT_FALSE(extents->empty());
+  uint64_t total = 0;
+  for (const FileExtent& x : *extents) {
+    EXPECT_EQ(x.offset % 4096, 0u);
+    EXPECT_GT(x.length, 0u);
+    EXPECT_EQ(std::filesystem::path(x.path).parent_path(), std::filesystem::path(e->store_dir()));
+    EXPECT_LE(x.offset + x.length, std::filesystem::file_size(x.path));
+    total += x.length;
+  }
+  auto ceiling = e->measure_read_ceiling(a);
+  ASSERT_OK(ceiling);
+  EXPECT_EQ(total, ceiling->bytes);
+  auto half = e->read_extents(std::span<const Token>(a).first(3000));
+  ASSERT_OK(half);
+  uint64_t half_total = 0;
+  for (const FileExtent& x : *half) half_total += x.length;
+  EXPECT_LT(half_total, total);
+  EXPECT_GT(half_total, 0u);
+  // Zeroing the first extent's bytes (and nothing else) makes a's first chunk a miss, b untouched.
+  {
+    std::fstream f(extents->front().path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(extents->front().offset));
+    std::vector<char> zeros(4096, 0);
+    f.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+  }
+  ASSERT_OK(e->drop_page_cache());
+  HostKv kv(g_, a.size());
+  auto r = e->restore(a, kv.view);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->tokens_restored, 0u);
+  EXPECT_EQ(restore_exact(*e, b), b.size());
+  ASSERT_OK(e->evict(b));
+  auto gone = e->read_extents(b);
+  ASSERT_OK(gone);
+  EXPECT_TRUE(gone->empty());
 }
 
 TEST_F(EngineTest, LookupFindsTheLongestStoredPrefix) {

@@ -40,6 +40,12 @@ class EngineTest(unittest.TestCase):
         ceiling = self.engine.measure_read_ceiling(tokens)
         self.assertGreaterEqual(ceiling["bytes"], kv.nbytes)  # payload plus record headers
         self.assertGreater(ceiling["seconds"], 0)
+        extents = self.engine.read_extents(tokens)  # the same bytes, as file ranges
+        self.assertEqual(sum(length for _, _, length in extents), ceiling["bytes"])
+        for path, offset, length in extents:
+            self.assertTrue(os.path.isfile(path))
+            self.assertGreaterEqual(os.path.getsize(path), offset + length)
+            self.assertEqual(offset % 4096, 0)
         self.engine.drop_page_cache()  # the restore then reads from the disk, not the page cache
         r = self.engine.restore(tokens, out)
         self.assertEqual(r["tokens_restored"], 1000)
