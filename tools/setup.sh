@@ -9,6 +9,8 @@ preset="${1:-release}"
 
 packages=(cmake ninja-build g++ python3-matplotlib liburing-dev libxxhash-dev libcli11-dev
           nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev)
+# fio: the benchmarks measure the drive's ceiling with it (an independent tool), and a test runs it.
+packages+=(fio)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

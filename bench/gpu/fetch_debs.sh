@@ -3,7 +3,7 @@
 # SPDX-FileCopyrightText: 2026 kvtier authors
 # Downloads what the H200 image lacks to build kvtier: its Debian 12 build dependencies as .deb
 # files into .deps/ (h200_common.sh unpacks them under /tmp/deps) and nanobind as a wheel into
-# .whl/ (the Python module). Both folders are git-ignored; a device call carries them.
+# .whl/ (the Python module), and fio built from source (bench/gpu/build_fio.sh). Both folders are git-ignored; a device call carries them.
 # Usage: bench/gpu/fetch_debs.sh   (on a Debian 12 machine with apt)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -12,4 +12,6 @@ mkdir -p .deps .whl
   libfmt-dev libfmt9 libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian)
 python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: --python-version 3.12 \
   --implementation cp -d .whl nanobind==2.9.2
+# fio, the benchmarks' independent ceiling: the image has none (static build, .deps/fio).
+bench/gpu/build_fio.sh
 ls .deps .whl

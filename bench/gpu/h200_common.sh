@@ -6,6 +6,8 @@ OUT="${OUT:-/tmp/kvtier-out}"
 mkdir -p "$OUT" /tmp/deps
 for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
 export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+# fio (bench/gpu/build_fio.sh): the benchmarks' independent ceiling.
+[ -x .deps/fio ] && export PATH="$PWD/.deps:$PATH"
 
 # Configures build/h200 once (kept while the machine stays warm) and builds it.
 h200_build() {

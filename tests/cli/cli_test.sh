@@ -205,6 +205,21 @@ else
   echo "skip: full-disk case needs root to mount a small tmpfs"
 fi
 
+# The independent ceiling: fio replays each restore's reads (100 MB a session: enough for fio's
+# millisecond clock); its GB/s and the ratio to it are numbers, not n/a. Without fio: said loudly.
+expect 0 "GB/s by depth" bench --store "$work/fio" --model tiny --sessions 1 --tokens 200000 --repeat 1 \
+  --paths direct --json "$work/fio.json"
+if python3 -c "import json, sys; p = json.load(open(sys.argv[1]))['paths'][0]; \
+    sys.exit(not (p['fio_gb_per_s'] > 0 and p['ratio_to_fio'] > 0 and len(p['fio_seconds']) == 1))" "$work/fio.json"; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); echo "FAIL: bench JSON lacks fio's ceiling"
+fi
+expect 0 "fio ('$work/no-fio') not found" bench --store "$work/fio" --model tiny --sessions 1 --tokens 1000 \
+  --repeat 1 --paths direct --fio "$work/no-fio"
+expect 0 "fio       off" bench --store "$work/fio" --model tiny --sessions 1 --tokens 1000 --repeat 1 --paths direct \
+  --fio off
+
 # The seed workload, scaled down: two rank processes, host-emulated device, a chunk sweep.
 seed=(bench --workload seed --model tiny --store "$work/seed" --sessions 2 --segment-size 8M --capacity 256M)
 expect 0 "| posix | 256 |" "${seed[@]}" --tokens-min 500 --tokens-max 900 --device host --out "$work/seed-out" \

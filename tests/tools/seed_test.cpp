@@ -94,6 +94,34 @@ TEST(SeedSummary, MediansOfPerWindowRatesAndRatiosToTheCeiling) {
   EXPECT_NE(table.find("accounted"), std::string::npos);
 }
 
+TEST(SeedSummary, RatiosToFioArePerRequestOrAgainstTheRunsMedianFioRate) {
+  std::vector<Json> rows;
+  // posix: 4 GB restored in 2, 4 and 8 s; fio replayed the same reads in 1, 2 and 2 s; kvtier's
+  // own raw read took 1.5 s each time.
+  for (auto [t, f] : {std::pair{2.0, 1.0}, {4.0, 2.0}, {8.0, 2.0}}) {
+    Json r = repeat_row("posix", t, 4e9, 1.5);
+    r["fio_seconds"] = f;
+    rows.push_back(r);
+  }
+  rows.push_back(repeat_row("buffered", 4, 4e9, std::nullopt));  // no fio of its own
+  Json dram = repeat_row("dram", 1, 4e9, std::nullopt);            // the link, never fio
+  dram["link_ceiling_seconds"] = 0.5;
+  rows.push_back(dram);
+  Json s = summarize(rows);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_DOUBLE_EQ(s[0]["ratio_to_fio"].get<double>(), 0.5);   // median of 1/2, 2/4, 2/8
+  EXPECT_DOUBLE_EQ(s[0]["fio_kv_gbps"].get<double>(), 2.0);    // median of 4, 2, 2 GB/s
+  EXPECT_DOUBLE_EQ(s[0]["ratio_to_ceiling"].get<double>(), 0.375);  // the raw read: 1.5/4
+  EXPECT_DOUBLE_EQ(s[1]["ratio_to_fio"].get<double>(), 0.5);   // 1 GB/s against the run's 2
+  EXPECT_FALSE(s[2].contains("ratio_to_fio"));
+  const Json fio = {{"what", "fio-3.33 replaying"}, {"depth_sweep", {{{"depth", 1}, {"gb_per_s", 1.5}}}}};
+  const std::string table = render_table(s, Json::object(), {}, fio);
+  EXPECT_NE(table.find("| 2.00 | 0.50x | 2.67 | 0.38x |"), std::string::npos) << table;
+  EXPECT_NE(table.find("fio-3.33 replaying"), std::string::npos);
+  const std::string without = render_table(s, Json::object(), {}, {{"error", "fio not found"}});
+  EXPECT_NE(without.find("NOT MEASURED in this run (fio not found)"), std::string::npos);
+}
+
 TEST(SeedSummary, GdsThatFellBackOrRanInCompatModeIsNamedSo) {
   std::vector<Json> rows = {repeat_row("gds", 1, 1e9, 1.0)};
   Json s = summarize(rows);

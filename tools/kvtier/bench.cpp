@@ -20,6 +20,7 @@
 
 #include "common/posix.hpp"
 #include "common/try.hpp"
+#include "fio_ceiling.hpp"
 #include "metrics/counters.hpp"
 #include "synthetic.hpp"
 
@@ -70,7 +71,9 @@ struct PathResult {
   std::string io_engine;
   std::string fallback;
   std::vector<double> seconds;          // restore, per session
-  std::vector<double> ceiling_seconds;  // raw O_DIRECT read of the same records, per session
+  std::vector<double> ceiling_seconds;  // kvtier's own raw read of the same records, per session
+  std::vector<double> fio_seconds;      // fio replaying the same reads, per session (the ceiling)
+  std::vector<std::string> fio_errors;  // fio runs that failed (the table says so)
   uint64_t bytes_per_session = 0;       // KV bytes delivered
   uint64_t read_bytes_per_session = 0;  // bytes read from the files (headers and padding too)
   uint64_t extents = 0;
@@ -116,6 +119,19 @@ Result<CeilingResult> session_ceiling(const StoreFlags& flags, std::span<const T
   return (*engine)->measure_read_ceiling(ids);
 }
 
+/// The file ranges a restore of `ids` reads.
+Result<std::vector<FileExtent>> session_extents(const StoreFlags& flags, std::span<const Token> ids) {
+  auto engine = open_with(flags, "direct");
+  if (!engine) return fail(engine.error());
+  return (*engine)->read_extents(ids);
+}
+
+/// fio replaying the reads of a restore of `ids`, after the page cache is dropped.
+Result<FioRead> session_fio(const StoreFlags& flags, std::span<const Token> ids, FioCeiling& fio, uint64_t request) {
+  KVTIER_ASSIGN_OR_RETURN(auto extents, session_extents(flags, ids));
+  return fio.read({extents}, request, fio.depth());
+}
+
 /// Restores session `ids` over `io` with the page cache dropped, checking every byte afterwards.
 Status restore_once(const StoreFlags& flags, const std::string& io, std::span<const Token> ids,
                     std::span<std::byte> kv, const std::string& device, PathResult& r) {
@@ -147,7 +163,8 @@ Status restore_once(const StoreFlags& flags, const std::string& io, std::span<co
 /// Per session: the restore and the ceiling read of the same records, in alternating order so
 /// that neither always finds the other's bytes warm in a lower cache (e.g. a VM host's).
 Result<PathResult> restore_sessions(const StoreFlags& flags, const BenchFlags& bench, const std::string& io,
-                                    const KvGeometry& g, const std::string& device) {
+                                    const Options& o, const std::string& device, FioCeiling* fio) {
+  const KvGeometry& g = o.geometry;
   PathResult r;
   r.path = io;
   r.bytes_per_session = g.bytes_for_tokens(bench.tokens);
@@ -164,6 +181,11 @@ Result<PathResult> restore_sessions(const StoreFlags& flags, const BenchFlags& b
         auto c = session_ceiling(flags, ids);
         if (!c) return fail(c.error());
         r.ceiling_seconds.push_back(c->seconds);
+        if (fio != nullptr) {
+          auto f = session_fio(flags, ids, *fio, o.io_request_bytes);
+          if (f) r.fio_seconds.push_back(f->seconds);
+          else r.fio_errors.push_back(f.error().message());
+        }
       } else {
         KVTIER_TRY(restore_once(flags, io, ids, {kv.get(), r.bytes_per_session}, device, r));
       }
@@ -172,6 +194,44 @@ Result<PathResult> restore_sessions(const StoreFlags& flags, const BenchFlags& b
   }
   progress.finish();
   return r;
+}
+
+/// Finds fio (unless --fio off) and picks its depth on the first session: the fastest of
+/// kFioDepths, or --fio-depth. A missing fio is said loudly and the run goes on without the
+/// independent ceiling; a fio that fails on the store's files is an error.
+Status start_fio(const StoreFlags& flags, const BenchFlags& bench, uint64_t request, nlohmann::ordered_json& out,
+                 std::unique_ptr<FioCeiling>& fio) {
+  if (bench.fio == "off") {
+    std::printf("fio       off (--fio off): no independent ceiling in this run\n");
+    return {};
+  }
+  auto found = FioCeiling::find(bench.fio, flags.root + "/fio");
+  if (!found) {
+    std::printf("WARNING: %s; the table shows kvtier's own raw read only, which is not an independent ceiling\n",
+                found.error().message().c_str());
+    out["fio"] = {{"error", found.error().message()}};
+    return {};
+  }
+  fio = std::make_unique<FioCeiling>(std::move(*found));
+  auto ids = synthetic::tokens(bench.seed, bench.tokens);
+  KVTIER_ASSIGN_OR_RETURN(auto extents, session_extents(flags, ids));
+  std::vector<unsigned> depths(std::begin(kFioDepths), std::end(kFioDepths));
+  if (bench.fio_depth > 0) depths = {bench.fio_depth};
+  auto runs = fio->calibrate({extents}, request, depths);
+  if (!runs) {  // e.g. too little to time: the run goes on, saying so
+    std::printf("WARNING: fio could not measure this run: %s\n", runs.error().message().c_str());
+    out["fio"] = {{"error", runs.error().message()}};
+    fio.reset();
+    return {};
+  }
+  nlohmann::ordered_json sweep = nlohmann::ordered_json::array();
+  for (const FioRead& r : *runs) sweep.push_back({{"depth", r.depth}, {"gb_per_s", r.gbps()}});
+  std::string line;
+  for (const auto& r : sweep) line += fmt::format(" {}:{:.2f}", r["depth"].get<unsigned>(), r["gb_per_s"].get<double>());
+  std::printf("fio       %s; GB/s by depth:%s -> depth %u\n", fio->version().c_str(), line.c_str(), fio->depth());
+  out["fio"] = {{"version", fio->version()}, {"engine", fio->engine()}, {"depth", fio->depth()},
+                {"depth_sweep", sweep}, {"what", fio->describe()}};
+  return {};
 }
 
 void print_header(const StoreFlags& flags, const BenchFlags& bench, const Options& o) {
@@ -227,10 +287,20 @@ int run_bench(StoreFlags flags, const BenchFlags& bench) {
   // The drive under the store, for /proc/diskstats deltas at each restore's edges.
   auto device = metrics::block_device_of(flags.root);
   std::printf("disk      %s\n", device ? device->c_str() : ("unknown: " + device.error().to_string()).c_str());
+  auto resolved = options->resolved();
+  if (!resolved) {
+    cleanup();
+    return report(resolved.error(), "bench");
+  }
+  std::unique_ptr<FioCeiling> fio;
+  if (Status st = start_fio(flags, bench, resolved->io_request_bytes, out, fio); !st.ok()) {
+    cleanup();
+    return report(st, "bench fio");
+  }
   std::vector<PathResult> results;
   std::stringstream paths(bench.paths);
   for (std::string io; std::getline(paths, io, ',');) {
-    auto r = restore_sessions(flags, bench, io, options->geometry, device.value_or(""));
+    auto r = restore_sessions(flags, bench, io, *resolved, device.value_or(""), fio.get());
     if (!r) {
       cleanup();
       return report(r.error(), fmt::format("bench restore ({})", io));
@@ -238,34 +308,53 @@ int run_bench(StoreFlags flags, const BenchFlags& bench) {
     results.push_back(std::move(*r));
   }
   cleanup();
-  std::printf("\nceiling = raw O_DIRECT read of the same records by the same I/O engine, no copy or checksum,\n"
-              "          measured per session next to its restore; ratio = median of per-session ratios\n\n");
-  std::printf("%-9s %-24s %9s %9s %8s %9s %7s %8s %s\n", "path", "io engine", "p50 ms", "max ms", "GB/s",
-              "ceil GB/s", "ratio", "extents", "verified");
+  std::printf("\nfio     = the ceiling: %s,\n"
+              "          measured per session next to its restore; ratio = median of per-session time ratios\n"
+              "raw     = kvtier's own raw read of the same records (same I/O engine, no copy or checksum):\n"
+              "          attribution, not a ceiling\n\n",
+              fio ? fio->describe().c_str() : "not measured");
+  std::printf("%-9s %-24s %9s %9s %8s %8s %7s %8s %7s %8s %s\n", "path", "io engine", "p50 ms", "max ms", "GB/s",
+              "fio GB/s", "ratio", "raw GB/s", "raw", "extents", "verified");
+  auto ratio_of = [](const std::vector<double>& ceiling, const std::vector<double>& seconds) {
+    std::vector<double> ratios;
+    for (size_t i = 0; i < std::min(ceiling.size(), seconds.size()); ++i) ratios.push_back(ceiling[i] / seconds[i]);
+    return ratios.empty() ? 0.0 : percentile(ratios, 0.5);
+  };
   for (const PathResult& r : results) {
     const double p50 = percentile(r.seconds, 0.5);
     const double gbs = static_cast<double>(r.bytes_per_session) / p50 / 1e9;
-    const double ceiling_gbs = static_cast<double>(r.read_bytes_per_session) / percentile(r.ceiling_seconds, 0.5) / 1e9;
-    std::vector<double> ratios;
-    for (size_t i = 0; i < r.seconds.size(); ++i) ratios.push_back(r.ceiling_seconds[i] / r.seconds[i]);
-    const double ratio = percentile(ratios, 0.5);
-    std::printf("%-9s %-24s %9.1f %9.1f %8.2f %9.2f %6.2fx %8llu %s\n", r.path.c_str(), r.io_engine.c_str(),
-                p50 * 1e3, percentile(r.seconds, 1.0) * 1e3, gbs, ceiling_gbs, ratio,
+    const double read = static_cast<double>(r.read_bytes_per_session);
+    const double ceiling_gbs = read / percentile(r.ceiling_seconds, 0.5) / 1e9;
+    const double ratio = ratio_of(r.ceiling_seconds, r.seconds);
+    const bool has_fio = !r.fio_seconds.empty();
+    const double fio_gbs = has_fio ? read / percentile(r.fio_seconds, 0.5) / 1e9 : 0;
+    const double fio_ratio = ratio_of(r.fio_seconds, r.seconds);
+    std::printf("%-9s %-24s %9.1f %9.1f %8.2f %8s %7s %8.2f %6.2fx %8llu %s\n", r.path.c_str(), r.io_engine.c_str(),
+                p50 * 1e3, percentile(r.seconds, 1.0) * 1e3, gbs,
+                has_fio ? fmt::format("{:.2f}", fio_gbs).c_str() : "n/a",
+                has_fio ? fmt::format("{:.2f}x", fio_ratio).c_str() : "n/a", ceiling_gbs, ratio,
                 static_cast<unsigned long long>(r.extents), r.verified ? "byte-exact" : "MISMATCH");
     if (!r.fallback.empty()) std::printf("          fallback: %s\n", r.fallback.c_str());
+    if (!r.fio_errors.empty()) {
+      std::printf("          fio failed %zu time(s): %s\n", r.fio_errors.size(), r.fio_errors.back().c_str());
+    }
     const double disk = metrics::median(r.disk_read_bytes).value_or(0);
     std::printf("          disk read %.2f GB/s (diskstats, window edges; %.2f bytes per KV byte), CPU %.2f "
                 "core-s machine / %.2f core-s kvtier per restore\n",
                 disk / p50 / 1e9, disk / static_cast<double>(r.bytes_per_session),
                 metrics::median(r.machine_core_s).value_or(0), metrics::median(r.process_core_s).value_or(0));
     out["paths"].push_back({{"path", r.path}, {"io_engine", r.io_engine}, {"fallback", r.fallback},
-                            {"restore_seconds", r.seconds}, {"ceiling_seconds", r.ceiling_seconds},
+                            {"restore_seconds", r.seconds}, {"raw_read_seconds", r.ceiling_seconds},
+                            {"fio_seconds", r.fio_seconds},
                             {"kv_bytes_per_session", r.bytes_per_session},
                             {"read_bytes_per_session", r.read_bytes_per_session},
                             {"disk_read_bytes", r.disk_read_bytes}, {"machine_core_seconds", r.machine_core_s},
                             {"process_core_seconds", r.process_core_s},
-                            {"p50_ms", p50 * 1e3}, {"gb_per_s", gbs}, {"ceiling_gb_per_s", ceiling_gbs},
-                            {"ratio_to_ceiling", ratio}, {"verified", r.verified}});
+                            {"p50_ms", p50 * 1e3}, {"gb_per_s", gbs}, {"raw_read_gb_per_s", ceiling_gbs},
+                            {"ratio_to_raw_read", ratio},
+                            {"fio_gb_per_s", has_fio ? nlohmann::ordered_json(fio_gbs) : nullptr},
+                            {"ratio_to_fio", has_fio ? nlohmann::ordered_json(fio_ratio) : nullptr},
+                            {"verified", r.verified}});
     if (!r.verified) rc = 1;
   }
   if (!bench.json.empty()) {

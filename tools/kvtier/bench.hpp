@@ -17,7 +17,12 @@ struct BenchFlags {
   std::string paths = "direct,buffered";
   std::string json;
   bool keep = false;
+  std::string fio = "fio";  // the independent ceiling's tool; "off": not measured
+  unsigned fio_depth = 0;   // requests in flight per fio job; 0: the fastest of kFioDepths
 };
+
+/// The depths tried on the first session when --fio-depth is 0.
+inline constexpr unsigned kFioDepths[] = {1, 2, 4, 8, 16, 32};
 
 int run_bench(StoreFlags flags, const BenchFlags& bench);
 

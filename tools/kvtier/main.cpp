@@ -153,6 +153,13 @@ void BenchCommand::add_to(CLI::App& app) {
   cmd->add_flag("--no-report", no_report, "seed: skip the figures and report (seed_report.py)");
   cmd->add_option("--json", bench.json, "pairs: write results as JSON to this file (default: none)");
   cmd->add_flag("--keep", bench.keep, "Keep the benchmark's stores instead of deleting them");
+  cmd->add_option("--fio", bench.fio,
+                  "fio executable measuring the drive's ceiling: it replays each restore's reads (same file "
+                  "ranges and request size, O_DIRECT) next to it; off: no independent ceiling");
+  cmd->add_option("--fio-depth", bench.fio_depth,
+                  "Requests in flight per fio job (one job per rank); 0: the fastest of 1,2,4,8,16,32 on the "
+                  "first session")
+      ->transform(whole_number(0, 1024));
 }
 
 int BenchCommand::run(int argc, char** argv) {
@@ -164,6 +171,8 @@ int BenchCommand::run(int argc, char** argv) {
   if (*paths_opt) seed.paths = bench.paths;
   seed.seed = bench.seed;
   seed.keep = bench.keep;
+  seed.fio = bench.fio;
+  seed.fio_depth = bench.fio_depth;
   seed.report = !no_report;
   std::string command_line;
   for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);

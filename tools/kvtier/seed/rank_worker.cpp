@@ -65,6 +65,13 @@ class Worker {
       if (!c) return error(c.error());
       return Json{{"ok", true}, {"bytes", c->bytes}, {"seconds", c->seconds}};
     }
+    if (op == "extents") {  // for fio: the file ranges this rank's restore of the session reads
+      auto x = engine_->read_extents(ids);
+      if (!x) return error(x.error());
+      Json list = Json::array();
+      for (const FileExtent& e : *x) list.push_back({e.path, e.offset, e.length});
+      return Json{{"ok", true}, {"extents", list}, {"request_bytes", request_bytes_}};
+    }
     return error({ErrorCode::kInvalidArgument, fmt::format("unknown op '{}'", op)});
   }
 
@@ -81,6 +88,7 @@ class Worker {
     auto options = flags.options(true);
     if (!options) return error(options.error());
     options->dram_bytes = dram_bytes;
+    if (auto r = options->resolved()) request_bytes_ = r->io_request_bytes;
     auto engine = Engine::open(*options);
     if (!engine) return error(engine.error());
     engine_ = std::move(*engine);
@@ -180,6 +188,7 @@ class Worker {
   std::unique_ptr<BenchKv> kv_;
   std::vector<std::unique_ptr<BenchKv>> caches_;
   std::unique_ptr<Engine> engine_;
+  uint64_t request_bytes_ = 0;  // the engine's read request size, which fio replays too
 };
 
 }  // namespace

@@ -22,6 +22,8 @@
 
 #include "common/posix.hpp"
 #include "common/try.hpp"
+#include "bench.hpp"
+#include "fio_ceiling.hpp"
 #include "metrics/counters.hpp"
 #include "metrics/memory_traffic.hpp"
 #include "metrics/pcie.hpp"
@@ -34,6 +36,8 @@ namespace kvtier::seed {
 namespace {
 
 using Json = nlohmann::ordered_json;
+using cli::FioCeiling;
+using cli::FioRead;
 namespace fs = std::filesystem;
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -180,6 +184,7 @@ class SeedRun {
       flags_.out = fmt::format("kvtier-seed-{}", stamp);
     }
     fs::create_directories(flags_.out);
+    start_fio();
     out_["command"] = command_line;
     out_["workload"] = {{"sessions", sessions_.size()}, {"tokens_min", flags_.tokens_min},
                         {"tokens_max", flags_.tokens_max}, {"seed", flags_.seed}, {"ranks", flags_.ranks},
@@ -204,6 +209,7 @@ class SeedRun {
     out_["cufile"] = gds_notes_;
     out_["fallbacks"] = fallbacks_;
     out_["link_ceiling"] = ceiling_names_;
+    out_["fio"] = fio_json_;
     out_["requests"] = rows_;
     const bool concurrent = !flags_.concurrency.empty();
     Json summary = concurrent ? summarize_concurrency(rows_, load_alone_gbps_) : summarize(rows_);
@@ -213,7 +219,7 @@ class SeedRun {
     std::ofstream(json_path) << out_.dump(2) << "\n";
     write_csv(rows_, (fs::path(flags_.out) / "seed.csv").string());
     const std::string table = concurrent ? render_concurrency_table(summary, machine_, gds_notes_)
-                                         : render_table(summary, machine_, gds_notes_);
+                                         : render_table(summary, machine_, gds_notes_, fio_json_);
     std::ofstream(fs::path(flags_.out) / "table.md") << table;
     std::printf("\n%s\n", table.c_str());
     std::printf("results: %s (seed.json, seed.csv, table.md)\n", flags_.out.c_str());
@@ -228,6 +234,74 @@ class SeedRun {
   static Status check_path(const std::string& p) {
     if (p == "posix" || p == "gds" || p == "dram" || p == "buffered") return {};
     return {ErrorCode::kInvalidArgument, fmt::format("path '{}': expected posix, gds, dram or buffered", p)};
+  }
+
+  /// Finds fio unless --fio off; without it the run goes on, saying loudly that its ratios are
+  /// against kvtier's own raw read only.
+  void start_fio() {
+    if (flags_.fio == "off") {
+      fio_json_ = {{"error", "--fio off: no independent ceiling in this run"}};
+      return;
+    }
+    auto found = FioCeiling::find(flags_.fio, (fs::path(flags_.out) / "fio").string());
+    if (!found) {
+      std::printf("WARNING: %s; ratios are then against kvtier's own raw read, not an independent ceiling\n",
+                  found.error().message().c_str());
+      fio_json_ = {{"error", found.error().message()}};
+      return;
+    }
+    fio_ = std::make_unique<FioCeiling>(std::move(*found));
+    if (flags_.fio_depth > 0) fio_->set_depth(flags_.fio_depth);
+    fio_json_ = {{"version", fio_->version()}};
+  }
+
+  /// fio replaying every rank's reads of `session` at once (one job per rank). The first call
+  /// picks the depth (unless --fio-depth), trying each of kFioDepths on this session.
+  Result<FioRead> fio_read(std::vector<std::unique_ptr<RankChannel>>& ranks, const Json& session) {
+    Json op = session;
+    op["op"] = "extents";
+    KVTIER_ASSIGN_OR_RETURN(auto replies, broadcast(ranks, op));
+    std::vector<std::vector<FileExtent>> streams;
+    uint64_t request = 0;
+    for (const Json& r : replies) {
+      request = r["request_bytes"].get<uint64_t>();
+      auto& stream = streams.emplace_back();
+      for (const Json& x : r["extents"]) {
+        stream.push_back(FileExtent{x[0].get<std::string>(), x[1].get<uint64_t>(), x[2].get<uint64_t>()});
+      }
+    }
+    if (!fio_json_.contains("depth")) {
+      Json sweep = Json::array();
+      std::vector<unsigned> depths(std::begin(cli::kFioDepths), std::end(cli::kFioDepths));
+      if (flags_.fio_depth > 0) depths = {flags_.fio_depth};
+      KVTIER_TRY(dropper_.drop(ranks));
+      KVTIER_ASSIGN_OR_RETURN(auto runs, fio_->calibrate(streams, request, depths));
+      std::string line;
+      for (const FioRead& r : runs) {
+        sweep.push_back({{"depth", r.depth}, {"gb_per_s", r.gbps()}});
+        line += fmt::format(" {}:{:.2f}", r.depth, r.gbps());
+      }
+      fio_json_ = {{"version", fio_->version()}, {"engine", fio_->engine()}, {"depth", fio_->depth()},
+                   {"request_bytes", request}, {"depth_sweep", sweep}, {"what", fio_->describe()}};
+      std::printf("-- fio ceiling: %s; GB/s by depth per job:%s -> depth %u\n", fio_->version().c_str(),
+                  line.c_str(), fio_->depth());
+    }
+    KVTIER_TRY(dropper_.drop(ranks));
+    return fio_->read(streams, request, fio_->depth());
+  }
+
+  /// A benchmark goes on without fio rather than stopping, and says so: in the table's notes, in
+  /// seed.json and (once per kind of failure) on the console.
+  void fio_failed(const Status& st) {
+    const std::string why = st.message();
+    if (!fio_json_.contains("depth")) {  // it never ran here: no ceiling this run
+      fio_.reset();
+      fio_json_ = {{"error", "fio could not measure this run: " + why}};
+    } else {
+      fio_json_["failed_requests"] = fio_json_.value("failed_requests", 0) + 1;
+      fio_json_["last_error"] = why;
+    }
+    if (fio_warned_.insert(why).second) std::printf("WARNING: fio: %s\n", why.c_str());
   }
 
   uint64_t max_tokens() const {
@@ -526,11 +600,17 @@ class SeedRun {
       std::optional<double> ceiling;
       // The DRAM tier's ceiling is the host-to-device link, the disk paths' the drive's O_DIRECT read.
       const bool link = path == "dram";
+      std::optional<FioRead> fio;
       auto measure_ceiling = [&]() -> Status {
         KVTIER_TRY(dropper_.drop(ranks));
         KVTIER_ASSIGN_OR_RETURN(Window c, window(ranks, samplers, with_op(link ? "copy_ceiling" : "ceiling")));
         ceiling = c.t1 - c.t0;
         if (link) ceiling_names_[path] = c.replies[0].value("what", "");
+        if (!link && fio_) {
+          auto f = fio_read(ranks, session);
+          if (f) fio = *f;
+          else fio_failed(f.error());
+        }
         return dropper_.drop(ranks);
       };
       if (ceiling_here && i % 2 == 0) KVTIER_TRY(measure_ceiling());
@@ -538,6 +618,10 @@ class SeedRun {
       if (ceiling_here && i % 2 == 1) KVTIER_TRY(measure_ceiling());
       record_window(row, w, samplers);
       if (ceiling) row[link ? "link_ceiling_seconds" : "ceiling_seconds"] = *ceiling;
+      if (fio) {
+        row["fio_seconds"] = fio->seconds;
+        row["fio_bytes"] = fio->bytes;
+      }
       if (repeat) {
         uint64_t host = 0, read = 0, restored = 0, dram_hits = 0, misses = 0;
         bool gds = true;
@@ -615,6 +699,9 @@ class SeedRun {
   std::vector<Json> hello_;
   std::vector<Json> rows_;
   std::map<std::string, std::string> gds_notes_, fallbacks_, ceiling_names_;
+  std::unique_ptr<FioCeiling> fio_;  // null: fio not found, failed, or --fio off
+  Json fio_json_;
+  std::set<std::string> fio_warned_;
   std::set<std::string> announced_;  // open_all's lines printed in this stage
   CacheDropper dropper_;
   double load_alone_gbps_ = 0;

@@ -22,11 +22,13 @@ namespace kvtier::seed {
 /// used), from `machine` ({"gpu": bool, "rank_devices": [...]}, as seed.json's "machine").
 [[nodiscard]] std::string device_headline(const nlohmann::ordered_json& machine);
 
-/// Table 1 in the reference's columns plus kvtier's: restore GB/s, ratio to the drive's O_DIRECT
-/// ceiling measured in the same run, accounted host bytes per KV byte, byte-exact count. Headed by
+/// Table 1 in the reference's columns plus kvtier's: restore GB/s, ratio to the drive's ceiling
+/// measured by fio in the same run (`fio`: seed.json's "fio"), ratio to kvtier's own raw read of
+/// the same records (attribution), accounted host bytes per KV byte, byte-exact count. Headed by
 /// device_headline(machine); `machine["samplers"]` says what was measured.
 [[nodiscard]] std::string render_table(const nlohmann::ordered_json& summary, const nlohmann::ordered_json& machine,
-                                       const std::map<std::string, std::string>& cufile);
+                                       const std::map<std::string, std::string>& cufile,
+                                       const nlohmann::ordered_json& fio = nlohmann::ordered_json::object());
 
 /// Per (config, concurrency N): aggregate restore GB/s (all sessions of a round over its window),
 /// the drive's ceiling for the same sessions read raw at once, p50 and p99 session latency over every

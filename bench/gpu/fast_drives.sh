@@ -1,0 +1,41 @@
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: 2026 kvtier authors
+# Fast drives on the H200 VM (sourced, not run). It has no NVMe, brd or null_blk; a loop device with
+# direct I/O over a file in /dev/shm, formatted ext4, reads at 5-8 GB/s. It is RAM-BACKED: its
+# "device" reads are CPU copies by the loop driver's worker, competing with everything else for
+# cores and memory bandwidth. Every output that uses one says so (FAST_DRIVE_LABEL).
+FAST_DRIVE_LABEL="RAM-backed loop device standing in for NVMe (losetup --direct-io=on over /dev/shm, ext4; its reads are CPU copies)"
+
+# make_fast_drives N GIB: N drives of GIB each, mounted on /mnt/fast0..N-1, each with the cuFile
+# udev entry (device-notes.md) so cuFile registers their files (compat mode: no P2P on this VM).
+# Refuses when they would leave under 40 GiB of RAM for the workload.
+make_fast_drives() {
+  local n=$1 gib=$2 i dev mm avail
+  avail=$(awk '/MemAvailable/ {print int($2 / 1048576)}' /proc/meminfo)
+  if (( n * gib + 40 > avail )); then
+    echo "make_fast_drives: $n x $gib GiB leaves under 40 GiB of the $avail GiB available" >&2
+    return 1
+  fi
+  for ((i = 0; i < n; i++)); do
+    truncate -s "${gib}G" "/dev/shm/fast$i.img"
+    dev=$(losetup --direct-io=on -f --show "/dev/shm/fast$i.img")
+    mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$dev"
+    mkdir -p "/mnt/fast$i"
+    mount "$dev" "/mnt/fast$i"
+    mm=$(mountpoint -d "/mnt/fast$i")
+    mkdir -p /run/udev/data
+    printf 'E:ID_FS_USAGE=filesystem\nE:ID_FS_TYPE=ext4\nE:DEVTYPE=disk\n' > "/run/udev/data/b$mm"
+    echo "fast drive $i: $dev ($mm) on /mnt/fast$i, ${gib} GiB: $FAST_DRIVE_LABEL"
+  done
+}
+
+# drop_fast_drives: unmounts and frees every fast drive (their RAM back).
+drop_fast_drives() {
+  local m dev
+  for m in /mnt/fast*; do
+    mountpoint -q "$m" || continue
+    dev=$(findmnt -n -o SOURCE "$m")
+    umount "$m" && losetup -d "$dev"
+  done
+  rm -f /dev/shm/fast*.img
+}
