@@ -8,12 +8,14 @@ FAST_DRIVE_LABEL="RAM-backed loop device standing in for NVMe (losetup --direct-
 
 # make_fast_drives N GIB: N drives of GIB each, mounted on /mnt/fast0..N-1, each with the cuFile
 # udev entry (device-notes.md) so cuFile registers their files (compat mode: no P2P on this VM).
-# Refuses when they would leave under 40 GiB of RAM for the workload.
+# The backing files are sparse: RAM is taken as data is written, so the caller sizes what it writes
+# (all drives' data, the GPU's pinned staging and the rest of the workload share the 125 GiB).
+# Refuses a drive that alone would leave under 40 GiB.
 make_fast_drives() {
   local n=$1 gib=$2 i dev mm avail
   avail=$(awk '/MemAvailable/ {print int($2 / 1048576)}' /proc/meminfo)
-  if (( n * gib + 40 > avail )); then
-    echo "make_fast_drives: $n x $gib GiB leaves under 40 GiB of the $avail GiB available" >&2
+  if (( gib + 40 > avail )); then
+    echo "make_fast_drives: a $gib GiB drive leaves under 40 GiB of the $avail GiB available" >&2
     return 1
   fi
   for ((i = 0; i < n; i++)); do
