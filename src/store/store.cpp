@@ -94,10 +94,21 @@ bool Store::contains(const Key128& key) {
   return index_.contains(key);
 }
 
+uint64_t Store::journal_budget_locked() const {
+  // A checkpoint writes the whole index, so it waits for as many journal bytes as it writes: each
+  // journal entry then costs O(1) checkpoint bytes however large the index grows.
+  const uint64_t index = checkpoint_image_bytes(index_.size() + reserved_records_, segments_.size());
+  return std::max(journal_floor_, align_up(index));
+}
+
 uint64_t Store::index_bytes_locked(uint64_t records, uint64_t segments) const {
   const uint64_t next = align_up(checkpoint_image_bytes(records, segments));
+  // The journal may still be longer than the budget an index that has since shrunk allows: it
+  // is compacted at its next append, and counted as it is until then.
+  const uint64_t journal =
+      std::max({journal_floor_, next, journal_ ? align_up(journal_->journal_bytes()) : 0});
   // While a checkpoint is written its predecessor is still on disk: room for two of the larger.
-  return fixed_bytes_ + journal_budget_ + 2 * std::max(checkpoint_disk_, next);
+  return fixed_bytes_ + journal + 2 * std::max(checkpoint_disk_, next);
 }
 
 uint64_t Store::used_locked(uint64_t extra_segments) const {
@@ -356,7 +367,7 @@ Status Store::append_locked(std::span<const JournalEntry> entries,
                             const std::function<void(const JournalEntry&)>& apply) {
   if (!journal_) return refuse_read_only();
   // No batch fills more than half the budget, so one always fits once the journal is compacted.
-  const uint64_t batch_limit = journal_budget_ / 2;
+  const uint64_t batch_limit = journal_floor_ / 2;
   size_t next = 0;
   for (;;) {
     // Uses go first: a drop of the same segment later in the batch must win at replay.
@@ -371,7 +382,8 @@ Status Store::append_locked(std::span<const JournalEntry> entries,
       bytes += more;
       ++end;
     }
-    if (journal_->journal_bytes() > 0 && journal_->journal_bytes() + bytes > journal_budget_) {
+    const uint64_t journal = journal_->journal_bytes();
+    if (journal > 0 && journal + bytes > journal_budget_locked()) {
       // Compact: the checkpoint holds everything applied so far, every use included, and the
       // journal starts empty; the batch is then made again (without the uses).
       KVTIER_TRY(checkpoint_locked());

@@ -130,6 +130,8 @@ class Store {
   /// kInvalidArgument when the capacity cannot hold them and one segment.
   Status size_index_files();
   void remove_stale_files() const;
+  /// How long the journal may grow before it is compacted into a checkpoint.
+  uint64_t journal_budget_locked() const;
   /// What the index files may take on disk with `records` live in `segments` segments.
   uint64_t index_bytes_locked(uint64_t records, uint64_t segments) const;
   /// What the store may take on disk once `extra_segments` more segments exist.
@@ -190,7 +192,7 @@ class Store {
   // Capacity bounds everything the store writes (docs/format.md "Capacity"): the segments' measured
   // disk bytes plus what the index files may take.
   uint64_t fixed_bytes_ = 0;        // lock, manifest (or its temp file), probe, directories
-  uint64_t journal_budget_ = 0;     // the journal is compacted before it would grow past this
+  uint64_t journal_floor_ = 0;      // the least journal_budget_locked() gives
   uint64_t checkpoint_disk_ = 0;    // what index.ckpt takes now
   uint64_t segment_estimate_ = 0;   // what a segment not yet made will take
   uint64_t reserved_records_ = 0;   // reserved, not yet committed or aborted

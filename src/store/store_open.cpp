@@ -238,8 +238,8 @@ Status Store::size_index_files() {
   // LOCK, MANIFEST.json, and either the manifest's temporary file (at creation) or the O_DIRECT
   // probe (at open): small files of a block each.
   fixed_bytes_ = 3 * kBlock + std::max(dir_now, dir_need) + kBlock;
-  // Compacted before it outgrows a thousandth of the capacity: between 64 KiB and 4 MiB.
-  journal_budget_ = std::clamp<uint64_t>(capacity_ / 1024 / kBlock * kBlock, 64 * 1024, 4 * kMiB);
+  // The journal's budget is at least a thousandth of the capacity, between 64 KiB and 4 MiB.
+  journal_floor_ = std::clamp<uint64_t>(capacity_ / 1024 / kBlock * kBlock, 64 * 1024, 4 * kMiB);
   segment_estimate_ = expected_disk_bytes(segment_bytes_);
   const uint64_t least = segment_estimate_ + index_bytes_locked(0, 1);
   if (least > capacity_) {
@@ -307,7 +307,7 @@ Status Store::load_index() {
   }
   // A journal past its budget (kept by an older build, or under a larger capacity) is compacted.
   bool changed = loaded.needs_rebuild || dropped_at_open_ > 0 || !loaded.checkpoint_found ||
-                 journal_->journal_bytes() > journal_budget_;
+                 journal_->journal_bytes() > journal_budget_locked();
   KVTIER_TRY(enforce_capacity_locked(0));
   if (changed) KVTIER_TRY(checkpoint_locked());
   return {};
