@@ -5,7 +5,8 @@
 # 100K-token sessions, into GPU memory) on FAST_DRIVES RAM-backed loop devices (fast_drives.sh),
 # with fio replaying each restore's reads as the ceiling, then the same store read with different
 # bytes in flight (--staging) and request sizes, dd of the same files, and fio alone on 1..N
-# drives. Every output is labeled with the device's nature. Results under $OUT.
+# drives. Every output is labeled with the device's nature. Results: $OUT/summary.txt and
+# $OUT/fast.tar.gz (every log; the device tool returns at most 8 files).
 # Env: SESSIONS (2), FAST_DRIVES (4), DRIVE_GIB (32), OUT.
 set -uo pipefail
 source "$(dirname "$0")/h200_common.sh"
@@ -14,6 +15,10 @@ sessions=${SESSIONS:-2}
 drives=${FAST_DRIVES:-4}
 gib=${DRIVE_GIB:-32}
 h200_build || exit 1
+final_out=$OUT
+OUT=/root/fast-results
+rm -rf "$OUT" && mkdir -p "$OUT"
+trap 'cp "$OUT/summary.txt" "$final_out/" 2>/dev/null; tar -C /root -czf "$final_out/fast.tar.gz" fast-results runs 2>/dev/null' EXIT
 K=build/h200/tools/kvtier/kvtier
 command -v fio >/dev/null || { echo "no fio: run bench/gpu/build_fio.sh here first"; exit 1; }
 drop_fast_drives 2>/dev/null
@@ -64,5 +69,4 @@ print(f'fio alone: {sys.argv[2]} drive(s), depth {sys.argv[3]}, 16M: {j[\"jobs\"
       "$OUT/fio-alone-$n-$d.json" "$n" "$d" | tee -a "$OUT/summary.txt"
   done
 done
-tar -C /root -czf "$OUT/runs.tar.gz" runs
 drop_fast_drives
