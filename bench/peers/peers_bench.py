@@ -14,8 +14,11 @@ GPU memory, from a cold page cache, and the result is compared byte for byte wit
 - a naive PyTorch loader: read the file into pinned host memory, then copy it to the GPU;
 - LMCache's disk backends where they can be driven without a serving engine (else the reason is
   recorded).
-The drive's ceiling is kvtier's raw O_DIRECT read of the same records (no copy, no checksum), in the
-same run. CPU is the process's user+system time per GB restored (all threads).
+The drive's ceiling is fio, an independent tool, next to every round: replaying kvtier's reads (the
+same file ranges and request size, O_DIRECT) for kvtier's configurations and reading the plain files
+for the peers that read them, one job per rank, both ranks at once, at the depth that was fastest on
+the first round. kvtier's own raw read of its records (no copy, no checksum) is kept as attribution.
+CPU is the process's user+system time per GB restored (all threads).
 
 Usage: python3 bench/peers/peers_bench.py --dir DIR --out DIR [--tokens 100000] [--repeats 2]
        [--configs ...]   (kvtier's Python module on PYTHONPATH; run as root to drop the page cache)
@@ -100,6 +103,7 @@ class Setup:
                    .view(torch.bfloat16) for _ in range(WORLD)]
         self.out = [torch.empty_like(k) for k in self.kv]
         self.bytes = sum(k.numel() * k.element_size() for k in self.kv)
+        self.fio, self.fio_sweep = None, None  # cold runs: set in main
         self.files = [os.path.join(self.dir, f"plain-rank{r}.kv") for r in range(WORLD)]
         for r, path in enumerate(self.files):
             host = self.kv[r].view(torch.uint8).flatten().cpu().numpy()
@@ -261,6 +265,75 @@ def measure_ceiling(s: Setup):
     return on_ranks(ceil), sum(c["bytes"] for c in ceilings)
 
 
+FIO_DEPTHS = (1, 2, 4, 8, 16, 32)
+
+
+class Fio:
+    """fio replaying reads: one job per rank, all at once, O_DIRECT; its time is the slowest job's
+    job_runtime (fio's own clock, its start-up excluded)."""
+
+    def __init__(self, binary, work):
+        import shutil
+        import subprocess
+        self.binary, self.work, self.runs, self.depth = binary, work, 0, None
+        if shutil.which(binary) is None:
+            raise RuntimeError(f"fio ('{binary}') not found: the ceiling needs it (apt install fio; or --fio PATH)")
+        self.version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
+        os.makedirs(work, exist_ok=True)
+
+    def read(self, streams, request, depth):
+        """`streams`: per rank, [(path, offset, length)]; returns seconds."""
+        import subprocess
+        name = os.path.join(self.work, f"fio-{self.runs}")
+        self.runs += 1
+        job = f"[global]\nioengine=io_uring\ndirect=1\nrw=read\nbs={request}\niodepth={depth}\nreplay_no_stall=1\n"
+        for r, extents in enumerate(streams):
+            files = list(dict.fromkeys(p for p, _, _ in extents))
+            lines = ["fio version 2 iolog"] + [f"{f} add" for f in files] + [f"{f} open" for f in files]
+            for path, offset, length in extents:
+                lines += [f"{path} read {offset + at} {min(request, length - at)}" for at in range(0, length, request)]
+            lines += [f"{f} close" for f in files]
+            with open(f"{name}-rank{r}.iolog", "w") as f:
+                f.write("\n".join(lines) + "\n")
+            job += f"[rank{r}]\nread_iolog={name}-rank{r}.iolog\n"
+        with open(name + ".fio", "w") as f:
+            f.write(job)
+        out = subprocess.run([self.binary, "--output-format=json", name + ".fio"], capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"fio exited {out.returncode}: {(out.stdout + out.stderr)[-300:]}")
+        jobs = json.loads(out.stdout[out.stdout.find("{"):])["jobs"]
+        if any(j["error"] for j in jobs):
+            raise RuntimeError(f"fio job error {[j['error'] for j in jobs]}")
+        seconds = max(j["job_runtime"] for j in jobs) / 1e3
+        if seconds <= 0:
+            raise RuntimeError("fio read for under a millisecond: too short to time")
+        return seconds
+
+
+def fio_streams(s: Setup, which):
+    """Per rank, the file ranges a configuration reads: kvtier's records, or the plain files."""
+    if which == "kvtier":
+        return [e.read_extents(s.tokens) for e in s.engine("posix")]
+    return [[(p, 0, os.path.getsize(p) // 4096 * 4096)] for p in s.files]
+
+
+def measure_fio(s: Setup, which):
+    """fio's time for the same reads, page cache dropped; the depth is chosen on the first call."""
+    streams = fio_streams(s, which)
+    request = 16 << 20
+    paths = [p for st in streams for p, _, _ in st]
+    if s.fio.depth is None:
+        sweep = {}
+        for d in FIO_DEPTHS:
+            drop_file_cache(paths)
+            sweep[d] = s.fio.read(streams, request, d)
+        s.fio.depth = min(sweep, key=sweep.get)
+        s.fio_sweep = {d: sum(x[2] for st in streams for x in st) / t / 1e9 for d, t in sweep.items()}
+        print(f"fio depth sweep ({which}, GB/s): {s.fio_sweep} -> depth {s.fio.depth}", flush=True)
+    drop_file_cache(paths)
+    return s.fio.read(streams, request, s.fio.depth), sum(x[2] for st in streams for x in st)
+
+
 def measure_h2d(s: Setup):
     """The warm runs' ceiling: one pinned host-to-device copy of the same bytes, both ranks at once."""
     pinned = [torch.empty(o.numel() * o.element_size(), dtype=torch.uint8).pin_memory() for o in s.out]
@@ -295,6 +368,7 @@ def main():
                     "the DRAM tier against the page cache")
     ap.add_argument("--warm", action="store_true", help="files in the page cache: kvtier's DRAM tier against "
                     "peers reading a warm page cache; ceiling = pinned host-to-device copy")
+    ap.add_argument("--fio", default="fio", help="fio executable for the drive's ceiling (cold runs)")
     ap.add_argument("--from-json", help="only re-render table and figure from a peers.json of an earlier run")
     ap.add_argument("--cufile-mode", help="with --from-json, for runs that did not record it: what kvtier "
                     "reported for cuFile on that machine")
@@ -321,16 +395,23 @@ def main():
     s.engine("posix")  # writes the store
     print(f"{args.tokens} tokens, {WORLD} ranks of {GEOMETRY}: {s.bytes / 1e9:.2f} GB of KV on {torch.cuda.get_device_name()}",
           flush=True)
-    # the ceiling next to every round, both ranks at once
-    ceiling_name, measure, ceiling_note = (
-        ("ceiling (pinned H2D)", measure_h2d, "one pinned host-to-device copy of the same bytes") if args.warm else
-        ("ceiling (raw O_DIRECT)", measure_ceiling,
-         "kvtier's io_uring O_DIRECT read of the same records, no copy, no checksum"))
+    # the ceilings next to every round, both ranks at once
+    if args.warm:
+        ceilings = [("ceiling (pinned H2D)", measure_h2d, "one pinned host-to-device copy of the same bytes")]
+    else:
+        s.fio = Fio(args.fio, os.path.join(args.out, "fio"))
+        what = f"{s.fio.version}, io_uring, O_DIRECT, 16 MiB requests, one job per rank, depth swept on round 0"
+        ceilings = [("ceiling fio (kvtier's records)", lambda s: measure_fio(s, "kvtier"),
+                     f"{what}: replays kvtier's reads"),
+                    ("ceiling fio (plain files)", lambda s: measure_fio(s, "plain"), f"{what}: the plain files"),
+                    ("kvtier raw read (attribution)", measure_ceiling,
+                     "kvtier's io_uring O_DIRECT read of the same records, no copy, no checksum: not a ceiling")]
     rows = []
     for rep in range(args.repeats):
-        ceiling_s, ceiling_bytes = measure(s)
-        rows.append({"config": ceiling_name, "repeat": rep, "seconds": ceiling_s,
-                     "GBps": ceiling_bytes / ceiling_s / 1e9, "cpu_s": None, "exact": None, "note": ceiling_note})
+        for ceiling_name, measure, ceiling_note in ceilings:
+            ceiling_s, ceiling_bytes = measure(s)
+            rows.append({"config": ceiling_name, "repeat": rep, "seconds": ceiling_s,
+                         "GBps": ceiling_bytes / ceiling_s / 1e9, "cpu_s": None, "exact": None, "note": ceiling_note})
         # "_" for " " too: the names hold spaces, which shell variables passing arguments split
         for name in args.configs.replace("_", " ").split(","):
             try:
@@ -349,6 +430,8 @@ def main():
     summary = summarize(rows, s.bytes, machine_cufile)
     with open(os.path.join(args.out, "peers.json"), "w") as f:
         json.dump({"command": " ".join(sys.argv), "warm": args.warm, "cufile": machine_cufile, "gpu": torch.cuda.get_device_name(), "kv_bytes": s.bytes,
+                   "fio": None if args.warm else {"version": s.fio.version, "depth": s.fio.depth,
+                                                  "depth_sweep_gbps": s.fio_sweep},
                    "tokens": args.tokens, "rows": rows, "summary": summary}, f, indent=1)
     table = render(summary, args.warm)
     print(table)
@@ -361,7 +444,13 @@ def main():
 def summarize(rows, kv_bytes, cufile=""):
     """Best (fastest) repeat of each configuration; ratio to the ceiling of the same round. `cufile`:
     what cuFile does on the machine (carried into the notes of the cuFile configurations)."""
-    ceiling = {r["repeat"]: r["seconds"] for r in rows if r["config"].startswith("ceiling")}
+    def ceiling_for(name):
+        """The ceiling a configuration is held against: fio on the files it reads (kvtier's records for
+        kvtier, the plain files for the rest); runs recorded before fio: the one ceiling they had."""
+        names = [r["config"] for r in rows if r["config"].startswith("ceiling")]
+        want = "ceiling fio (kvtier's records)" if name.startswith("kvtier") else "ceiling fio (plain files)"
+        pick = want if want in names else (names[0] if names else None)
+        return pick, {r["repeat"]: r["seconds"] for r in rows if r["config"] == pick}
     out = []
     for name in dict.fromkeys(r["config"] for r in rows):
         runs = [r for r in rows if r["config"] == name and r["seconds"]]
@@ -369,10 +458,13 @@ def summarize(rows, kv_bytes, cufile=""):
             out.append({"config": name, "note": next(r["note"] for r in rows if r["config"] == name)})
             continue
         best = dict(min(runs, key=lambda r: r["seconds"]))
+        ceiling_name, ceiling = ceiling_for(name)
+        if name.startswith("ceiling") or name.startswith("kvtier raw"):
+            ceiling_name, ceiling = name, {r["repeat"]: r["seconds"] for r in runs}
         if cufile and ("gds" in name or "cufile" in name) and cufile not in best["note"]:
             best["note"] += f"; machine: {cufile}"
         out.append({"config": name, "seconds": best["seconds"], "GBps": kv_bytes / best["seconds"] / 1e9,
-                    "ceiling_seconds": ceiling[best["repeat"]],
+                    "ceiling": ceiling_name, "ceiling_seconds": ceiling[best["repeat"]],
                     "ratio_to_ceiling": ceiling[best["repeat"]] / best["seconds"],
                     "cpu_s_per_GB": best["cpu_s"] / (kv_bytes / 1e9) if best["cpu_s"] is not None else None,
                     # runs before 2026-12-03 05:50 timed CPU over the whole step (setup included)
@@ -407,6 +499,7 @@ def label(r, summary):
 def render(summary, warm=False):
     lines = ["| CONFIGURATION | RESTORE (best of runs) | GB/s | CEILING, SAME ROUND | RATIO | CPU s / GB | BYTE-EXACT | NOTE |",
              "|---|---|---|---|---|---|---|---|"]
+    held = sorted({r["ceiling"] for r in summary if r.get("ceiling") and not r["config"].startswith(("ceiling", "kvtier raw"))})
     for r in summary:
         if "seconds" not in r:
             lines.append(f"| {label(r, summary)} | - | - | - | - | - | - | {r['note']} |")
@@ -415,9 +508,14 @@ def render(summary, warm=False):
         if r.get("cpu_scope") == "whole step" and cpu != "-":
             # a warm step includes reading the files into the page cache: not the restore's CPU
             cpu = "-" if warm else cpu + "*"
-        exact = "-" if r["config"].startswith("ceiling") else ("yes" if r["exact"] else "NO")
+        exact = "-" if r["config"].startswith(("ceiling", "kvtier raw")) else ("yes" if r["exact"] else "NO")
         lines.append(f"| {label(r, summary)} | {r['seconds'] * 1e3:,.0f} ms | {r['GBps']:.2f} | {r['ceiling_seconds'] * 1e3:,.0f} ms "
                      f"| {r['ratio_to_ceiling']:.2f}x | {cpu} | {exact} | {r['note']} |")
+    if held:
+        lines.append("")
+        lines.append("CEILING: each configuration against " + "; ".join(held) + " (kvtier's configurations against "
+                     "fio replaying kvtier's reads, the others against fio reading the plain files), measured in the "
+                     "same round. The kvtier raw read row attributes, it is not a ceiling.")
     if any(r.get("cpu_scope") == "whole step" for r in summary):
         lines.append("")
         lines.append("CPU: " + ("not shown: this run timed CPU over each whole step, which in a warm run includes "
@@ -436,7 +534,7 @@ def figure(summary, path, warm):
         return
     ran = [r for r in summary if "seconds" in r]
     fig, ax = plt.subplots(figsize=(9, 3.8))
-    colors = ["0.6" if r["config"].startswith("ceiling") else ("C0" if r["config"].startswith("kvtier") else "C1")
+    colors = ["0.6" if r["config"].startswith(("ceiling", "kvtier raw")) else ("C0" if r["config"].startswith("kvtier") else "C1")
               for r in ran]
     ax.barh([label(r, summary) for r in ran], [r["GBps"] for r in ran], color=colors)
     ax.set_xlabel("GB/s restored into GPU memory (both ranks, "
