@@ -25,6 +25,21 @@ TEST(FioIolog, SplitsEachExtentIntoRequestsOfTheGivenSizeInOrder) {
             "/s/a close\n/s/b close\n");
 }
 
+TEST(FioSplit, ExtentsGoToOneStreamPerDeviceInOrder) {
+  testing::TempDir dir;
+  for (const char* f : {"/a", "/b"}) std::ofstream(dir.str() + f) << "x";
+  // /proc is another file system than the test directory: a second "drive".
+  const std::vector<FileExtent> extents = {
+      {dir.str() + "/a", 0, 4096}, {"/proc/self/stat", 0, 4096}, {dir.str() + "/b", 8192, 4096}};
+  auto streams = split_by_device(extents);
+  ASSERT_EQ(streams.size(), 2u);
+  ASSERT_EQ(streams[0].size(), 2u);
+  EXPECT_EQ(streams[0][1].path, dir.str() + "/b");
+  EXPECT_EQ(streams[0][1].offset, 8192u);
+  ASSERT_EQ(streams[1].size(), 1u);
+  EXPECT_EQ(streams[1][0].path, "/proc/self/stat");
+}
+
 TEST(FioReport, TheLongestJobIsTheReadsTime) {
   auto t = parse_fio_runtime(R"(note: both jobs
 {"jobs": [{"jobname": "stream0", "error": 0, "job_runtime": 1200, "read": {"runtime": 0}},

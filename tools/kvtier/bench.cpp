@@ -129,7 +129,7 @@ Result<std::vector<FileExtent>> session_extents(const StoreFlags& flags, std::sp
 /// fio replaying the reads of a restore of `ids`, after the page cache is dropped.
 Result<FioRead> session_fio(const StoreFlags& flags, std::span<const Token> ids, FioCeiling& fio, uint64_t request) {
   KVTIER_ASSIGN_OR_RETURN(auto extents, session_extents(flags, ids));
-  return fio.read({extents}, request, fio.depth());
+  return fio.read(split_by_device(extents), request, fio.depth());
 }
 
 /// Restores session `ids` over `io` with the page cache dropped, checking every byte afterwards.
@@ -217,7 +217,7 @@ Status start_fio(const StoreFlags& flags, const BenchFlags& bench, uint64_t requ
   KVTIER_ASSIGN_OR_RETURN(auto extents, session_extents(flags, ids));
   std::vector<unsigned> depths(std::begin(kFioDepths), std::end(kFioDepths));
   if (bench.fio_depth > 0) depths = {bench.fio_depth};
-  auto runs = fio->calibrate({extents}, request, depths);
+  auto runs = fio->calibrate(split_by_device(extents), request, depths);
   if (!runs) {  // e.g. too little to time: the run goes on, saying so
     std::printf("WARNING: fio could not measure this run: %s\n", runs.error().message().c_str());
     out["fio"] = {{"error", runs.error().message()}};

@@ -5,6 +5,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -59,6 +60,22 @@ std::string tail_of(const std::string& text) {
 }
 
 }  // namespace
+
+std::vector<std::vector<FileExtent>> split_by_device(const std::vector<FileExtent>& extents) {
+  std::vector<dev_t> devices;
+  std::vector<std::vector<FileExtent>> out;
+  for (const FileExtent& x : extents) {
+    struct stat st {};
+    const dev_t dev = ::stat(x.path.c_str(), &st) == 0 ? st.st_dev : 0;
+    const size_t at = static_cast<size_t>(std::find(devices.begin(), devices.end(), dev) - devices.begin());
+    if (at == devices.size()) {
+      devices.push_back(dev);
+      out.emplace_back();
+    }
+    out[at].push_back(x);
+  }
+  return out;
+}
 
 std::string fio_iolog(const std::vector<FileExtent>& extents, uint64_t request_bytes) {
   std::vector<std::string> files;
@@ -174,7 +191,7 @@ Result<std::vector<FioRead>> FioCeiling::calibrate(const std::vector<std::vector
 
 std::string FioCeiling::describe() const {
   return fmt::format("{} replaying the restore's reads (same file ranges, same request size, O_DIRECT, ioengine={}, "
-                     "iodepth={} per job, one job per rank, all at once)",
+                     "iodepth={} per job, one job per rank and drive, all at once)",
                      version_, engine_.empty() ? "not run" : engine_, depth_);
 }
 

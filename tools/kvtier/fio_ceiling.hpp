@@ -35,7 +35,7 @@ class FioCeiling {
   [[nodiscard]] unsigned depth() const { return depth_; }
   void set_depth(unsigned depth) { depth_ = depth; }
 
-  /// Reads `streams` (one fio job each, all at once: e.g. one per rank), each its extents in order
+  /// Reads `streams` (one fio job each, all at once: one per rank and drive), each its extents in order
   /// in requests of at most `request_bytes`, `depth` in flight per job, O_DIRECT.
   [[nodiscard]] Result<FioRead> read(const std::vector<std::vector<FileExtent>>& streams, uint64_t request_bytes,
                                      unsigned depth);
@@ -63,6 +63,10 @@ class FioCeiling {
 /// Parses fio's JSON output: the longest job's run time in seconds (the jobs run at once).
 /// kInvalidArgument when it is not fio's JSON or reports an error.
 [[nodiscard]] Result<double> parse_fio_runtime(const std::string& json);
+
+/// `extents` split by the device their files are on (st_dev), order kept within each: one fio job
+/// per drive, as a store over several drives reads them all at once.
+std::vector<std::vector<FileExtent>> split_by_device(const std::vector<FileExtent>& extents);
 
 /// fio's version 2 I/O log replaying `extents` in requests of at most `request_bytes`.
 std::string fio_iolog(const std::vector<FileExtent>& extents, uint64_t request_bytes);

@@ -255,7 +255,7 @@ class SeedRun {
     fio_json_ = {{"version", fio_->version()}};
   }
 
-  /// fio replaying every rank's reads of `session` at once (one job per rank). The first call
+  /// fio replaying every rank's reads of `session` at once (one job per rank and drive). The first call
   /// picks the depth (unless --fio-depth), trying each of kFioDepths on this session.
   Result<FioRead> fio_read(std::vector<std::unique_ptr<RankChannel>>& ranks, const Json& session) {
     Json op = session;
@@ -265,10 +265,11 @@ class SeedRun {
     uint64_t request = 0;
     for (const Json& r : replies) {
       request = r["request_bytes"].get<uint64_t>();
-      auto& stream = streams.emplace_back();
+      std::vector<FileExtent> rank;
       for (const Json& x : r["extents"]) {
-        stream.push_back(FileExtent{x[0].get<std::string>(), x[1].get<uint64_t>(), x[2].get<uint64_t>()});
+        rank.push_back(FileExtent{x[0].get<std::string>(), x[1].get<uint64_t>(), x[2].get<uint64_t>()});
       }
+      for (auto& drive : cli::split_by_device(rank)) streams.push_back(std::move(drive));
     }
     if (!fio_json_.contains("depth")) {
       Json sweep = Json::array();
