@@ -74,3 +74,17 @@ if(KVTIER_HAVE_CUDA AND NOT KVTIER_WITH_CUFILE STREQUAL "OFF")
   endif()
   kvtier_optional(CUFILE cufile_FOUND)
 endif()
+
+# hiredis (RESP) for the Redis Cluster remote tier, through pkg-config (Debian libhiredis-dev).
+# Without it the remote tier is built as a stub that reports kNotSupported.
+set(KVTIER_HAVE_REDIS 0)
+if(NOT KVTIER_WITH_REDIS STREQUAL "OFF")
+  find_package(PkgConfig QUIET)
+  if(PkgConfig_FOUND)
+    pkg_check_modules(HIREDIS QUIET IMPORTED_TARGET hiredis)
+  endif()
+  kvtier_optional(REDIS HIREDIS_FOUND)
+  if(HIREDIS_FOUND)
+    set(KVTIER_HAVE_REDIS 1)
+  endif()
+endif()

@@ -11,6 +11,8 @@ packages=(cmake ninja-build g++ python3-matplotlib liburing-dev libxxhash-dev li
           nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev)
 # fio: the benchmarks measure the drive's ceiling with it (an independent tool), and a test runs it.
 packages+=(fio)
+# hiredis: the Redis Cluster remote tier; redis-server and redis-cli: its tests start real clusters.
+packages+=(libhiredis-dev redis-server redis-tools)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
