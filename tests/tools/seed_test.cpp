@@ -201,6 +201,15 @@ TEST(SeedMachine, StoreDeviceModelIsTheKernelsOrSaysWhyItIsUnknown) {
   std::ofstream(device_dir("dm-0") / "model") << "  \n";
   EXPECT_EQ(store_device_model(std::string("dm-0"), sys.path().string()),
             "unknown (the kernel lists no model for dm-0)");
+  // A loop device names its backing file; one in /dev/shm is RAM standing in for a drive.
+  std::filesystem::create_directories(sys.path() / "block/loop0/loop");
+  std::ofstream(sys.path() / "block/loop0/loop/backing_file") << "/dev/shm/fast0.img\n";
+  EXPECT_EQ(store_device_model(std::string("loop0"), sys.path().string()),
+            "loop device over /dev/shm/fast0.img (RAM-backed loop device standing in for NVMe: its reads are "
+            "CPU copies)");
+  std::filesystem::create_directories(sys.path() / "block/loop1/loop");
+  std::ofstream(sys.path() / "block/loop1/loop/backing_file") << "/srv/disk.img\n";
+  EXPECT_EQ(store_device_model(std::string("loop1"), sys.path().string()), "loop device over /srv/disk.img");
   const Result<std::string> none = fail(ErrorCode::kNotFound, "/kv has no block device in /sys");
   EXPECT_EQ(store_device_model(none, sys.path().string()), "unknown (/kv has no block device in /sys)");
 }

@@ -22,13 +22,11 @@
 
 #include "common/posix.hpp"
 #include "common/try.hpp"
-#include "bench.hpp"
-#include "fio_ceiling.hpp"
-#include "metrics/counters.hpp"
-#include "metrics/memory_traffic.hpp"
-#include "metrics/pcie.hpp"
 #include "host_load.hpp"
+#include "metrics/counters.hpp"
 #include "rank_channel.hpp"
+#include "samplers.hpp"
+#include "seed_fio.hpp"
 #include "seed_table.hpp"
 #include "workload.hpp"
 
@@ -36,7 +34,6 @@ namespace kvtier::seed {
 namespace {
 
 using Json = nlohmann::ordered_json;
-using cli::FioCeiling;
 using cli::FioRead;
 namespace fs = std::filesystem;
 
@@ -53,112 +50,6 @@ template <typename T>
 Status status_of(const Result<T>& r) {
   return r ? Status{} : r.error();
 }
-
-/// Kernel counters at one edge of a window.
-struct Edge {
-  metrics::DiskCounters disk;
-  metrics::CpuCounters cpu;
-  uint64_t kvtier_ticks = 0;  // this process and every rank process
-  std::optional<double> dram_bytes;
-};
-
-/// Everything that samples the machine, read at the edges of every window.
-class Samplers {
- public:
-  Samplers(std::string device, std::vector<pid_t> pids) : device_(std::move(device)), pids_(std::move(pids)) {
-    if (auto m = metrics::MemoryTraffic::open()) memory_ = std::move(*m);
-    else memory_note_ = m.error().message();
-  }
-
-  void start_pcie(const std::vector<std::string>& bus_ids) {
-    std::vector<std::string> gpus;
-    for (const auto& b : bus_ids) {
-      if (!b.empty()) gpus.push_back(b);
-    }
-    if (gpus.empty()) {
-      pcie_note_ = "no GPU (KV in host memory)";
-      return;
-    }
-    auto s = metrics::PcieRxSampler::start(gpus, std::chrono::microseconds(2000));
-    if (s) pcie_ = std::move(*s);
-    else pcie_note_ = s.error().message();
-  }
-
-  Edge read() {
-    Edge e;
-    if (auto t = read_file("/proc/diskstats"); t && !device_.empty()) {
-      if (auto d = metrics::parse_diskstats(*t, device_)) e.disk = *d;
-    }
-    if (auto t = read_file("/proc/stat")) {
-      if (auto c = metrics::parse_proc_stat(*t)) e.cpu = *c;
-    }
-    // The rank processes do kvtier's work; this one only samples (and may run the host load).
-    for (pid_t p : pids_) e.kvtier_ticks += ticks_of(std::to_string(p));
-    if (memory_) {
-      if (auto b = memory_->bytes()) e.dram_bytes = *b;
-    }
-    return e;
-  }
-
-  [[nodiscard]] std::optional<double> pcie_bytes(double t0, double t1) const {
-    if (!pcie_) return std::nullopt;
-    auto b = pcie_->bytes_in_window(t0, t1);
-    return b ? std::optional<double>(*b) : std::nullopt;
-  }
-  /// Waits until the PCIe sampler has a sample past `t`, so windows ending at t can be clipped.
-  void settle() const {
-    if (pcie_) std::this_thread::sleep_for(std::chrono::milliseconds(30));
-  }
-
-  [[nodiscard]] Json describe() const {
-    Json d = {{"disk", device_.empty() ? "unknown" : device_},
-              {"dram", memory_ ? memory_->source() : "accounted from the data path, not measured (" + memory_note_ + ")"},
-              {"dram_measured", memory_ != nullptr},
-              {"pcie", pcie_ ? pcie_->source() : "not measured: " + pcie_note_}};
-    // Only a sampler has an interval: 0.0 would read as one that sampled continuously.
-    if (pcie_) d["pcie_sample_interval_ms"] = pcie_->sample_interval() * 1e3;
-    return d;
-  }
-
- private:
-  static uint64_t ticks_of(const std::string& pid) {
-    if (auto t = read_file("/proc/" + pid + "/stat")) {
-      if (auto p = metrics::parse_process_ticks(*t)) return *p;
-    }
-    return 0;
-  }
-
-  std::string device_;
-  std::vector<pid_t> pids_;
-  std::unique_ptr<metrics::MemoryTraffic> memory_;
-  std::string memory_note_;
-  std::unique_ptr<metrics::PcieRxSampler> pcie_;
-  std::string pcie_note_;
-};
-
-/// How the page cache is emptied before each request.
-class CacheDropper {
- public:
-  CacheDropper() {
-    std::ofstream probe("/proc/sys/vm/drop_caches");
-    global_ = probe.good();
-  }
-  Status drop(std::vector<std::unique_ptr<RankChannel>>& ranks) {
-    if (global_) {
-      ::sync();
-      std::ofstream("/proc/sys/vm/drop_caches") << "3\n";
-      return {};
-    }
-    return status_of(broadcast(ranks, Json{{"op", "drop"}}));
-  }
-  [[nodiscard]] std::string describe() const {
-    return global_ ? "dropped before every request (sync; echo 3 > /proc/sys/vm/drop_caches)"
-                   : "store files dropped before every request (posix_fadvise DONTNEED; not root)";
-  }
-
- private:
-  bool global_ = false;
-};
 
 class SeedRun {
  public:
@@ -184,7 +75,7 @@ class SeedRun {
       flags_.out = fmt::format("kvtier-seed-{}", stamp);
     }
     fs::create_directories(flags_.out);
-    start_fio();
+    fio_ = std::make_unique<SeedFio>(flags_.fio, flags_.fio_depth, (fs::path(flags_.out) / "fio").string());
     out_["command"] = command_line;
     out_["workload"] = {{"sessions", sessions_.size()}, {"tokens_min", flags_.tokens_min},
                         {"tokens_max", flags_.tokens_max}, {"seed", flags_.seed}, {"ranks", flags_.ranks},
@@ -209,7 +100,7 @@ class SeedRun {
     out_["cufile"] = gds_notes_;
     out_["fallbacks"] = fallbacks_;
     out_["link_ceiling"] = ceiling_names_;
-    out_["fio"] = fio_json_;
+    out_["fio"] = fio_->json();
     out_["requests"] = rows_;
     const bool concurrent = !flags_.concurrency.empty();
     Json summary = concurrent ? summarize_concurrency(rows_, load_alone_gbps_) : summarize(rows_);
@@ -219,7 +110,7 @@ class SeedRun {
     std::ofstream(json_path) << out_.dump(2) << "\n";
     write_csv(rows_, (fs::path(flags_.out) / "seed.csv").string());
     const std::string table = concurrent ? render_concurrency_table(summary, machine_, gds_notes_)
-                                         : render_table(summary, machine_, gds_notes_, fio_json_);
+                                         : render_table(summary, machine_, gds_notes_, fio_->json());
     std::ofstream(fs::path(flags_.out) / "table.md") << table;
     std::printf("\n%s\n", table.c_str());
     std::printf("results: %s (seed.json, seed.csv, table.md)\n", flags_.out.c_str());
@@ -234,75 +125,6 @@ class SeedRun {
   static Status check_path(const std::string& p) {
     if (p == "posix" || p == "gds" || p == "dram" || p == "buffered") return {};
     return {ErrorCode::kInvalidArgument, fmt::format("path '{}': expected posix, gds, dram or buffered", p)};
-  }
-
-  /// Finds fio unless --fio off; without it the run goes on, saying loudly that its ratios are
-  /// against kvtier's own raw read only.
-  void start_fio() {
-    if (flags_.fio == "off") {
-      fio_json_ = {{"error", "--fio off: no independent ceiling in this run"}};
-      return;
-    }
-    auto found = FioCeiling::find(flags_.fio, (fs::path(flags_.out) / "fio").string());
-    if (!found) {
-      std::printf("WARNING: %s; ratios are then against kvtier's own raw read, not an independent ceiling\n",
-                  found.error().message().c_str());
-      fio_json_ = {{"error", found.error().message()}};
-      return;
-    }
-    fio_ = std::make_unique<FioCeiling>(std::move(*found));
-    if (flags_.fio_depth > 0) fio_->set_depth(flags_.fio_depth);
-    fio_json_ = {{"version", fio_->version()}};
-  }
-
-  /// fio replaying every rank's reads of `session` at once (one job per rank and drive). The first call
-  /// picks the depth (unless --fio-depth), trying each of kFioDepths on this session.
-  Result<FioRead> fio_read(std::vector<std::unique_ptr<RankChannel>>& ranks, const Json& session) {
-    Json op = session;
-    op["op"] = "extents";
-    KVTIER_ASSIGN_OR_RETURN(auto replies, broadcast(ranks, op));
-    std::vector<std::vector<FileExtent>> streams;
-    uint64_t request = 0;
-    for (const Json& r : replies) {
-      request = r["request_bytes"].get<uint64_t>();
-      std::vector<FileExtent> rank;
-      for (const Json& x : r["extents"]) {
-        rank.push_back(FileExtent{x[0].get<std::string>(), x[1].get<uint64_t>(), x[2].get<uint64_t>()});
-      }
-      for (auto& drive : cli::split_by_device(rank)) streams.push_back(std::move(drive));
-    }
-    if (!fio_json_.contains("depth")) {
-      Json sweep = Json::array();
-      std::vector<unsigned> depths(std::begin(cli::kFioDepths), std::end(cli::kFioDepths));
-      if (flags_.fio_depth > 0) depths = {flags_.fio_depth};
-      KVTIER_TRY(dropper_.drop(ranks));
-      KVTIER_ASSIGN_OR_RETURN(auto runs, fio_->calibrate(streams, request, depths));
-      std::string line;
-      for (const FioRead& r : runs) {
-        sweep.push_back({{"depth", r.depth}, {"gb_per_s", r.gbps()}});
-        line += fmt::format(" {}:{:.2f}", r.depth, r.gbps());
-      }
-      fio_json_ = {{"version", fio_->version()}, {"engine", fio_->engine()}, {"depth", fio_->depth()},
-                   {"request_bytes", request}, {"depth_sweep", sweep}, {"what", fio_->describe()}};
-      std::printf("-- fio ceiling: %s; GB/s by depth per job:%s -> depth %u\n", fio_->version().c_str(),
-                  line.c_str(), fio_->depth());
-    }
-    KVTIER_TRY(dropper_.drop(ranks));
-    return fio_->read(streams, request, fio_->depth());
-  }
-
-  /// A benchmark goes on without fio rather than stopping, and says so: in the table's notes, in
-  /// seed.json and (once per kind of failure) on the console.
-  void fio_failed(const Status& st) {
-    const std::string why = st.message();
-    if (!fio_json_.contains("depth")) {  // it never ran here: no ceiling this run
-      fio_.reset();
-      fio_json_ = {{"error", "fio could not measure this run: " + why}};
-    } else {
-      fio_json_["failed_requests"] = fio_json_.value("failed_requests", 0) + 1;
-      fio_json_["last_error"] = why;
-    }
-    if (fio_warned_.insert(why).second) std::printf("WARNING: fio: %s\n", why.c_str());
   }
 
   uint64_t max_tokens() const {
@@ -359,8 +181,20 @@ class SeedRun {
     bool gpu = false;
   };
 
+  /// The store directories of one stage: `name` under each --store directory (one per drive),
+  /// comma-separated as the rank processes' --store takes them.
+  std::string stage_root(const std::string& name) const {
+    std::string root;
+    for (const auto& dir : split_list(store_.root)) root += (root.empty() ? "" : ",") + (fs::path(dir) / name).string();
+    return root;
+  }
+
+  void remove_stage(const std::string& root) const {
+    for (const auto& dir : split_list(root)) fs::remove_all(dir);
+  }
+
   Result<Stage> start_stage(const std::string& root, uint32_t chunk) {
-    if (fs::exists(root) && !flags_.keep) fs::remove_all(root);
+    if (!flags_.keep) remove_stage(root);
     announced_.clear();  // each stage's engines are new: say what they are again
     Stage stage;
     KVTIER_ASSIGN_OR_RETURN(stage.ranks, start_ranks(root, chunk));
@@ -370,12 +204,22 @@ class SeedRun {
       pids.push_back(stage.ranks[r]->pid());
       buses.push_back(hello_[r].value("pci_bus_id", ""));
     }
-    fs::create_directories(root);
-    auto device = metrics::block_device_of(root);
-    stage.samplers = std::make_unique<Samplers>(device.value_or(""), pids);
+    std::vector<std::string> devices;
+    Result<std::string> device = fail(ErrorCode::kNotFound, "no store directory");
+    for (const auto& dir : split_list(root)) {
+      fs::create_directories(dir);
+      auto d = metrics::block_device_of(dir);
+      if (devices.empty()) device = d;
+      devices.push_back(d.value_or(""));
+    }
+    stage.samplers = std::make_unique<Samplers>(devices, pids);
     stage.samplers->start_pcie(buses);
     stage.gpu = !buses.front().empty();
-    if (machine_.empty()) describe_machine(*stage.samplers, device, stage.gpu);
+    if (machine_.empty()) {
+      describe_machine(*stage.samplers, device, stage.gpu);
+      machine_["store_drives"] = devices.size();
+      if (devices.size() > 1) machine_["store_device"] = stage.samplers->describe()["disk"];
+    }
     return stage;
   }
 
@@ -400,7 +244,7 @@ class SeedRun {
   }
 
   Status run_chunk(uint32_t chunk, const std::vector<std::string>& paths, bool main) {
-    const std::string root = (fs::path(store_.root) / fmt::format("seed-chunk{}", chunk)).string();
+    const std::string root = stage_root(fmt::format("seed-chunk{}", chunk));
     KVTIER_ASSIGN_OR_RETURN(Stage stage, start_stage(root, chunk));
     auto& ranks = stage.ranks;
     Samplers& samplers = *stage.samplers;
@@ -418,7 +262,7 @@ class SeedRun {
     if (main) machine_["samplers"] = samplers.describe();  // now with the sampling interval seen
     for (auto& r : ranks) (void)r->send(Json{{"op", "quit"}});
     ranks.clear();
-    if (!flags_.keep) fs::remove_all(root);
+    if (!flags_.keep) remove_stage(root);
     return {};
   }
 
@@ -437,7 +281,7 @@ class SeedRun {
                                                                     flags_.seed}));
     }
     const uint32_t chunk = store_.chunk_tokens;
-    const std::string root = (fs::path(store_.root) / "seed-concurrency").string();
+    const std::string root = stage_root("seed-concurrency");
     KVTIER_ASSIGN_OR_RETURN(Stage stage, start_stage(root, chunk));
     auto& ranks = stage.ranks;
     Samplers& samplers = *stage.samplers;
@@ -463,7 +307,7 @@ class SeedRun {
     for (auto& r : ranks) (void)r->send(Json{{"op", "quit"}});
     ranks.clear();
     machine_["samplers"] = samplers.describe();
-    if (!flags_.keep) fs::remove_all(root);
+    if (!flags_.keep) remove_stage(root);
     return {};
   }
 
@@ -607,11 +451,7 @@ class SeedRun {
         KVTIER_ASSIGN_OR_RETURN(Window c, window(ranks, samplers, with_op(link ? "copy_ceiling" : "ceiling")));
         ceiling = c.t1 - c.t0;
         if (link) ceiling_names_[path] = c.replies[0].value("what", "");
-        if (!link && fio_) {
-          auto f = fio_read(ranks, session);
-          if (f) fio = *f;
-          else fio_failed(f.error());
-        }
+        if (!link) fio = fio_->measure(ranks, session, dropper_);
         return dropper_.drop(ranks);
       };
       if (ceiling_here && i % 2 == 0) KVTIER_TRY(measure_ceiling());
@@ -700,9 +540,7 @@ class SeedRun {
   std::vector<Json> hello_;
   std::vector<Json> rows_;
   std::map<std::string, std::string> gds_notes_, fallbacks_, ceiling_names_;
-  std::unique_ptr<FioCeiling> fio_;  // null: fio not found, failed, or --fio off
-  Json fio_json_;
-  std::set<std::string> fio_warned_;
+  std::unique_ptr<SeedFio> fio_;
   std::set<std::string> announced_;  // open_all's lines printed in this stage
   CacheDropper dropper_;
   double load_alone_gbps_ = 0;

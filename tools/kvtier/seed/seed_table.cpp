@@ -501,6 +501,15 @@ ReportOutcome make_report(const std::string& run_dir) {
 
 std::string store_device_model(const Result<std::string>& device, const std::string& sys) {
   if (!device) return "unknown (" + device.error().message() + ")";
+  // A loop device is a file standing in for a drive: say which, and when that file is in RAM.
+  if (auto backing = read_file((fs::path(sys) / "block" / *device / "loop" / "backing_file").string())) {
+    std::string file = *backing;
+    while (!file.empty() && std::isspace(static_cast<unsigned char>(file.back()))) file.pop_back();
+    return fmt::format("loop device over {}{}", file,
+                       file.starts_with("/dev/shm/")
+                           ? " (RAM-backed loop device standing in for NVMe: its reads are CPU copies)"
+                           : "");
+  }
   const fs::path dir = fs::path(sys) / "block" / *device / "device";
   std::string model;
   if (auto m = read_file((dir / "model").string())) model = *m;
