@@ -72,6 +72,7 @@ TEST(SeedSummary, MediansOfPerWindowRatesAndRatiosToTheCeiling) {
   EXPECT_DOUBLE_EQ(posix["cpu_core_s"].get<double>(), 1.0);
   EXPECT_DOUBLE_EQ(posix["cpu_cores_busy"].get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(posix["host_bytes_per_kv_byte"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(posix["kvtier_core_s_per_gb"].get<double>(), 0.125);  // median of 0.25, 0.5, 1 core-s / 4 GB
   EXPECT_DOUBLE_EQ(posix["ratio_to_ceiling"].get<double>(), 0.5);      // median of 1, 1/2, 1/4
   EXPECT_DOUBLE_EQ(posix["ceiling_kv_gbps"].get<double>(), 4.0);
   EXPECT_EQ(posix["byte_exact"], 3u);
@@ -91,6 +92,7 @@ TEST(SeedSummary, MediansOfPerWindowRatesAndRatiosToTheCeiling) {
   const std::string table =
       render_table(s, Json{{"samplers", {{"dram_measured", false}, {"pcie", "not measured"}}}}, {});
   EXPECT_NE(table.find("| posix | 256 | 2,000 ms | 2.00 GB/s | 4.00 GB/s | n/a |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| 0.125 core-s | 2.00 |"), std::string::npos) << table;
   EXPECT_NE(table.find("accounted"), std::string::npos);
 }
 

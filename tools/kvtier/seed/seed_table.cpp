@@ -194,6 +194,12 @@ Json summarize(const std::vector<Json>& rows) {
     put(s, "cpu_core_s", median_of(members, [](const Json& r) { return field(r, "machine_core_seconds"); }));
     put(s, "cpu_cores_busy", median_of(members, rate("machine_core_seconds")));
     put(s, "kvtier_core_s", median_of(members, [](const Json& r) { return field(r, "kvtier_core_seconds"); }));
+    put(s, "kvtier_core_s_per_gb", median_of(members, [](const Json& r) -> std::optional<double> {
+          auto c = field(r, "kvtier_core_seconds");
+          auto k = field(r, "kv_bytes");
+          if (!c || !k || *k <= 0) return std::nullopt;
+          return *c / (*k / 1e9);
+        }));
     put(s, "kv_gbps", median_of(members, rate("kv_bytes")), 1e-9);
     put(s, "disk_bytes_per_kv_byte", median_of(members, [](const Json& r) -> std::optional<double> {
           auto d = field(r, "disk_read_bytes");
@@ -287,18 +293,20 @@ std::string render_table(const Json& summary, const Json& machine, const std::ma
   const bool measured = samplers.value("dram_measured", false);
   std::string t = device_headline(machine) + "\n\nTable 1. Medians over the repeat windows (kvtier seed workload)\n\n";
   t += fmt::format("| CONFIGURATION | CHUNK | RESTORE | DISK READ | DRAM BW ({}) | PCIE RX | CPU / REQ | CORES BUSY | "
-                   "RESTORE GB/s | FIO GB/s | RATIO (FIO) | RAW READ GB/s | RATIO (RAW) | HOST B / KV B | BYTE-EXACT |\n",
+                   "KVTIER CPU / GB | RESTORE GB/s | FIO GB/s | RATIO (FIO) | RAW READ GB/s | RATIO (RAW) | HOST B / KV B | "
+                   "BYTE-EXACT |\n",
                    measured ? "measured" : "accounted");
-  t += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  t += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Json& s : summary) {
     if (s["phase"] != "repeat") continue;
     const std::string name = config_name(s, cufile);
-    t += fmt::format("| {} | {} | {} ms | {} GB/s | {} GB/s | {} | {} core-s | {} | {} | {} | {} | {} | {} | {} | {}/{} |\n",
+    t += fmt::format("| {} | {} | {} ms | {} GB/s | {} GB/s | {} | {} core-s | {} | {} core-s | {} | {} | {} | {} | {} | {} | {}/{} |\n",
                      name, s["chunk_tokens"].get<int>(), thousands(cell(s, "restore_ms", "{:.0f}")),
                      cell(s, "disk_read_gbps", "{:.2f}"),
                      cell(s, measured ? "dram_measured_gbps" : "dram_accounted_gbps", "{:.2f}"),
                      s["pcie_rx_gbps"].is_null() ? std::string("n/a") : cell(s, "pcie_rx_gbps", "{:.2f} GB/s"),
-                     cell(s, "cpu_core_s", "{:.2f}"), cell(s, "cpu_cores_busy", "{:.2f}"), cell(s, "kv_gbps", "{:.2f}"),
+                     cell(s, "cpu_core_s", "{:.2f}"), cell(s, "cpu_cores_busy", "{:.2f}"),
+                     cell(s, "kvtier_core_s_per_gb", "{:.3f}"), cell(s, "kv_gbps", "{:.2f}"),
                      s.contains("fio_kv_gbps") ? cell(s, "fio_kv_gbps", "{:.2f}") : std::string("n/a"),
                      s.contains("ratio_to_fio") ? cell(s, "ratio_to_fio", "{:.2f}x") : std::string("n/a"),
                      cell(s, "ceiling_kv_gbps", "{:.2f}"), cell(s, "ratio_to_ceiling", "{:.2f}x"),
@@ -311,7 +319,9 @@ std::string render_table(const Json& summary, const Json& machine, const std::ma
                 : "DRAM BW: accounted from what the data path moved (no memory-controller counters on this "
                   "machine), not measured. ";
   t += "PCIE RX: " + samplers.value("pcie", std::string("n/a")) +
-       ", both ranks summed. CPU / REQ: machine core-seconds in the window (/proc/stat). FIO: the drive's "
+       ", both ranks summed. CPU / REQ: machine core-seconds in the window (/proc/stat; on a RAM-backed "
+       "loop device this includes its reads, which are CPU copies). KVTIER CPU / GB: the rank processes' "
+       "user + system time in the window per GB of KV restored. FIO: the drive's "
        "ceiling, KV bytes over the time " + fio_ceiling_text(fio) + ". RAW READ: KV bytes over kvtier's own raw "
        "O_DIRECT read of the same records (same I/O code, no copy, no checksum), measured in the same run: "
        "attribution (how much of the gap is kvtier's reading), not a ceiling; for dram, a copy of the same bytes "
