@@ -48,7 +48,10 @@ struct KVTIER_EXPORT Options {
   KvGeometry geometry;
   /// Optional tenant salt: keys saved under one tenant never match lookups of another.
   std::string tenant;
-  /// Upper bound on the bytes of segment files on disk. 0 picks 64 GiB.
+  /// Upper bound on the bytes the store takes on disk. 0: not asked for; the store's own (kept in
+  /// its manifest), else KVTIER_CAPACITY_BYTES, else 64 GiB for a new store. Another value than
+  /// an existing store's is logged at open and becomes the store's at this engine's first save
+  /// (an engine that only reads never evicts for it).
   uint64_t capacity_bytes = 0;
   /// Size of one preallocated segment file. 0 picks 1 GiB (or capacity/4 when smaller) for a new
   /// store and takes an existing store's own; a store keeps the size it was created with, so a

@@ -18,16 +18,21 @@ namespace {
 
 // What `options` set explicitly (before resolved() filled in defaults) that the store checks.
 Result<StoreRequest> store_request(const Options& options) {
+  KVTIER_ASSIGN_OR_RETURN(EnvOverrides env, read_env_overrides());
   StoreRequest request;
   if (options.segment_bytes != 0) {
     request.segment_bytes = options.segment_bytes;
     request.segment_bytes_source = "Options::segment_bytes (--segment-size)";
-    return request;
-  }
-  KVTIER_ASSIGN_OR_RETURN(EnvOverrides env, read_env_overrides());
-  if (env.segment_bytes) {
+  } else if (env.segment_bytes) {
     request.segment_bytes = env.segment_bytes;
     request.segment_bytes_source = "KVTIER_SEGMENT_BYTES";
+  }
+  if (options.capacity_bytes != 0) {
+    request.capacity_bytes = options.capacity_bytes;
+    request.capacity_bytes_source = "Options::capacity_bytes (--capacity)";
+  } else if (env.capacity_bytes) {
+    request.capacity_bytes = env.capacity_bytes;
+    request.capacity_bytes_source = "KVTIER_CAPACITY_BYTES";
   }
   return request;
 }

@@ -253,6 +253,7 @@ Status Store::admit_locked(std::span<const uint64_t> sizes) const {
 Result<std::vector<Placement>> Store::reserve(std::span<const uint64_t> sizes) {
   std::lock_guard lock(mu_);
   if (read_only_) return fail(refuse_read_only());
+  KVTIER_TRY(apply_pending_capacity_locked());
   // Decided before anything is evicted: a save that cannot fit must not cost the sessions stored.
   KVTIER_TRY(admit_locked(sizes));
   reserved_records_ += sizes.size();

@@ -37,10 +37,13 @@ struct LocatedRecord {
 };
 
 /// What the caller chose explicitly, as opposed to defaults Options::resolved() filled in. A store
-/// refuses an explicit choice that contradicts how it was created instead of overriding it.
+/// refuses another segment size than it was created with; another capacity it takes at the
+/// engine's first save (both are kept in its manifest).
 struct StoreRequest {
   std::optional<uint64_t> segment_bytes;  ///< Options::segment_bytes or KVTIER_SEGMENT_BYTES.
   std::string segment_bytes_source;       ///< Which of the two, for the message.
+  std::optional<uint64_t> capacity_bytes;  ///< Options::capacity_bytes or KVTIER_CAPACITY_BYTES.
+  std::string capacity_bytes_source;       ///< Which of the two, for the message.
 };
 
 /// @brief The store of one rank. Thread-safe: every public method takes the store's lock, and
@@ -121,6 +124,11 @@ class Store {
   Status lock_shared(const std::string& path, std::string reason);
   Status refuse_read_only() const;
   Status load_or_create_manifest(const Options& options, const StoreRequest& request);
+  Status write_manifest() const;
+  /// Takes a capacity other than the manifest's as pending, once it is known to be usable.
+  Status request_capacity(uint64_t requested, const std::string& source);
+  /// Makes a pending capacity the store's: kept in the manifest, said in the log.
+  Status apply_pending_capacity_locked();
   Status load_index();
   /// Opens the segment files `ids` and measures what each takes on disk.
   Status open_segments_locked(std::span<const uint32_t> ids);
@@ -166,6 +174,10 @@ class Store {
   std::string dir_;
   KvGeometry geometry_;
   uint64_t capacity_ = 0;
+  // A capacity this engine asked for that the store does not have yet. It takes effect at the
+  // first save, so an engine that only reads never evicts for a smaller one (docs/format.md).
+  std::optional<uint64_t> pending_capacity_;  // guarded by mu_
+  std::string pending_capacity_source_;
   uint64_t segment_bytes_ = 0;
   bool direct_ = false;
   std::string direct_fallback_;

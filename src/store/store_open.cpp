@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -43,7 +44,14 @@ Status make_dir(const std::string& path) {
   return posix_error(errno, "creating directory " + path);
 }
 
-nlohmann::json manifest_json(const KvGeometry& g, uint64_t segment_bytes) {
+// What MANIFEST.json holds. A manifest written before stores kept their capacity has none.
+struct Manifest {
+  KvGeometry geometry;
+  uint64_t segment_bytes = 0;
+  std::optional<uint64_t> capacity_bytes;
+};
+
+nlohmann::json manifest_json(const KvGeometry& g, uint64_t segment_bytes, uint64_t capacity_bytes) {
   return {{"format", "kvtier-store"},
           {"format_version", kFormatVersion},
           {"model_id", g.model_id},
@@ -54,10 +62,11 @@ nlohmann::json manifest_json(const KvGeometry& g, uint64_t segment_bytes) {
           {"chunk_tokens", g.chunk_tokens},
           {"tp_rank", g.tp_rank},
           {"tp_world", g.tp_world},
-          {"segment_bytes", segment_bytes}};
+          {"segment_bytes", segment_bytes},
+          {"capacity_bytes", capacity_bytes}};
 }
 
-Result<std::pair<KvGeometry, uint64_t>> parse_manifest(const std::string& text) {
+Result<Manifest> parse_manifest(const std::string& text) {
   try {
     auto j = nlohmann::json::parse(text);
     if (j.at("format") != "kvtier-store") return fail(ErrorCode::kCorrupt, "MANIFEST.json: not a kvtier store");
@@ -66,9 +75,12 @@ Result<std::pair<KvGeometry, uint64_t>> parse_manifest(const std::string& text) 
                   fmt::format("store format version {} (this build reads {})",
                               j.at("format_version").get<uint32_t>(), kFormatVersion));
     }
-    KvGeometry g{j.at("model_id"), j.at("layers"),        j.at("kv_heads"), j.at("head_dim"),
-                 j.at("element_bytes"), j.at("chunk_tokens"), j.at("tp_rank"), j.at("tp_world")};
-    return std::pair{g, j.at("segment_bytes").get<uint64_t>()};
+    Manifest m;
+    m.geometry = {j.at("model_id"), j.at("layers"),        j.at("kv_heads"), j.at("head_dim"),
+                  j.at("element_bytes"), j.at("chunk_tokens"), j.at("tp_rank"), j.at("tp_world")};
+    m.segment_bytes = j.at("segment_bytes").get<uint64_t>();
+    if (j.contains("capacity_bytes")) m.capacity_bytes = j.at("capacity_bytes").get<uint64_t>();
+    return m;
   } catch (const nlohmann::json::exception& e) {
     return fail(ErrorCode::kCorrupt, fmt::format("MANIFEST.json unreadable: {}", e.what()));
   }
@@ -200,16 +212,15 @@ Status Store::load_or_create_manifest(const Options& options, const StoreRequest
     }
     segment_bytes_ = options.segment_bytes;
     KVTIER_TRY(size_index_files());  // before anything is written for a store that cannot be
-    std::string image = manifest_json(geometry_, segment_bytes_).dump(2) + "\n";
-    return write_file_atomic(dir_, kManifestName, std::as_bytes(std::span(image)));
+    return write_manifest();
   }
-  KVTIER_ASSIGN_OR_RETURN(auto parsed, parse_manifest(*text));
-  if (!(parsed.first == geometry_)) {
+  KVTIER_ASSIGN_OR_RETURN(Manifest manifest, parse_manifest(*text));
+  if (!(manifest.geometry == geometry_)) {
     return {ErrorCode::kGeometryMismatch,
-            fmt::format("store {} was created for {}, not {}", dir_, parsed.first.describe(),
+            fmt::format("store {} was created for {}, not {}", dir_, manifest.geometry.describe(),
                         geometry_.describe())};
   }
-  segment_bytes_ = parsed.second;
+  segment_bytes_ = manifest.segment_bytes;
   // Records sit at offsets within their segment file, so a store cannot change its segment size;
   // taking the store's over an explicit request would ignore what the user said without a word.
   if (request.segment_bytes && *request.segment_bytes != segment_bytes_) {
@@ -223,7 +234,57 @@ Status Store::load_or_create_manifest(const Options& options, const StoreRequest
     return {ErrorCode::kCorrupt,
             fmt::format("{}: segment size {} is not a multiple of 4 KiB", path, segment_bytes_)};
   }
-  return size_index_files();
+  if (!manifest.capacity_bytes) {
+    // An older manifest: the capacity this open resolved is the store's, as it was then; the
+    // manifest learns it at the first save.
+    KVTIER_TRY(size_index_files());
+    return request_capacity(capacity_, "this open (the manifest held none)");
+  }
+  capacity_ = *manifest.capacity_bytes;
+  KVTIER_TRY(size_index_files());
+  if (!request.capacity_bytes || *request.capacity_bytes == capacity_) return {};
+  return request_capacity(*request.capacity_bytes, request.capacity_bytes_source);
+}
+
+Status Store::write_manifest() const {
+  std::string image = manifest_json(geometry_, segment_bytes_, capacity_).dump(2) + "\n";
+  return write_file_atomic(dir_, kManifestName, std::as_bytes(std::span(image)));
+}
+
+Status Store::request_capacity(uint64_t requested, const std::string& source) {
+  // Checked now, so that a capacity too small for one segment fails at open, not at a save.
+  const uint64_t current = std::exchange(capacity_, requested);
+  Status usable = size_index_files();
+  capacity_ = current;
+  KVTIER_TRY(usable);
+  KVTIER_TRY(size_index_files());
+  if (read_only_) return {};
+  pending_capacity_ = requested;
+  pending_capacity_source_ = source;
+  if (requested != capacity_) {
+    KVTIER_LOG(*log_, kWarn,
+               "store {}: capacity {} bytes, not the {} bytes {} asks for: it becomes {} bytes at "
+               "this engine's first save (and stays so)", dir_, capacity_, requested, source, requested);
+  }
+  return {};
+}
+
+Status Store::apply_pending_capacity_locked() {
+  if (!pending_capacity_) return {};
+  const uint64_t was = std::exchange(capacity_, *pending_capacity_);
+  Status st = size_index_files();
+  if (st.ok()) st = write_manifest();
+  if (!st.ok()) {  // the store keeps the capacity its manifest holds; the next save tries again
+    capacity_ = was;
+    static_cast<void>(size_index_files());
+    return st;
+  }
+  pending_capacity_.reset();
+  if (was != capacity_) {
+    KVTIER_LOG(*log_, kWarn, "store {}: capacity changed from {} to {} bytes ({})", dir_, was,
+               capacity_, pending_capacity_source_);
+  }
+  return {};
 }
 
 Status Store::size_index_files() {

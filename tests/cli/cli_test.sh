@@ -101,6 +101,18 @@ expect 2 "--io" ls "${readers[@]}" --io posix
 expect 2 "--staging" stat "${readers[@]}" --staging 256M
 expect 2 "--dram" verify "${readers[@]}" --dram 64M
 expect 0 "verified 4 records" verify "${readers[@]}" --io buffered --request-size 1M --staging 4M
+# A store keeps the capacity it was made with; another one asked for is said and kept.
+k=(--store "$work/kept" --model tiny)
+expect 0 "chunks written=1" put "${k[@]}" --tokens 100 --capacity 300M
+expect 0 '"capacity_bytes": 314572800' stat "${k[@]}" --json
+expect 0 "chunks written=0" put "${k[@]}" --tokens 100
+expect 0 '"capacity_bytes": 314572800' stat "${k[@]}" --json
+expect 0 "restored 100/100" get "${k[@]}" --tokens 100 --capacity 100M
+expect 0 '"capacity_bytes": 314572800' stat "${k[@]}" --json
+expect 0 "capacity changed from 314572800 to 209715200 bytes" put "${k[@]}" --tokens 100 --seed 2 --capacity 200M
+expect 0 '"capacity_bytes": 209715200' stat "${k[@]}" --json
+expect 0 "capacity_bytes     209715200" stat "${k[@]}"
+
 # bench restores over what --paths names: --io and --dram would change nothing.
 expect 2 "--io" bench --store "$work/b" --model tiny --io buffered
 expect 2 "--dram" bench --store "$work/b" --model tiny --dram 64M

@@ -287,6 +287,23 @@ class EngineTest(unittest.TestCase):
         self.assertEqual(err.exception.args[1], "corrupt")
         self.assertIn("MANIFEST.json", err.exception.args[0])
 
+    def test_capacity_is_kept_and_another_is_said_and_taken_at_the_first_save(self):
+        path = os.path.join(self.dir.name, "kept")
+        tokens = self.rng.integers(0, 150000, size=300, dtype=np.int32)
+        e = kvtier.open(path, self.g, io="posix", capacity="300M")
+        e.save(tokens, session(self.rng, self.g, 300))
+        del e
+        e = kvtier.open(path, self.g, io="posix")  # "0": not given, the store's
+        self.assertEqual(e.stats()["capacity_bytes"], 300 << 20)
+        del e
+        e = kvtier.open(path, self.g, io="posix", capacity="200M")
+        self.assertEqual(e.lookup(tokens), 300)
+        self.assertEqual(e.stats()["capacity_bytes"], 300 << 20)  # an engine that only read
+        e.save(self.rng.integers(0, 150000, size=100, dtype=np.int32), session(self.rng, self.g, 100))
+        self.assertEqual(e.stats()["capacity_bytes"], 200 << 20)
+        del e
+        self.assertEqual(kvtier.open(path, self.g, io="posix").stats()["capacity_bytes"], 200 << 20)
+
 
 if __name__ == "__main__":
     unittest.main()
