@@ -59,6 +59,10 @@ struct KVTIER_EXPORT Options {
   uint64_t segment_bytes = 0;
   /// Create the store when the directory holds none.
   bool create_if_missing = true;
+  /// Open for reading only, without the store's lock: a snapshot of the index that neither waits
+  /// for a writer nor keeps one out (kvtier ls, stat). Writes nothing; saves, evictions and drops
+  /// are refused (kPermission). Restores read what the snapshot holds (its segment files stay open).
+  bool read_only = false;
   /// Host I/O path for segment files. kAuto lets KVTIER_IO_PATH choose, else picks O_DIRECT.
   IoPath io_path = IoPath::kAuto;
   /// Size of one read or write request; requests of a restore are this size or smaller.

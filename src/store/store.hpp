@@ -50,7 +50,8 @@ struct StoreRequest {
 /// none holds it across payload I/O (only across journal appends and segment creation).
 /// A store whose directory or index files may not be written (EROFS, EACCES) is opened read-only
 /// under a shared lock: it serves lookups and reads, refuses reserve() and drop(), and writes
-/// nothing. Writers and readers exclude each other (docs/format.md "Access").
+/// nothing. Writers and readers exclude each other (docs/format.md "Access"), except that an open
+/// with Options::read_only takes no lock at all: it reads a snapshot of the index beside a writer.
 class Store {
  public:
   /// Opens or creates the store directory for `options` (already resolved).
@@ -117,6 +118,9 @@ class Store {
   };
 
   Store() = default;
+  [[nodiscard]] static Result<std::unique_ptr<Store>> open_once(const Options& options,
+                                                                const Logger& log,
+                                                                const StoreRequest& request);
   Status lock_directory();
   /// Why the store may not be written here (empty when it may): its directory or index files.
   std::string write_problem() const;

@@ -86,18 +86,80 @@ Result<Manifest> parse_manifest(const std::string& text) {
   }
 }
 
+std::string store_dir(const Options& options) {
+  return fmt::format("{}/rank{}of{}", options.root, options.geometry.tp_rank,
+                     options.geometry.tp_world);
+}
+
+// A writer never rewrites the checkpoint in place (a new file is renamed over it) and only
+// appends to the journal between checkpoints, which also empty it.
+constexpr int kSnapshotAttempts = 20;
+
+struct FileState {
+  bool exists = false;
+  ino_t ino = 0;
+  off_t size = 0;
+  timespec mtime{};
+};
+
+FileState file_state(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return {true, st.st_ino, st.st_size, st.st_mtim};
+}
+
+struct IndexFiles {
+  FileState checkpoint;
+  FileState journal;
+  /// Whether the index read between `before` and these can only have been one state of it.
+  bool continues(const IndexFiles& before) const {
+    auto same = [](const FileState& a, const FileState& b) {
+      return a.exists == b.exists && a.ino == b.ino && a.size == b.size &&
+             a.mtime.tv_sec == b.mtime.tv_sec && a.mtime.tv_nsec == b.mtime.tv_nsec;
+    };
+    return same(checkpoint, before.checkpoint) && journal.exists == before.journal.exists &&
+           journal.ino == before.journal.ino && journal.size >= before.journal.size;
+  }
+};
+
+IndexFiles index_files(const std::string& dir) {
+  return {file_state(fmt::format("{}/{}", dir, IndexLog::kCheckpointName)),
+          file_state(fmt::format("{}/{}", dir, IndexLog::kJournalName))};
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Store>> Store::open(const Options& options, const Logger& log,
                                            const StoreRequest& request) {
+  if (!options.read_only) return open_once(options, log, request);
+  // Without the lock a writer may checkpoint, append or evict while the index is read. An open
+  // whose index files were the same before and after read one state of the index (a journal that
+  // only grew was read up to an entry boundary: an earlier state); otherwise it is read again.
+  const std::string dir = store_dir(options);
+  for (int attempt = 1;; ++attempt) {
+    const IndexFiles before = index_files(dir);
+    auto store = open_once(options, log, request);
+    const bool settled = index_files(dir).continues(before);
+    if (settled || attempt == kSnapshotAttempts) {
+      if (!settled) {
+        return fail(ErrorCode::kLocked,
+                    fmt::format("store {}: its writer changed the index under each of {} reads of "
+                                "it", dir, kSnapshotAttempts));
+      }
+      return store;
+    }
+  }
+}
+
+Result<std::unique_ptr<Store>> Store::open_once(const Options& options, const Logger& log,
+                                                const StoreRequest& request) {
   std::unique_ptr<Store> store(new Store());
   store->log_ = &log;
   store->geometry_ = options.geometry;
   store->capacity_ = options.capacity_bytes;
-  store->dir_ = fmt::format("{}/rank{}of{}", options.root, options.geometry.tp_rank,
-                            options.geometry.tp_world);
+  store->dir_ = store_dir(options);
   struct stat st{};
-  if (!options.create_if_missing && ::stat(store->dir_.c_str(), &st) != 0) {
+  if ((!options.create_if_missing || options.read_only) && ::stat(store->dir_.c_str(), &st) != 0) {
     // Only ENOENT means there is no store; EACCES on a directory we may not search is a store we
     // may not read, and saying "not found" would send the user looking in the wrong place.
     if (errno == ENOENT) {
@@ -107,7 +169,12 @@ Result<std::unique_ptr<Store>> Store::open(const Options& options, const Logger&
   }
   KVTIER_TRY(make_dir(options.root));
   KVTIER_TRY(make_dir(store->dir_));
-  KVTIER_TRY(store->lock_directory());
+  if (options.read_only) {
+    store->read_only_ = true;
+    store->read_only_reason_ = "opened for reading only (Options::read_only)";
+  } else {
+    KVTIER_TRY(store->lock_directory());
+  }
   KVTIER_TRY(store->load_or_create_manifest(options, request));
   if (!store->read_only_) store->remove_stale_files();
   if (options.io_path != IoPath::kBuffered) {

@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: 2026 kvtier authors
 # The kvtier CLI with good and bad input: right exit codes and a message naming the problem.
-# Usage: cli_test.sh <path to kvtier>
+# Usage: cli_test.sh <path to kvtier> [<path to kvtier_test_helper>]
 set -u
 kvtier="$1"
+helper="${2:-}"
 work=$(mktemp -d "${KVTIER_TEST_DIR:-/tmp}/kvtier-cli-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 passed=0
@@ -231,6 +232,37 @@ expect 0 "fio ('$work/no-fio') not found" bench --store "$work/fio" --model tiny
   --repeat 1 --paths direct --fio "$work/no-fio"
 expect 0 "fio       off" bench --store "$work/fio" --model tiny --sessions 1 --tokens 1000 --repeat 1 --paths direct \
   --fio off
+
+# ls and stat beside a writer: a real process saving all along (the test helper's save loop on
+# the tiny store) is neither refused nor held up, and stat counts at least what it acknowledged.
+if [[ -n "$helper" ]]; then
+  busy="$work/busy"
+  "$helper" save-loop "$busy" 5 >"$work/acks" 2>"$work/helper.err" &
+  writer=$!
+  for _ in $(seq 600); do [[ $(wc -l <"$work/acks") -ge 3 ]] && break; sleep 0.1; done
+  for _ in $(seq 10); do
+    acked=$(wc -l <"$work/acks")
+    out=$("$kvtier" stat --store "$busy" --model tiny --json 2>&1)
+    records=$(sed -n 's/.*"records": \([0-9]*\).*/\1/p' <<<"$out")
+    if [[ -n "$records" && $records -ge $acked ]]; then
+      passed=$((passed + 1))
+    else
+      failed=$((failed + 1)); echo "FAIL: stat beside a writer (acked $acked): $out"
+    fi
+    expect 0 "segment" ls --store "$busy" --model tiny
+  done
+  before=$(wc -l <"$work/acks")
+  sleep 1
+  if kill -0 "$writer" 2>/dev/null && [[ $(wc -l <"$work/acks") -gt $before ]]; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1)); echo "FAIL: the writer stopped beside ls/stat: $(cat "$work/helper.err")"
+  fi
+  expect 3 "in use by another kvtier engine" put --store "$busy" --model tiny --tokens 10
+  kill "$writer"; wait "$writer" 2>/dev/null
+else
+  echo "skip: ls and stat beside a writer need kvtier_test_helper (second argument)"
+fi
 
 # The seed workload, scaled down: two rank processes, host-emulated device, a chunk sweep.
 seed=(bench --workload seed --model tiny --store "$work/seed" --sessions 2 --segment-size 8M --capacity 256M)

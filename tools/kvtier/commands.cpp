@@ -24,10 +24,12 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-/// Opens the store for a command that reads it (never creates one).
-Result<std::unique_ptr<Engine>> open_existing(const StoreFlags& flags) {
+/// Opens the store for a command that reads it (never creates one). `snapshot`: without its lock,
+/// so that ls and stat work beside a writer and never keep one out.
+Result<std::unique_ptr<Engine>> open_existing(const StoreFlags& flags, bool snapshot) {
   auto options = flags.options(false);
   if (!options) return fail(options.error());
+  options->read_only = snapshot;
   KVTIER_TRY(check_store_root(options->root));
   auto engine = Engine::open(*options);
   if (engine) note_io_path(flags.io, **engine);
@@ -161,7 +163,7 @@ int run_get(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t se
 }
 
 int run_ls(const StoreFlags& flags) {
-  auto engine = open_existing(flags);
+  auto engine = open_existing(flags, true);
   if (!engine) return report(engine.error(), "ls");
   std::printf("%-10s %14s %14s %14s %9s %10s\n", "segment", "file bytes", "written", "live bytes",
               "records", "tokens");
@@ -175,7 +177,7 @@ int run_ls(const StoreFlags& flags) {
 }
 
 int run_stat(const StoreFlags& flags, bool json) {
-  auto engine = open_existing(flags);
+  auto engine = open_existing(flags, true);
   if (!engine) return report(engine.error(), "stat");
   const Stats s = (*engine)->stats();
   nlohmann::ordered_json j = {
@@ -196,7 +198,7 @@ int run_stat(const StoreFlags& flags, bool json) {
 }
 
 int run_verify(const StoreFlags& flags) {
-  auto engine = open_existing(flags);
+  auto engine = open_existing(flags, false);  // it drops the corrupt records it finds
   if (!engine) return report(engine.error(), "verify");
   Progress progress("verify");
   auto report_or = (*engine)->verify([&](uint64_t d, uint64_t t) { progress.update(d, t); });
