@@ -44,6 +44,17 @@ expect 0 "records" stat "${readers[@]}"
 expect 0 '"records": 4' stat "${readers[@]}" --json
 expect 0 "segment" ls "${readers[@]}"
 
+# stat --prometheus: the text exposition, every sample line well formed and labelled with the store.
+expect 0 "kvtier_records{store=\"$s/rank0of1\"} 4" stat "${readers[@]}" --prometheus
+out=$("$kvtier" stat "${readers[@]}" --prometheus 2>/dev/null)
+sample='^kvtier_[a-z_]+(\{store="[^"]*"(,[a-z_]+="[^"]*")*\})? [0-9.e+-]+$'
+if [[ $(grep -c . <<<"$out") -gt 40 && -z $(grep -v '^# \(HELP\|TYPE\) kvtier_' <<<"$out" | grep -Ev "$sample") ]]; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); echo "FAIL: stat --prometheus is not the text format:"; echo "$out" | head -5
+fi
+expect 2 "excludes" stat "${readers[@]}" --prometheus --json
+
 # A miss or a short restore says why on stderr, naming the store.
 expect 1 "not found: no stored prefix of these tokens in $s/rank0of1" get "${common[@]}" --tokens 1000 --seed 99
 expect 1 "partial: the store holds the first 1000 of these 1500 tokens" get "${common[@]}" --tokens 1500

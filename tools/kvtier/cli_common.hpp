@@ -102,7 +102,10 @@ class Progress {
 int run_put(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t sessions);
 int run_get(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t sessions);
 int run_ls(const StoreFlags& flags);
-int run_stat(const StoreFlags& flags, bool json);
+/// What `stat` prints: a table, JSON, or the Prometheus text exposition (docs/metrics.md).
+enum class StatFormat : uint8_t { kText, kJson, kPrometheus };
+
+int run_stat(const StoreFlags& flags, StatFormat format);
 int run_verify(const StoreFlags& flags);
 
 }  // namespace kvtier::cli

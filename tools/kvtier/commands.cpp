@@ -176,10 +176,15 @@ int run_ls(const StoreFlags& flags) {
   return 0;
 }
 
-int run_stat(const StoreFlags& flags, bool json) {
+int run_stat(const StoreFlags& flags, StatFormat format) {
   auto engine = open_existing(flags, true);
   if (!engine) return report(engine.error(), "stat");
   const Stats s = (*engine)->stats();
+  if (format == StatFormat::kPrometheus) {
+    const std::string label = fmt::format("store=\"{}\"", prometheus_label_value((*engine)->store_dir()));
+    std::printf("%s", prometheus_text(s, label).c_str());
+    return 0;
+  }
   nlohmann::ordered_json j = {
       {"store", (*engine)->store_dir()},       {"geometry", (*engine)->geometry().describe()},
       {"io_engine", s.io_engine},              {"io_fallback", s.io_fallback},
@@ -187,7 +192,7 @@ int run_stat(const StoreFlags& flags, bool json) {
       {"used_bytes", s.used_bytes},            {"live_bytes", s.live_bytes},
       {"segments", s.segments},                {"records", s.records},
       {"recovered_records", s.recovered_records}, {"dropped_at_open", s.dropped_at_open}};
-  if (json) {
+  if (format == StatFormat::kJson) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }

@@ -40,7 +40,7 @@ std::string version() {
 struct StoreCommands {
   StoreFlags flags;
   uint64_t tokens = 0, seed = 1, sessions = 1;
-  bool json = false;
+  StatFormat format = StatFormat::kText;
   CLI::App *put = nullptr, *get = nullptr, *ls = nullptr, *stat = nullptr, *verify = nullptr;
 
   void add_to(CLI::App& app) {
@@ -54,7 +54,10 @@ struct StoreCommands {
     flags.add_to(*ls, {.tenant = false, .layout = false, .io_path = false, .io_tuning = false, .dram = false});
     stat = app.add_subcommand("stat", "Show the store's state");
     flags.add_to(*stat, {.tenant = false, .layout = false, .io_path = true, .io_tuning = false, .dram = false});
-    stat->add_flag("--json", json, "Print JSON");
+    auto* json = stat->add_flag_callback("--json", [this] { format = StatFormat::kJson; }, "Print JSON");
+    stat->add_flag_callback("--prometheus", [this] { format = StatFormat::kPrometheus; },
+                            "Print the engine's metrics in the Prometheus text format, labelled store=<dir>")
+        ->excludes(json);
     verify = app.add_subcommand("verify", "Check every record's header and payload checksum");
     flags.add_to(*verify, {.tenant = false, .layout = false, .io_path = true, .io_tuning = true, .dram = false});
   }
@@ -75,7 +78,7 @@ struct StoreCommands {
     if (*put) return run_put(flags, tokens, seed, sessions);
     if (*get) return run_get(flags, tokens, seed, sessions);
     if (*ls) return run_ls(flags);
-    if (*stat) return run_stat(flags, json);
+    if (*stat) return run_stat(flags, format);
     if (*verify) return run_verify(flags);
     return -1;
   }
