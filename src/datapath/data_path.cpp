@@ -2,6 +2,8 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #include "datapath/data_path.hpp"
 
+#include <utility>
+
 #include <fmt/format.h>
 
 namespace kvtier {
@@ -18,8 +20,33 @@ DataPath::DataPath(IoPath path, uint64_t staging_bytes, uint64_t request_bytes, 
     KVTIER_LOG(log_, kWarn, "{}", engine_fallback);
     fallback_ += (fallback_.empty() ? "" : "; ") + engine_fallback;
   }
+  if (path_ == IoPath::kGds) note_gds_without_gpu();
   if (!fallback_.empty()) fallbacks_ = 1;
   posix_ = make_posix_source(*staging_, direct_, [this](size_t slots) { return io_engine(slots); });
+}
+
+void DataPath::note_gds_without_gpu() {
+  // Said at open, so that an engine (or `kvtier stat --io gds`) shows it before any transfer.
+  std::call_once(cuda_once_, [this] { start_cuda(); });
+  if (cuda_device_) return;
+  const std::string why = fmt::format(
+      "I/O path gds: no CUDA device ({}), so no GPU memory for GPUDirect Storage to read into: KV in "
+      "host memory moves through {}", cuda_unavailable_, io_name_);
+  KVTIER_LOG(log_, kWarn, "{}", why);
+  fallback_ += (fallback_.empty() ? "" : "; ") + why;
+  host_memory_noted_ = true;  // the same fact as the note below, said once
+}
+
+void DataPath::note_host_memory() {
+  if (path_ != IoPath::kGds) return;
+  std::lock_guard lock(mu_);
+  ++fallbacks_;
+  if (std::exchange(host_memory_noted_, true)) return;
+  const std::string why = fmt::format(
+      "I/O path gds: KV in host memory, which GPUDirect Storage cannot read into or write from, "
+      "moves through {}", io_name_);
+  KVTIER_LOG(log_, kWarn, "{}", why);
+  fallback_ += (fallback_.empty() ? "" : "; ") + why;
 }
 
 DataPath::~DataPath() {
@@ -78,6 +105,7 @@ GdsContext* DataPath::gds_for(int device) const {
 }
 
 ByteSource& DataPath::source_for(const KvTarget* destination) {
+  if (destination != nullptr && destination->kind != MemoryKind::kCuda) note_host_memory();
   if (destination != nullptr && destination->kind == MemoryKind::kCuda && gds_for(destination->device) != nullptr) {
     return *gds_source_;
   }

@@ -44,6 +44,9 @@ class DataPath {
   [[nodiscard]] GdsContext* gds_for(int device) const;
   /// Records that cuFile refused the store's files (`why`); later operations use POSIX.
   void refuse_gds(const Status& why);
+  /// Counts a transfer of host-memory KV under IoPath::kGds as a fallback, and says why once:
+  /// GPUDirect Storage moves GPU memory only.
+  void note_host_memory();
   [[nodiscard]] std::unique_ptr<IoEngine> io_engine(size_t slots) const;
   [[nodiscard]] StagingPool& staging() { return *staging_; }
   [[nodiscard]] bool direct() const { return direct_; }
@@ -58,6 +61,8 @@ class DataPath {
 
  private:
   void start_cuda() const;
+  /// Under IoPath::kGds: records at open that there is no GPU for cuFile to reach.
+  void note_gds_without_gpu();
   std::string start_gds(int device) const;
   std::vector<std::span<std::byte>> pinned_memory() const;
 
@@ -81,6 +86,7 @@ class DataPath {
   std::string fallback_;
   uint64_t fallbacks_ = 0;
   bool gds_refused_ = false;
+  bool host_memory_noted_ = false;
 };
 
 }  // namespace kvtier

@@ -213,6 +213,7 @@ Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTar
   }
   // GPU memory to the file through cuFile where restores use it too; the DRAM tier's write-through
   // needs the bytes in host memory, so with a tier saves take the POSIX path.
+  if (source.kind != MemoryKind::kCuda) data_->note_host_memory();
   GdsContext* gds = source.kind == MemoryKind::kCuda && !dram_ ? data_->gds_for(source.device) : nullptr;
   Status written;
   bool posix = gds == nullptr;

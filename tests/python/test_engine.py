@@ -304,6 +304,18 @@ class EngineTest(unittest.TestCase):
         del e
         self.assertEqual(kvtier.open(path, self.g, io="posix").stats()["capacity_bytes"], 200 << 20)
 
+    def test_gds_with_host_memory_is_a_recorded_fallback(self):
+        e = kvtier.open(os.path.join(self.dir.name, "gds"), self.g, io="gds", capacity="256M")
+        tokens = self.rng.integers(0, 150000, size=200, dtype=np.int32)
+        kv = session(self.rng, self.g, 200)
+        e.save(tokens, kv)
+        out = np.zeros_like(kv)
+        self.assertEqual(e.restore(tokens, out)["tokens_restored"], 200)
+        np.testing.assert_array_equal(out, kv)
+        s = e.stats()
+        self.assertIn("I/O path gds", s["io_fallback"])
+        self.assertGreaterEqual(s["fallbacks"], 2)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -80,10 +80,12 @@ struct PathResult {
   bool verified = true;
 };
 
-Result<std::unique_ptr<Engine>> open_with(StoreFlags flags, const std::string& io) {
+/// `quiet`: warnings (a fallback, said by the first open of the path) only as errors.
+Result<std::unique_ptr<Engine>> open_with(StoreFlags flags, const std::string& io, bool quiet = false) {
   flags.io = io;
   auto options = flags.options(true);
   if (!options) return fail(options.error());
+  if (quiet) options->log_level = LogLevel::kError;
   return Engine::open(*options);
 }
 
@@ -135,9 +137,8 @@ Result<FioRead> session_fio(const StoreFlags& flags, std::span<const Token> ids,
 /// Restores session `ids` over `io` with the page cache dropped, checking every byte afterwards.
 Status restore_once(const StoreFlags& flags, const std::string& io, std::span<const Token> ids,
                     std::span<std::byte> kv, const std::string& device, PathResult& r) {
-  auto engine = open_with(flags, io);
+  auto engine = open_with(flags, io, /*quiet=*/!r.seconds.empty());  // a fallback said once per path
   if (!engine) return engine.error();
-  if (r.seconds.empty()) note_io_path(io, **engine);  // once per path
   r.io_engine = (*engine)->stats().io_engine;
   r.fallback = (*engine)->stats().io_fallback;
   const KvGeometry& g = (*engine)->geometry();

@@ -161,14 +161,6 @@ Status check_store_root(const std::string& root) {
   return {};
 }
 
-void note_io_path(const std::string& io, const Engine& engine) {
-  if (io != "gds") return;
-  std::fprintf(stderr,
-               "kvtier: --io gds: GPUDirect Storage reads into GPU memory only, and this command's KV is in "
-               "host memory: it uses %s instead\n",
-               engine.stats().io_engine.c_str());
-}
-
 int exit_code(const Status& status) {
   const int code = static_cast<int>(status.code());
   if (code >= 100 && code < 200) return 2;

@@ -71,12 +71,6 @@ struct StoreFlags {
 /// <root>/rank0of1", which sends the user looking for a missing store.
 [[nodiscard]] Status check_store_root(const std::string& root);
 
-/// Says once on stderr when `--io` asks for a path the CLI's KV cannot take: GPUDirect Storage
-/// reads into GPU memory only, and the CLI's KV lives in host memory. The engine documents that
-/// host targets take the O_DIRECT path under IoPath::kGds, so Stats::io_fallback stays empty and
-/// only the CLI knows where its KV lives.
-void note_io_path(const std::string& io, const Engine& engine);
-
 /// Exit code of a failed Status: 2 caller error, 3 store state, 4 OS or I/O, 70 internal.
 int exit_code(const Status& status);
 

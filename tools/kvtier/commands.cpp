@@ -31,9 +31,7 @@ Result<std::unique_ptr<Engine>> open_existing(const StoreFlags& flags, bool snap
   if (!options) return fail(options.error());
   options->read_only = snapshot;
   KVTIER_TRY(check_store_root(options->root));
-  auto engine = Engine::open(*options);
-  if (engine) note_io_path(flags.io, **engine);
-  return engine;
+  return Engine::open(*options);
 }
 
 /// A line on stderr saying what a long step of a command is doing (stderr is line-buffered).
@@ -81,7 +79,6 @@ Result<std::pair<std::unique_ptr<SessionKv>, std::unique_ptr<Engine>>> prepare(c
   KVTIER_TRY(create ? make_dirs(options->root) : check_store_root(options->root));
   auto engine = Engine::open(*options);
   if (!engine) return fail(engine.error());
-  note_io_path(flags.io, **engine);
   return std::pair(std::move(*kv), std::move(*engine));
 }
 
