@@ -2,7 +2,6 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #include "common/env.hpp"
 
-#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -35,31 +34,6 @@ Result<std::optional<LogLevel>> env_log_level() {
 }
 
 }  // namespace
-
-Result<uint64_t> parse_size(std::string_view text) {
-  if (text.empty()) return fail(ErrorCode::kInvalidArgument, "empty size");
-  std::string s(text);
-  char* end = nullptr;
-  errno = 0;
-  double value = std::strtod(s.c_str(), &end);
-  if (end == s.c_str() || errno != 0 || !std::isfinite(value) || value < 0) {
-    return fail(ErrorCode::kInvalidArgument, fmt::format("size '{}' is not a non-negative number", text));
-  }
-  std::string_view suffix(end);
-  double scale = 1;
-  if (suffix == "K" || suffix == "KiB" || suffix == "k") scale = 1024.0;
-  else if (suffix == "M" || suffix == "MiB") scale = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "GiB") scale = 1024.0 * 1024 * 1024;
-  else if (suffix == "T" || suffix == "TiB") scale = 1024.0 * 1024 * 1024 * 1024;
-  else if (!suffix.empty() && suffix != "B") {
-    return fail(ErrorCode::kInvalidArgument, fmt::format("size '{}': unknown unit '{}'", text, suffix));
-  }
-  double bytes = value * scale;
-  if (bytes >= 18446744073709551616.0) {
-    return fail(ErrorCode::kInvalidArgument, fmt::format("size '{}' overflows 64 bits", text));
-  }
-  return static_cast<uint64_t>(bytes);
-}
 
 Result<EnvOverrides> read_env_overrides() {
   EnvOverrides env;

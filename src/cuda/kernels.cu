@@ -10,7 +10,7 @@
 
 #include "cuda/fast_div.hpp"
 #include "cuda/kernels.hpp"
-#include "store/checksum.hpp"
+#include "common/checksum.hpp"
 
 namespace kvtier::cuda {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "device/device.hpp"
-#include "store/checksum.hpp"
+#include "common/checksum.hpp"
 
 namespace kvtier {
 namespace {

@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/keys.hpp"
+#include "common/keys.hpp"
 #include "kvtier/status.hpp"
 
 namespace kvtier {

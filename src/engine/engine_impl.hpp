@@ -14,7 +14,7 @@
 #include "datapath/data_path.hpp"
 #include "device/device.hpp"
 #include "engine/dram_tier.hpp"
-#include "engine/keys.hpp"
+#include "common/keys.hpp"
 #include "io/gds/gds.hpp"
 #include "engine/record_io.hpp"
 #include "io/pipeline.hpp"

@@ -24,25 +24,6 @@ uint64_t pick(uint64_t explicit_value, const std::optional<uint64_t>& env, uint6
 
 }  // namespace
 
-std::string_view io_path_name(IoPath path) {
-  switch (path) {
-    case IoPath::kAuto: return "auto";
-    case IoPath::kDirect: return "direct";
-    case IoPath::kBuffered: return "buffered";
-    case IoPath::kGds: return "gds";
-  }
-  return "?";
-}
-
-Result<IoPath> parse_io_path(std::string_view name) {
-  if (name == "auto") return IoPath::kAuto;
-  if (name == "direct" || name == "posix") return IoPath::kDirect;
-  if (name == "buffered") return IoPath::kBuffered;
-  if (name == "gds") return IoPath::kGds;
-  return fail(ErrorCode::kInvalidArgument,
-              fmt::format("I/O path '{}': expected auto, posix (or direct), buffered or gds", name));
-}
-
 Result<Options> Options::resolved() const {
   KVTIER_ASSIGN_OR_RETURN(EnvOverrides env, read_env_overrides());
   Options o = *this;

@@ -12,7 +12,7 @@
 #include "common/posix.hpp"
 #include "common/try.hpp"
 #include "engine/engine_impl.hpp"
-#include "store/checksum.hpp"
+#include "common/checksum.hpp"
 
 namespace kvtier {
 

@@ -14,7 +14,7 @@
 #include "common/try.hpp"
 #include "engine/engine_impl.hpp"
 #include "engine/record_io.hpp"
-#include "store/checksum.hpp"
+#include "common/checksum.hpp"
 
 namespace kvtier {
 namespace {

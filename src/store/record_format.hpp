@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <span>
 
-#include "engine/keys.hpp"
+#include "common/keys.hpp"
 #include "kvtier/geometry.hpp"
 #include "kvtier/status.hpp"
 

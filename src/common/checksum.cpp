@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-#include "store/checksum.hpp"
+#include "common/checksum.hpp"
 
 #include <cstring>
 

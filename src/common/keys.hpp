@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// Chained prefix keys. Defined in docs/format.md ("Keys").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvtier/geometry.hpp"
+#include "kvtier/kv_view.hpp"
+
+namespace kvtier {
+
+/// A 128-bit key. Plain data; stored little-endian on disk.
+struct Key128 {
+  uint64_t lo = 0;
+  uint64_t hi = 0;
+  bool operator==(const Key128&) const = default;
+  [[nodiscard]] std::string hex() const;
+};
+
+struct Key128Hash {
+  size_t operator()(const Key128& k) const noexcept { return static_cast<size_t>(k.lo ^ (k.hi * 31)); }
+};
+
+/// Namespace of a rank's keys: XXH3-128 of the geometry's text form (model, shape, chunk size,
+/// TP rank and world) and the tenant salt. Two namespaces never share a key chain.
+Key128 namespace_key(const KvGeometry& geometry, std::string_view tenant);
+
+/// Key of a chunk: XXH3-128 over the parent key (16 bytes) followed by the chunk's token ids.
+/// The first chunk's parent is the namespace key.
+Key128 chunk_key(const Key128& parent, std::span<const Token> chunk_tokens);
+
+/// Keys of every chunk of `tokens`, in order: full chunks, then the trailing partial chunk if any.
+std::vector<Key128> chain_keys(const Key128& ns, std::span<const Token> tokens, uint32_t chunk_tokens);
+
+}  // namespace kvtier
