@@ -38,6 +38,8 @@ if [ "$all" = 1 ]; then
   stage "vLLM test environment (.venv-vllm; minutes the first time, then skipped)"
   tools/setup_vllm.sh
 fi
+stage "layers: no include points up them (tools/check_layers.sh, docs/architecture.md)"
+tools/check_layers.sh
 stage "release: setup and build"
 tools/setup.sh release
 stage "release: tests"
