@@ -30,8 +30,8 @@ void DataPath::note_gds_without_gpu() {
   std::call_once(cuda_once_, [this] { start_cuda(); });
   if (cuda_device_) return;
   const std::string why = fmt::format(
-      "I/O path gds: no CUDA device ({}), so no GPU memory for GPUDirect Storage to read into: KV in "
-      "host memory moves through {}", cuda_unavailable_, io_name_);
+      "I/O path gds: no CUDA device ({}), so no GPU memory for GPUDirect Storage to read into: "
+      "KV in host memory moves through {}", cuda_unavailable_, io_name_);
   KVTIER_LOG(log_, kWarn, "{}", why);
   fallback_ += (fallback_.empty() ? "" : "; ") + why;
   host_memory_noted_ = true;  // the same fact as the note below, said once

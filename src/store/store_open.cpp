@@ -331,7 +331,8 @@ Status Store::request_capacity(uint64_t requested, const std::string& source) {
   if (requested != capacity_) {
     KVTIER_LOG(*log_, kWarn,
                "store {}: capacity {} bytes, not the {} bytes {} asks for: it becomes {} bytes at "
-               "this engine's first save (and stays so)", dir_, capacity_, requested, source, requested);
+               "this engine's first save (and stays so)",
+               dir_, capacity_, requested, source, requested);
   }
   return {};
 }
