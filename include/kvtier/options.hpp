@@ -39,6 +39,27 @@ enum class LogLevel : uint8_t { kDebug, kInfo, kWarn, kError, kOff };
 /// @brief A log sink the host application can inject. Called from any thread.
 using LogSink = std::function<void(LogLevel, std::string_view)>;
 
+/// @brief The shared remote tier: a Redis Cluster (or one Redis/Valkey server) behind the local
+/// store, holding the same records under the same chained keys, so one node restores what another
+/// saved. See README "Sharing KV across nodes".
+struct KVTIER_EXPORT RemoteOptions {
+  /// Seeds, "redis://host:port[,host:port...]"; empty disables the remote tier. No password here.
+  std::string seeds;
+  /// Name of the environment variable holding the password (read at open, never logged).
+  std::string password_env;
+  /// File holding the password, when password_env is empty (one trailing newline ignored).
+  std::string password_file;
+  /// Time to live of records written to the cluster, in seconds; 0: none (Redis's maxmemory
+  /// policy, e.g. allkeys-lru, evicts).
+  uint64_t ttl_seconds = 0;
+  /// Bound on saved records waiting to be written behind to the cluster; a save that finds the
+  /// queue full leaves its records out (counted in Stats::remote_write_drops), never waits.
+  uint32_t queue_records = 4096;
+  uint32_t connect_timeout_ms = 500;   ///< per connection attempt
+  uint32_t command_timeout_ms = 2000;  ///< per reply
+  uint32_t connections_per_node = 4;   ///< parallel connections a batch uses per master
+};
+
 /// @brief Engine configuration. Fields left at their defaults may be overridden by `KVTIER_*`
 /// environment variables (see docs/options.md); an explicitly set field always wins.
 struct KVTIER_EXPORT Options {
@@ -74,6 +95,8 @@ struct KVTIER_EXPORT Options {
   /// front of the disk; a hit restores with one copy to the device and no disk read. 0 (the default)
   /// disables it; KVTIER_DRAM_BYTES sets it when left 0 here.
   uint64_t dram_bytes = 0;
+  /// Remote tier (off unless remote.seeds is set).
+  RemoteOptions remote;
   /// Log sink; empty logs to stderr at the level of KVTIER_LOG_LEVEL (default warn).
   LogSink log_sink;
   /// Minimum level passed to the sink; unset: KVTIER_LOG_LEVEL, else kWarn.

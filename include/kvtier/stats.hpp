@@ -74,6 +74,19 @@ struct Stats {
   uint64_t recovered_records = 0; ///< Records loaded from the index at open.
   uint64_t dropped_at_open = 0;   ///< Index entries dropped at open (missing or truncated segment).
   uint64_t fallbacks = 0;         ///< Operations that took another I/O path than asked (io_fallback says why).
+  /// Remote tier (Options::remote): "off", "ok", or why the last remote operation failed, e.g.
+  /// "unreachable: ..." (the engine then runs local-only and retries now and then).
+  std::string remote;
+  uint64_t remote_hits = 0;          ///< Records restored from the cluster, verified where they landed.
+  uint64_t remote_absent = 0;        ///< Records asked of the cluster that it did not hold.
+  /// Records the cluster could not be asked for (timeout, failover, unreachable): misses.
+  uint64_t remote_errors = 0;
+  /// Values from the cluster that failed a check (header, size, geometry, checksum): misses.
+  uint64_t remote_rejected = 0;
+  uint64_t remote_writes = 0;        ///< Records written behind to the cluster.
+  uint64_t remote_write_drops = 0;   ///< Records not written behind: the queue was full.
+  uint64_t remote_write_errors = 0;  ///< Records whose write to the cluster failed.
+  uint64_t remote_promoted = 0;      ///< Remote hits copied into the local store.
   LatencyHistogram restore_latency;  ///< Restores, from the call to all KV in place and verified.
   LatencyHistogram save_latency;     ///< Saves, from the call to durable.
 };

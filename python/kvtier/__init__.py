@@ -13,6 +13,6 @@
 Errors raise kvtier.Error(message, code): e.code (also e.args[1]) is the kvtier status name, e.g.
 "corrupt", or "invalid argument" for KV of another element size or shape than the geometry's.
 """
-from ._kvtier import Engine, Error, Geometry, open, stat_fields  # noqa: F401
+from ._kvtier import Engine, Error, Geometry, built_with_remote, open, stat_fields  # noqa: F401
 
-__all__ = ["Engine", "Error", "Geometry", "open", "stat_fields"]
+__all__ = ["Engine", "Error", "Geometry", "built_with_remote", "open", "stat_fields"]

@@ -430,9 +430,12 @@ NB_MODULE(_kvtier, m) {
       .def("bytes_for_tokens", &kvtier::KvGeometry::bytes_for_tokens)
       .def("__repr__", [](const kvtier::KvGeometry& g) { return "kvtier.Geometry(" + g.describe() + ")"; });
 
+  m.def("built_with_remote", [] { return KVTIER_HAVE_REDIS == 1; },
+        "Whether this kvtier was built with hiredis, so that open(remote=...) can use a Redis Cluster.");
   m.def("open", [](const std::string& root, const kvtier::KvGeometry& geometry, const std::string& io,
                    const std::string& capacity, const std::string& dram, const std::string& staging,
-                   const std::string& tenant) {
+                   const std::string& tenant, const std::string& remote, const std::string& remote_password_env,
+                   uint64_t remote_ttl) {
           kvtier::Options o;
           o.root = root;
           o.geometry = geometry;
@@ -441,12 +444,17 @@ NB_MODULE(_kvtier, m) {
           o.dram_bytes = unwrap(kvtier::parse_size(dram));
           o.staging_bytes = unwrap(kvtier::parse_size(staging));
           o.tenant = tenant;
+          o.remote.seeds = remote;
+          o.remote.password_env = remote_password_env;
+          o.remote.ttl_seconds = remote_ttl;
           nb::gil_scoped_release release;
           return unwrap(kvtier::Engine::open(o));
         },
         "root"_a, "geometry"_a, "io"_a = "auto", "capacity"_a = "0", "dram"_a = "0", "staging"_a = "0",
-        "tenant"_a = "",
-        "Opens (or creates) the rank's store under root. io: auto, posix, buffered or gds. Sizes take K/M/G/T.");
+        "tenant"_a = "", "remote"_a = "", "remote_password_env"_a = "", "remote_ttl"_a = 0,
+        "Opens (or creates) the rank's store under root. io: auto, posix, buffered or gds. Sizes take K/M/G/T. "
+        "remote: Redis Cluster seeds, redis://host:port[,host:port...] (a shared tier behind the local store); "
+        "remote_password_env: the environment variable holding its password; remote_ttl: seconds.");
 
   nb::class_<kvtier::Engine>(m, "Engine", nb::is_weak_referenceable())
       .def("save", [](kvtier::Engine& e, nb::handle tokens, nb::handle kv, nb::handle stream) {

@@ -57,6 +57,9 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
                                             impl->dram_ ? impl->dram_->arena() : std::span<std::byte>(),
                                             impl->store_->direct_io(), impl->store_->direct_io_fallback(),
                                             impl->log_);
+  if (!o.remote.seeds.empty()) {
+    KVTIER_ASSIGN_OR_RETURN(impl->remote_, RemoteTier::open(o.remote, impl->log_));
+  }
   return impl;
 }
 
@@ -143,6 +146,8 @@ Stats Engine::Impl::stats() const {
   s.restore_host_bytes = counters_.restore_host_bytes;
   s.gds_restores = counters_.gds_restores;
   s.gds_saves = counters_.gds_saves;
+  s.remote = "off";
+  if (remote_) remote_->fill_stats(s);
   s.dram_hits = counters_.dram_hits;
   s.dram_records = dram_ ? dram_->entries() : 0;
   return s;

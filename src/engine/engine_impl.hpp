@@ -17,6 +17,7 @@
 #include "common/keys.hpp"
 #include "io/gds/gds.hpp"
 #include "engine/record_io.hpp"
+#include "engine/remote_tier.hpp"
 #include "io/pipeline.hpp"
 #include "kvtier/engine.hpp"
 #include "store/store.hpp"
@@ -168,7 +169,27 @@ class Engine::Impl {
                            std::span<const uint64_t> first_tokens, std::span<const Placement> placements,
                            DeviceTransfer& transfer, size_t slots, GdsContext& gds);
 
+  /// Remote tier (remote_*.cpp): restores the chunks of `tokens` from `first_chunk` on that the
+  /// cluster holds and that verify, into `destination`; returns how many (a prefix). Failures are
+  /// misses, counted in the tier's Stats.
+  uint64_t restore_from_remote(std::span<const Token> tokens, size_t first_chunk, const KvTarget& destination,
+                               RestoreResult& result);
+  /// One pipelined batch of restore_from_remote: chunks [begin, stop).
+  uint64_t restore_remote_window(remote::ClusterClient& client, std::span<const Token> tokens,
+                                 std::span<const Key128> keys, size_t begin, size_t stop,
+                                 const KvTarget& destination, RestoreResult& result);
+  /// Copies verified remote records (header + payload) into the local store, in the background.
+  void promote(std::vector<RecordMeta> metas, std::vector<std::vector<std::byte>> values);
+  Status promote_now(std::span<const RecordMeta> metas, std::span<const std::vector<std::byte>> values);
+  /// Queues the durable records of a save for the cluster; never blocks.
+  void write_behind(std::span<const RecordMeta> records);
+  void write_behind_now(std::span<const Key128> keys);
+
   mutable Counters counters_;
+
+ public:
+  /// Declared last, so destroyed first: its worker drains while the store is still open.
+  std::unique_ptr<RemoteTier> remote_;  // null when Options::remote.seeds is empty
 };
 
 }  // namespace kvtier

@@ -250,7 +250,7 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const
                  fmt::format("restore destination: room for {} tokens, {} stored", destination.params.capacity_tokens,
                              prefix));
   RestoreResult result;
-  if (found.empty()) {
+  if (found.empty() && !remote_) {
     counters_.restore_misses += asked;
     return result;
   }
@@ -304,6 +304,8 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const
     ++served;
     if (!from_dram[r]) counters_.store_hits++;
   }
+  // The cluster last: the chunks past what this node served (DRAM tier and local store).
+  if (remote_ && served < asked) served += restore_from_remote(tokens, served, destination, result);
   counters_.restore_misses += asked - std::min(asked, served);
   counters_.tokens_restored += result.tokens_restored;
   if (!result.problem.empty()) {

@@ -242,6 +242,7 @@ Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTar
     }
   }
   if (!written.ok()) return fail(written.with_context(fmt::format("save to {}", store_->dir())));
+  if (remote_) write_behind(records);
   result.chunks_written = records.size();
   for (const RecordMeta& m : records) result.bytes_written += m.payload_bytes;
   counters_.chunks_written += result.chunks_written;

@@ -39,6 +39,15 @@ expect 0 "chunks written=0 present=4" put "${common[@]}" --tokens 1000
 expect 0 "restored 1000/1000" get "${common[@]}" --tokens 1000 --io dram --dram 64M
 expect 0 "restored 1000/1000" get "${common[@]}" --tokens 1000 --io posix
 expect 1 "restored 0/1000" get "${common[@]}" --tokens 1000 --seed 99
+# The remote tier: credentials never in the URI; only put and get take it; an unreachable cluster
+# leaves get local-only (built without hiredis, --remote is refused as not supported).
+expect 2 "no credentials in the URI" get "${common[@]}" --tokens 1000 --remote redis://u:pw@127.0.0.1:1
+expect 2 "--remote" ls "${readers[@]}" --remote redis://127.0.0.1:1
+if "$kvtier" --version | grep -q "Redis: yes"; then
+  expect 0 "restored 1000/1000" get "${common[@]}" --tokens 1000 --remote redis://127.0.0.1:1
+else
+  expect 2 "built without hiredis" get "${common[@]}" --tokens 1000 --remote redis://127.0.0.1:1
+fi
 expect 0 "verified 4 records" verify "${readers[@]}"
 expect 0 "records" stat "${readers[@]}"
 expect 0 '"records": 4' stat "${readers[@]}" --json

@@ -4,7 +4,11 @@
 paged), lookups, misses on corruption, and errors as kvtier.Error with the status code."""
 import glob
 import os
+import shutil
+import socket
+import subprocess
 import tempfile
+import time
 import unittest
 
 import numpy as np
@@ -315,6 +319,63 @@ class EngineTest(unittest.TestCase):
         s = e.stats()
         self.assertIn("I/O path gds", s["io_fallback"])
         self.assertGreaterEqual(s["fallbacks"], 2)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@unittest.skipUnless(kvtier.built_with_remote(), "kvtier built without hiredis")
+class RemoteTest(unittest.TestCase):
+    """Two engines with their own stores sharing a real redis-server this test starts."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory(dir=os.environ.get("KVTIER_TEST_DIR"))
+        self.port = free_port()
+        self.server = subprocess.Popen(
+            [shutil.which("redis-server") or "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", "--dir", self.dir.name],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+    def tearDown(self):
+        self.server.kill()
+        self.server.wait()
+        self.dir.cleanup()
+
+    def test_node_b_restores_what_node_a_saved(self):
+        g = kvtier.Geometry.preset("tiny", chunk_tokens=64)
+        uri = f"redis://127.0.0.1:{self.port}"
+        a = kvtier.open(os.path.join(self.dir.name, "a"), g, io="posix", capacity="256M", remote=uri)
+        b = kvtier.open(os.path.join(self.dir.name, "b"), g, io="posix", capacity="256M", remote=uri)
+        rng = np.random.default_rng(11)
+        tokens = rng.integers(0, 150000, size=700, dtype=np.int64)
+        kv = session(rng, g, 700)
+        self.assertEqual(a.save(tokens, kv), 11)
+        deadline = time.monotonic() + 20
+        while a.stats()["remote_writes"] < 11:
+            self.assertLess(time.monotonic(), deadline, a.stats()["remote"])
+            time.sleep(0.01)
+        out = np.zeros_like(kv)
+        self.assertEqual(b.restore(tokens, out)["tokens_restored"], 700)
+        np.testing.assert_array_equal(out, kv)
+        self.assertEqual(b.stats()["remote_hits"], 11)
+
+    def test_bad_seeds_are_a_kvtier_error(self):
+        g = kvtier.Geometry.preset("tiny", chunk_tokens=64)
+        with self.assertRaises(kvtier.Error) as err:
+            kvtier.open(os.path.join(self.dir.name, "c"), g, remote="redis://user:pw@127.0.0.1:1")
+        self.assertEqual(err.exception.args[1], "invalid argument")
 
 
 if __name__ == "__main__":

@@ -103,6 +103,19 @@ void StoreFlags::add_to(CLI::App& app, const FlagGroups& groups) {
     size("--staging", staging, "Staging memory, the bound on bytes in flight", "128M");
   }
   if (groups.dram) size("--dram", dram, "DRAM tier in front of the disk (0: none; 8G with --io dram)", "0");
+  if (groups.remote) {
+    app.add_option("--remote", remote,
+                   "Shared remote tier: Redis Cluster seeds (or one Redis server), redis://host:port[,host:port...]; "
+                   "saves are written behind to it, restores read what the local store lacks from it")
+        ->type_name("URI");
+    app.add_option("--remote-password-env", remote_password_env,
+                   "Environment variable holding the cluster's password (never printed)")
+        ->type_name("NAME");
+    app.add_option("--remote-password-file", remote_password_file, "File holding the cluster's password")
+        ->type_name("PATH");
+    app.add_option("--remote-ttl", remote_ttl, "Seconds records live in the cluster (0: until Redis evicts them)")
+        ->transform(whole_number(0, UINT32_MAX));
+  }
 }
 
 Result<Options> StoreFlags::options(bool create) const {
@@ -127,6 +140,10 @@ Result<Options> StoreFlags::options(bool create) const {
     *sizes[i].second = *v;
   }
   if (io == "dram" && o.dram_bytes == 0) o.dram_bytes = uint64_t{8} << 30;
+  o.remote.seeds = remote;
+  o.remote.password_env = remote_password_env;
+  o.remote.password_file = remote_password_file;
+  o.remote.ttl_seconds = remote_ttl;
   return o;
 }
 

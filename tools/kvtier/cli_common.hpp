@@ -35,6 +35,7 @@ struct FlagGroups {
   bool io_path = true;    ///< --io
   bool io_tuning = true;  ///< --request-size, --staging
   bool dram = true;       ///< --dram
+  bool remote = false;    ///< --remote, --remote-password-env, --remote-password-file, --remote-ttl
 };
 
 /// Flags that say which store and geometry a command works on.
@@ -51,6 +52,10 @@ struct StoreFlags {
   std::string request = "0";
   std::string staging = "0";
   std::string dram = "0";
+  std::string remote;
+  std::string remote_password_env;
+  std::string remote_password_file;
+  uint64_t remote_ttl = 0;
 
   void add_to(CLI::App& app, const FlagGroups& groups = {});
   /// Options for the engine; kInvalidArgument for nonsense values.

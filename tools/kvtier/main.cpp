@@ -31,9 +31,9 @@ std::string self_executable(const char* argv0) {
 }
 
 std::string version() {
-  return fmt::format("kvtier {} (built with io_uring: {}, CUDA: {}, cuFile: {})", KVTIER_VERSION_STRING,
+  return fmt::format("kvtier {} (built with io_uring: {}, CUDA: {}, cuFile: {}, Redis: {})", KVTIER_VERSION_STRING,
                      KVTIER_HAVE_IO_URING ? "yes" : "no", KVTIER_HAVE_CUDA ? "yes" : "no",
-                     KVTIER_HAVE_CUFILE ? "yes" : "no");
+                     KVTIER_HAVE_CUFILE ? "yes" : "no", KVTIER_HAVE_REDIS ? "yes" : "no");
 }
 
 /// put, get, ls, stat and verify: one store, the CLI's own synthetic sessions.
@@ -63,7 +63,7 @@ struct StoreCommands {
   }
 
   void add_session_flags(CLI::App& cmd) {
-    flags.add_to(cmd);
+    flags.add_to(cmd, {.remote = true});
     cmd.add_option("--tokens", tokens, "Tokens per synthetic session")
         ->required()
         ->transform(whole_number(1, kMaxTokens))

@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// Restores from the remote tier: the chunks past the local prefix, fetched in pipelined batches no
+// larger than the staging pool, checked like a record read from disk (header for this key and
+// geometry, then the payload checksum where it lands), and promoted into the local store in the
+// background.
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/aligned_buffer.hpp"
+#include "common/posix.hpp"
+#include "common/try.hpp"
+#include "engine/engine_impl.hpp"
+#include "engine/remote_tier.hpp"
+#include "common/checksum.hpp"
+
+namespace kvtier {
+namespace {
+
+/// One cluster value: the record's header block then its payload (no padding).
+struct Fetched {
+  std::vector<std::byte> bytes;
+  bool arrived = false;
+};
+
+/// The header of a fetched value when it is the record `want` of this geometry, sized right.
+std::optional<RecordMeta> check_value(const Fetched& value, const Key128& want, uint32_t tokens, const KvGeometry& g) {
+  const uint64_t payload = g.bytes_for_tokens(tokens);
+  if (!value.arrived || value.bytes.size() != kBlock + payload) return std::nullopt;
+  RecordMeta got;
+  if (!decode_header(std::span(value.bytes).first(kBlock), g, got).ok()) return std::nullopt;
+  if (got.key != want || got.token_count != tokens || got.payload_bytes != payload) return std::nullopt;
+  return got;
+}
+
+}  // namespace
+
+uint64_t Engine::Impl::restore_from_remote(std::span<const Token> tokens, size_t first_chunk,
+                                           const KvTarget& destination, RestoreResult& result) {
+  const KvGeometry& g = options_.geometry;
+  const uint64_t chunk = g.chunk_tokens;
+  const std::vector<Key128> keys = chain_keys(namespace_, tokens, g.chunk_tokens);
+  size_t end = first_chunk;
+  while (end < keys.size() && std::min<uint64_t>((end + 1) * chunk, tokens.size()) <= destination.params.capacity_tokens) {
+    ++end;
+  }
+  if (end == first_chunk) return 0;
+  auto client = remote_->client();
+  if (!client) {
+    remote_->counters.errors += end - first_chunk;
+    return 0;
+  }
+  // Bytes in flight bounded by the staging pool, as for a read from disk.
+  const uint64_t window = std::max<uint64_t>(1, data_->staging().slot_bytes() * data_->staging().slot_count() /
+                                                    (kBlock + g.bytes_for_tokens(g.chunk_tokens)));
+  uint64_t served = 0;
+  for (size_t begin = first_chunk; begin < end; begin += window) {
+    const size_t stop = std::min<size_t>(end, begin + window);
+    const uint64_t got = restore_remote_window(*client, tokens, keys, begin, stop, destination, result);
+    served += got;
+    if (got < stop - begin) break;  // the prefix ends here
+  }
+  return served;
+}
+
+uint64_t Engine::Impl::restore_remote_window(remote::ClusterClient& client, std::span<const Token> tokens,
+                                             std::span<const Key128> keys, size_t begin, size_t stop,
+                                             const KvTarget& destination, RestoreResult& result) {
+  const KvGeometry& g = options_.geometry;
+  const uint64_t chunk = g.chunk_tokens;
+  std::vector<std::string> names;
+  for (size_t i = begin; i < stop; ++i) names.push_back(remote_key(keys[i]));
+  std::vector<Fetched> values(names.size());
+  const auto outcomes = client.get(names, [&](size_t i, std::span<const std::byte> bytes) {
+    values[i].bytes.assign(bytes.begin(), bytes.end());
+    values[i].arrived = true;
+  });
+  remote_->note(outcomes);
+  // The prefix the cluster holds, with headers that check out.
+  std::vector<RecordMeta> metas;
+  std::vector<PayloadToPlace> payloads;
+  for (size_t j = 0; j < names.size(); ++j) {
+    const uint64_t first = (begin + j) * chunk;
+    const auto tokens_here = static_cast<uint32_t>(std::min<uint64_t>(chunk, tokens.size() - first));
+    if (outcomes[j].state == remote::KeyState::kFailed) {
+      remote_->counters.errors += names.size() - j;
+      break;
+    }
+    if (outcomes[j].state == remote::KeyState::kAbsent) {
+      remote_->counters.absent++;
+      break;
+    }
+    auto meta = check_value(values[j], keys[begin + j], tokens_here, g);
+    if (!meta) {
+      remote_->counters.rejected++;
+      break;
+    }
+    metas.push_back(*meta);
+    payloads.push_back({std::span(values[j].bytes).subspan(kBlock), first, tokens_here, static_cast<uint32_t>(j)});
+  }
+  if (payloads.empty()) return 0;
+  auto placed = place_payloads(destination, payloads, names.size(), data_->staging().slot_count());
+  if (!placed) {
+    result.problem = placed.error().with_context("placing records from the remote tier").to_string();
+    return 0;
+  }
+  result.host_bytes += placed->host_bytes;
+  size_t intact = 0;
+  while (intact < metas.size() && kvsum::finish(placed->sums[intact], metas[intact].payload_bytes) ==
+                                      metas[intact].payload_checksum) {
+    ++intact;
+  }
+  if (intact < metas.size()) remote_->counters.rejected++;
+  remote_->counters.hits += intact;
+  for (size_t j = 0; j < intact; ++j) result.tokens_restored += metas[j].token_count;
+  metas.resize(intact);
+  std::vector<std::vector<std::byte>> verified;
+  for (size_t j = 0; j < intact; ++j) verified.push_back(std::move(values[j].bytes));
+  promote(std::move(metas), std::move(verified));
+  return intact;
+}
+
+void Engine::Impl::promote(std::vector<RecordMeta> metas, std::vector<std::vector<std::byte>> values) {
+  const uint64_t count = metas.size();
+  if (count == 0) return;
+  remote_->post(count, [this, metas = std::move(metas), values = std::move(values)] {
+    Status st = promote_now(metas, values);
+    if (st.ok()) {
+      remote_->counters.promoted += metas.size();
+    } else {
+      KVTIER_LOG(log_, kWarn, "remote tier: promoting {} record(s) into the local store: {}", metas.size(),
+                 st.to_string());
+    }
+  });
+}
+
+Status Engine::Impl::promote_now(std::span<const RecordMeta> fetched, std::span<const std::vector<std::byte>> values) {
+  std::vector<RecordMeta> records;
+  std::vector<const std::vector<std::byte>*> bytes;
+  for (size_t i = 0; i < fetched.size(); ++i) {
+    if (store_->contains(fetched[i].key)) continue;  // saved or promoted meanwhile
+    records.push_back(fetched[i]);
+    bytes.push_back(&values[i]);
+  }
+  if (records.empty()) return {};
+  std::vector<uint64_t> sizes;
+  for (const RecordMeta& m : records) sizes.push_back(m.record_bytes());
+  KVTIER_ASSIGN_OR_RETURN(std::vector<Placement> placements, store_->reserve(sizes));
+  Status written;
+  AlignedBuffer buffer;
+  for (size_t i = 0; i < records.size() && written.ok(); ++i) {
+    RecordMeta& m = records[i];
+    m.segment = placements[i].file->id;
+    m.offset = placements[i].offset;
+    m.sequence = placements[i].sequence;
+    if (buffer.size() < m.record_bytes()) buffer = AlignedBuffer(m.record_bytes());
+    const std::span<std::byte> record = buffer.span().first(m.record_bytes());
+    // A header of this store's own (its sequence), the payload as it verified, zero padding.
+    encode_header(m, options_.geometry, namespace_, record.first(kBlock));
+    std::memcpy(record.data() + kBlock, bytes[i]->data() + kBlock, m.payload_bytes);
+    std::memset(record.data() + kBlock + m.payload_bytes, 0, record.size() - kBlock - m.payload_bytes);
+    written = pwrite_full(placements[i].file->fd.get(), record, m.offset);
+  }
+  if (!written.ok()) {
+    store_->abort(placements);
+    return written;
+  }
+  return store_->commit(records, placements);
+}
+
+}  // namespace kvtier

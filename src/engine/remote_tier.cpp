@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#include "engine/remote_tier.hpp"
+
+#include <fmt/format.h>
+
+#include "remote/credentials.hpp"
+#include "remote/endpoint.hpp"
+
+namespace kvtier {
+namespace {
+
+// How often a cluster that was unreachable is dialled again: rare enough that a dead cluster costs
+// restores nothing but a failed connect now and then.
+constexpr std::chrono::seconds kReconnectInterval{2};
+
+}  // namespace
+
+std::string remote_key(const Key128& key) { return "kvtier:" + key.hex(); }
+
+Result<std::unique_ptr<RemoteTier>> RemoteTier::open(const RemoteOptions& options, const Logger& log) {
+  remote::ClientConfig config;
+  auto seeds = remote::parse_seeds(options.seeds);
+  if (!seeds) return fail(seeds.error().with_context("Options::remote.seeds"));
+  config.seeds = std::move(*seeds);
+  auto password = remote::read_password(options.password_env, options.password_file);
+  if (!password) return fail(password.error());
+  config.password = std::move(*password);
+  if (options.queue_records == 0 || options.connect_timeout_ms == 0 || options.command_timeout_ms == 0 ||
+      options.connections_per_node == 0) {
+    return fail(ErrorCode::kInvalidArgument,
+                "Options::remote: queue_records, timeouts and connections_per_node must be > 0");
+  }
+  config.timeouts.connect = std::chrono::milliseconds(options.connect_timeout_ms);
+  config.timeouts.command = std::chrono::milliseconds(options.command_timeout_ms);
+  config.connections_per_node = options.connections_per_node;
+  std::unique_ptr<RemoteTier> tier(new RemoteTier(std::move(config), std::chrono::seconds(options.ttl_seconds),
+                                                  options.queue_records, log));
+  auto client = remote::ClusterClient::create(tier->config_);
+  if (client) {
+    tier->client_ = std::move(*client);
+    tier->set_reason("ok");
+  } else if (client.error().code() == ErrorCode::kIo) {
+    KVTIER_LOG(log, kWarn, "remote tier unreachable at open, running local-only: {}", client.error().message());
+    tier->set_reason("unreachable: " + client.error().message());
+    tier->next_connect_ = std::chrono::steady_clock::now() + kReconnectInterval;
+  } else {
+    return fail(client.error().with_context("remote tier"));
+  }
+  return tier;
+}
+
+RemoteTier::RemoteTier(remote::ClientConfig config, std::chrono::milliseconds ttl, uint64_t queue_bound,
+                       const Logger& log)
+    : config_(std::move(config)), ttl_(ttl), queue_bound_(queue_bound), log_(log) {
+  worker_ = std::thread([this] { run(); });
+}
+
+RemoteTier::~RemoteTier() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  worker_.join();
+}
+
+void RemoteTier::set_reason(std::string reason) {
+  std::lock_guard lock(mu_);
+  reason_ = std::move(reason);
+}
+
+std::shared_ptr<remote::ClusterClient> RemoteTier::client() {
+  std::unique_lock lock(mu_);
+  if (client_ || std::chrono::steady_clock::now() < next_connect_) return client_;
+  next_connect_ = std::chrono::steady_clock::now() + kReconnectInterval;
+  lock.unlock();
+  auto client = remote::ClusterClient::create(config_);
+  lock.lock();
+  if (client) {
+    client_ = std::move(*client);
+    reason_ = "ok";
+  } else {
+    reason_ = "unreachable: " + client.error().message();
+  }
+  return client_;
+}
+
+void RemoteTier::note(const std::vector<remote::KeyOutcome>& outcomes) {
+  for (const auto& o : outcomes) {
+    if (o.state != remote::KeyState::kFailed) continue;
+    set_reason(o.error.to_string());
+    return;
+  }
+  if (!outcomes.empty()) set_reason("ok");
+}
+
+void RemoteTier::post(uint64_t records, std::function<void()> work) {
+  {
+    std::lock_guard lock(mu_);
+    if (stop_ || queued_records_ + records > queue_bound_) {
+      counters.write_drops += records;
+      return;
+    }
+    queued_records_ += records;
+    queue_.emplace_back(records, std::move(work));
+  }
+  wake_.notify_one();
+}
+
+void RemoteTier::run() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and nothing left to write
+    auto [records, work] = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    work();
+    lock.lock();
+    queued_records_ -= records;
+    busy_ = false;
+    if (queue_.empty()) idle_.notify_all();
+  }
+}
+
+void RemoteTier::drain() {
+  std::unique_lock lock(mu_);
+  idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
+}
+
+void RemoteTier::fill_stats(Stats& stats) const {
+  {
+    std::lock_guard lock(mu_);
+    stats.remote = reason_;
+  }
+  stats.remote_hits = counters.hits;
+  stats.remote_absent = counters.absent;
+  stats.remote_errors = counters.errors;
+  stats.remote_rejected = counters.rejected;
+  stats.remote_writes = counters.writes;
+  stats.remote_write_drops = counters.write_drops;
+  stats.remote_write_errors = counters.write_errors;
+  stats.remote_promoted = counters.promoted;
+}
+
+}  // namespace kvtier

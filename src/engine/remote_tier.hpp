@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// The engine's side of the shared remote tier: the cluster connection (or why there is none), the
+// write-behind worker and its bounded queue, and the counters Stats reports.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/log.hpp"
+#include "common/keys.hpp"
+#include "kvtier/options.hpp"
+#include "kvtier/stats.hpp"
+#include "remote/cluster_client.hpp"
+
+namespace kvtier {
+
+/// The cluster key of a record: its chained key, which already names model, geometry, rank,
+/// world and tenant.
+[[nodiscard]] std::string remote_key(const Key128& key);
+
+/// @brief Connection, queue and counters of the remote tier. Thread-safe.
+class RemoteTier {
+ public:
+  /// Reads the password and connects. A bad seed list, an unreadable password source, a rejected
+  /// password or a build without hiredis fail the open; an unreachable cluster does not: the
+  /// engine runs local-only, says why in Stats, and tries again now and then.
+  [[nodiscard]] static Result<std::unique_ptr<RemoteTier>> open(const RemoteOptions& options, const Logger& log);
+  ~RemoteTier();
+  RemoteTier(const RemoteTier&) = delete;
+  RemoteTier& operator=(const RemoteTier&) = delete;
+
+  /// The client, or null while the cluster is unreachable (a reconnect is tried at most once per
+  /// kReconnectInterval).
+  [[nodiscard]] std::shared_ptr<remote::ClusterClient> client();
+  /// Runs `work` on the background worker unless `records` more would pass the queue bound, in
+  /// which case they are counted as dropped. Never blocks.
+  void post(uint64_t records, std::function<void()> work);
+  /// Notes the outcome of a batch: per-key failures make the reason in Stats.
+  void note(const std::vector<remote::KeyOutcome>& outcomes);
+
+  [[nodiscard]] std::chrono::milliseconds ttl() const { return ttl_; }
+  void fill_stats(Stats& stats) const;
+  /// Waits until the queue is empty and the worker idle (tests, and the engine's close).
+  void drain();
+
+  struct Counters {
+    std::atomic<uint64_t> hits{0}, absent{0}, errors{0}, rejected{0}, writes{0}, write_drops{0},
+        write_errors{0}, promoted{0};
+  };
+  Counters counters;
+
+ private:
+  RemoteTier(remote::ClientConfig config, std::chrono::milliseconds ttl, uint64_t queue_bound, const Logger& log);
+  void set_reason(std::string reason);
+  void run();
+
+  const remote::ClientConfig config_;
+  const std::chrono::milliseconds ttl_;
+  const uint64_t queue_bound_;
+  const Logger& log_;
+
+  mutable std::mutex mu_;
+  std::shared_ptr<remote::ClusterClient> client_;          // guarded by mu_
+  std::chrono::steady_clock::time_point next_connect_{};   // guarded by mu_
+  std::string reason_;                                     // guarded by mu_
+  std::deque<std::pair<uint64_t, std::function<void()>>> queue_;  // guarded by mu_
+  uint64_t queued_records_ = 0;                            // guarded by mu_
+  bool busy_ = false;                                      // guarded by mu_
+  bool stop_ = false;                                      // guarded by mu_
+  std::condition_variable wake_, idle_;
+  std::thread worker_;
+};
+
+}  // namespace kvtier
