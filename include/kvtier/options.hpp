@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kvtier/export.hpp"
 #include "kvtier/geometry.hpp"
@@ -65,11 +66,16 @@ struct KVTIER_EXPORT RemoteOptions {
 struct KVTIER_EXPORT Options {
   /// Root directory of the store; each TP rank keeps its own subdirectory `rank<R>of<W>`.
   std::string root;
+  /// Roots on further drives, one per drive: the store spreads its segments over `root` and these,
+  /// each drive with its own `rank<R>of<W>` and its own capacity_bytes. The order does not matter
+  /// (the drive holding the index is found by its files); a drive missing or unreadable at open
+  /// turns its records into misses (docs/format.md "Several drives"). Empty: one directory.
+  std::vector<std::string> extra_roots;
   /// Shape of the KV this rank stores. A store keeps the geometry it was created with.
   KvGeometry geometry;
   /// Optional tenant salt: keys saved under one tenant never match lookups of another.
   std::string tenant;
-  /// Upper bound on the bytes the store takes on disk. 0: not asked for; the store's own (kept in
+  /// Upper bound on the bytes the store takes on disk, per drive. 0: not asked for; the store's own (kept in
   /// its manifest), else KVTIER_CAPACITY_BYTES, else 64 GiB for a new store. Another value than
   /// an existing store's is logged at open and becomes the store's at this engine's first save
   /// (an engine that only reads never evicts for it).

@@ -87,6 +87,11 @@ struct Stats {
   uint64_t remote_write_drops = 0;   ///< Records not written behind: the queue was full.
   uint64_t remote_write_errors = 0;  ///< Records whose write to the cluster failed.
   uint64_t remote_promoted = 0;      ///< Remote hits copied into the local store.
+  uint64_t drives = 0;            ///< Drives the store spans (1 for a one-directory store).
+  uint64_t drives_offline = 0;    ///< Drives of the store missing or unreadable since open.
+  uint64_t offline_records = 0;   ///< Records on missing drives: kept in the index, misses until back.
+  uint64_t drive_misses = 0;      ///< Lookups and restores stopped at a record on a missing drive.
+  std::string drive_problem;      ///< Why drives are offline or take no new segments; empty if none.
   LatencyHistogram restore_latency;  ///< Restores, from the call to all KV in place and verified.
   LatencyHistogram save_latency;     ///< Saves, from the call to durable.
 };

@@ -2,6 +2,7 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // The POSIX byte source: the staging pipeline over an I/O engine (io_uring, or pread threads).
 #include "datapath/byte_source.hpp"
+#include "datapath/drive_lanes.hpp"
 
 namespace kvtier {
 namespace {
@@ -15,8 +16,12 @@ class PosixSource final : public ByteSource {
   StagingPool& staging() override { return staging_; }
   bool device_resident() const override { return false; }
 
-  Status read(std::span<const LocatedRecord> /*records*/, std::span<const Piece> pieces, StagingPool::Lease& lease,
+  Status read(std::span<const LocatedRecord> records, std::span<const Piece> pieces, StagingPool::Lease& lease,
               PieceSink& sink, unsigned workers) override {
+    // A store over several drives reads them all at once, each within its share of the staging.
+    if (drives_of(records) > 1 && lease.slots().size() > 1) {
+      return read_across_drives(records, pieces, lease, sink, workers, make_engine_);
+    }
     auto io = make_engine_(lease.slots().size());
     return run_pipeline(*io, pieces, lease.slots(), /*write=*/false, sink, workers, &lease);
   }

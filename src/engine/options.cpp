@@ -28,6 +28,9 @@ Result<Options> Options::resolved() const {
   KVTIER_ASSIGN_OR_RETURN(EnvOverrides env, read_env_overrides());
   Options o = *this;
   KVTIER_EXPECTS(!o.root.empty(), "options: root directory is empty");
+  for (const std::string& extra : o.extra_roots) {
+    KVTIER_EXPECTS(!extra.empty(), "options: a drive's root directory is empty");
+  }
   KVTIER_TRY(o.geometry.validate());
   KVTIER_EXPECTS(o.tenant.size() <= 256, "options: tenant salt over 256 bytes");
   if (!o.log_level) o.log_level = env.log_level.value_or(LogLevel::kWarn);

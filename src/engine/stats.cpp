@@ -71,6 +71,11 @@ constexpr StatField kFields[] = {
     counter("remote_write_drops", &Stats::remote_write_drops, "records not written behind: queue full"),
     counter("remote_write_errors", &Stats::remote_write_errors, "records whose write to the cluster failed"),
     counter("remote_promoted", &Stats::remote_promoted, "remote hits copied into the local store"),
+    gauge("drives", &Stats::drives, "drives the store spans"),
+    gauge("drives_offline", &Stats::drives_offline, "drives of the store missing or unreadable since open"),
+    gauge("offline_records", &Stats::offline_records, "records on missing drives (misses until back)"),
+    counter("drive_misses", &Stats::drive_misses, "lookups and restores stopped at a record on a missing drive"),
+    text("drive_problem", &Stats::drive_problem, "why drives are offline or take no new segments"),
     histogram("restore_latency", &Stats::restore_latency, "restore latency"),
     histogram("save_latency", &Stats::save_latency, "save latency"),
 };

@@ -23,6 +23,7 @@ struct SegmentFile {
   UniqueFd fd;
   uint64_t size = 0;
   bool direct = false;  ///< Opened with O_DIRECT.
+  uint32_t drive = 0;   ///< Which of the store's drives holds it (0 in a one-directory store).
 };
 
 std::string segment_name(uint32_t id);

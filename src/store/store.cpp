@@ -9,6 +9,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/try.hpp"
 
@@ -31,6 +32,7 @@ Store::~Store() {
 }
 
 void Store::index_add_locked(const RecordMeta& meta) {
+  offline_.erase(meta.key);  // stored again: the copy on a missing drive is older
   index_[meta.key] = meta;
   Segment& seg = segments_.at(meta.segment);
   seg.live_bytes += meta.record_bytes();
@@ -63,7 +65,10 @@ std::vector<LocatedRecord> Store::find_chain(std::span<const Key128> keys) {
   std::vector<LocatedRecord> out;
   for (const Key128& key : keys) {
     auto it = index_.find(key);
-    if (it == index_.end()) break;
+    if (it == index_.end()) {
+      if (offline_.contains(key)) ++drive_misses_;
+      break;
+    }
     Segment& seg = segments_.at(it->second.segment);
     touch_locked(seg);
     out.push_back({it->second, seg.file});
@@ -83,7 +88,10 @@ std::vector<RecordMeta> Store::partial_children(const Key128& parent) {
 std::optional<LocatedRecord> Store::find(const Key128& key) {
   std::lock_guard lock(mu_);
   auto it = index_.find(key);
-  if (it == index_.end()) return std::nullopt;
+  if (it == index_.end()) {
+    if (offline_.contains(key)) ++drive_misses_;
+    return std::nullopt;
+  }
   Segment& seg = segments_.at(it->second.segment);
   touch_locked(seg);
   return LocatedRecord{it->second, seg.file};
@@ -97,7 +105,7 @@ bool Store::contains(const Key128& key) {
 uint64_t Store::journal_budget_locked() const {
   // A checkpoint writes the whole index, so it waits for as many journal bytes as it writes: each
   // journal entry then costs O(1) checkpoint bytes however large the index grows.
-  const uint64_t index = checkpoint_image_bytes(index_.size() + reserved_records_, segments_.size());
+  const uint64_t index = checkpoint_image_bytes(index_.size() + offline_.size() + reserved_records_, segments_.size());
   return std::max(journal_floor_, align_up(index));
 }
 
@@ -112,30 +120,81 @@ uint64_t Store::index_bytes_locked(uint64_t records, uint64_t segments) const {
 }
 
 uint64_t Store::used_locked(uint64_t extra_segments) const {
-  uint64_t bytes = extra_segments * segment_estimate_;
-  for (const auto& [id, seg] : segments_) bytes += seg.disk_bytes;
-  // Records reserved by writers are counted as if committed: the next checkpoint may hold them.
-  return bytes + index_bytes_locked(index_.size() + reserved_records_,
-                                    segments_.size() + extra_segments);
+  return used_on_locked(0, extra_segments, extra_segments);
 }
 
-Status Store::enforce_capacity_locked(uint64_t extra_segments) {
-  while (used_locked(extra_segments) > capacity_) {
-    const Segment* victim = nullptr;
-    for (const auto& [id, seg] : segments_) {
-      if (seg.pins == 0 && (victim == nullptr || seg.last_use < victim->last_use)) victim = &seg;
+uint64_t Store::used_on_locked(uint32_t drive, uint64_t extra_segments, uint64_t extra_total) const {
+  uint64_t bytes = extra_segments * segment_estimate_;
+  for (const auto& [id, seg] : segments_) bytes += seg.drive == drive ? seg.disk_bytes : 0;
+  if (drive != 0) return bytes;  // the index files live on the home drive only
+  // Records reserved by writers are counted as if committed: the next checkpoint may hold them.
+  return bytes + index_bytes_locked(index_.size() + offline_.size() + reserved_records_,
+                                    segments_.size() + extra_total);
+}
+
+const Store::Segment* Store::lru_locked(std::optional<uint32_t> drive) const {
+  const Segment* victim = nullptr;
+  for (const auto& [id, seg] : segments_) {
+    if (seg.pins > 0 || (drive && seg.drive != *drive)) continue;
+    if (victim == nullptr || seg.last_use < victim->last_use) victim = &seg;
+  }
+  return victim;
+}
+
+Status Store::enforce_capacity_locked(uint64_t extra_segments, uint32_t drive) {
+  for (uint32_t d = 0; d < drives_.size(); ++d) {
+    const uint64_t extra = d == drive ? extra_segments : 0;
+    while (drives_[d].available && used_on_locked(d, extra, extra_segments) > capacity_) {
+      const Segment* victim = lru_locked(d);
+      if (victim == nullptr) {
+        const uint64_t index =
+            index_bytes_locked(index_.size() + reserved_records_, segments_.size());
+        return {ErrorCode::kCapacity,
+                fmt::format("store {} is full: {} segments of {} bytes in use by writers and {} "
+                            "bytes of index files, capacity {} bytes{}",
+                            dir_, segments_.size(), segment_bytes_, index, capacity_,
+                            drives_.size() > 1 ? fmt::format(" per drive ({} full)", drives_[d].dir) : "")};
+      }
+      KVTIER_TRY(evict_segment_locked(victim->file->id));
     }
-    if (victim == nullptr) {
-      const uint64_t index =
-          index_bytes_locked(index_.size() + reserved_records_, segments_.size());
-      return {ErrorCode::kCapacity,
-              fmt::format("store {} is full: {} segments of {} bytes in use by writers and {} "
-                          "bytes of index files, capacity {} bytes",
-                          dir_, segments_.size(), segment_bytes_, index, capacity_)};
+  }
+  return {};
+}
+
+uint64_t Store::writable_drives() const {
+  if (drives_.size() <= 1) return 1;
+  return static_cast<uint64_t>(
+      std::count_if(drives_.begin(), drives_.end(), [](const Drive& d) { return d.available && !d.full; }));
+}
+
+Result<uint32_t> Store::drive_for_new_segment_locked() {
+  if (drives_.size() <= 1) {
+    KVTIER_TRY(enforce_capacity_locked(1, 0));
+    return uint32_t{0};
+  }
+  for (;;) {
+    std::optional<uint32_t> best;
+    uint64_t best_used = 0;
+    for (uint32_t d = 0; d < drives_.size(); ++d) {
+      if (!drives_[d].available || drives_[d].full) continue;
+      const uint64_t used = used_on_locked(d, 1, 1);
+      if (used <= capacity_ && (!best || used < best_used)) {
+        best = d;
+        best_used = used;
+      }
+    }
+    if (best) return *best;
+    // No drive has room: the store's least recently used segment goes, wherever it is, so the
+    // store as a whole keeps what was used last.
+    const Segment* victim = lru_locked(std::nullopt);
+    if (victim == nullptr || writable_drives() == 0) {
+      return fail(ErrorCode::kCapacity,
+                  fmt::format("store {} is full on all of its {} drives ({} writable): {} segments of {} bytes "
+                              "in use by writers, capacity {} bytes per drive",
+                              dir_, drives_.size(), writable_drives(), segments_.size(), segment_bytes_, capacity_));
     }
     KVTIER_TRY(evict_segment_locked(victim->file->id));
   }
-  return {};
 }
 
 Status Store::evict_segment_locked(uint32_t id) {
@@ -161,10 +220,32 @@ Status Store::evict_segment_locked(uint32_t id) {
 }
 
 Result<Store::Segment*> Store::new_segment_locked() {
-  KVTIER_TRY(enforce_capacity_locked(1));
-  uint32_t id = next_id_++;
-  KVTIER_ASSIGN_OR_RETURN(auto file, create_segment(dir_, id, segment_bytes_, direct_));
+  std::shared_ptr<SegmentFile> file;
+  uint32_t drive = 0;
+  while (!file) {
+    KVTIER_ASSIGN_OR_RETURN(drive, drive_for_new_segment_locked());
+    const uint32_t id = next_id_++;
+    if (drives_.size() > 1) {
+      // Recorded before the file exists: with a drive missing at a later open, the ids its
+      // segments hold must not be handed out again (the index's highest id stays above them).
+      const JournalEntry claim{JournalOp::kUse, {}, id, sequence_};
+      KVTIER_TRY(append_locked(std::span(&claim, 1)));
+    }
+    auto made = create_segment(drives_[drive].dir, id, segment_bytes_, direct_);
+    if (!made && made.error().code() == ErrorCode::kNoSpace && drives_.size() > 1) {
+      // The file system is fuller than the capacity says: new segments go to the other drives.
+      KVTIER_LOG(*log_, kWarn, "{}: {}; no new segments on this drive until the store reopens",
+                 drives_[drive].dir, made.error().to_string());
+      drives_[drive].full = true;
+      continue;
+    }
+    if (!made) return fail(made.error());
+    file = std::move(*made);
+  }
+  file->drive = drive;
+  const uint32_t id = file->id;
   Segment& seg = segments_[id];
+  seg.drive = drive;
   seg.file = std::move(file);
   seg.last_use = ++sequence_;
   active_ = id;
@@ -234,17 +315,19 @@ Status Store::admit_locked(std::span<const uint64_t> sizes) const {
     }
   }
   const uint64_t own = own_bytes + index_bytes_locked(own_records, own_segments);
-  if (own > capacity_) {
+  // Several drives: their capacities add up (each new segment still goes where it fits).
+  const uint64_t room = capacity_ * writable_drives();
+  if (own > room) {
     return {ErrorCode::kCapacity,
             fmt::format("store {}: a save of {} bytes needs {} bytes on disk ({} segments of {} "
                         "bytes and the index files), more than the capacity of {} bytes",
-                        dir_, total, own, own_segments, segment_bytes_, capacity_)};
+                        dir_, total, own, own_segments, segment_bytes_, room)};
   }
-  if (kept_bytes + index_bytes_locked(kept_records, kept_segments) > capacity_) {
+  if (kept_bytes + index_bytes_locked(kept_records, kept_segments) > room) {
     return {ErrorCode::kCapacity,
             fmt::format("store {} is full: {} segments of {} bytes in use by writers, capacity {} "
                         "bytes; this save needs {} more",
-                        dir_, kept_segments - plan.new_segments, segment_bytes_, capacity_,
+                        dir_, kept_segments - plan.new_segments, segment_bytes_, room,
                         plan.new_segments)};
   }
   return {};
@@ -325,13 +408,19 @@ Status Store::drop(std::span<const Key128> keys) {
 Status Store::drop_locked(std::span<const Key128> keys) {
   std::vector<JournalEntry> entries;
   for (const Key128& key : keys) {
-    if (index_.contains(key)) entries.push_back({JournalOp::kDropRecord, RecordMeta{key}, 0});
+    if (index_.contains(key) || offline_.contains(key)) {
+      entries.push_back({JournalOp::kDropRecord, RecordMeta{key}, 0});
+    }
   }
   // A refused drop changes nothing, not even what this process serves: it may be an eviction the
   // caller asked for, which must not half happen.
   if (read_only_) return entries.empty() ? Status{} : refuse_read_only();
   std::set<uint32_t> touched;
   KVTIER_TRY(append_locked(entries, [&](const JournalEntry& e) {
+    if (offline_.erase(e.meta.key) > 0) {
+      ++evicted_records_;
+      return;
+    }
     const RecordMeta meta = index_.at(e.meta.key);
     touched.insert(meta.segment);
     index_remove_locked(meta);
@@ -420,8 +509,9 @@ void Store::touch_locked(Segment& seg) {
 
 std::vector<RecordMeta> Store::live_records_locked() const {
   std::vector<RecordMeta> out;
-  out.reserve(index_.size());
+  out.reserve(index_.size() + offline_.size());
   for (const auto& [key, meta] : index_) out.push_back(meta);
+  for (const auto& [key, meta] : offline_) out.push_back(meta);
   return out;
 }
 
@@ -447,7 +537,7 @@ std::vector<SegmentInfo> Store::segments() {
 
 void Store::fill_stats(Stats& stats) {
   std::lock_guard lock(mu_);
-  stats.capacity_bytes = capacity_;
+  stats.capacity_bytes = capacity_ * std::max<uint64_t>(1, drives_.size() - offline_drives());
   stats.segment_bytes = segment_bytes_;
   stats.segments = segments_.size();
   stats.used_bytes = segments_.size() * segment_bytes_;
@@ -458,6 +548,20 @@ void Store::fill_stats(Stats& stats) {
   stats.evicted_records = evicted_records_;
   stats.recovered_records = recovered_records_;
   stats.dropped_at_open = dropped_at_open_;
+  stats.drives = drives_.size();
+  stats.drives_offline = offline_drives();
+  stats.offline_records = offline_.size();
+  stats.drive_misses = drive_misses_;
+  std::vector<std::string> problems;
+  for (const Drive& d : drives_) {
+    if (!d.available) problems.push_back(d.problem);
+    if (d.full) problems.push_back(fmt::format("{}: file system full, no new segments there", d.dir));
+  }
+  stats.drive_problem = fmt::format("{}", fmt::join(problems, "; "));
+}
+
+uint64_t Store::offline_drives() const {
+  return static_cast<uint64_t>(std::count_if(drives_.begin(), drives_.end(), [](const Drive& d) { return !d.available; }));
 }
 
 }  // namespace kvtier

@@ -18,6 +18,7 @@
 #include "common/posix.hpp"
 #include "kvtier/options.hpp"
 #include "kvtier/stats.hpp"
+#include "store/drives.hpp"
 #include "store/index_log.hpp"
 #include "store/segment.hpp"
 
@@ -106,6 +107,7 @@ class Store {
     uint64_t last_use = 0;   // on the sequence clock; a write is a use
     uint64_t saved_use = 0;  // the last use the index holds durably
     uint32_t pins = 0;
+    uint32_t drive = 0;      // index into drives_
     // Every key indexed here, so evicting the segment need not scan the whole index; a key dropped
     // or stored again elsewhere since stays listed, and the index says whether it is still here.
     std::vector<Key128> keys;
@@ -134,8 +136,10 @@ class Store {
   /// Makes a pending capacity the store's: kept in the manifest, said in the log.
   Status apply_pending_capacity_locked();
   Status load_index();
-  /// Opens the segment files `ids` and measures what each takes on disk.
-  Status open_segments_locked(std::span<const uint32_t> ids);
+  /// Opens the segment files `ids` (id, drive) and measures what each takes on disk.
+  Status open_segments_locked(std::span<const std::pair<uint32_t, uint32_t>> ids);
+  /// Finds the other drives, probes O_DIRECT on each (`options.io_path` allowing).
+  Status open_drives_and_probe(const Options& options, std::span<const std::string> others);
   Status adopt_records(std::vector<RecordMeta> records, std::span<const uint32_t> dropped,
                        const std::unordered_map<uint32_t, uint64_t>& uses);
   /// Fixes what the files besides segments may take (lock, manifest, directories, journal budget);
@@ -151,8 +155,21 @@ class Store {
   PlacementPlan plan_placement_locked(std::span<const uint64_t> sizes) const;
   /// kCapacity when `sizes` cannot be placed even after evicting everything evictable.
   Status admit_locked(std::span<const uint64_t> sizes) const;
-  /// Evicts least recently used segments until used_locked(extra_segments) fits the capacity.
-  Status enforce_capacity_locked(uint64_t extra_segments);
+  /// What drive `drive` takes, `extra_segments` more segments on it and `extra_total` in the store.
+  uint64_t used_on_locked(uint32_t drive, uint64_t extra_segments, uint64_t extra_total) const;
+  /// Evicts least recently used segments until every drive fits the capacity, `extra_segments`
+  /// more on drive `drive` counted.
+  Status enforce_capacity_locked(uint64_t extra_segments, uint32_t drive = 0);
+  /// The drive a new segment goes on: the one with the most room, evicting the least recently
+  /// used segments of the store when none has room for it.
+  Result<uint32_t> drive_for_new_segment_locked();
+  /// The least recently used segment not pinned, on `drive` (any drive when unset); null if none.
+  const Segment* lru_locked(std::optional<uint32_t> drive) const;
+  /// Drives new segments may go on (available, not found full).
+  uint64_t writable_drives() const;
+  uint64_t offline_drives() const;
+  /// Opens the segments of every available drive; `ids` gets them all, ascending.
+  Status list_all_segments(std::vector<std::pair<uint32_t, uint32_t>>& found) const;
   Result<Segment*> new_segment_locked();
   /// Unpins a reservation's segments and forgets its records.
   void release_locked(std::span<const Placement> placements);
@@ -189,7 +206,17 @@ class Store {
   bool read_only_ = false;
   std::string read_only_reason_;
 
+  // drives_[0] is dir_, the home holding the index; a one-directory store has only it. Fixed at open
+  // but for `full`, which is guarded by mu_.
+  std::vector<Drive> drives_;
+  std::string store_id_;
+  std::vector<std::string> unreachable_;  // listed directories that could not be reached at open
+
   std::mutex mu_;
+  // Records on segments of drives missing at open: kept in the index (checkpoints keep them), never
+  // served, and served again once the drive is back at a later open.
+  std::unordered_map<Key128, RecordMeta, Key128Hash> offline_;  // guarded by mu_
+  uint64_t drive_misses_ = 0;  // lookups stopped by a record on a missing drive; guarded by mu_
   std::optional<IndexLog> journal_;                                  // guarded by mu_
   std::unordered_map<Key128, RecordMeta, Key128Hash> index_;         // guarded by mu_
   std::unordered_map<Key128, std::vector<Key128>, Key128Hash> partials_;  // parent -> keys

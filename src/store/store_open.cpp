@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <set>
+#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -86,9 +88,22 @@ Result<Manifest> parse_manifest(const std::string& text) {
   }
 }
 
+/// The rank directory on each drive: root's first, then extra_roots'.
+std::vector<std::string> store_dirs(const Options& options) {
+  std::vector<std::string> dirs;
+  auto add = [&](const std::string& root) {
+    dirs.push_back(fmt::format("{}/rank{}of{}", root, options.geometry.tp_rank, options.geometry.tp_world));
+  };
+  add(options.root);
+  for (const std::string& root : options.extra_roots) add(root);
+  return dirs;
+}
+
+/// The rank directory holding the index (the first listed when none does yet).
 std::string store_dir(const Options& options) {
-  return fmt::format("{}/rank{}of{}", options.root, options.geometry.tp_rank,
-                     options.geometry.tp_world);
+  const std::vector<std::string> dirs = store_dirs(options);
+  auto home = find_home(dirs, true);
+  return dirs[home ? *home : 0];
 }
 
 // A writer never rewrites the checkpoint in place (a new file is renamed over it) and only
@@ -157,7 +172,13 @@ Result<std::unique_ptr<Store>> Store::open_once(const Options& options, const Lo
   store->log_ = &log;
   store->geometry_ = options.geometry;
   store->capacity_ = options.capacity_bytes;
-  store->dir_ = store_dir(options);
+  const std::vector<std::string> rank_dirs = store_dirs(options);
+  KVTIER_ASSIGN_OR_RETURN(size_t home, find_home(rank_dirs, options.create_if_missing && !options.read_only));
+  store->dir_ = rank_dirs[home];
+  std::vector<std::string> others;
+  for (size_t i = 0; i < rank_dirs.size(); ++i) {
+    if (i != home) others.push_back(rank_dirs[i]);
+  }
   struct stat st{};
   if ((!options.create_if_missing || options.read_only) && ::stat(store->dir_.c_str(), &st) != 0) {
     // Only ENOENT means there is no store; EACCES on a directory we may not search is a store we
@@ -167,7 +188,7 @@ Result<std::unique_ptr<Store>> Store::open_once(const Options& options, const Lo
     }
     return fail(posix_error(errno, fmt::format("cannot reach the store at {}", store->dir_)));
   }
-  KVTIER_TRY(make_dir(options.root));
+  KVTIER_TRY(make_dir(std::filesystem::path(store->dir_).parent_path().string()));
   KVTIER_TRY(make_dir(store->dir_));
   if (options.read_only) {
     store->read_only_ = true;
@@ -177,13 +198,49 @@ Result<std::unique_ptr<Store>> Store::open_once(const Options& options, const Lo
   }
   KVTIER_TRY(store->load_or_create_manifest(options, request));
   if (!store->read_only_) store->remove_stale_files();
-  if (options.io_path != IoPath::kBuffered) {
-    store->direct_ = store->read_only_ ? probe_direct_read(store->dir_, store->direct_fallback_)
-                                       : probe_direct_io(store->dir_, store->direct_fallback_);
-    if (!store->direct_) KVTIER_LOG(log, kWarn, "falling back to buffered I/O: {}", store->direct_fallback_);
-  }
+  KVTIER_TRY(store->open_drives_and_probe(options, others));
   KVTIER_TRY(store->load_index());
   return store;
+}
+
+Status Store::open_drives_and_probe(const Options& options, std::span<const std::string> others) {
+  // The home's lock guards every drive: the other directories are this store's alone.
+  KVTIER_ASSIGN_OR_RETURN(DriveSet set, open_drives(dir_, others, read_only_, *log_));
+  drives_ = std::move(set.drives);
+  store_id_ = std::move(set.store_id);
+  unreachable_ = std::move(set.unreachable);
+  if (options.io_path == IoPath::kBuffered) return {};
+  // One O_DIRECT choice for the store: a drive that refuses it makes the whole store buffered.
+  direct_ = true;
+  for (const Drive& d : drives_) {
+    if (!direct_ || !d.available) continue;
+    if (!read_only_ && &d != &drives_[0]) {
+      for (const char* name : {".direct-io-probe", "DRIVE.json.tmp"}) {
+        ::unlink(fmt::format("{}/{}", d.dir, name).c_str());
+      }
+    }
+    direct_ = read_only_ ? (&d != &drives_[0] || probe_direct_read(d.dir, direct_fallback_))
+                         : probe_direct_io(d.dir, direct_fallback_);
+  }
+  if (!direct_) KVTIER_LOG(*log_, kWarn, "falling back to buffered I/O: {}", direct_fallback_);
+  return {};
+}
+
+Status Store::list_all_segments(std::vector<std::pair<uint32_t, uint32_t>>& found) const {
+  std::unordered_map<uint32_t, uint32_t> where;
+  for (uint32_t d = 0; d < drives_.size(); ++d) {
+    if (!drives_[d].available) continue;
+    KVTIER_ASSIGN_OR_RETURN(std::vector<uint32_t> ids, list_segments(drives_[d].dir));
+    for (uint32_t id : ids) {
+      if (auto [it, fresh] = where.emplace(id, d); !fresh) {
+        return {ErrorCode::kCorrupt, fmt::format("segment {} is on two drives, {} and {}", id,
+                                                 drives_[it->second].dir, drives_[d].dir)};
+      }
+      found.emplace_back(id, d);
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return {};
 }
 
 std::string Store::write_problem() const {
@@ -393,7 +450,8 @@ Status Store::load_index() {
   if (struct stat st{}; ::stat(checkpoint.c_str(), &st) == 0) {
     checkpoint_disk_ = static_cast<uint64_t>(st.st_blocks) * 512;
   }
-  KVTIER_ASSIGN_OR_RETURN(std::vector<uint32_t> ids, list_segments(dir_));
+  std::vector<std::pair<uint32_t, uint32_t>> ids;  // (segment, drive), ascending
+  KVTIER_TRY(list_all_segments(ids));
   // Every store has a checkpoint and a journal from its first open on: segment files without both
   // mean the index was lost (deleted, or a crash before the first checkpoint). Trusting what is
   // left would forget the records the missing file held, and delete their segments as empty.
@@ -403,10 +461,17 @@ Status Store::load_index() {
                                  loaded.checkpoint_found ? "journal" : "checkpoint", ids.size());
   }
   if (loaded.needs_rebuild) {
+    // Rebuilt without a drive, the index would forget every record that drive holds.
+    for (const Drive& d : drives_) {
+      if (d.available) continue;
+      return {ErrorCode::kNotFound,
+              fmt::format("{}: {}, and the index must be rebuilt from segment headers, which needs every "
+                          "drive: {}", dir_, loaded.problem, d.problem)};
+    }
     KVTIER_LOG(*log_, kWarn, "{}: {}; rebuilding the index from segment headers", dir_, loaded.problem);
     loaded.records.clear();
-    for (uint32_t id : ids) {
-      KVTIER_ASSIGN_OR_RETURN(auto seg, open_segment(dir_, id, direct_, read_only_));
+    for (auto [id, drive] : ids) {
+      KVTIER_ASSIGN_OR_RETURN(auto seg, open_segment(drives_[drive].dir, id, direct_, read_only_));
       KVTIER_ASSIGN_OR_RETURN(auto found, scan_segment(*seg, geometry_));
       loaded.records.insert(loaded.records.end(), found.begin(), found.end());
     }
@@ -423,7 +488,7 @@ Status Store::load_index() {
   std::lock_guard lock(mu_);
   // Above every id the index names too: a segment whose drop is still in the journal may be gone
   // from disk, and a new segment under its id would lose its records when that drop is replayed.
-  next_id_ = std::max(ids.empty() ? 0 : ids.back(), loaded.max_segment_id) + 1;
+  next_id_ = std::max(ids.empty() ? 0 : ids.back().first, loaded.max_segment_id) + 1;
   KVTIER_TRY(open_segments_locked(ids));
   KVTIER_TRY(
       adopt_records(std::move(loaded.records), loaded.dropped_segments, loaded.segment_uses));
@@ -442,10 +507,12 @@ Status Store::load_index() {
   return {};
 }
 
-Status Store::open_segments_locked(std::span<const uint32_t> ids) {
-  for (uint32_t id : ids) {
-    KVTIER_ASSIGN_OR_RETURN(auto file, open_segment(dir_, id, direct_, read_only_));
+Status Store::open_segments_locked(std::span<const std::pair<uint32_t, uint32_t>> ids) {
+  for (auto [id, drive] : ids) {
+    KVTIER_ASSIGN_OR_RETURN(auto file, open_segment(drives_[drive].dir, id, direct_, read_only_));
+    file->drive = drive;
     Segment& seg = segments_[id];
+    seg.drive = drive;
     seg.file = std::move(file);
     KVTIER_ASSIGN_OR_RETURN(seg.disk_bytes, allocated_bytes(seg.file->fd.get()));
     segment_estimate_ = std::max(segment_estimate_, seg.disk_bytes);
@@ -459,8 +526,16 @@ Status Store::adopt_records(std::vector<RecordMeta> records, std::span<const uin
   // Oldest first, so a key stored twice keeps its newest copy.
   std::sort(records.begin(), records.end(),
             [](const RecordMeta& a, const RecordMeta& b) { return a.sequence < b.sequence; });
+  const bool drive_missing = std::any_of(drives_.begin(), drives_.end(), [](const Drive& d) { return !d.available; });
   for (const RecordMeta& m : records) {
     auto it = segments_.find(m.segment);
+    // With a drive missing, a segment not found may be on it: kept, a miss until the drive is back.
+    if (it == segments_.end() && drive_missing && !dropped_ids.contains(m.segment)) {
+      if (auto old = index_.find(m.key); old != index_.end()) index_remove_locked(old->second);
+      offline_[m.key] = m;
+      sequence_ = std::max(sequence_, m.sequence);
+      continue;
+    }
     bool ok = it != segments_.end() && !dropped_ids.contains(m.segment) && m.offset % kBlock == 0 &&
               m.end() <= it->second.file->size && m.token_count > 0 &&
               m.token_count <= geometry_.chunk_tokens &&
@@ -476,6 +551,10 @@ Status Store::adopt_records(std::vector<RecordMeta> records, std::span<const uin
     sequence_ = std::max(sequence_, m.sequence);
   }
   recovered_records_ = index_.size();
+  if (!offline_.empty()) {
+    KVTIER_LOG(*log_, kWarn, "{}: {} record(s) on segments of missing drives are misses until they are back",
+               dir_, offline_.size());
+  }
   for (auto it = segments_.begin(); it != segments_.end();) {
     if (it->second.records > 0) {
       ++it;

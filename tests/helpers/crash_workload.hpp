@@ -10,9 +10,16 @@
 
 namespace kvtier::crash_workload {
 
-inline Options options(const std::string& root) {
+/// `roots`: one directory, or several comma-separated (a store over several drives).
+inline Options options(const std::string& roots) {
   Options o;
-  o.root = root;
+  for (size_t start = 0;;) {
+    const size_t comma = roots.find(',', start);
+    std::string dir = roots.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    (o.root.empty() ? o.root : o.extra_roots.emplace_back()) = std::move(dir);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
   o.geometry = *geometry_for("tiny", 0, 1, 256);
   o.capacity_bytes = uint64_t{32} << 30;  // never evicts, even in the 1,000-kill run
   o.segment_bytes = uint64_t{8} << 20;

@@ -11,12 +11,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "crash_workload.hpp"
+#include "store/segment.hpp"
 #include "synthetic.hpp"
 #include "test_util.hpp"
 
@@ -40,14 +44,19 @@ std::pair<pid_t, FILE*> spawn_saver(const std::string& root, uint64_t seed) {
   return {pid, ::fdopen(pipefd[0], "r")};
 }
 
-TEST(CrashLoop, AcknowledgedSavesSurviveSigkill) {
-  const char* env = std::getenv("KVTIER_CRASH_ITERATIONS");
-  const int iterations = env ? std::atoi(env) : 40;
-  testing::TempDir dir;
+/// How a crash loop kills and checks.
+struct LoopShape {
+  int max_delay_us = 62000;  ///< the saver is killed 2 ms to this long after it starts
+  int exhaustive_up_to = 100;  ///< up to this many kills, every acknowledged session after each
+  int older_checks = 50;       ///< beyond: older sessions checked at random after each kill
+};
+
+/// The loop over the store at `roots` (comma-separated directories, one per drive).
+void crash_loop(const std::string& roots, int iterations, const LoopShape& shape = {}) {
   std::mt19937_64 rng(testing::test_seed());
   std::vector<uint64_t> acked;
-  const Options o = crash_workload::options(dir.str());
-  const bool exhaustive = iterations <= 100;
+  const Options o = crash_workload::options(roots);
+  const bool exhaustive = iterations <= shape.exhaustive_up_to;
   auto check_session = [&](Engine& engine, uint64_t sid, int it) {
     auto tokens = synthetic::tokens(sid, crash_workload::session_tokens(sid));
     testing::HostKv kv(o.geometry, tokens.size());
@@ -58,9 +67,9 @@ TEST(CrashLoop, AcknowledgedSavesSurviveSigkill) {
         << "session " << sid << " restored with wrong bytes after kill " << it;
   };
   for (int it = 0; it < iterations; ++it) {
-    auto [pid, out] = spawn_saver(dir.str(), static_cast<uint64_t>(it) + 1);
+    auto [pid, out] = spawn_saver(roots, static_cast<uint64_t>(it) + 1);
     ASSERT_GT(pid, 0);
-    std::this_thread::sleep_for(std::chrono::microseconds(2000 + rng() % 60000));
+    std::this_thread::sleep_for(std::chrono::microseconds(2000 + rng() % (shape.max_delay_us - 2000)));
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
@@ -76,7 +85,7 @@ TEST(CrashLoop, AcknowledgedSavesSurviveSigkill) {
     auto e = Engine::open(o);
     ASSERT_OK(e) << "reopen after kill " << it;
     std::vector<uint64_t> to_check(acked.begin() + (exhaustive ? 0 : static_cast<long>(before)), acked.end());
-    for (int k = 0; !exhaustive && k < 50 && before > 0; ++k) to_check.push_back(acked[rng() % before]);
+    for (int k = 0; !exhaustive && k < shape.older_checks && before > 0; ++k) to_check.push_back(acked[rng() % before]);
     for (uint64_t sid : to_check) {
       check_session(**e, sid, it);
       if (::testing::Test::HasFatalFailure()) return;
@@ -95,9 +104,38 @@ TEST(CrashLoop, AcknowledgedSavesSurviveSigkill) {
       if (::testing::Test::HasFatalFailure()) return;
     }
   }
-  std::printf("crash loop: %d kills, %zu acknowledged sessions all restored byte-exact\n", iterations,
-              acked.size());
+  std::printf("crash loop over %zu drive(s): %d kills, %zu acknowledged sessions all restored byte-exact\n",
+              1 + o.extra_roots.size(), iterations, acked.size());
   EXPECT_GT(acked.size(), 0u);
+}
+
+int iterations() {
+  const char* env = std::getenv("KVTIER_CRASH_ITERATIONS");
+  return env ? std::atoi(env) : 40;
+}
+
+TEST(CrashLoop, AcknowledgedSavesSurviveSigkill) {
+  testing::TempDir dir;
+  crash_loop(dir.str(), iterations());
+}
+
+TEST(CrashLoop, AcknowledgedSavesSurviveSigkillAcrossThreeDrives) {
+  testing::TempDir dir;
+  const std::string roots = fmt::format("{0}/a,{0}/b,{0}/c", dir.str());
+  // Opening three drives takes longer (a probe and markers on each): kills reach further, so
+  // sessions are acknowledged under the sanitizers too; each kill checks the sessions acknowledged
+  // since the last one and 10 older ones, and every session is checked at the end.
+  crash_loop(roots, iterations(), LoopShape{200000, 0, 10});
+  if (::testing::Test::HasFatalFailure()) return;
+  // The saves spread over the drives: no drive holds more than one segment more than another.
+  std::vector<size_t> counts;
+  for (const char* drive : {"a", "b", "c"}) {
+    auto ids = list_segments(fmt::format("{}/{}/rank0of1", dir.str(), drive));
+    ASSERT_OK(ids);
+    counts.push_back(ids->size());
+  }
+  EXPECT_LE(*std::max_element(counts.begin(), counts.end()) - *std::min_element(counts.begin(), counts.end()), 1u);
+  EXPECT_GT(*std::max_element(counts.begin(), counts.end()), 0u);
 }
 
 }  // namespace
