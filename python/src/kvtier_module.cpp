@@ -7,12 +7,14 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <limits>
 #include <optional>
 #include <stdexcept>
+#include <variant>
 
 #include "kvtier/kvtier.hpp"
 
@@ -432,12 +434,20 @@ NB_MODULE(_kvtier, m) {
 
   m.def("built_with_remote", [] { return KVTIER_HAVE_REDIS == 1; },
         "Whether this kvtier was built with hiredis, so that open(remote=...) can use a Redis Cluster.");
-  m.def("open", [](const std::string& root, const kvtier::KvGeometry& geometry, const std::string& io,
+  m.def("open", [](const std::variant<std::string, std::vector<std::string>>& root,
+                   const kvtier::KvGeometry& geometry, const std::string& io,
                    const std::string& capacity, const std::string& dram, const std::string& staging,
                    const std::string& tenant, const std::string& remote, const std::string& remote_password_env,
                    uint64_t remote_ttl) {
           kvtier::Options o;
-          o.root = root;
+          if (const auto* one = std::get_if<std::string>(&root)) {
+            o.root = *one;
+          } else {
+            const auto& drives = std::get<std::vector<std::string>>(root);
+            if (drives.empty()) throw std::invalid_argument("open: the list of store directories is empty");
+            o.root = drives.front();
+            o.extra_roots.assign(drives.begin() + 1, drives.end());
+          }
           o.geometry = geometry;
           o.io_path = unwrap(kvtier::parse_io_path(io));
           o.capacity_bytes = unwrap(kvtier::parse_size(capacity));
@@ -452,7 +462,8 @@ NB_MODULE(_kvtier, m) {
         },
         "root"_a, "geometry"_a, "io"_a = "auto", "capacity"_a = "0", "dram"_a = "0", "staging"_a = "0",
         "tenant"_a = "", "remote"_a = "", "remote_password_env"_a = "", "remote_ttl"_a = 0,
-        "Opens (or creates) the rank's store under root. io: auto, posix, buffered or gds. Sizes take K/M/G/T. "
+        "Opens (or creates) the rank's store under root: a directory, or a list of them, one per drive (the store "
+        "spreads its segments over them; capacity is per drive). io: auto, posix, buffered or gds. Sizes take K/M/G/T. "
         "remote: Redis Cluster seeds, redis://host:port[,host:port...] (a shared tier behind the local store); "
         "remote_password_env: the environment variable holding its password; remote_ttl: seconds.");
 

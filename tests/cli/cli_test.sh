@@ -63,6 +63,15 @@ else
 fi
 expect 2 "excludes" stat "${readers[@]}" --prometheus --json
 
+# A store over three directories (one per drive), listed in any order; a drive left out: misses.
+m=(--model tiny --segment-size 8M --capacity 64M)
+expect 0 "chunks written=" put --store "$work/d1,$work/d2,$work/d3" "${m[@]}" --tokens 20000 --sessions 3
+expect 0 '"drives": 3' stat --store "$work/d3,$work/d1,$work/d2" --model tiny --json
+expect 0 "restored 20000/20000" get --store "$work/d2,$work/d3,$work/d1" "${m[@]}" --tokens 20000 --sessions 3
+expect 0 '"drives_offline": 1' stat --store "$work/d1,$work/d3" --model tiny --json
+expect 2 "an empty directory in the list" get --store "$work/d1,,$work/d2" "${m[@]}" --tokens 10
+expect 2 "not among the directories given" get --store "$work/d2" "${m[@]}" --tokens 10
+
 # A miss or a short restore says why on stderr, naming the store.
 expect 1 "not found: no stored prefix of these tokens in $s/rank0of1" get "${common[@]}" --tokens 1000 --seed 99
 expect 1 "partial: the store holds the first 1000 of these 1500 tokens" get "${common[@]}" --tokens 1500

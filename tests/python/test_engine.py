@@ -320,6 +320,27 @@ class EngineTest(unittest.TestCase):
         self.assertIn("I/O path gds", s["io_fallback"])
         self.assertGreaterEqual(s["fallbacks"], 2)
 
+    def test_store_over_several_directories(self):
+        drives = [os.path.join(self.dir.name, d) for d in ("a", "b", "c")]
+        e = kvtier.open(drives, self.g, io="posix", capacity="64M")
+        sessions = []
+        for _ in range(12):
+            tokens = self.rng.integers(0, 150000, size=3000, dtype=np.int64)
+            kv = session(self.rng, self.g, 3000)
+            e.save(tokens, kv)
+            sessions.append((tokens, kv))
+        self.assertEqual(e.stats()["drives"], 3)
+        del e
+        for d in drives:  # 16 MiB segments: the 37 MB saved spread over every drive
+            self.assertTrue(glob.glob(os.path.join(d, "rank0of1", "seg-*.kvt")), d)
+        e = kvtier.open(list(reversed(drives)), self.g, io="posix", capacity="64M")
+        for tokens, kv in sessions:
+            out = np.zeros_like(kv)
+            self.assertEqual(e.restore(tokens, out)["tokens_restored"], 3000)
+            np.testing.assert_array_equal(out, kv)
+        with self.assertRaises(ValueError):
+            kvtier.open([], self.g)
+
 
 def free_port():
     with socket.socket() as s:

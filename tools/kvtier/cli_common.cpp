@@ -66,7 +66,10 @@ CLI::Validator whole_number(uint64_t lo, uint64_t hi) {
 }
 
 void StoreFlags::add_to(CLI::App& app, const FlagGroups& groups) {
-  app.add_option("--store", root, "Store root directory (each TP rank uses rank<R>of<W>/ in it)")->type_name("DIR");
+  app.add_option("--store", root,
+                 "Store root directory (each TP rank uses rank<R>of<W>/ in it); several, comma-separated, spread "
+                 "the store over them, one per drive (capacity is per drive)")
+      ->type_name("DIR");
   app.add_option("--model", model, "Model preset: qwen3-coder-30b-a3b, llama-3-8b, llama-3-70b, qwen3-8b, tiny")
       ->type_name("NAME");
   // Only the type's range here: KvGeometry::validate() owns the real bounds and says them.
@@ -120,7 +123,17 @@ void StoreFlags::add_to(CLI::App& app, const FlagGroups& groups) {
 
 Result<Options> StoreFlags::options(bool create) const {
   Options o;
-  o.root = root;
+  // "a,b,c": one directory per drive; the first is where a new store keeps its index.
+  for (size_t start = 0;;) {
+    const size_t comma = root.find(',', start);
+    std::string dir = root.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (dir.empty() && !root.empty()) {
+      return fail(ErrorCode::kInvalidArgument, fmt::format("--store {}: an empty directory in the list", root));
+    }
+    (o.root.empty() ? o.root : o.extra_roots.emplace_back()) = std::move(dir);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
   auto g = geometry_for(model, tp_rank, tp_world, chunk_tokens);
   if (!g) return fail(g.error());
   o.geometry = *g;

@@ -31,6 +31,7 @@ Result<std::unique_ptr<Engine>> open_existing(const StoreFlags& flags, bool snap
   if (!options) return fail(options.error());
   options->read_only = snapshot;
   KVTIER_TRY(check_store_root(options->root));
+  for (const std::string& extra : options->extra_roots) KVTIER_TRY(check_store_root(extra));
   return Engine::open(*options);
 }
 
@@ -77,6 +78,9 @@ Result<std::pair<std::unique_ptr<SessionKv>, std::unique_ptr<Engine>>> prepare(c
   auto kv = session_kv(options->geometry, tokens);
   if (!kv) return fail(kv.error());
   KVTIER_TRY(create ? make_dirs(options->root) : check_store_root(options->root));
+  for (const std::string& extra : options->extra_roots) {
+    KVTIER_TRY(create ? make_dirs(extra) : check_store_root(extra));
+  }
   auto engine = Engine::open(*options);
   if (!engine) return fail(engine.error());
   return std::pair(std::move(*kv), std::move(*engine));
@@ -188,7 +192,9 @@ int run_stat(const StoreFlags& flags, StatFormat format) {
       {"capacity_bytes", s.capacity_bytes},    {"segment_bytes", s.segment_bytes},
       {"used_bytes", s.used_bytes},            {"live_bytes", s.live_bytes},
       {"segments", s.segments},                {"records", s.records},
-      {"recovered_records", s.recovered_records}, {"dropped_at_open", s.dropped_at_open}};
+      {"recovered_records", s.recovered_records}, {"dropped_at_open", s.dropped_at_open},
+      {"drives", s.drives},                    {"drives_offline", s.drives_offline},
+      {"offline_records", s.offline_records},  {"drive_problem", s.drive_problem}};
   if (format == StatFormat::kJson) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
