@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -72,7 +73,7 @@ struct PathResult {
   std::string fallback;
   std::vector<double> seconds;          // restore, per session
   std::vector<double> ceiling_seconds;  // kvtier's own raw read of the same records, per session
-  std::vector<double> fio_seconds;      // fio replaying the same reads, per session (the ceiling)
+  std::vector<double> fio_seconds;      // fio reading the same ranges, per round (NaN: failed)
   std::vector<std::string> fio_errors;  // fio runs that failed (the table says so)
   uint64_t bytes_per_session = 0;       // KV bytes delivered
   uint64_t read_bytes_per_session = 0;  // bytes read from the files (headers and padding too)
@@ -128,7 +129,7 @@ Result<std::vector<FileExtent>> session_extents(const StoreFlags& flags, std::sp
   return (*engine)->read_extents(ids);
 }
 
-/// fio replaying the reads of a restore of `ids`, after the page cache is dropped.
+/// fio reading the file ranges a restore of `ids` reads.
 Result<FioRead> session_fio(const StoreFlags& flags, std::span<const Token> ids, FioCeiling& fio, uint64_t request) {
   KVTIER_ASSIGN_OR_RETURN(auto extents, session_extents(flags, ids));
   return fio.read(split_by_device(extents), request, fio.depth());
@@ -161,7 +162,7 @@ Status restore_once(const StoreFlags& flags, const std::string& io, std::span<co
   return {};
 }
 
-/// Per session: the restore and the ceiling read of the same records, in alternating order so
+/// Per session: the restore, kvtier's raw read of the same records and fio's read of them, in rotating order so
 /// that neither always finds the other's bytes warm in a lower cache (e.g. a VM host's).
 Result<PathResult> restore_sessions(const StoreFlags& flags, const BenchFlags& bench, const std::string& io,
                                     const Options& o, const std::string& device, FioCeiling* fio) {
@@ -177,18 +178,26 @@ Result<PathResult> restore_sessions(const StoreFlags& flags, const BenchFlags& b
   for (uint64_t round = 0; round < rounds; ++round) {
     const uint64_t s = round % bench.sessions;
     auto ids = synthetic::tokens(bench.seed + s, bench.tokens);
-    for (int step = 0; step < 2; ++step) {
-      if ((step == 0) == (round % 2 == 0)) {
-        auto c = session_ceiling(flags, ids);
-        if (!c) return fail(c.error());
-        r.ceiling_seconds.push_back(c->seconds);
-        if (fio != nullptr) {
-          auto f = session_fio(flags, ids, *fio, o.io_request_bytes);
-          if (f) r.fio_seconds.push_back(f->seconds);
-          else r.fio_errors.push_back(f.error().message());
+    // The restore, kvtier's raw read and fio, in an order that rotates each round, so that none of
+    // them always finds what another just read warm in a lower cache (e.g. a VM host's).
+    for (int step = 0; step < 3; ++step) {
+      switch ((step + round) % 3) {
+        case 0:
+          KVTIER_TRY(restore_once(flags, io, ids, {kv.get(), r.bytes_per_session}, device, r));
+          break;
+        case 1: {
+          auto c = session_ceiling(flags, ids);
+          if (!c) return fail(c.error());
+          r.ceiling_seconds.push_back(c->seconds);
+          break;
         }
-      } else {
-        KVTIER_TRY(restore_once(flags, io, ids, {kv.get(), r.bytes_per_session}, device, r));
+        default: {
+          if (fio == nullptr) break;
+          auto f = session_fio(flags, ids, *fio, o.io_request_bytes);
+          // One entry per round either way, so the ratios pair each fio read with its own restore.
+          r.fio_seconds.push_back(f ? f->seconds : std::nan(""));
+          if (!f) r.fio_errors.push_back(f.error().message());
+        }
       }
     }
     progress.update(round + 1, rounds);
@@ -318,8 +327,17 @@ int run_bench(StoreFlags flags, const BenchFlags& bench) {
               "fio GB/s", "ratio", "raw GB/s", "raw", "extents", "verified");
   auto ratio_of = [](const std::vector<double>& ceiling, const std::vector<double>& seconds) {
     std::vector<double> ratios;
-    for (size_t i = 0; i < std::min(ceiling.size(), seconds.size()); ++i) ratios.push_back(ceiling[i] / seconds[i]);
-    return ratios.empty() ? 0.0 : percentile(ratios, 0.5);
+    for (size_t i = 0; i < std::min(ceiling.size(), seconds.size()); ++i) {
+      if (!std::isnan(ceiling[i])) ratios.push_back(ceiling[i] / seconds[i]);  // NaN: fio failed that round
+    }
+    return ratios.empty() ? std::nan("") : percentile(ratios, 0.5);
+  };
+  auto timed = [](const std::vector<double>& v) {
+    std::vector<double> out;
+    for (double x : v) {
+      if (!std::isnan(x)) out.push_back(x);
+    }
+    return out;
   };
   for (const PathResult& r : results) {
     const double p50 = percentile(r.seconds, 0.5);
@@ -327,8 +345,9 @@ int run_bench(StoreFlags flags, const BenchFlags& bench) {
     const double read = static_cast<double>(r.read_bytes_per_session);
     const double ceiling_gbs = read / percentile(r.ceiling_seconds, 0.5) / 1e9;
     const double ratio = ratio_of(r.ceiling_seconds, r.seconds);
-    const bool has_fio = !r.fio_seconds.empty();
-    const double fio_gbs = has_fio ? read / percentile(r.fio_seconds, 0.5) / 1e9 : 0;
+    const std::vector<double> fio_timed = timed(r.fio_seconds);
+    const bool has_fio = !fio_timed.empty();
+    const double fio_gbs = has_fio ? read / percentile(fio_timed, 0.5) / 1e9 : 0;
     const double fio_ratio = ratio_of(r.fio_seconds, r.seconds);
     std::printf("%-9s %-24s %9.1f %9.1f %8.2f %8s %7s %8.2f %6.2fx %8llu %s\n", r.path.c_str(), r.io_engine.c_str(),
                 p50 * 1e3, percentile(r.seconds, 1.0) * 1e3, gbs,
@@ -346,7 +365,7 @@ int run_bench(StoreFlags flags, const BenchFlags& bench) {
                 metrics::median(r.machine_core_s).value_or(0), metrics::median(r.process_core_s).value_or(0));
     out["paths"].push_back({{"path", r.path}, {"io_engine", r.io_engine}, {"fallback", r.fallback},
                             {"restore_seconds", r.seconds}, {"raw_read_seconds", r.ceiling_seconds},
-                            {"fio_seconds", r.fio_seconds},
+                            {"fio_seconds", fio_timed}, {"fio_failures", r.fio_errors.size()},
                             {"kv_bytes_per_session", r.bytes_per_session},
                             {"read_bytes_per_session", r.read_bytes_per_session},
                             {"disk_read_bytes", r.disk_read_bytes}, {"machine_core_seconds", r.machine_core_s},

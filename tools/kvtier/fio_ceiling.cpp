@@ -51,12 +51,14 @@ int run_program(const std::vector<std::string>& argv, const std::string& output)
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
-/// The last lines of a program's output, for an error message.
-std::string tail_of(const std::string& text) {
-  const size_t from = text.size() > 400 ? text.size() - 400 : 0;
-  std::string t = text.substr(from);
-  std::replace(t.begin(), t.end(), '\n', ' ');
-  return t;
+/// fio's own messages in its output ("fio: ..." lines), else its first 300 characters: for an error.
+std::string fio_lines(const std::string& text) {
+  std::string lines;
+  std::stringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("fio:") || line.find("error") != std::string::npos) lines += (lines.empty() ? "" : " ") + line;
+  }
+  return lines.empty() ? text.substr(0, 300) : lines.substr(0, 600);
 }
 
 }  // namespace
@@ -77,43 +79,64 @@ std::vector<std::vector<FileExtent>> split_by_device(const std::vector<FileExten
   return out;
 }
 
-std::string fio_iolog(const std::vector<FileExtent>& extents, uint64_t request_bytes) {
-  std::vector<std::string> files;
-  for (const FileExtent& x : extents) {
-    if (std::find(files.begin(), files.end(), x.path) == files.end()) files.push_back(x.path);
-  }
-  std::string log = "fio version 2 iolog\n";
-  for (const auto& f : files) log += f + " add\n";
-  for (const auto& f : files) log += f + " open\n";
-  for (const FileExtent& x : extents) {
-    for (uint64_t at = 0; at < x.length; at += request_bytes) {
-      log += fmt::format("{} read {} {}\n", x.path, x.offset + at, std::min(request_bytes, x.length - at));
+Result<std::string> fio_job_file(const std::vector<std::vector<FileExtent>>& streams, uint64_t request_bytes,
+                                 unsigned depth, const std::string& engine, std::vector<FioJob>& jobs) {
+  std::string file = fmt::format("[global]\nioengine={}\ndirect=1\nrw=read\nallow_file_create=0\n", engine);
+  jobs.clear();
+  for (size_t s = 0; s < streams.size(); ++s) {
+    std::string previous;
+    for (size_t e = 0; e < streams[s].size(); ++e) {
+      const FileExtent& x = streams[s][e];
+      if (x.path.find('\n') != std::string::npos) {
+        return fail(ErrorCode::kInvalidArgument, "fio: a store path with a line break cannot be named in a job file");
+      }
+      std::string path;
+      for (char c : x.path) path += c == ':' ? std::string("\\:") : std::string(1, c);  // ':' separates names
+      const uint64_t whole = x.length / request_bytes * request_bytes;
+      auto add = [&](const std::string& name, uint64_t offset, uint64_t bytes, uint64_t bs, unsigned jobs_depth) {
+        file += fmt::format("[{}]\nfilename={}\noffset={}\nsize={}\nbs={}\niodepth={}\n", name, path, offset, bytes,
+                            bs, jobs_depth);
+        if (!previous.empty()) file += "wait_for=" + previous + "\n";
+        jobs.push_back(FioJob{name, s, bytes});
+        previous = name;
+      };
+      if (whole > 0) add(fmt::format("s{}e{}", s, e), x.offset, whole, request_bytes, depth);
+      if (x.length > whole) add(fmt::format("s{}e{}t", s, e), x.offset + whole, x.length - whole, x.length - whole, 1);
     }
   }
-  for (const auto& f : files) log += f + " close\n";
-  return log;
+  if (jobs.empty()) return fail(ErrorCode::kInvalidArgument, "fio: nothing to read");
+  return file;
 }
 
-Result<double> parse_fio_runtime(const std::string& text) {
+Result<double> parse_fio_report(const std::string& text, const std::vector<FioJob>& jobs) {
   // fio may print notes before its JSON.
   const size_t start = text.find('{');
-  if (start == std::string::npos) return fail(ErrorCode::kInvalidArgument, "fio printed no JSON: " + tail_of(text));
+  if (start == std::string::npos) return fail(ErrorCode::kInvalidArgument, "fio printed no JSON: " + fio_lines(text));
   const auto json = nlohmann::json::parse(text.substr(start), nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded() || !json.contains("jobs") || !json["jobs"].is_array() || json["jobs"].empty()) {
-    return fail(ErrorCode::kInvalidArgument, "fio's output is not its JSON report: " + tail_of(text));
+  if (json.is_discarded() || !json.contains("jobs") || !json["jobs"].is_array()) {
+    return fail(ErrorCode::kInvalidArgument, "fio's output is not its JSON report: " + fio_lines(text));
   }
-  // The jobs start together; the read is done when the last one is. A job's job_runtime runs from
-  // its first submission to its last completion, in ms. (Neither read.runtime nor io_bytes will
-  // do: fio 3.33 leaves a replayed log's last completions out of both, and a group report sums
-  // job_runtime over its jobs.)
-  double ms = 0;
+  std::vector<double> stream_ms;
+  size_t seen = 0;
   for (const auto& job : json["jobs"]) {
+    const std::string name = job.value("jobname", "");
+    const auto want = std::find_if(jobs.begin(), jobs.end(), [&](const FioJob& j) { return j.name == name; });
+    if (want == jobs.end()) continue;
+    ++seen;
     if (job.value("error", 0) != 0) {
-      return fail(ErrorCode::kIo, fmt::format("fio job {} failed with error {}", job.value("jobname", "?"),
-                                              job.value("error", 0)));
+      return fail(ErrorCode::kIo, fmt::format("fio job {} failed with error {}", name, job.value("error", 0)));
     }
-    ms = std::max(ms, job.value("job_runtime", 0.0));
+    const uint64_t read = job.contains("read") ? job["read"].value("io_bytes", uint64_t{0}) : 0;
+    if (read != want->bytes) {
+      return fail(ErrorCode::kIo, fmt::format("fio job {} read {} bytes of {}", name, read, want->bytes));
+    }
+    if (stream_ms.size() <= want->stream) stream_ms.resize(want->stream + 1, 0);
+    stream_ms[want->stream] += job.value("job_runtime", 0.0);
   }
+  if (seen != jobs.size()) {
+    return fail(ErrorCode::kIo, fmt::format("fio reported {} of its {} jobs", seen, jobs.size()));
+  }
+  const double ms = stream_ms.empty() ? 0 : *std::max_element(stream_ms.begin(), stream_ms.end());
   if (ms <= 0) return fail(ErrorCode::kInvalidArgument, "fio read for under a millisecond: too short to time");
   return ms / 1e3;
 }
@@ -137,26 +160,19 @@ Result<FioRead> FioCeiling::run(const std::vector<std::vector<FileExtent>>& stre
                                 unsigned depth, const std::string& engine) {
   const fs::path dir(work_dir_);
   const std::string name = fmt::format("fio-{}", runs_++);
-  std::string job = fmt::format(
-      "[global]\nioengine={}\ndirect=1\nrw=read\nbs={}\niodepth={}\nreplay_no_stall=1\n", engine,
-      request_bytes, depth);
+  std::vector<FioJob> jobs;
+  KVTIER_ASSIGN_OR_RETURN(std::string job, fio_job_file(streams, request_bytes, depth, engine, jobs));
   FioRead result;
   result.depth = depth;
-  for (size_t s = 0; s < streams.size(); ++s) {
-    if (streams[s].empty()) continue;
-    const std::string log = (dir / fmt::format("{}-stream{}.iolog", name, s)).string();
-    std::ofstream(log) << fio_iolog(streams[s], request_bytes);
-    job += fmt::format("[stream{}]\nread_iolog={}\n", s, log);
-    for (const FileExtent& x : streams[s]) result.bytes += x.length;
-  }
-  if (result.bytes == 0) return fail(ErrorCode::kInvalidArgument, "fio: nothing to read");
+  for (const FioJob& j : jobs) result.bytes += j.bytes;
   const std::string job_path = (dir / (name + ".fio")).string();
   const std::string out = (dir / (name + ".json")).string();
   std::ofstream(job_path) << job;
-  const int rc = run_program({binary_, "--output-format=json", job_path}, out);
+  // --readonly: fio otherwise extends a file shorter than a job's range by writing to it.
+  const int rc = run_program({binary_, "--readonly", "--output-format=json", job_path}, out);
   const std::string text = slurp(out);
-  if (rc != 0) return fail(ErrorCode::kIo, fmt::format("fio exited {}: {}", rc, tail_of(text)));
-  KVTIER_ASSIGN_OR_RETURN(result.seconds, parse_fio_runtime(text));
+  if (rc != 0) return fail(ErrorCode::kIo, fmt::format("fio exited {}: {}", rc, fio_lines(text)));
+  KVTIER_ASSIGN_OR_RETURN(result.seconds, parse_fio_report(text, jobs));
   return result;
 }
 
@@ -164,25 +180,37 @@ Result<FioRead> FioCeiling::read(const std::vector<std::vector<FileExtent>>& str
                                  unsigned depth) {
   if (!engine_.empty()) return run(streams, request_bytes, depth, engine_);
   // The first engine this machine's fio and kernel run; io_uring is what kvtier itself uses.
+  // Another engine only when this one is what failed (fio says "engine"), not for a bad path.
   Status last;
-  for (const char* engine : {"io_uring", "libaio", "psync"}) {
+  for (const char* engine : {"io_uring", "libaio"}) {
     auto r = run(streams, request_bytes, depth, engine);
     if (r) {
       engine_ = engine;
       return r;
     }
     last = r.error();
+    if (last.message().find("engine") == std::string::npos) break;
   }
   return fail(last);
 }
 
 Result<std::vector<FioRead>> FioCeiling::calibrate(const std::vector<std::vector<FileExtent>>& streams,
                                                    uint64_t request_bytes, const std::vector<unsigned>& depths) {
-  std::vector<FioRead> runs;
-  for (unsigned d : depths) {
-    KVTIER_ASSIGN_OR_RETURN(FioRead r, read(streams, request_bytes, d));
-    runs.push_back(r);
+  // Shallow and deep alternately: the order must not always hand the deeper runs a warmer cache.
+  std::vector<unsigned> order;
+  for (size_t lo = 0, hi = depths.size(); lo < hi;) {
+    order.push_back(depths[lo++]);
+    if (lo < hi) order.push_back(depths[--hi]);
   }
+  std::vector<FioRead> runs;
+  Status last;
+  for (unsigned d : order) {
+    auto r = read(streams, request_bytes, d);
+    if (r) runs.push_back(*r);
+    else last = r.error();
+  }
+  if (runs.empty()) return fail(last);
+  std::sort(runs.begin(), runs.end(), [](const FioRead& a, const FioRead& b) { return a.depth < b.depth; });
   const auto best = std::max_element(runs.begin(), runs.end(),
                                      [](const FioRead& a, const FioRead& b) { return a.gbps() < b.gbps(); });
   if (best != runs.end()) depth_ = best->depth;
@@ -190,8 +218,8 @@ Result<std::vector<FioRead>> FioCeiling::calibrate(const std::vector<std::vector
 }
 
 std::string FioCeiling::describe() const {
-  return fmt::format("{} replaying the restore's reads (same file ranges, same request size, O_DIRECT, ioengine={}, "
-                     "iodepth={} per job, one job per rank and drive, all at once)",
+  return fmt::format("{} reading the restore's file ranges (same ranges in the same order, same request size, "
+                     "O_DIRECT, ioengine={}, iodepth={} per stream, one stream per rank and drive, all at once)",
                      version_, engine_.empty() ? "not run" : engine_, depth_);
 }
 

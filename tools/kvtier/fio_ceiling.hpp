@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// The drive's ceiling measured by an independent tool: fio replays the exact reads a restore makes
+// The drive's ceiling measured by an independent tool: fio reads exactly the file ranges a restore reads
 // (the same file ranges, split into requests of the same size) with O_DIRECT, one job per rank, all
 // at once. kvtier's own raw read stays next to it as attribution, never as the ceiling.
 #pragma once
@@ -15,9 +15,9 @@ namespace kvtier::cli {
 
 /// One fio run.
 struct FioRead {
-  uint64_t bytes = 0;   ///< What the replayed reads cover (every byte of every stream).
-  double seconds = 0;   ///< The longest job's run time (first submission to last completion).
-  unsigned depth = 0;   ///< Requests in flight per job.
+  uint64_t bytes = 0;   ///< What the streams cover (every byte is read: parse_fio_report checks).
+  double seconds = 0;   ///< The slowest stream's time on fio's clock (parse_fio_report()).
+  unsigned depth = 0;   ///< Requests in flight per stream.
   [[nodiscard]] double gbps() const { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0; }
 };
 
@@ -35,11 +35,13 @@ class FioCeiling {
   [[nodiscard]] unsigned depth() const { return depth_; }
   void set_depth(unsigned depth) { depth_ = depth; }
 
-  /// Reads `streams` (one fio job each, all at once: one per rank and drive), each its extents in order
-  /// in requests of at most `request_bytes`, `depth` in flight per job, O_DIRECT.
+  /// Reads `streams` (one per rank and drive, all at once), each its extents in order in requests of
+  /// at most `request_bytes`, `depth` in flight per stream, O_DIRECT (fio_job_file()).
   [[nodiscard]] Result<FioRead> read(const std::vector<std::vector<FileExtent>>& streams, uint64_t request_bytes,
                                      unsigned depth);
-  /// read() at each of `depths`; the fastest becomes depth(). Every run is returned.
+  /// read() at each of `depths` (in an order that does not always warm the deeper ones for the
+  /// next); the fastest becomes depth(). Every run that could be timed is returned; an error only
+  /// when none could.
   [[nodiscard]] Result<std::vector<FioRead>> calibrate(const std::vector<std::vector<FileExtent>>& streams,
                                                        uint64_t request_bytes, const std::vector<unsigned>& depths);
 
@@ -60,15 +62,30 @@ class FioCeiling {
   unsigned runs_ = 0;
 };
 
-/// Parses fio's JSON output: the longest job's run time in seconds (the jobs run at once).
-/// kInvalidArgument when it is not fio's JSON or reports an error.
-[[nodiscard]] Result<double> parse_fio_runtime(const std::string& json);
-
-/// `extents` split by the device their files are on (st_dev), order kept within each: one fio job
-/// per drive, as a store over several drives reads them all at once.
+/// `extents` split by the device their files are on (st_dev), order kept within each: one fio
+/// stream per drive, as a store over several drives reads them all at once.
 std::vector<std::vector<FileExtent>> split_by_device(const std::vector<FileExtent>& extents);
 
-/// fio's version 2 I/O log replaying `extents` in requests of at most `request_bytes`.
-std::string fio_iolog(const std::vector<FileExtent>& extents, uint64_t request_bytes);
+/// One job of a fio run: one extent's whole requests, or its tail shorter than a request.
+struct FioJob {
+  std::string name;
+  size_t stream = 0;
+  uint64_t bytes = 0;
+};
+
+/// fio's job file reading `streams` all at once. Within a stream each extent is one job (its tail
+/// shorter than a request another) that starts when the stream's previous job is done
+/// (`wait_for`), so a stream reads its extents in order with `depth` requests in flight, as one
+/// reader does. `jobs` receives every job. (Not a replayed I/O log: fio 3.33 ends a replay without
+/// waiting for the requests still in flight, which makes any depth above 1 look faster than it is.)
+/// kInvalidArgument for a path fio's job files cannot name (a line break in it).
+[[nodiscard]] Result<std::string> fio_job_file(const std::vector<std::vector<FileExtent>>& streams,
+                                               uint64_t request_bytes, unsigned depth, const std::string& engine,
+                                               std::vector<FioJob>& jobs);
+
+/// Reads fio's JSON report of `jobs`: every job must have read exactly its bytes (else kIo); a
+/// stream's time is the sum of its jobs' job_runtime (fio's clock, its start-up and the gaps between
+/// chained jobs left out: the ceiling errs fast, never slow); returns the slowest stream's seconds.
+[[nodiscard]] Result<double> parse_fio_report(const std::string& json, const std::vector<FioJob>& jobs);
 
 }  // namespace kvtier::cli

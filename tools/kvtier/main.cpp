@@ -157,11 +157,11 @@ void BenchCommand::add_to(CLI::App& app) {
   cmd->add_option("--json", bench.json, "pairs: write results as JSON to this file (default: none)");
   cmd->add_flag("--keep", bench.keep, "Keep the benchmark's stores instead of deleting them");
   cmd->add_option("--fio", bench.fio,
-                  "fio executable measuring the drive's ceiling: it replays each restore's reads (same file "
-                  "ranges and request size, O_DIRECT) next to it; off: no independent ceiling");
+                  "fio executable measuring the drive's ceiling: it reads each restore's file ranges (same order "
+                  "and request size, O_DIRECT) next to it; off: no independent ceiling");
   cmd->add_option("--fio-depth", bench.fio_depth,
-                  "Requests in flight per fio job (one job per rank); 0: the fastest of 1,2,4,8,16,32 on the "
-                  "first session")
+                  "Requests in flight per fio stream (one per rank and drive); 0: the fastest of 1,2,4,8,16,32 "
+                  "on the first session")
       ->transform(whole_number(0, 1024));
 }
 

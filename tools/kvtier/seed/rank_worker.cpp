@@ -188,7 +188,7 @@ class Worker {
   std::unique_ptr<BenchKv> kv_;
   std::vector<std::unique_ptr<BenchKv>> caches_;
   std::unique_ptr<Engine> engine_;
-  uint64_t request_bytes_ = 0;  // the engine's read request size, which fio replays too
+  uint64_t request_bytes_ = 0;  // the engine's read request size, which fio reads in too
 };
 
 }  // namespace

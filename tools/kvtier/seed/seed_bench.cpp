@@ -446,17 +446,23 @@ class SeedRun {
       // The DRAM tier's ceiling is the host-to-device link, the disk paths' the drive's O_DIRECT read.
       const bool link = path == "dram";
       std::optional<FioRead> fio;
-      auto measure_ceiling = [&]() -> Status {
+      auto measure_raw = [&]() -> Status {
         KVTIER_TRY(dropper_.drop(ranks));
         KVTIER_ASSIGN_OR_RETURN(Window c, window(ranks, samplers, with_op(link ? "copy_ceiling" : "ceiling")));
         ceiling = c.t1 - c.t0;
         if (link) ceiling_names_[path] = c.replies[0].value("what", "");
-        if (!link) fio = fio_->measure(ranks, session, dropper_);
         return dropper_.drop(ranks);
       };
-      if (ceiling_here && i % 2 == 0) KVTIER_TRY(measure_ceiling());
+      auto measure_fio = [&]() -> Status {
+        if (link) return {};
+        fio = fio_->measure(ranks, session, dropper_);
+        return dropper_.drop(ranks);
+      };
+      // kvtier's raw read and fio on opposite sides of the restore, swapping sides every request:
+      // none of the three always finds another's bytes warm in a lower cache.
+      if (ceiling_here) KVTIER_TRY(i % 2 == 0 ? measure_raw() : measure_fio());
       KVTIER_ASSIGN_OR_RETURN(Window w, window(ranks, samplers, with_op(op.c_str())));
-      if (ceiling_here && i % 2 == 1) KVTIER_TRY(measure_ceiling());
+      if (ceiling_here) KVTIER_TRY(i % 2 == 0 ? measure_fio() : measure_raw());
       record_window(row, w, samplers);
       if (ceiling) row[link ? "link_ceiling_seconds" : "ceiling_seconds"] = *ceiling;
       if (fio) {

@@ -72,9 +72,10 @@ Status SeedFio::calibrate(const std::vector<std::vector<FileExtent>>& streams, u
     line += fmt::format(" {}:{:.2f}", r.depth, r.gbps());
   }
   json_ = {{"version", fio_->version()}, {"engine", fio_->engine()}, {"depth", fio_->depth()},
-           {"request_bytes", request}, {"jobs", streams.size()}, {"depth_sweep", sweep}, {"what", fio_->describe()}};
-  std::printf("-- fio ceiling: %s, %zu jobs; GB/s by depth per job:%s -> depth %u\n", fio_->version().c_str(),
-              streams.size(), line.c_str(), fio_->depth());
+           {"request_bytes", request}, {"streams", streams.size()}, {"depth_sweep", sweep}, {"what", fio_->describe()}};
+  std::printf("-- fio ceiling: %s, %zu streams (ranks x drives); GB/s of all streams by depth per stream:%s -> "
+              "depth %u\n",
+              fio_->version().c_str(), streams.size(), line.c_str(), fio_->depth());
   return {};
 }
 

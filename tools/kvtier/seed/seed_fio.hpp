@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// The seed benchmark's independent ceiling: fio replaying each request's reads on every rank and
+// The seed benchmark's independent ceiling: fio reading each request's file ranges on every rank and
 // drive at once (fio_ceiling.hpp), its depth chosen on the first request.
 #pragma once
 

@@ -108,7 +108,7 @@ constexpr double kAboveOne = 1.005;
 std::string ratio_notes(const Json& summary, const std::map<std::string, std::string>& cufile, bool gpu) {
   std::string t =
       "RATIO: ceiling time / restore time (median per request; 1.00x: the restore took as long as the ceiling). "
-      "RATIO (FIO) is against fio replaying the same reads, the independent ceiling; RATIO (RAW) against kvtier's "
+      "RATIO (FIO) is against fio reading the same file ranges, the independent ceiling; RATIO (RAW) against kvtier's "
       "own raw read, which only attributes the gap. Each ceiling is a measurement next to each restore, not a "
       "bound: for posix and gds the raw read is the same records with the same I/O code and as many reads in "
       "flight (no copy, no checksum, no lookup), timed in its own window, so the drive's variance between the "
@@ -140,7 +140,7 @@ std::string ratio_notes(const Json& summary, const std::map<std::string, std::st
   return t;
 }
 
-/// The independent ceiling: fio replaying the same reads. Per request where the request measured
+/// The independent ceiling: fio reading the same file ranges. Per request where the request measured
 /// one (time ratio, median), else against the median fio rate of the run at this chunk size.
 void put_fio_ratio(Json& s, const std::vector<const Json*>& members, const std::vector<const Json*>& pooled) {
   auto kv_over_fio = [](const Json& r) -> std::optional<double> {
