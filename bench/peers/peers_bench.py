@@ -265,12 +265,15 @@ def measure_ceiling(s: Setup):
     return on_ranks(ceil), sum(c["bytes"] for c in ceilings)
 
 
-FIO_DEPTHS = (1, 2, 4, 8, 16, 32)
 
 
 class Fio:
-    """fio replaying reads: one job per rank, all at once, O_DIRECT; its time is the slowest job's
-    job_runtime (fio's own clock, its start-up excluded)."""
+    """fio reading file ranges: one stream per rank, all at once, O_DIRECT, --readonly; each range a
+    job chained after its stream's previous one (wait_for), so a stream reads like one reader. Not a
+    replayed I/O log: fio 3.33 ends a replay without waiting for the requests in flight. A stream's
+    time is its jobs' job_runtime summed (fio's clock, start-up and gaps left out: errs fast); the
+    read's is the slowest stream's. Every job must read all its bytes (tools/kvtier/fio_ceiling.cpp
+    does the same for the C++ benchmarks)."""
 
     def __init__(self, binary, work):
         import shutil
@@ -286,25 +289,36 @@ class Fio:
         import subprocess
         name = os.path.join(self.work, f"fio-{self.runs}")
         self.runs += 1
-        job = f"[global]\nioengine=io_uring\ndirect=1\nrw=read\nbs={request}\niodepth={depth}\nreplay_no_stall=1\n"
-        for r, extents in enumerate(streams):
-            files = list(dict.fromkeys(p for p, _, _ in extents))
-            lines = ["fio version 2 iolog"] + [f"{f} add" for f in files] + [f"{f} open" for f in files]
-            for path, offset, length in extents:
-                lines += [f"{path} read {offset + at} {min(request, length - at)}" for at in range(0, length, request)]
-            lines += [f"{f} close" for f in files]
-            with open(f"{name}-rank{r}.iolog", "w") as f:
-                f.write("\n".join(lines) + "\n")
-            job += f"[rank{r}]\nread_iolog={name}-rank{r}.iolog\n"
+        job, want = "[global]\nioengine=io_uring\ndirect=1\nrw=read\nallow_file_create=0\n", {}
+        for s, extents in enumerate(streams):
+            previous = None
+            for e, (path, offset, length) in enumerate(extents):
+                whole = length // request * request
+                parts = [(f"s{s}e{e}", offset, whole, request, depth), (f"s{s}e{e}t", offset + whole, length - whole,
+                                                                         length - whole, 1)]
+                for job_name, at, size, bs, iodepth in parts:
+                    if size == 0:
+                        continue
+                    job += (f"[{job_name}]\nfilename={path.replace(':', chr(92) + ':')}\noffset={at}\nsize={size}\n"
+                            f"bs={bs}\niodepth={iodepth}\n" + (f"wait_for={previous}\n" if previous else ""))
+                    want[job_name] = (s, size)
+                    previous = job_name
         with open(name + ".fio", "w") as f:
             f.write(job)
-        out = subprocess.run([self.binary, "--output-format=json", name + ".fio"], capture_output=True, text=True)
+        out = subprocess.run([self.binary, "--readonly", "--output-format=json", name + ".fio"],
+                             capture_output=True, text=True)
         if out.returncode != 0:
-            raise RuntimeError(f"fio exited {out.returncode}: {(out.stdout + out.stderr)[-300:]}")
+            raise RuntimeError(f"fio exited {out.returncode}: {(out.stdout + out.stderr)[:400]}")
         jobs = json.loads(out.stdout[out.stdout.find("{"):])["jobs"]
-        if any(j["error"] for j in jobs):
-            raise RuntimeError(f"fio job error {[j['error'] for j in jobs]}")
-        seconds = max(j["job_runtime"] for j in jobs) / 1e3
+        stream_ms = {}
+        for j in jobs:
+            s, size = want.pop(j["jobname"])
+            if j["error"] or j["read"]["io_bytes"] != size:
+                raise RuntimeError(f"fio job {j['jobname']}: error {j['error']}, read {j['read']['io_bytes']} of {size}")
+            stream_ms[s] = stream_ms.get(s, 0) + j["job_runtime"]
+        if want:
+            raise RuntimeError(f"fio did not report jobs {sorted(want)}")
+        seconds = max(stream_ms.values()) / 1e3
         if seconds <= 0:
             raise RuntimeError("fio read for under a millisecond: too short to time")
         return seconds
@@ -314,6 +328,7 @@ def fio_streams(s: Setup, which):
     """Per rank, the file ranges a configuration reads: kvtier's records, or the plain files."""
     if which == "kvtier":
         return [e.read_extents(s.tokens) for e in s.engine("posix")]
+    # O_DIRECT reads whole 4 KiB blocks: a plain file's last partial block (if any) is left out.
     return [[(p, 0, os.path.getsize(p) // 4096 * 4096)] for p in s.files]
 
 
@@ -324,7 +339,7 @@ def measure_fio(s: Setup, which):
     paths = [p for st in streams for p, _, _ in st]
     if s.fio.depth is None:
         sweep = {}
-        for d in FIO_DEPTHS:
+        for d in (1, 32, 2, 16, 4, 8):  # shallow and deep alternately: no depth always runs warmest
             drop_file_cache(paths)
             sweep[d] = s.fio.read(streams, request, d)
         s.fio.depth = min(sweep, key=sweep.get)
