@@ -10,12 +10,14 @@ FAST_DRIVE_LABEL="RAM-backed loop device standing in for NVMe (losetup --direct-
 # udev entry (device-notes.md) so cuFile registers their files (compat mode: no P2P on this VM).
 # The backing files are sparse: RAM is taken as data is written, so the caller sizes what it writes
 # (all drives' data, the GPU's pinned staging and the rest of the workload share the 125 GiB).
-# Refuses a drive that alone would leave under 40 GiB.
+# Refuses drives that would not all fit in /dev/shm, or one of which, filled, would leave under
+# 24 GiB of memory (what they hold together is the caller's to size).
 make_fast_drives() {
-  local n=$1 gib=$2 i dev mm avail
+  local n=$1 gib=$2 i dev mm avail shm
   avail=$(awk '/MemAvailable/ {print int($2 / 1048576)}' /proc/meminfo)
-  if (( gib + 40 > avail )); then
-    echo "make_fast_drives: a $gib GiB drive leaves under 40 GiB of the $avail GiB available" >&2
+  shm=$(df -BG --output=avail /dev/shm | tail -1 | tr -dc 0-9)
+  if (( gib + 24 > avail || n * gib > shm )); then
+    echo "make_fast_drives: $n x $gib GiB: $avail GiB of memory available, $shm GiB free in /dev/shm" >&2
     return 1
   fi
   for ((i = 0; i < n; i++)); do

@@ -20,7 +20,7 @@ K=build/h200/tools/kvtier/kvtier
 D=build/h200/bench/kvtier_destination_bench
 command -v fio >/dev/null || { echo "no fio: bench/gpu/build_fio.sh makes .deps/fio"; exit 1; }
 drop_fast_drives 2>/dev/null
-make_fast_drives 4 40 | tee "$OUT/drives.txt" || exit 1
+make_fast_drives 4 26 | tee "$OUT/drives.txt" || exit 1
 h200_udev_entry  # the virtio disk's entry too, for the gds row of the virtio run
 
 seed() {  # seed NAME STORE ARGS...
@@ -54,6 +54,6 @@ rm -rf /mnt/fast*/m
 seed four-drives /mnt/fast0/m,/mnt/fast1/m,/mnt/fast2/m,/mnt/fast3/m --paths posix,gds
 rm -rf /mnt/fast*/m
 drop_fast_drives
-# 4. The virtio disk again (the earlier seed runs' device): one session, fio at depth 8.
-SESSIONS=1 sessions=1 seed virtio /root/seed-virtio --paths posix,gds --fio-depth 8
+# 4. The virtio disk again (the earlier seed runs' device): one session.
+sessions=1 seed virtio /root/seed-virtio --paths posix,gds
 rm -rf /root/seed-virtio
