@@ -7,6 +7,7 @@
 
 #include <climits>
 #include <cstdio>
+#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -166,9 +167,22 @@ void BenchCommand::add_to(CLI::App& app) {
 }
 
 int BenchCommand::run(int argc, char** argv) {
-  if (workload != "seed") return run_bench(flags, bench);
-  // The rank processes make their stores in --store: create it, as put does.
-  if (kvtier::Status st = make_dirs(flags.root); !st.ok()) return report(st, "bench");
+  if (workload != "seed") {
+    if (flags.root.find(',') != std::string::npos) {
+      return report({kvtier::ErrorCode::kInvalidArgument,
+                     "bench: the pairs workload's --store takes one directory (it makes its store in it); "
+                     "--workload seed takes one per drive"},
+                    "bench");
+    }
+    return run_bench(flags, bench);
+  }
+  // The rank processes make their stores in each --store directory (one per drive): create them,
+  // as put does.
+  std::stringstream dirs(flags.root);
+  for (std::string dir; std::getline(dirs, dir, ',');) {
+    if (dir.empty()) return report({kvtier::ErrorCode::kInvalidArgument, "bench: an empty directory in --store"}, "bench");
+    if (kvtier::Status st = make_dirs(dir); !st.ok()) return report(st, "bench");
+  }
   if (*sessions_opt) seed.sessions = bench.sessions;
   if (*tokens_opt) seed.tokens_min = seed.tokens_max = bench.tokens;
   if (*paths_opt) seed.paths = bench.paths;
