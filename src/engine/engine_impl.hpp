@@ -112,6 +112,8 @@ class Engine::Impl {
 
   /// What reading a list of records found (defined in restore.cpp).
   struct ReadOutcome;
+  /// What one pipelined batch of GETs from the remote tier brought (defined in remote_restore.cpp).
+  struct RemoteFetch;
 
  private:
   struct Counters {
@@ -174,10 +176,10 @@ class Engine::Impl {
   /// misses, counted in the tier's Stats.
   uint64_t restore_from_remote(std::span<const Token> tokens, size_t first_chunk, const KvTarget& destination,
                                RestoreResult& result);
-  /// One pipelined batch of restore_from_remote: chunks [begin, stop).
-  uint64_t restore_remote_window(remote::ClusterClient& client, std::span<const Token> tokens,
-                                 std::span<const Key128> keys, size_t begin, size_t stop,
-                                 const KvTarget& destination, RestoreResult& result);
+  /// Checks and places one fetched batch of restore_from_remote into `destination`; returns how
+  /// many of its records verified (a prefix).
+  uint64_t place_remote(RemoteFetch& fetched, std::span<const Token> tokens, std::span<const Key128> keys,
+                        const KvTarget& destination, RestoreResult& result);
   /// Copies verified remote records (header + payload) into the local store, in the background.
   void promote(std::vector<RecordMeta> metas, std::vector<std::vector<std::byte>> values);
   Status promote_now(std::span<const RecordMeta> metas, std::span<const std::vector<std::byte>> values);

@@ -5,6 +5,8 @@
 // geometry, then the payload checksum where it lands), and promoted into the local store in the
 // background.
 #include <cstring>
+#include <functional>
+#include <future>
 
 #include <fmt/format.h>
 
@@ -16,16 +18,40 @@
 #include "common/checksum.hpp"
 
 namespace kvtier {
-namespace {
-
-/// One cluster value: the record's header block then its payload (no padding).
-struct Fetched {
-  std::vector<std::byte> bytes;
-  bool arrived = false;
+/// One pipelined batch: the records [begin, stop) of a restore, each value the record's header
+/// block then its payload (no padding).
+struct Engine::Impl::RemoteFetch {
+  struct Value {
+    std::vector<std::byte> bytes;
+    bool arrived = false;
+  };
+  size_t begin = 0;
+  size_t stop = 0;
+  std::vector<Value> values;
+  std::vector<remote::KeyOutcome> outcomes;
 };
 
+namespace {
+
+using RemoteFetch = Engine::Impl::RemoteFetch;
+
+RemoteFetch fetch(remote::ClusterClient& client, std::span<const Key128> keys, size_t begin, size_t stop) {
+  RemoteFetch f;
+  f.begin = begin;
+  f.stop = stop;
+  std::vector<std::string> names;
+  for (size_t i = begin; i < stop; ++i) names.push_back(remote_key(keys[i]));
+  f.values.resize(names.size());
+  f.outcomes = client.get(names, [&f](size_t i, std::span<const std::byte> bytes) {
+    f.values[i].bytes.assign(bytes.begin(), bytes.end());
+    f.values[i].arrived = true;
+  });
+  return f;
+}
+
 /// The header of a fetched value when it is the record `want` of this geometry, sized right.
-std::optional<RecordMeta> check_value(const Fetched& value, const Key128& want, uint32_t tokens, const KvGeometry& g) {
+std::optional<RecordMeta> check_value(const RemoteFetch::Value& value, const Key128& want, uint32_t tokens,
+                                      const KvGeometry& g) {
   const uint64_t payload = g.bytes_for_tokens(tokens);
   if (!value.arrived || value.bytes.size() != kBlock + payload) return std::nullopt;
   RecordMeta got;
@@ -51,47 +77,49 @@ uint64_t Engine::Impl::restore_from_remote(std::span<const Token> tokens, size_t
     remote_->counters.errors += end - first_chunk;
     return 0;
   }
-  // Bytes in flight bounded by the staging pool, as for a read from disk.
-  const uint64_t window = std::max<uint64_t>(1, data_->staging().slot_bytes() * data_->staging().slot_count() /
+  // Bytes in flight bounded by the staging pool, as for a read from disk: two batches of half of it
+  // each, the next one fetched while this one is checked and placed.
+  const uint64_t window = std::max<uint64_t>(1, data_->staging().slot_bytes() * data_->staging().slot_count() / 2 /
                                                     (kBlock + g.bytes_for_tokens(g.chunk_tokens)));
   uint64_t served = 0;
+  auto start = [&](size_t begin) {
+    return std::async(std::launch::async, fetch, std::ref(*client), std::span<const Key128>(keys), begin,
+                      std::min<size_t>(end, begin + window));
+  };
+  std::future<RemoteFetch> next = start(first_chunk);
   for (size_t begin = first_chunk; begin < end; begin += window) {
-    const size_t stop = std::min<size_t>(end, begin + window);
-    const uint64_t got = restore_remote_window(*client, tokens, keys, begin, stop, destination, result);
+    RemoteFetch current = next.get();
+    if (current.stop < end) next = start(current.stop);
+    const uint64_t got = place_remote(current, tokens, keys, destination, result);
     served += got;
-    if (got < stop - begin) break;  // the prefix ends here
+    if (got < current.stop - current.begin) break;  // the prefix ends here (a fetch in flight is waited for)
   }
   return served;
 }
 
-uint64_t Engine::Impl::restore_remote_window(remote::ClusterClient& client, std::span<const Token> tokens,
-                                             std::span<const Key128> keys, size_t begin, size_t stop,
-                                             const KvTarget& destination, RestoreResult& result) {
+uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, std::span<const Token> tokens, std::span<const Key128> keys,
+                                    const KvTarget& destination, RestoreResult& result) {
   const KvGeometry& g = options_.geometry;
   const uint64_t chunk = g.chunk_tokens;
-  std::vector<std::string> names;
-  for (size_t i = begin; i < stop; ++i) names.push_back(remote_key(keys[i]));
-  std::vector<Fetched> values(names.size());
-  const auto outcomes = client.get(names, [&](size_t i, std::span<const std::byte> bytes) {
-    values[i].bytes.assign(bytes.begin(), bytes.end());
-    values[i].arrived = true;
-  });
+  const size_t count = fetched.stop - fetched.begin;
+  const auto& outcomes = fetched.outcomes;
+  auto& values = fetched.values;
   remote_->note(outcomes);
   // The prefix the cluster holds, with headers that check out.
   std::vector<RecordMeta> metas;
   std::vector<PayloadToPlace> payloads;
-  for (size_t j = 0; j < names.size(); ++j) {
-    const uint64_t first = (begin + j) * chunk;
+  for (size_t j = 0; j < count; ++j) {
+    const uint64_t first = (fetched.begin + j) * chunk;
     const auto tokens_here = static_cast<uint32_t>(std::min<uint64_t>(chunk, tokens.size() - first));
     if (outcomes[j].state == remote::KeyState::kFailed) {
-      remote_->counters.errors += names.size() - j;
+      remote_->counters.errors += count - j;
       break;
     }
     if (outcomes[j].state == remote::KeyState::kAbsent) {
       remote_->counters.absent++;
       break;
     }
-    auto meta = check_value(values[j], keys[begin + j], tokens_here, g);
+    auto meta = check_value(values[j], keys[fetched.begin + j], tokens_here, g);
     if (!meta) {
       remote_->counters.rejected++;
       break;
@@ -100,7 +128,7 @@ uint64_t Engine::Impl::restore_remote_window(remote::ClusterClient& client, std:
     payloads.push_back({std::span(values[j].bytes).subspan(kBlock), first, tokens_here, static_cast<uint32_t>(j)});
   }
   if (payloads.empty()) return 0;
-  auto placed = place_payloads(destination, payloads, names.size(), data_->staging().slot_count());
+  auto placed = place_payloads(destination, payloads, count, data_->staging().slot_count());
   if (!placed) {
     result.problem = placed.error().with_context("placing records from the remote tier").to_string();
     return 0;
