@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "synthetic.hpp"
+#include "host_session_test.hpp"
 #include "test_util.hpp"
 
 namespace kvtier {
@@ -15,27 +16,9 @@ namespace {
 
 using testing::HostKv;
 
-class GdsHostMemoryTest : public ::testing::Test {
+class GdsHostMemoryTest : public testing::HostSessionTest {
  protected:
   Options options() const { return testing::small_options(dir_.str(), g_); }
-  Result<SaveResult> save(Engine& e, std::span<const Token> tokens) {
-    HostKv kv(g_, tokens.size());
-    synthetic::fill_kv(g_, tokens, kv.span(), tokens.size());
-    return e.save(tokens, kv.view);
-  }
-  /// Restores and checks every restored byte; returns how many tokens came back.
-  uint64_t restored(Engine& e, std::span<const Token> tokens) {
-    HostKv kv(g_, tokens.size());
-    auto r = e.restore(tokens, kv.view);
-    EXPECT_TRUE(testing::is_ok(r));
-    if (!r) return 0;
-    EXPECT_EQ(synthetic::first_mismatch(g_, tokens.first(r->tokens_restored), kv.span(), tokens.size()),
-              r->tokens_restored);
-    return r->tokens_restored;
-  }
-
-  testing::TempDir dir_;
-  KvGeometry g_ = testing::tiny_geometry();
 };
 
 // GPUDirect Storage moves GPU memory only: under IoPath::kGds, host KV takes the POSIX path, and

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "synthetic.hpp"
+#include "host_session_test.hpp"
 #include "test_util.hpp"
 
 namespace kvtier {
@@ -21,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::HostKv;
 
-class StoreCapacityTest : public ::testing::Test {
+class StoreCapacityTest : public testing::HostSessionTest {
  protected:
   Options options() const {
     Options o = testing::small_options(dir_.str(), g_);
@@ -33,24 +34,6 @@ class StoreCapacityTest : public ::testing::Test {
     EXPECT_TRUE(testing::is_ok(e));
     return e ? std::move(*e) : nullptr;
   }
-  Result<SaveResult> save(Engine& e, std::span<const Token> tokens) {
-    HostKv kv(g_, tokens.size());
-    synthetic::fill_kv(g_, tokens, kv.span(), tokens.size());
-    return e.save(tokens, kv.view);
-  }
-  /// Restores and checks every restored byte; returns how many tokens came back.
-  uint64_t restored(Engine& e, std::span<const Token> tokens) {
-    HostKv kv(g_, tokens.size());
-    auto r = e.restore(tokens, kv.view);
-    EXPECT_TRUE(testing::is_ok(r));
-    if (!r) return 0;
-    EXPECT_EQ(synthetic::first_mismatch(g_, tokens.first(r->tokens_restored), kv.span(), tokens.size()),
-              r->tokens_restored);
-    return r->tokens_restored;
-  }
-
-  testing::TempDir dir_;
-  KvGeometry g_ = testing::tiny_geometry();
 };
 
 // The user's report: tiny, 64 MiB, sessions of 3,000 and 20,000 tokens, then one of 70,000 that

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "synthetic.hpp"
+#include "host_session_test.hpp"
 #include "test_util.hpp"
 
 namespace kvtier {
@@ -18,7 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::HostKv;
 
-class StoreSnapshotTest : public ::testing::Test {
+class StoreSnapshotTest : public testing::HostSessionTest {
  protected:
   Options options() const { return testing::small_options(dir_.str(), g_); }
   Options reader_options() const {
@@ -28,24 +29,6 @@ class StoreSnapshotTest : public ::testing::Test {
     o.segment_bytes = 0;
     return o;
   }
-  Result<SaveResult> save(Engine& e, std::span<const Token> tokens) {
-    HostKv kv(g_, tokens.size());
-    synthetic::fill_kv(g_, tokens, kv.span(), tokens.size());
-    return e.save(tokens, kv.view);
-  }
-  /// Restores and checks every restored byte; returns how many tokens came back.
-  uint64_t restored(Engine& e, std::span<const Token> tokens) {
-    HostKv kv(g_, tokens.size());
-    auto r = e.restore(tokens, kv.view);
-    EXPECT_TRUE(testing::is_ok(r));
-    if (!r) return 0;
-    EXPECT_EQ(synthetic::first_mismatch(g_, tokens.first(r->tokens_restored), kv.span(), tokens.size()),
-              r->tokens_restored);
-    return r->tokens_restored;
-  }
-
-  testing::TempDir dir_;
-  KvGeometry g_ = testing::tiny_geometry();
 };
 
 // Sessions of random lengths (partial chunks included) saved by a writer that stays open; readers
