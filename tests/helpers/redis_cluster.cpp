@@ -147,32 +147,55 @@ Status RedisCluster::launch() {
   std::mt19937 rng(std::random_device{}());
   const int count = config_.cluster ? config_.masters * (1 + config_.replicas_per_master) : 1;
   for (int i = 0; i < count; ++i) {
-    const uint16_t port = pick_port(rng, ports_);
-    const std::string p = std::to_string(port);
-    std::vector<std::string> argv = {"redis-server", "--port", p, "--bind", "127.0.0.1",
-        "--dir", dir_.string(), "--save", "", "--appendonly", "no", "--daemonize", "no",
-        "--logfile", (dir_ / (p + ".log")).string(), "--dbfilename", p + ".rdb"};
-    if (config_.cluster) {
-      for (const char* a : {"--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
-                            "--cluster-replica-validity-factor", "0"}) argv.emplace_back(a);
-      argv.insert(argv.end(), {"--cluster-config-file", p + ".nodes.conf"});
+    // A port found free can be taken before our server binds it (tests run in parallel, each
+    // starting servers): then ours exits and another answers there. Such a start is retried on a
+    // new port until the server on it is the one we started.
+    Status last;
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      last = start_server(pick_port(rng, ports_));
+      if (last.ok()) break;
     }
-    if (!config_.password.empty()) {
-      argv.insert(argv.end(), {"--requirepass", config_.password, "--masterauth", config_.password});
-    }
-    const int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    pids_.push_back(spawn(argv, devnull));
-    close(devnull);
-    ports_.push_back(port);
-  }
-  for (uint16_t port : ports_) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!port_listening(port)) {
-      if (std::chrono::steady_clock::now() > deadline) return error("redis-server did not start on port " + std::to_string(port));
-      std::this_thread::sleep_for(10ms);
-    }
+    if (!last.ok()) return last;
   }
   return {};
+}
+
+Status RedisCluster::start_server(uint16_t port) {
+  const std::string p = std::to_string(port);
+  std::vector<std::string> argv = {"redis-server", "--port", p, "--bind", "127.0.0.1",
+      "--dir", dir_.string(), "--save", "", "--appendonly", "no", "--daemonize", "no",
+      "--logfile", (dir_ / (p + ".log")).string(), "--dbfilename", p + ".rdb"};
+  if (config_.cluster) {
+    for (const char* a : {"--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
+                          "--cluster-replica-validity-factor", "0"}) argv.emplace_back(a);
+    argv.insert(argv.end(), {"--cluster-config-file", p + ".nodes.conf"});
+  }
+  if (!config_.password.empty()) {
+    argv.insert(argv.end(), {"--requirepass", config_.password, "--masterauth", config_.password});
+  }
+  const int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  const pid_t pid = spawn(argv, devnull);
+  close(devnull);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  for (;;) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return error("redis-server exited at start on port " + p);
+    if (port_listening(port)) {
+      const ToolRun info = cli(port, {"INFO", "server"});
+      if (info.output.find("process_id:" + std::to_string(pid) + "\r") != std::string::npos ||
+          info.output.find("process_id:" + std::to_string(pid) + "\n") != std::string::npos) {
+        pids_.push_back(pid);
+        ports_.push_back(port);
+        return {};
+      }
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      return error("redis-server did not start on port " + p);
+    }
+    std::this_thread::sleep_for(10ms);
+  }
 }
 
 Status RedisCluster::create_cluster() {

@@ -72,6 +72,8 @@ class RedisCluster {
  private:
   explicit RedisCluster(Config config);
   [[nodiscard]] Status launch();
+  /// Starts one redis-server on `port` and waits until the server answering there is that one.
+  [[nodiscard]] Status start_server(uint16_t port);
   [[nodiscard]] Status create_cluster();
   [[nodiscard]] Status wait_state_ok(std::chrono::milliseconds limit) const;
   [[nodiscard]] uint16_t live_port() const;
