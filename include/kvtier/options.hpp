@@ -56,6 +56,10 @@ struct KVTIER_EXPORT RemoteOptions {
   /// Bound on saved records waiting to be written behind to the cluster; a save that finds the
   /// queue full leaves its records out (counted in Stats::remote_write_drops), never waits.
   uint32_t queue_records = 4096;
+  /// Bound on the bytes that work waiting in that queue holds: records fetched from the cluster
+  /// and waiting to be copied into the local store (promotion). A hit that would pass it is served
+  /// but not promoted (counted in Stats::remote_write_drops), so a backlog cannot hold GBs.
+  uint64_t queue_bytes = uint64_t{1} << 30;
   uint32_t connect_timeout_ms = 500;   ///< per connection attempt
   uint32_t command_timeout_ms = 2000;  ///< per reply
   uint32_t connections_per_node = 4;   ///< parallel connections a batch uses per master

@@ -152,7 +152,9 @@ uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, std::span<const Token>
 void Engine::Impl::promote(std::vector<RecordMeta> metas, std::vector<std::vector<std::byte>> values) {
   const uint64_t count = metas.size();
   if (count == 0) return;
-  remote_->post(count, [this, metas = std::move(metas), values = std::move(values)] {
+  uint64_t bytes = 0;
+  for (const auto& v : values) bytes += v.size();
+  remote_->post(count, bytes, [this, metas = std::move(metas), values = std::move(values)] {
     Status st = promote_now(metas, values);
     if (st.ok()) {
       remote_->counters.promoted += metas.size();

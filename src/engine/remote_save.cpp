@@ -20,7 +20,8 @@ void Engine::Impl::write_behind(std::span<const RecordMeta> records) {
   std::vector<Key128> keys;
   for (const RecordMeta& m : records) keys.push_back(m.key);
   const uint64_t count = keys.size();
-  remote_->post(count, [this, keys = std::move(keys)] { write_behind_now(keys); });
+  // Keys only (no record bytes held): the records are read back from the store when it runs.
+  remote_->post(count, 0, [this, keys = std::move(keys)] { write_behind_now(keys); });
 }
 
 void Engine::Impl::write_behind_now(std::span<const Key128> keys) {

@@ -26,16 +26,16 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::open(const RemoteOptions& option
   auto password = remote::read_password(options.password_env, options.password_file);
   if (!password) return fail(password.error());
   config.password = std::move(*password);
-  if (options.queue_records == 0 || options.connect_timeout_ms == 0 || options.command_timeout_ms == 0 ||
-      options.connections_per_node == 0) {
+  if (options.queue_records == 0 || options.queue_bytes == 0 || options.connect_timeout_ms == 0 ||
+      options.command_timeout_ms == 0 || options.connections_per_node == 0) {
     return fail(ErrorCode::kInvalidArgument,
-                "Options::remote: queue_records, timeouts and connections_per_node must be > 0");
+                "Options::remote: queue_records, queue_bytes, timeouts and connections_per_node must be > 0");
   }
   config.timeouts.connect = std::chrono::milliseconds(options.connect_timeout_ms);
   config.timeouts.command = std::chrono::milliseconds(options.command_timeout_ms);
   config.connections_per_node = options.connections_per_node;
   std::unique_ptr<RemoteTier> tier(new RemoteTier(std::move(config), std::chrono::seconds(options.ttl_seconds),
-                                                  options.queue_records, log));
+                                                  options.queue_records, options.queue_bytes, log));
   auto client = remote::ClusterClient::create(tier->config_);
   if (client) {
     tier->client_ = std::move(*client);
@@ -50,9 +50,9 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::open(const RemoteOptions& option
   return tier;
 }
 
-RemoteTier::RemoteTier(remote::ClientConfig config, std::chrono::milliseconds ttl, uint64_t queue_bound,
+RemoteTier::RemoteTier(remote::ClientConfig config, std::chrono::milliseconds ttl, uint64_t queue_bound, uint64_t queue_bytes,
                        const Logger& log)
-    : config_(std::move(config)), ttl_(ttl), queue_bound_(queue_bound), log_(log) {
+    : config_(std::move(config)), ttl_(ttl), queue_bound_(queue_bound), queue_bytes_bound_(queue_bytes), log_(log) {
   worker_ = std::thread([this] { run(); });
 }
 
@@ -95,15 +95,16 @@ void RemoteTier::note(const std::vector<remote::KeyOutcome>& outcomes) {
   if (!outcomes.empty()) set_reason("ok");
 }
 
-void RemoteTier::post(uint64_t records, std::function<void()> work) {
+void RemoteTier::post(uint64_t records, uint64_t bytes, std::function<void()> work) {
   {
     std::lock_guard lock(mu_);
-    if (stop_ || queued_records_ + records > queue_bound_) {
+    if (stop_ || queued_records_ + records > queue_bound_ || queued_bytes_ + bytes > queue_bytes_bound_) {
       counters.write_drops += records;
       return;
     }
     queued_records_ += records;
-    queue_.emplace_back(records, std::move(work));
+    queued_bytes_ += bytes;
+    queue_.push_back(Work{records, bytes, std::move(work)});
   }
   wake_.notify_one();
 }
@@ -113,13 +114,15 @@ void RemoteTier::run() {
   for (;;) {
     wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, and nothing left to write
-    auto [records, work] = std::move(queue_.front());
+    Work work = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
     lock.unlock();
-    work();
+    work.run();
+    work.run = nullptr;  // what it held is freed before it stops counting
     lock.lock();
-    queued_records_ -= records;
+    queued_records_ -= work.records;
+    queued_bytes_ -= work.bytes;
     busy_ = false;
     if (queue_.empty()) idle_.notify_all();
   }

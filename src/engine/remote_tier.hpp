@@ -40,9 +40,9 @@ class RemoteTier {
   /// The client, or null while the cluster is unreachable (a reconnect is tried at most once per
   /// kReconnectInterval).
   [[nodiscard]] std::shared_ptr<remote::ClusterClient> client();
-  /// Runs `work` on the background worker unless `records` more would pass the queue bound, in
-  /// which case they are counted as dropped. Never blocks.
-  void post(uint64_t records, std::function<void()> work);
+  /// Runs `work` on the background worker unless `records` more, or the `bytes` it holds, would
+  /// pass the queue's bounds, in which case they are counted as dropped. Never blocks.
+  void post(uint64_t records, uint64_t bytes, std::function<void()> work);
   /// Notes the outcome of a batch: per-key failures make the reason in Stats.
   void note(const std::vector<remote::KeyOutcome>& outcomes);
 
@@ -58,21 +58,29 @@ class RemoteTier {
   Counters counters;
 
  private:
-  RemoteTier(remote::ClientConfig config, std::chrono::milliseconds ttl, uint64_t queue_bound, const Logger& log);
+  RemoteTier(remote::ClientConfig config, std::chrono::milliseconds ttl, uint64_t queue_bound, uint64_t queue_bytes,
+             const Logger& log);
   void set_reason(std::string reason);
   void run();
 
   const remote::ClientConfig config_;
   const std::chrono::milliseconds ttl_;
   const uint64_t queue_bound_;
+  const uint64_t queue_bytes_bound_;
   const Logger& log_;
 
   mutable std::mutex mu_;
   std::shared_ptr<remote::ClusterClient> client_;          // guarded by mu_
   std::chrono::steady_clock::time_point next_connect_{};   // guarded by mu_
   std::string reason_;                                     // guarded by mu_
-  std::deque<std::pair<uint64_t, std::function<void()>>> queue_;  // guarded by mu_
+  struct Work {
+    uint64_t records = 0;
+    uint64_t bytes = 0;  // what the work holds until it runs
+    std::function<void()> run;
+  };
+  std::deque<Work> queue_;                                 // guarded by mu_
   uint64_t queued_records_ = 0;                            // guarded by mu_
+  uint64_t queued_bytes_ = 0;                              // guarded by mu_
   bool busy_ = false;                                      // guarded by mu_
   bool stop_ = false;                                      // guarded by mu_
   std::condition_variable wake_, idle_;

@@ -51,6 +51,42 @@ Session make_session(const KvGeometry& g, uint64_t seed, uint64_t n) {
   return s;
 }
 
+// Promotion holds the fetched records until they are in the local store: past queue_bytes a hit
+// is served but not promoted, and counted, so a backlog cannot hold GBs.
+TEST(EngineRemote, AHitPastThePromotionByteBoundIsServedNotPromoted) {
+  auto cluster = RedisCluster::start({});
+  ASSERT_OK(cluster);
+  const KvGeometry g = testing::tiny_geometry(64);
+  TempDir dir_a, dir_b;
+  auto a = Engine::open(node_options(dir_a, g, (*cluster)->seeds()));
+  Options ob = node_options(dir_b, g, (*cluster)->seeds());
+  ob.remote.queue_bytes = g.bytes_for_tokens(64);  // less than the session's records with headers
+  auto b = Engine::open(ob);
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  const Session s = make_session(g, test_seed(), 1000);
+  auto saved = (*a)->save(s.tokens, s.kv->view);
+  ASSERT_OK(saved);
+  ASSERT_TRUE(wait_for(**a, &Stats::remote_writes, saved->chunks_written)) << (*a)->stats().remote;
+  testing::HostKv out(g, 1000);
+  auto restored = (*b)->restore(s.tokens, out.view);
+  ASSERT_OK(restored);
+  EXPECT_EQ(restored->tokens_restored, 1000u) << restored->problem;
+  EXPECT_EQ(synthetic::first_mismatch(g, s.tokens, out.span(), 1000), 1000u);
+  ASSERT_TRUE(wait_for(**b, &Stats::remote_write_drops, saved->chunks_written));
+  EXPECT_EQ((*b)->stats().remote_promoted, 0u);
+  auto local = (*b)->lookup(s.tokens);
+  ASSERT_OK(local);
+  EXPECT_EQ(*local, 0u);
+  Options bad = ob;
+  bad.remote.queue_bytes = 0;
+  TempDir dir_c;
+  bad.root = dir_c.str();
+  auto refused = Engine::open(bad);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message().find("queue_bytes"), std::string::npos);
+}
+
 TEST(EngineRemote, NodeBRestoresNodeASessionsByteExactForSeveralGeometries) {
   auto cluster = RedisCluster::start({});
   ASSERT_OK(cluster);
