@@ -205,7 +205,26 @@ Status RedisCluster::create_cluster() {
   if (!config_.password.empty()) argv.insert(argv.end(), {"-a", config_.password, "--no-auth-warning"});
   const ToolRun run = run_tool(argv);
   if (run.exit_code != 0) return error("redis-cli --cluster create failed: " + run.output);
-  return wait_state_ok(20s);
+  if (Status st = wait_state_ok(20s); !st.ok()) return st;
+  // cluster_state:ok comes before every node has heard that the replicas are replicas: wait until
+  // each node sees the configured masters and replicas, so tests start from the same topology.
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  for (;;) {
+    bool converged = true;
+    for (uint16_t port : ports_) {
+      size_t masters = 0, replicas = 0;
+      std::istringstream in(cli(port, {"cluster", "nodes"}).output);
+      for (std::string line; std::getline(in, line);) {
+        if (line.empty()) continue;
+        (parse_node_line(line).master ? masters : replicas) += 1;
+      }
+      converged = converged && masters == static_cast<size_t>(config_.masters) &&
+                  replicas == static_cast<size_t>(config_.masters * config_.replicas_per_master);
+    }
+    if (converged) return {};
+    if (std::chrono::steady_clock::now() > deadline) return error("the cluster's nodes did not agree on its topology");
+    std::this_thread::sleep_for(50ms);
+  }
 }
 
 ToolRun RedisCluster::cli(uint16_t port, const std::vector<std::string>& args) const {
