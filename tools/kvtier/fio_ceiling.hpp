@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// The drive's ceiling measured by an independent tool: fio reads exactly the file ranges a restore reads
-// (the same file ranges, split into requests of the same size) with O_DIRECT, one job per rank, all
-// at once. kvtier's own raw read stays next to it as attribution, never as the ceiling.
+// The drive's ceiling measured by an independent tool: fio reads exactly the file ranges a restore
+// reads, in requests of the same size, with O_DIRECT, one stream per rank and drive, all at once.
+// kvtier's own raw read stays next to it as attribution, never as the ceiling.
 #pragma once
 
 #include <cstdint>
