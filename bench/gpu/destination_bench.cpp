@@ -54,8 +54,11 @@ RankResult read_rank(const Args& a, const std::vector<std::string>& files, int r
   const bool h2d = a.dest == "pinned+h2d";
   std::vector<std::byte*> slots(a.depth);
   for (auto& s : slots) {
-    if (pinned) check(cudaHostAlloc(reinterpret_cast<void**>(&s), a.request, cudaHostAllocDefault), "cudaHostAlloc");
-    else if (posix_memalign(reinterpret_cast<void**>(&s), 4096, a.request) != 0) die("posix_memalign");
+    if (pinned)
+      check(cudaHostAlloc(reinterpret_cast<void**>(&s), a.request, cudaHostAllocDefault),
+            "cudaHostAlloc");
+    else if (posix_memalign(reinterpret_cast<void**>(&s), 4096, a.request) != 0)
+      die("posix_memalign");
     std::memset(s, 0, a.request);  // resident before timing, like a staging pool
   }
   void* device = nullptr;
@@ -78,8 +81,9 @@ RankResult read_rank(const Args& a, const std::vector<std::string>& files, int r
     fds.push_back(fd);
     const off_t size = ::lseek(fd, 0, SEEK_END) / 4096 * 4096;
     for (off_t at = 0; at < size; at += static_cast<off_t>(a.request)) {
-      pieces.push_back({fd, static_cast<uint64_t>(at),
-                        static_cast<uint32_t>(std::min<off_t>(static_cast<off_t>(a.request), size - at))});
+      pieces.push_back(
+          {fd, static_cast<uint64_t>(at),
+           static_cast<uint32_t>(std::min<off_t>(static_cast<off_t>(a.request), size - at))});
     }
   }
   io_uring ring{};
@@ -102,13 +106,15 @@ RankResult read_rank(const Args& a, const std::vector<std::string>& files, int r
     if (io_uring_wait_cqe(&ring, &cqe) < 0) die("io_uring_wait_cqe");
     const size_t slot = io_uring_cqe_get_data64(cqe);
     const Piece& p = pieces[piece_of[slot]];
-    if (cqe->res != static_cast<int>(p.length)) die("short or failed read: " + std::to_string(cqe->res));
+    if (cqe->res != static_cast<int>(p.length))
+      die("short or failed read: " + std::to_string(cqe->res));
     io_uring_cqe_seen(&ring, cqe);
     r.bytes += p.length;
     ++done;
     if (h2d) {  // the bounce path's copy of this request, done before its slot is read into again
-      check(cudaMemcpyAsync(static_cast<std::byte*>(device) + slot * a.request, slots[slot], p.length,
-                            cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+      check(cudaMemcpyAsync(static_cast<std::byte*>(device) + slot * a.request, slots[slot],
+                            p.length, cudaMemcpyHostToDevice, stream),
+            "cudaMemcpyAsync");
       check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     }
     if (next < pieces.size()) {
@@ -120,8 +126,10 @@ RankResult read_rank(const Args& a, const std::vector<std::string>& files, int r
   io_uring_queue_exit(&ring);
   for (int fd : fds) ::close(fd);
   for (auto* s : slots) {
-    if (pinned) cudaFreeHost(s);
-    else std::free(s);
+    if (pinned)
+      cudaFreeHost(s);
+    else
+      std::free(s);
   }
   if (h2d) {
     cudaFree(device);
@@ -135,17 +143,23 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--request") a.request = std::strtoull(v.c_str(), nullptr, 10);
-    else if (k == "--depth") a.depth = static_cast<unsigned>(std::strtoul(v.c_str(), nullptr, 10));
-    else if (k == "--dest") a.dest = v;
+    if (k == "--request")
+      a.request = std::strtoull(v.c_str(), nullptr, 10);
+    else if (k == "--depth")
+      a.depth = static_cast<unsigned>(std::strtoul(v.c_str(), nullptr, 10));
+    else if (k == "--dest")
+      a.dest = v;
     else if (k == "--rank") {
       auto& files = a.ranks.emplace_back();
       std::stringstream in(v);
       for (std::string f; std::getline(in, f, ',');) files.push_back(f);
-    } else die("unknown option " + k);
+    } else
+      die("unknown option " + k);
   }
-  if (a.ranks.empty() || a.depth == 0 || a.request % 4096 != 0) die("need --rank FILES, --depth >= 1, 4 KiB requests");
-  if (a.dest != "plain" && a.dest != "pinned" && a.dest != "pinned+h2d") die("--dest plain|pinned|pinned+h2d");
+  if (a.ranks.empty() || a.depth == 0 || a.request % 4096 != 0)
+    die("need --rank FILES, --depth >= 1, 4 KiB requests");
+  if (a.dest != "plain" && a.dest != "pinned" && a.dest != "pinned+h2d")
+    die("--dest plain|pinned|pinned+h2d");
   return a;
 }
 
@@ -166,9 +180,11 @@ int main(int argc, char** argv) {
     bytes += r.bytes;
     seconds = std::max(seconds, r.seconds);
   }
-  std::printf("{\"dest\": \"%s\", \"request\": %zu, \"depth\": %u, \"ranks\": %zu, \"bytes\": %llu, \"seconds\": %.4f, "
-              "\"gb_per_s\": %.3f}\n",
-              a.dest.c_str(), a.request, a.depth, a.ranks.size(), static_cast<unsigned long long>(bytes), seconds,
-              static_cast<double>(bytes) / seconds / 1e9);
+  std::printf(
+      "{\"dest\": \"%s\", \"request\": %zu, \"depth\": %u, \"ranks\": %zu, \"bytes\": %llu, "
+      "\"seconds\": %.4f, "
+      "\"gb_per_s\": %.3f}\n",
+      a.dest.c_str(), a.request, a.depth, a.ranks.size(), static_cast<unsigned long long>(bytes),
+      seconds, static_cast<double>(bytes) / seconds / 1e9);
   return 0;
 }

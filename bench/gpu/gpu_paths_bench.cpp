@@ -18,8 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cuda/kernels.hpp"
-#include "metrics/counters.hpp"
 #include "kvtier/kvtier.hpp"
+#include "metrics/counters.hpp"
 #include "synthetic.hpp"
 
 using namespace kvtier;
@@ -27,13 +27,13 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-#define CHECK_CUDA(x)                                                                  \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
+#define CHECK_CUDA(x)                                                                         \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
       std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
+      std::exit(1);                                                                           \
+    }                                                                                         \
   } while (0)
 
 template <typename T>
@@ -47,7 +47,9 @@ T ok_or_die(Result<T> r, const char* what) {
 
 double median(std::vector<double> v) { return metrics::median(std::move(v)).value_or(0); }
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 /// Bytes/second of a copy of `bytes` done `reps` times, timed with events.
 double time_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, int reps) {
@@ -94,7 +96,8 @@ Rank make_rank(const std::string& root, uint32_t rank, uint64_t tokens, const st
     r.layers.push_back(p);
     r.view.layers.push_back({static_cast<std::byte*>(p), layer_bytes, MemoryKind::kCuda, 0});
   }
-  for (uint32_t b = 0; b < blocks; ++b) r.table.push_back(static_cast<int32_t>((b * 7919u) % blocks));  // scattered
+  for (uint32_t b = 0; b < blocks; ++b)
+    r.table.push_back(static_cast<int32_t>((b * 7919u) % blocks));  // scattered
   r.view.block_table = r.table;
   r.view.block_size = bs;
   r.view.num_blocks = blocks;
@@ -147,7 +150,9 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaMemcpy(src, host.data(), shard_bytes, cudaMemcpyHostToDevice));
     auto engine = ok_or_die(Engine::open(r.options), "open");
     auto t0 = Clock::now();
-    ok_or_die(engine->save(ids, ChunkedKv{{static_cast<std::byte*>(src), shard_bytes, MemoryKind::kCuda, 0}, tokens}),
+    ok_or_die(engine->save(
+                  ids, ChunkedKv{{static_cast<std::byte*>(src), shard_bytes, MemoryKind::kCuda, 0},
+                                 tokens}),
               "save");
     save_s += since(t0);
     CHECK_CUDA(cudaFree(src));
@@ -161,7 +166,8 @@ int main(int argc, char** argv) {
     std::string name, io;
     uint64_t request;
   };
-  std::vector<Config> configs = {Config{"direct", "direct", 16 << 20}, Config{"buffered", "buffered", 16 << 20}};
+  std::vector<Config> configs = {Config{"direct", "direct", 16 << 20},
+                                 Config{"buffered", "buffered", 16 << 20}};
   if (std::getenv("KVTIER_BENCH_GDS") != nullptr) configs.push_back(Config{"gds", "gds", 16 << 20});
   for (const Config& config : configs) {
     const std::string& io = config.io;
@@ -200,30 +206,39 @@ int main(int argc, char** argv) {
         if (!ceiling) {
           staged = stats[0].restore_host_bytes + stats[1].restore_host_bytes;
           via_gds = stats[0].gds_restores + stats[1].gds_restores;
-          gds_mode = stats[0].gds + (stats[0].io_fallback.empty() ? "" : " | fallback: " + stats[0].io_fallback);
+          gds_mode = stats[0].gds +
+                     (stats[0].io_fallback.empty() ? "" : " | fallback: " + stats[0].io_fallback);
           gds_counts = stats[0].gds_io_counts;
           restored = 2 * shard_bytes;
           exact = exact && got[0] == tokens && got[1] == tokens;
         }
-        for (Rank& r : ranks) for (void* p : r.layers) CHECK_CUDA(cudaFree(p));
+        for (Rank& r : ranks)
+          for (void* p : r.layers) CHECK_CUDA(cudaFree(p));
       }
     }
     const double r50 = median(restore_s), c50 = median(ceiling_s);
     // RestoreResult::host_bytes per path: O_DIRECT 1x read + 1x DMA to the GPU; buffered 3x + 1x;
     // cuFile compat mode 2x (its bounce buffers) + the headers copied back; peer-to-peer ~0.
     const double host_bytes = static_cast<double>(staged) / static_cast<double>(restored);
-    std::printf("%-9s restore both ranks %.0f ms (%.2f GB/s) | raw O_DIRECT read of the same records %.0f ms "
-                "(%.2f GB/s) | ratio %.2f | accounted host bytes per byte %.4f | %s\n",
-                config.name.c_str(), r50 * 1e3, 2.0 * shard_bytes / r50 / 1e9, c50 * 1e3, 2.0 * shard_bytes / c50 / 1e9,
-                c50 / r50, host_bytes, exact ? "all tokens verified" : "INCOMPLETE");
+    std::printf(
+        "%-9s restore both ranks %.0f ms (%.2f GB/s) | raw O_DIRECT read of the same records %.0f "
+        "ms "
+        "(%.2f GB/s) | ratio %.2f | accounted host bytes per byte %.4f | %s\n",
+        config.name.c_str(), r50 * 1e3, 2.0 * shard_bytes / r50 / 1e9, c50 * 1e3,
+        2.0 * shard_bytes / c50 / 1e9, c50 / r50, host_bytes,
+        exact ? "all tokens verified" : "INCOMPLETE");
     if (config.io == "gds") {
       std::printf("          cuFile: %s (restores read through cuFile: %llu)\n", gds_mode.c_str(),
                   static_cast<unsigned long long>(via_gds));
       std::printf("          %s\n", gds_counts.c_str());
     }
-    out["restore"][config.name] = {{"gds_mode", gds_mode}, {"gds_restores", via_gds}, {"restore_seconds", restore_s}, {"ceiling_seconds", ceiling_s},
-                          {"ratio_to_ceiling", c50 / r50}, {"accounted_host_bytes_per_byte", host_bytes},
-                          {"complete", exact}};
+    out["restore"][config.name] = {{"gds_mode", gds_mode},
+                                   {"gds_restores", via_gds},
+                                   {"restore_seconds", restore_s},
+                                   {"ceiling_seconds", ceiling_s},
+                                   {"ratio_to_ceiling", c50 / r50},
+                                   {"accounted_host_bytes_per_byte", host_bytes},
+                                   {"complete", exact}};
   }
 
   // The DRAM tier: both ranks save into engines with a tier big enough for their shard, then
@@ -241,9 +256,11 @@ int main(int argc, char** argv) {
       void* src = nullptr;
       CHECK_CUDA(cudaMalloc(&src, shard_bytes));
       CHECK_CUDA(cudaMemcpy(src, host.data(), shard_bytes, cudaMemcpyHostToDevice));
-      ok_or_die(engines.back()->save(ids, ChunkedKv{{static_cast<std::byte*>(src), shard_bytes, MemoryKind::kCuda, 0},
-                                                    tokens}),
-                "save with DRAM tier");
+      ok_or_die(
+          engines.back()->save(
+              ids,
+              ChunkedKv{{static_cast<std::byte*>(src), shard_bytes, MemoryKind::kCuda, 0}, tokens}),
+          "save with DRAM tier");
       CHECK_CUDA(cudaFree(src));
     }
     std::vector<double> t;
@@ -254,7 +271,9 @@ int main(int argc, char** argv) {
       std::vector<RestoreResult> res(2);
       auto t0 = Clock::now();
       for (uint32_t rank = 0; rank < 2; ++rank) {
-        threads.emplace_back([&, rank] { res[rank] = ok_or_die(engines[rank]->restore(ids, ranks[rank].view), "restore"); });
+        threads.emplace_back([&, rank] {
+          res[rank] = ok_or_die(engines[rank]->restore(ids, ranks[rank].view), "restore");
+        });
       }
       for (auto& th : threads) th.join();
       if (rep > 0) t.push_back(since(t0));  // the first restore warms the pinned mappings
@@ -263,14 +282,20 @@ int main(int argc, char** argv) {
     }
     hits = engines[0]->stats().dram_hits + engines[1]->stats().dram_hits;
     const double gbs = 2.0 * shard_bytes / median(t);
-    std::printf("dram      restore both ranks %.0f ms (%.2f GB/s) | pinned H2D %.1f GB/s | ratio %.2f | disk bytes read %llu "
-                "| tier hits %llu | %s\n", median(t) * 1e3, gbs / 1e9, h2d / 1e9, gbs / h2d,
-                static_cast<unsigned long long>(read), static_cast<unsigned long long>(hits),
-                exact ? "all tokens verified" : "INCOMPLETE");
-    out["restore"]["dram"] = {{"restore_seconds", t}, {"ratio_to_pinned_h2d", gbs / h2d}, {"disk_bytes_read", read},
-                              {"tier_hits", hits}, {"complete", exact}};
+    std::printf(
+        "dram      restore both ranks %.0f ms (%.2f GB/s) | pinned H2D %.1f GB/s | ratio %.2f | "
+        "disk bytes read %llu "
+        "| tier hits %llu | %s\n",
+        median(t) * 1e3, gbs / 1e9, h2d / 1e9, gbs / h2d, static_cast<unsigned long long>(read),
+        static_cast<unsigned long long>(hits), exact ? "all tokens verified" : "INCOMPLETE");
+    out["restore"]["dram"] = {{"restore_seconds", t},
+                              {"ratio_to_pinned_h2d", gbs / h2d},
+                              {"disk_bytes_read", read},
+                              {"tier_hits", hits},
+                              {"complete", exact}};
     engines.clear();
-    for (Rank& r : ranks) for (void* p : r.layers) CHECK_CUDA(cudaFree(p));
+    for (Rank& r : ranks)
+      for (void* p : r.layers) CHECK_CUDA(cudaFree(p));
   }
 
   // The scatter kernel alone: 1 GiB of device staging into the paged layout, vs D2D.
@@ -287,7 +312,8 @@ int main(int argc, char** argv) {
     p.num_blocks = r.view.num_blocks;
     void *bases, *table, *sums;
     CHECK_CUDA(cudaMalloc(&bases, r.layers.size() * sizeof(void*)));
-    CHECK_CUDA(cudaMemcpy(bases, r.layers.data(), r.layers.size() * sizeof(void*), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(bases, r.layers.data(), r.layers.size() * sizeof(void*),
+                          cudaMemcpyHostToDevice));
     CHECK_CUDA(cudaMalloc(&table, r.table.size() * 4));
     CHECK_CUDA(cudaMemcpy(table, r.table.data(), r.table.size() * 4, cudaMemcpyHostToDevice));
     CHECK_CUDA(cudaMalloc(&sums, 8 * 512));
@@ -302,15 +328,17 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaEventCreate(&b));
     std::vector<cuda::ScatterJob> jobs;
     for (uint64_t i = 0; i < records; ++i) {
-      jobs.push_back({static_cast<uint8_t*>(d0) + i * record,
-                      PieceSpan{i * record, 0, record, i * 256, 256, static_cast<uint32_t>(i % 512)}});
+      jobs.push_back(
+          {static_cast<uint8_t*>(d0) + i * record,
+           PieceSpan{i * record, 0, record, i * 256, 256, static_cast<uint32_t>(i % 512)}});
     }
     for (bool checksum : {true, false}) {
       std::vector<double> t;
       for (int rep = 0; rep < 6; ++rep) {
         CHECK_CUDA(cudaEventRecord(a));
         CHECK_CUDA(static_cast<cudaError_t>(
-            cuda::launch_scatter(jobs.data(), jobs.size(), p, static_cast<unsigned long long*>(sums), nullptr, checksum)));
+            cuda::launch_scatter(jobs.data(), jobs.size(), p,
+                                 static_cast<unsigned long long*>(sums), nullptr, checksum)));
         CHECK_CUDA(cudaEventRecord(b));
         CHECK_CUDA(cudaEventSynchronize(b));
         float ms = 0;
@@ -318,9 +346,11 @@ int main(int argc, char** argv) {
         if (rep > 0) t.push_back(ms / 1e3);
       }
       const double scatter = 2.0 * static_cast<double>(records * record) / median(t);
-      std::printf("scatter kernel (staging -> paged [2,blocks,16,H,D]%s): %.0f GB/s read+write = %.2f x D2D\n",
-                  checksum ? ", checksum on the way" : ", no checksum (attribution only)", scatter / 1e9,
-                  scatter / d2d);
+      std::printf(
+          "scatter kernel (staging -> paged [2,blocks,16,H,D]%s): %.0f GB/s read+write = %.2f x "
+          "D2D\n",
+          checksum ? ", checksum on the way" : ", no checksum (attribution only)", scatter / 1e9,
+          scatter / d2d);
       out[checksum ? "scatter_gb_per_s" : "scatter_no_checksum_gb_per_s"] = scatter / 1e9;
       out[checksum ? "scatter_ratio_to_d2d" : "scatter_no_checksum_ratio_to_d2d"] = scatter / d2d;
     }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// Host throughput of the payload checksum and the fused copy+checksum the restore path runs, against
-// plain memcpy of the same bytes (the floor the fused loop is measured against).
+// Host throughput of the payload checksum and the fused copy+checksum the restore path runs,
+// against plain memcpy of the same bytes (the floor the fused loop is measured against).
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -27,7 +27,8 @@ BENCHMARK(BM_Kvsum);
 void BM_KvsumCopy(benchmark::State& state) {
   AlignedBuffer src(kBytes), dst(kBytes);
   std::memset(src.data(), 0x5a, kBytes);
-  for (auto _ : state) benchmark::DoNotOptimize(kvsum::copy_partial(dst.data(), src.data(), kBytes, 0));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(kvsum::copy_partial(dst.data(), src.data(), kBytes, 0));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kBytes));
 }
 BENCHMARK(BM_KvsumCopy);

@@ -22,7 +22,9 @@ constexpr uint32_t kChunk = 16;
 constexpr uint64_t kSegment = uint64_t{1} << 20;
 
 std::string bench_root() {
-  std::string base = std::filesystem::is_directory("/dev/shm") ? "/dev/shm" : std::filesystem::temp_directory_path().string();
+  std::string base = std::filesystem::is_directory("/dev/shm")
+                         ? "/dev/shm"
+                         : std::filesystem::temp_directory_path().string();
   return base + "/kvtier-evict-bench-" + std::to_string(::getpid());
 }
 
@@ -70,13 +72,17 @@ void BM_SaveAtCapacity(benchmark::State& state) {
   }
   const Stats s = (*e)->stats();
   state.counters["live_records"] = static_cast<double>(s.records);
-  state.counters["evictions_per_save"] =
-      static_cast<double>(s.evicted_segments - evicted_before) / static_cast<double>(state.iterations());
+  state.counters["evictions_per_save"] = static_cast<double>(s.evicted_segments - evicted_before) /
+                                         static_cast<double>(state.iterations());
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * per_segment));
   e->reset();
   std::filesystem::remove_all(root);
 }
-BENCHMARK(BM_SaveAtCapacity)->Arg(10'000)->Arg(100'000)->Arg(300'000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SaveAtCapacity)
+    ->Arg(10'000)
+    ->Arg(100'000)
+    ->Arg(300'000)
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kvtier

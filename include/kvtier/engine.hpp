@@ -28,9 +28,9 @@ struct RestoreResult {
   /// the longest stored prefix, cut at the first chunk that failed its checksum (that record is
   /// dropped and counted as a miss). Destination rows past it are unspecified.
   uint64_t tokens_restored = 0;
-  uint64_t bytes_read = 0;      ///< Bytes read from storage, headers and padding included.
-  uint64_t extents = 0;         ///< Contiguous file ranges the restore read.
-  uint64_t checksum_misses = 0; ///< Records found corrupt during this restore (now dropped).
+  uint64_t bytes_read = 0;       ///< Bytes read from storage, headers and padding included.
+  uint64_t extents = 0;          ///< Contiguous file ranges the restore read.
+  uint64_t checksum_misses = 0;  ///< Records found corrupt during this restore (now dropped).
   /// Records that failed a check on this restore's data path but verified when read again through
   /// the page cache (re-read before drop): kept, and served from that re-read when it verified
   /// again where it landed.
@@ -41,7 +41,7 @@ struct RestoreResult {
   /// peer-to-peer 0; plus 1x per byte copied between host and GPU by DMA, or 2x per byte copied by
   /// the CPU (host-memory targets). The bounce path's minimum is 2x the payload.
   uint64_t host_bytes = 0;
-  std::string problem;          ///< Why the restore stopped short of the stored prefix; empty if not.
+  std::string problem;  ///< Why the restore stopped short of the stored prefix; empty if not.
 };
 
 struct CeilingResult {
@@ -59,8 +59,8 @@ struct FileExtent {
 /// @brief The kvtier facade: saves a session's KV under chained prefix keys, finds the longest
 /// stored prefix of a token sequence, restores it, evicts it.
 ///
-/// Thread-safety: all methods may be called concurrently from any thread. One Engine owns its rank's
-/// store directory; a second Engine (in this or another process) opening it gets kLocked.
+/// Thread-safety: all methods may be called concurrently from any thread. One Engine owns its
+/// rank's store directory; a second Engine (in this or another process) opening it gets kLocked.
 class KVTIER_EXPORT Engine {
  public:
   /// @brief Opens (or creates) the store of `options.geometry`'s rank under `options.root`.
@@ -91,7 +91,8 @@ class KVTIER_EXPORT Engine {
 
   /// @brief Restores into a paged KV cache: token t lands in block block_table[t / block_size] at
   /// row t % block_size of every layer's tensor, in `destination.layout`.
-  [[nodiscard]] Result<RestoreResult> restore(std::span<const Token> tokens, const PagedKv& destination);
+  [[nodiscard]] Result<RestoreResult> restore(std::span<const Token> tokens,
+                                              const PagedKv& destination);
 
   /// @brief Drops every stored record of `tokens`' chunks (the prefix chain and its partial tail).
   /// @return the number of records dropped.

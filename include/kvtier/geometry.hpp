@@ -12,19 +12,20 @@
 
 namespace kvtier {
 
-/// @brief Shape of the KV cache one rank stores: what a chunk of tokens weighs and how it is laid out.
+/// @brief Shape of the KV cache one rank stores: what a chunk of tokens weighs and how it is laid
+/// out.
 ///
 /// The contiguous chunk form of a KV tensor is `[2, layers, tokens, kv_heads * head_dim]` of
 /// `element_bytes`-sized elements (K before V). `kv_heads` counts the heads held by this TP rank.
 struct KVTIER_EXPORT KvGeometry {
-  std::string model_id;        ///< Model name; part of every key's namespace.
-  uint32_t layers = 0;         ///< Transformer layers holding KV.
-  uint32_t kv_heads = 0;       ///< KV heads on this rank (total KV heads / tp_world).
-  uint32_t head_dim = 0;       ///< Elements per head.
-  uint32_t element_bytes = 2;  ///< Bytes per element (2 for bf16/fp16, 1 for fp8).
-  uint32_t chunk_tokens = 256; ///< Tokens per key: the granularity of prefix matching.
-  uint32_t tp_rank = 0;        ///< Tensor-parallel rank this store belongs to.
-  uint32_t tp_world = 1;       ///< Tensor-parallel world size.
+  std::string model_id;         ///< Model name; part of every key's namespace.
+  uint32_t layers = 0;          ///< Transformer layers holding KV.
+  uint32_t kv_heads = 0;        ///< KV heads on this rank (total KV heads / tp_world).
+  uint32_t head_dim = 0;        ///< Elements per head.
+  uint32_t element_bytes = 2;   ///< Bytes per element (2 for bf16/fp16, 1 for fp8).
+  uint32_t chunk_tokens = 256;  ///< Tokens per key: the granularity of prefix matching.
+  uint32_t tp_rank = 0;         ///< Tensor-parallel rank this store belongs to.
+  uint32_t tp_world = 1;        ///< Tensor-parallel world size.
 
   /// Bytes of one token's row in one layer for K or V: kv_heads * head_dim * element_bytes.
   [[nodiscard]] uint64_t row_bytes() const;

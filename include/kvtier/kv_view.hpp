@@ -42,9 +42,9 @@ struct ChunkedKv {
 /// @brief Layouts of a serving engine's paged KV cache (one tensor per layer). Every layout holds
 /// 2 x block_size x kv_heads x head_dim elements per block; they differ in order.
 enum class PagedLayout : uint8_t {
-  kKvFirst,     ///< [2, num_blocks, block_size, kv_heads, head_dim] (vLLM flash-attn).
-  kBlockFirst,  ///< [num_blocks, 2, block_size, kv_heads, head_dim].
-  kPackedHeads, ///< [num_blocks, kv_heads, block_size, 2 * head_dim] (vLLM 0.26 packed).
+  kKvFirst,      ///< [2, num_blocks, block_size, kv_heads, head_dim] (vLLM flash-attn).
+  kBlockFirst,   ///< [num_blocks, 2, block_size, kv_heads, head_dim].
+  kPackedHeads,  ///< [num_blocks, kv_heads, block_size, 2 * head_dim] (vLLM 0.26 packed).
 };
 
 /// Block-table entry meaning "leave these tokens alone" on restore: the serving engine already
@@ -54,14 +54,14 @@ inline constexpr int32_t kSkipBlock = -1;
 /// @brief A paged KV cache: one tensor per layer (each num_blocks blocks), and the blocks that hold
 /// one session's tokens, in token order. kvtier borrows all of it for the duration of a call.
 struct PagedKv {
-  std::vector<MemoryView> layers;        ///< one per model layer, all of the same kind and device
+  std::vector<MemoryView> layers;  ///< one per model layer, all of the same kind and device
   /// Block of tokens [i*block_size, (i+1)*block_size). A restore may name kSkipBlock: those tokens
   /// are read and verified like the rest but not written anywhere. A save may not.
   std::span<const int32_t> block_table;
-  uint32_t block_size = 16;              ///< tokens per block
-  uint32_t num_blocks = 0;               ///< blocks in each layer's tensor
+  uint32_t block_size = 16;  ///< tokens per block
+  uint32_t num_blocks = 0;   ///< blocks in each layer's tensor
   PagedLayout layout = PagedLayout::kKvFirst;
-  void* cuda_stream = nullptr;           ///< as ChunkedKv::cuda_stream
+  void* cuda_stream = nullptr;  ///< as ChunkedKv::cuda_stream
 };
 
 }  // namespace kvtier

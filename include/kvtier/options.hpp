@@ -17,15 +17,15 @@ namespace kvtier {
 
 /// @brief How store files are read and written on the host.
 enum class IoPath : uint8_t {
-  kAuto,      ///< Restores into CUDA memory through cuFile only where it reads peer-to-peer (not its
-              ///< compatibility mode); otherwise, and for host memory, O_DIRECT through io_uring where
-              ///< the filesystem allows it, else buffered. Every fallback is logged and in Stats.
+  kAuto,  ///< Restores into CUDA memory through cuFile only where it reads peer-to-peer (not its
+          ///< compatibility mode); otherwise, and for host memory, O_DIRECT through io_uring where
+          ///< the filesystem allows it, else buffered. Every fallback is logged and in Stats.
   kDirect,    ///< O_DIRECT; where the filesystem refuses it, falls back to buffered and says so.
   kBuffered,  ///< Through the page cache (the baseline a naive engine gets).
   kGds,       ///< Restores into CUDA memory read through cuFile (GPUDirect Storage) into registered
-              ///< device buffers, even where cuFile runs in its compatibility mode (reported as such);
-              ///< where cuFile cannot open or register the store's files, the direct path is used and
-              ///< the reason recorded. Host memory targets take the direct path.
+         ///< device buffers, even where cuFile runs in its compatibility mode (reported as such);
+         ///< where cuFile cannot open or register the store's files, the direct path is used and
+         ///< the reason recorded. Host memory targets take the direct path.
 };
 
 KVTIER_EXPORT std::string_view io_path_name(IoPath path);
@@ -79,9 +79,9 @@ struct KVTIER_EXPORT Options {
   KvGeometry geometry;
   /// Optional tenant salt: keys saved under one tenant never match lookups of another.
   std::string tenant;
-  /// Upper bound on the bytes the store takes on disk, per drive. 0: not asked for; the store's own (kept in
-  /// its manifest), else KVTIER_CAPACITY_BYTES, else 64 GiB for a new store. Another value than
-  /// an existing store's is logged at open and becomes the store's at this engine's first save
+  /// Upper bound on the bytes the store takes on disk, per drive. 0: not asked for; the store's own
+  /// (kept in its manifest), else KVTIER_CAPACITY_BYTES, else 64 GiB for a new store. Another value
+  /// than an existing store's is logged at open and becomes the store's at this engine's first save
   /// (an engine that only reads never evicts for it).
   uint64_t capacity_bytes = 0;
   /// Size of one preallocated segment file. 0 picks 1 GiB (or capacity/4 when smaller) for a new
@@ -92,7 +92,8 @@ struct KVTIER_EXPORT Options {
   bool create_if_missing = true;
   /// Open for reading only, without the store's lock: a snapshot of the index that neither waits
   /// for a writer nor keeps one out (kvtier ls, stat). Writes nothing; saves, evictions and drops
-  /// are refused (kPermission). Restores read what the snapshot holds (its segment files stay open).
+  /// are refused (kPermission). Restores read what the snapshot holds (its segment files stay
+  /// open).
   bool read_only = false;
   /// Host I/O path for segment files. kAuto lets KVTIER_IO_PATH choose, else picks O_DIRECT.
   IoPath io_path = IoPath::kAuto;
@@ -102,8 +103,8 @@ struct KVTIER_EXPORT Options {
   /// Bound on staging memory, and so on the bytes in flight, per engine. 0: 128 MiB.
   uint64_t staging_bytes = 0;
   /// Bytes of the DRAM tier: pinned host memory holding the payloads of recently saved records in
-  /// front of the disk; a hit restores with one copy to the device and no disk read. 0 (the default)
-  /// disables it; KVTIER_DRAM_BYTES sets it when left 0 here.
+  /// front of the disk; a hit restores with one copy to the device and no disk read. 0 (the
+  /// default) disables it; KVTIER_DRAM_BYTES sets it when left 0 here.
   uint64_t dram_bytes = 0;
   /// Remote tier (off unless remote.seeds is set).
   RemoteOptions remote;

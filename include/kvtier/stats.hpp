@@ -17,8 +17,8 @@ namespace kvtier {
 /// @brief Latency of one kind of operation: counts in fixed buckets (upper bounds in seconds,
 /// cumulative as Prometheus histograms are), their number and sum.
 struct LatencyHistogram {
-  static constexpr std::array<double, 14> kBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                                      0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+  static constexpr std::array<double, 14> kBounds = {
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
   std::array<uint64_t, kBounds.size()> cumulative{};  ///< operations that took <= kBounds[i]
   uint64_t count = 0;
   double sum_seconds = 0;
@@ -26,27 +26,27 @@ struct LatencyHistogram {
 
 /// @brief Counters of one engine since it was opened, plus the state of its store.
 struct Stats {
-  std::string io_engine;        ///< I/O engine actually in use, e.g. "io_uring+O_DIRECT".
-  std::string io_fallback;      ///< Why the requested path was not used; empty when it was.
+  std::string io_engine;    ///< I/O engine actually in use, e.g. "io_uring+O_DIRECT".
+  std::string io_fallback;  ///< Why the requested path was not used; empty when it was.
   /// GPUDirect Storage for restores into CUDA memory: "GPUDirect Storage peer-to-peer (...)",
   /// "cuFile compat mode: ..." (never counted as GDS), or why cuFile is not used. Empty until the
   /// first restore into CUDA memory.
   std::string gds;
-  uint64_t gds_restores = 0;    ///< Restores read through cuFile.
-  uint64_t gds_saves = 0;       ///< Saves from GPU memory written through cuFile.
+  uint64_t gds_restores = 0;  ///< Restores read through cuFile.
+  uint64_t gds_saves = 0;     ///< Saves from GPU memory written through cuFile.
   /// cuFile's own counts of how it served this process (peer-to-peer, nvidia-fs, POSIX), from its
   /// statistics API where the library has one; empty while cuFile is not in use.
   std::string gds_io_counts;
-  uint64_t dram_hits = 0;       ///< Records restored from the DRAM tier.
-  uint64_t store_hits = 0;      ///< Records restored from the local store (disk), verified.
+  uint64_t dram_hits = 0;   ///< Records restored from the DRAM tier.
+  uint64_t store_hits = 0;  ///< Records restored from the local store (disk), verified.
   /// Records a restore asked for that were not served: past the stored prefix, corrupt, or not
   /// read (an I/O error); the caller recomputes them.
   uint64_t restore_misses = 0;
-  uint64_t dram_records = 0;    ///< Records the DRAM tier holds now.
+  uint64_t dram_records = 0;  ///< Records the DRAM tier holds now.
   uint64_t capacity_bytes = 0;
   uint64_t segment_bytes = 0;
-  uint64_t used_bytes = 0;      ///< Bytes of segment files on disk (preallocated).
-  uint64_t live_bytes = 0;      ///< Bytes of live records (headers and padding included).
+  uint64_t used_bytes = 0;  ///< Bytes of segment files on disk (preallocated).
+  uint64_t live_bytes = 0;  ///< Bytes of live records (headers and padding included).
   uint64_t segments = 0;
   uint64_t records = 0;
   uint64_t saves = 0;
@@ -69,29 +69,32 @@ struct Stats {
   uint64_t device_copy_bytes = 0;
   /// Host memory traffic of all restores, accounted per path (RestoreResult::host_bytes).
   uint64_t restore_host_bytes = 0;
-  uint64_t evicted_segments = 0;  ///< Segments evicted to stay under capacity.
-  uint64_t evicted_records = 0;   ///< Records dropped by eviction, evict() or corruption.
-  uint64_t recovered_records = 0; ///< Records loaded from the index at open.
-  uint64_t dropped_at_open = 0;   ///< Index entries dropped at open (missing or truncated segment).
-  uint64_t fallbacks = 0;         ///< Operations that took another I/O path than asked (io_fallback says why).
+  uint64_t evicted_segments = 0;   ///< Segments evicted to stay under capacity.
+  uint64_t evicted_records = 0;    ///< Records dropped by eviction, evict() or corruption.
+  uint64_t recovered_records = 0;  ///< Records loaded from the index at open.
+  uint64_t dropped_at_open = 0;  ///< Index entries dropped at open (missing or truncated segment).
+  uint64_t fallbacks =
+      0;  ///< Operations that took another I/O path than asked (io_fallback says why).
   /// Remote tier (Options::remote): "off", "ok", or why the last remote operation failed, e.g.
   /// "unreachable: ..." (the engine then runs local-only and retries now and then).
   std::string remote;
-  uint64_t remote_hits = 0;          ///< Records restored from the cluster, verified where they landed.
-  uint64_t remote_absent = 0;        ///< Records asked of the cluster that it did not hold.
+  uint64_t remote_hits = 0;    ///< Records restored from the cluster, verified where they landed.
+  uint64_t remote_absent = 0;  ///< Records asked of the cluster that it did not hold.
   /// Records the cluster could not be asked for (timeout, failover, unreachable): misses.
   uint64_t remote_errors = 0;
   /// Values from the cluster that failed a check (header, size, geometry, checksum): misses.
   uint64_t remote_rejected = 0;
-  uint64_t remote_writes = 0;        ///< Records written behind to the cluster.
-  uint64_t remote_write_drops = 0;   ///< Records not written behind or not promoted: the queue was full.
+  uint64_t remote_writes = 0;  ///< Records written behind to the cluster.
+  uint64_t remote_write_drops =
+      0;  ///< Records not written behind or not promoted: the queue was full.
   uint64_t remote_write_errors = 0;  ///< Records whose write to the cluster failed.
   uint64_t remote_promoted = 0;      ///< Remote hits copied into the local store.
-  uint64_t drives = 0;            ///< Drives the store spans (1 for a one-directory store).
-  uint64_t drives_offline = 0;    ///< Drives of the store missing or unreadable since open.
-  uint64_t offline_records = 0;   ///< Records on missing drives: kept in the index, misses until back.
-  uint64_t drive_misses = 0;      ///< Lookups and restores stopped at a record on a missing drive.
-  std::string drive_problem;      ///< Why drives are offline or take no new segments; empty if none.
+  uint64_t drives = 0;               ///< Drives the store spans (1 for a one-directory store).
+  uint64_t drives_offline = 0;       ///< Drives of the store missing or unreadable since open.
+  uint64_t offline_records =
+      0;                      ///< Records on missing drives: kept in the index, misses until back.
+  uint64_t drive_misses = 0;  ///< Lookups and restores stopped at a record on a missing drive.
+  std::string drive_problem;  ///< Why drives are offline or take no new segments; empty if none.
   LatencyHistogram restore_latency;  ///< Restores, from the call to all KV in place and verified.
   LatencyHistogram save_latency;     ///< Saves, from the call to durable.
 };
@@ -114,7 +117,8 @@ struct StatField {
 /// Stats in the Prometheus text exposition format (version 0.0.4): counters as kvtier_<name>_total,
 /// gauges as kvtier_<name>, histograms as kvtier_<name>_seconds, text fields as kvtier_info labels.
 /// `labels` (e.g. `store="/nvme/kv",rank="0"`, already escaped) is added to every sample.
-[[nodiscard]] KVTIER_EXPORT std::string prometheus_text(const Stats& stats, std::string_view labels = {});
+[[nodiscard]] KVTIER_EXPORT std::string prometheus_text(const Stats& stats,
+                                                        std::string_view labels = {});
 
 /// Escapes a Prometheus label value (backslash, double quote, newline).
 [[nodiscard]] KVTIER_EXPORT std::string prometheus_label_value(std::string_view value);

@@ -5,16 +5,17 @@
 #include <cstdint>
 #include <expected>
 #include <optional>
-#include <type_traits>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "kvtier/export.hpp"
 
 namespace kvtier {
 
-/// @brief Error codes. Each subsystem owns a stable numeric range; the CLI maps ranges to exit codes.
+/// @brief Error codes. Each subsystem owns a stable numeric range; the CLI maps ranges to exit
+/// codes.
 enum class ErrorCode : int32_t {
   kOk = 0,
   // 100-199: caller errors.
@@ -76,7 +77,8 @@ template <typename T>
 using Result = std::expected<T, Status>;
 using Failure = std::unexpected<Status>;
 #elif !defined(KVTIER_FUZZ_BUILD_WITHOUT_EXPECTED)
-#error "kvtier's API returns std::expected: compile with -std=c++23 and a standard library that has <expected> (GCC 12+, clang 16+)"
+#error \
+    "kvtier's API returns std::expected: compile with -std=c++23 and a standard library that has <expected> (GCC 12+, clang 16+)"
 #else
 /// The error side of a Result in the fuzz build (see above).
 class Failure {

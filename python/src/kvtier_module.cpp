@@ -49,7 +49,8 @@ kvtier::MemoryView view_of(const Tensor& t) {
     v.kind = kvtier::MemoryKind::kCuda;
     v.device = t.device_id();
   } else if (t.device_type() != nb::device::cpu::value) {
-    throw PyError({kvtier::ErrorCode::kNotSupported, "KV tensors must live in host or CUDA memory"});
+    throw PyError(
+        {kvtier::ErrorCode::kNotSupported, "KV tensors must live in host or CUDA memory"});
   }
   return v;
 }
@@ -62,8 +63,8 @@ std::vector<T> ints_of(nb::handle h, const char* what) {
   auto checked = [&](long long v, size_t i) {
     if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max()) {
       throw PyError({kvtier::ErrorCode::kInvalidArgument,
-                     std::string(what) + "[" + std::to_string(i) + "] = " + std::to_string(v) + " is outside " +
-                         std::to_string(std::numeric_limits<T>::min()) + ".." +
+                     std::string(what) + "[" + std::to_string(i) + "] = " + std::to_string(v) +
+                         " is outside " + std::to_string(std::numeric_limits<T>::min()) + ".." +
                          std::to_string(std::numeric_limits<T>::max()) +
                          " (kvtier keeps 32-bit ids and refuses others rather than cut them)"});
     }
@@ -82,8 +83,10 @@ std::vector<T> ints_of(nb::handle h, const char* what) {
       int overflow = 0;
       const long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
       Py_DECREF(index);
-      if (overflow != 0) checked(overflow > 0 ? std::numeric_limits<long long>::max()
-                                              : std::numeric_limits<long long>::min(), i);
+      if (overflow != 0)
+        checked(overflow > 0 ? std::numeric_limits<long long>::max()
+                             : std::numeric_limits<long long>::min(),
+                i);
       out.push_back(checked(v, i++));
     }
     return out;
@@ -92,11 +95,14 @@ std::vector<T> ints_of(nb::handle h, const char* what) {
   try {
     a = nb::cast<TokenArray>(h);
   } catch (const nb::cast_error&) {
-    throw nb::type_error((std::string(what) + " must be a list of ints or a 1-D int32/int64 array, not a " +
+    throw nb::type_error((std::string(what) +
+                          " must be a list of ints or a 1-D int32/int64 array, not a " +
                           nb::type_name(h.type()).c_str())
                              .c_str());
   }
-  if (a.ndim() != 1) throw PyError({kvtier::ErrorCode::kInvalidArgument, std::string(what) + " must be one-dimensional"});
+  if (a.ndim() != 1)
+    throw PyError(
+        {kvtier::ErrorCode::kInvalidArgument, std::string(what) + " must be one-dimensional"});
   const size_t n = a.shape(0);
   if (a.dtype() == nb::dtype<int32_t>()) {
     const auto* p = static_cast<const int32_t*>(a.data());
@@ -105,7 +111,8 @@ std::vector<T> ints_of(nb::handle h, const char* what) {
     const auto* p = static_cast<const int64_t*>(a.data());
     for (size_t i = 0; i < n; ++i) out.push_back(checked(p[i], i));
   } else {
-    throw PyError({kvtier::ErrorCode::kInvalidArgument, std::string(what) + " must be int32 or int64"});
+    throw PyError(
+        {kvtier::ErrorCode::kInvalidArgument, std::string(what) + " must be int32 or int64"});
   }
   return out;
 }
@@ -117,21 +124,26 @@ kvtier::PagedLayout layout_of(const std::string& name) {
   if (name == "block_first") return kvtier::PagedLayout::kBlockFirst;
   if (name == "packed_heads") return kvtier::PagedLayout::kPackedHeads;
   throw PyError({kvtier::ErrorCode::kInvalidArgument,
-                 "layout '" + name + "': expected kv_first [2,blocks,bs,H,D], block_first [blocks,2,bs,H,D] or "
-                 "packed_heads [blocks,H,bs,2D]; an unknown layout is refused, never guessed"});
+                 "layout '" + name +
+                     "': expected kv_first [2,blocks,bs,H,D], block_first [blocks,2,bs,H,D] or "
+                     "packed_heads [blocks,H,bs,2D]; an unknown layout is refused, never guessed"});
 }
 
 /// A KV argument as a tensor: any dtype, host or CUDA, C-contiguous. Taken without conversion: a
-/// tensor that is not already contiguous is refused, not copied (a restore into a copy would vanish).
+/// tensor that is not already contiguous is refused, not copied (a restore into a copy would
+/// vanish).
 Tensor tensor_of(nb::handle h, const std::string& what) {
   try {
     return nb::cast<Tensor>(h, /*convert=*/false);
   } catch (const nb::cast_error&) {
-    throw nb::type_error((what + " must be a C-contiguous tensor or array in host or CUDA memory (DLPack or the "
-                          "buffer protocol), not this " + nb::type_name(h.type()).c_str() +
-                          "; a non-contiguous one is refused rather than copied, since a restore into a copy "
-                          "would vanish")
-                             .c_str());
+    throw nb::type_error(
+        (what +
+         " must be a C-contiguous tensor or array in host or CUDA memory (DLPack or the "
+         "buffer protocol), not this " +
+         nb::type_name(h.type()).c_str() +
+         "; a non-contiguous one is refused rather than copied, since a restore into a copy "
+         "would vanish")
+            .c_str());
   }
 }
 
@@ -141,7 +153,8 @@ void* stream_of(nb::handle obj, const Tensor& t, nb::handle stream) {
   const bool cuda = t.device_type() == nb::device::cuda::value;
   if (!cuda && stream.is_none()) return nullptr;
   nb::module_ streams = nb::module_::import_("kvtier._streams");
-  nb::object handle = stream.is_none() ? streams.attr("current_stream")(obj) : streams.attr("stream_handle")(stream);
+  nb::object handle = stream.is_none() ? streams.attr("current_stream")(obj)
+                                       : streams.attr("stream_handle")(stream);
   return cuda ? reinterpret_cast<void*>(nb::cast<uintptr_t>(handle)) : nullptr;
 }
 
@@ -156,7 +169,9 @@ std::string dtype_name(nb::dlpack::dtype d) {
                      : code == Code::Complex ? "complex"
                      : code == Code::Bool    ? "bool"
                                              : nullptr;
-  if (kind == nullptr) return "DLPack dtype code " + std::to_string(d.code) + " of " + std::to_string(d.bits) + " bits";
+  if (kind == nullptr)
+    return "DLPack dtype code " + std::to_string(d.code) + " of " + std::to_string(d.bits) +
+           " bits";
   return code == Code::Bool ? std::string(kind) : kind + std::to_string(d.bits);
 }
 
@@ -174,9 +189,11 @@ void check_dtype(const Tensor& t, const kvtier::KvGeometry& g, const std::string
   if (raw_bytes || !numeric || itemsize(t) == g.element_bytes) return;
   throw PyError({kvtier::ErrorCode::kInvalidArgument,
                  what + " is " + dtype_name(d) + " (" + std::to_string(itemsize(t)) +
-                     "-byte elements), but the geometry's elements are " + std::to_string(g.element_bytes) +
-                     " bytes (element_bytes=" + std::to_string(g.element_bytes) + "): pass the KV in its own " +
-                     std::to_string(g.element_bytes) + "-byte dtype, or a uint8 view of its bytes"});
+                     "-byte elements), but the geometry's elements are " +
+                     std::to_string(g.element_bytes) +
+                     " bytes (element_bytes=" + std::to_string(g.element_bytes) +
+                     "): pass the KV in its own " + std::to_string(g.element_bytes) +
+                     "-byte dtype, or a uint8 view of its bytes"});
 }
 
 std::string shape_of(const Tensor& t) {
@@ -190,7 +207,8 @@ using Expected = std::vector<std::optional<uint64_t>>;
 
 std::string expected_string(const Expected& e, const char* free_name) {
   std::string s = "[";
-  for (size_t i = 0; i < e.size(); ++i) s += (i ? ", " : "") + (e[i] ? std::to_string(*e[i]) : free_name);
+  for (size_t i = 0; i < e.size(); ++i)
+    s += (i ? ", " : "") + (e[i] ? std::to_string(*e[i]) : free_name);
   return s + "]";
 }
 
@@ -204,7 +222,8 @@ bool matches(const Tensor& t, const Expected& e) {
 
 /// head_dim counted in the tensor's elements: a uint8 view has element_bytes of them per value.
 /// nullopt when the tensor's elements do not divide a row (only dtypes check_dtype lets through).
-std::optional<uint64_t> head_dim_in(const Tensor& t, const kvtier::KvGeometry& g, uint64_t times = 1) {
+std::optional<uint64_t> head_dim_in(const Tensor& t, const kvtier::KvGeometry& g,
+                                    uint64_t times = 1) {
   const uint64_t bytes = uint64_t{g.head_dim} * g.element_bytes * times;
   const uint64_t item = itemsize(t);
   if (item == 0 || bytes % item != 0) return std::nullopt;
@@ -220,17 +239,21 @@ void check_chunked_shape(const Tensor& t, const kvtier::KvGeometry& g) {
   const uint64_t per_token = g.bytes_per_token();
   const bool whole = per_token != 0 && t.nbytes() % per_token == 0;
   if (whole && (t.ndim() != 5 || !dim || matches(t, want))) return;
-  const std::string why = whole ? "a 5-D tensor must be that form" :
-      std::to_string(t.nbytes()) + " bytes are not a whole number of tokens of " + std::to_string(per_token) +
-          " bytes";
+  const std::string why = whole ? "a 5-D tensor must be that form"
+                                : std::to_string(t.nbytes()) +
+                                      " bytes are not a whole number of tokens of " +
+                                      std::to_string(per_token) + " bytes";
   throw PyError({kvtier::ErrorCode::kInvalidArgument,
-                 "kv has shape " + shape_of(t) + " (" + dtype_name(t.dtype()) + "), but this geometry's contiguous "
-                 "form is " + expected_string(want, "tokens") + " ([2, layers, tokens, kv_heads, head_dim]): " + why});
+                 "kv has shape " + shape_of(t) + " (" + dtype_name(t.dtype()) +
+                     "), but this geometry's contiguous "
+                     "form is " +
+                     expected_string(want, "tokens") +
+                     " ([2, layers, tokens, kv_heads, head_dim]): " + why});
 }
 
 /// A paged layer's shape for `layout` in the tensor's elements, with `blocks` free when unknown.
-Expected paged_shape(const Tensor& t, const kvtier::KvGeometry& g, kvtier::PagedLayout layout, uint32_t block_size,
-                     std::optional<uint64_t> blocks) {
+Expected paged_shape(const Tensor& t, const kvtier::KvGeometry& g, kvtier::PagedLayout layout,
+                     uint32_t block_size, std::optional<uint64_t> blocks) {
   switch (layout) {
     case kvtier::PagedLayout::kKvFirst:
       return {2, blocks, block_size, g.kv_heads, head_dim_in(t, g)};
@@ -256,20 +279,23 @@ const char* paged_form(kvtier::PagedLayout layout) {
 
 /// Every layer must be the layout's shape with the first layer's number of blocks: the engine only
 /// sees byte counts, so a layer in another arrangement of the same size would be filled scrambled.
-void check_paged_shapes(const std::vector<Tensor>& layers, const kvtier::KvGeometry& g, kvtier::PagedLayout layout,
-                        const std::string& layout_name, uint32_t block_size) {
+void check_paged_shapes(const std::vector<Tensor>& layers, const kvtier::KvGeometry& g,
+                        kvtier::PagedLayout layout, const std::string& layout_name,
+                        uint32_t block_size) {
   const Tensor& first = layers.front();
   const size_t block_axis = layout == kvtier::PagedLayout::kKvFirst ? 1 : 0;
   std::optional<uint64_t> blocks;
-  if (first.ndim() == paged_shape(first, g, layout, block_size, std::nullopt).size()) blocks = first.shape(block_axis);
+  if (first.ndim() == paged_shape(first, g, layout, block_size, std::nullopt).size())
+    blocks = first.shape(block_axis);
   for (size_t i = 0; i < layers.size(); ++i) {
     const Expected want = paged_shape(layers[i], g, layout, block_size, blocks);
     if (matches(layers[i], want)) continue;
     throw PyError({kvtier::ErrorCode::kInvalidArgument,
                    "layers[" + std::to_string(i) + "] has shape " + shape_of(layers[i]) + " (" +
-                       dtype_name(layers[i].dtype()) + "), but layout " + layout_name + " with block_size " +
-                       std::to_string(block_size) + " expects " + expected_string(want, "blocks") + " (" +
-                       paged_form(layout) + (i == 0 ? ")" : ", with the blocks of layers[0])")});
+                       dtype_name(layers[i].dtype()) + "), but layout " + layout_name +
+                       " with block_size " + std::to_string(block_size) + " expects " +
+                       expected_string(want, "blocks") + " (" + paged_form(layout) +
+                       (i == 0 ? ")" : ", with the blocks of layers[0])")});
   }
 }
 
@@ -285,7 +311,8 @@ Chunked chunked_of(const kvtier::Engine& e, nb::handle kv, nb::handle stream) {
   check_dtype(c.tensor, e.geometry(), "kv");
   check_chunked_shape(c.tensor, e.geometry());
   const uint64_t per_token = e.geometry().bytes_per_token();
-  c.view = {view_of(c.tensor), per_token == 0 ? 0 : c.tensor.nbytes() / per_token, stream_of(kv, c.tensor, stream)};
+  c.view = {view_of(c.tensor), per_token == 0 ? 0 : c.tensor.nbytes() / per_token,
+            stream_of(kv, c.tensor, stream)};
   return c;
 }
 
@@ -295,25 +322,28 @@ struct Paged {
   kvtier::PagedKv view;
 };
 
-Paged paged_of(const kvtier::KvGeometry& g, nb::handle layers, nb::handle block_table, uint32_t block_size,
-               const std::string& layout, nb::handle stream) {
+Paged paged_of(const kvtier::KvGeometry& g, nb::handle layers, nb::handle block_table,
+               uint32_t block_size, const std::string& layout, nb::handle stream) {
   Paged p;
   if (!nb::isinstance<nb::list>(layers) && !nb::isinstance<nb::tuple>(layers)) {
     throw nb::type_error("layers must be a list of per-layer tensors");
   }
   size_t i = 0;
-  for (nb::handle l : layers) p.layers.push_back(tensor_of(l, "layers[" + std::to_string(i++) + "]"));
+  for (nb::handle l : layers)
+    p.layers.push_back(tensor_of(l, "layers[" + std::to_string(i++) + "]"));
   if (p.layers.empty()) throw PyError({kvtier::ErrorCode::kInvalidArgument, "no layer tensors"});
   p.table = ints_of<int32_t>(block_table, "block_table");  // -1 skips a block on restore
   p.view.layout = layout_of(layout);
-  for (size_t l = 0; l < p.layers.size(); ++l) check_dtype(p.layers[l], g, "layers[" + std::to_string(l) + "]");
+  for (size_t l = 0; l < p.layers.size(); ++l)
+    check_dtype(p.layers[l], g, "layers[" + std::to_string(l) + "]");
   check_paged_shapes(p.layers, g, p.view.layout, layout, block_size);
   for (const Tensor& l : p.layers) p.view.layers.push_back(view_of(l));
   p.view.block_table = p.table;
   p.view.block_size = block_size;
   // Every layout's first axis that counts blocks: kv_first has it second.
   const Tensor& first = p.layers.front();
-  p.view.num_blocks = static_cast<uint32_t>(layout == "kv_first" && first.ndim() >= 2 ? first.shape(1) : first.shape(0));
+  p.view.num_blocks = static_cast<uint32_t>(
+      layout == "kv_first" && first.ndim() >= 2 ? first.shape(1) : first.shape(0));
   p.view.cuda_stream = stream_of(layers[0], first, stream);
   return p;
 }
@@ -368,44 +398,57 @@ NB_MODULE(_kvtier, m) {
   static nb::object error_type = nb::exception<PyError>(m, "Error");
   // A property over args rather than an attribute set where C++ raises: an Error raised from
   // Python (or re-created by pickling, which passes args only) has .code as well.
-  error_type.attr("code") = nb::module_::import_("builtins").attr("property")(
-      nb::cpp_function([](nb::handle self) -> nb::object {
-        nb::tuple args = nb::borrow<nb::tuple>(self.attr("args"));
-        return args.size() > 1 ? nb::object(args[1]) : nb::none();
-      }),
-      nb::none(), nb::none(), "The kvtier status name, e.g. \"corrupt\" or \"invalid argument\" (also args[1]).");
-  error_type.attr("__doc__") = "A kvtier error: args are (message, code); .code is the status name.";
-  nb::register_exception_translator(
-      [](const std::exception_ptr& p, void*) {
-        try {
-          std::rethrow_exception(p);
-        } catch (const PyError& e) {
-          // A message may quote bytes that are not UTF-8 (a damaged file's content): escape them
-          // rather than fail the translation with a UnicodeDecodeError.
-          const std::string_view what = e.what();
-          nb::object message = nb::steal(PyUnicode_DecodeUTF8(what.data(), static_cast<Py_ssize_t>(what.size()),
-                                                               "backslashreplace"));
-          nb::object args = nb::make_tuple(message, e.code);
-          PyErr_SetObject(error_type.ptr(), args.ptr());
-        }
-      });
+  error_type.attr("code") =
+      nb::module_::import_("builtins")
+          .attr("property")(
+              nb::cpp_function([](nb::handle self) -> nb::object {
+                nb::tuple args = nb::borrow<nb::tuple>(self.attr("args"));
+                return args.size() > 1 ? nb::object(args[1]) : nb::none();
+              }),
+              nb::none(), nb::none(),
+              "The kvtier status name, e.g. \"corrupt\" or \"invalid argument\" (also args[1]).");
+  error_type.attr("__doc__") =
+      "A kvtier error: args are (message, code); .code is the status name.";
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const PyError& e) {
+      // A message may quote bytes that are not UTF-8 (a damaged file's content): escape them
+      // rather than fail the translation with a UnicodeDecodeError.
+      const std::string_view what = e.what();
+      nb::object message = nb::steal(PyUnicode_DecodeUTF8(
+          what.data(), static_cast<Py_ssize_t>(what.size()), "backslashreplace"));
+      nb::object args = nb::make_tuple(message, e.code);
+      PyErr_SetObject(error_type.ptr(), args.ptr());
+    }
+  });
 
-  m.def("stat_fields", [] {
+  m.def(
+      "stat_fields",
+      [] {
         nb::list out;
         for (const kvtier::StatField& f : kvtier::stat_fields()) {
           static constexpr const char* kKinds[] = {"counter", "gauge", "text", "histogram"};
-          out.append(nb::make_tuple(nb::str(f.name.data(), f.name.size()), kKinds[static_cast<int>(f.kind)],
+          out.append(nb::make_tuple(nb::str(f.name.data(), f.name.size()),
+                                    kKinds[static_cast<int>(f.kind)],
                                     nb::str(f.help.data(), f.help.size())));
         }
         return out;
-      }, "Every field of Engine.stats(): (name, kind, help), kind one of counter, gauge, text, histogram.");
+      },
+      "Every field of Engine.stats(): (name, kind, help), kind one of counter, gauge, text, "
+      "histogram.");
 
   nb::class_<kvtier::KvGeometry>(m, "Geometry")
-      .def_static("preset", [](const std::string& model, uint32_t rank, uint32_t world, uint32_t chunk) {
+      .def_static(
+          "preset",
+          [](const std::string& model, uint32_t rank, uint32_t world, uint32_t chunk) {
             return unwrap(kvtier::geometry_for(model, rank, world, chunk));
-          }, "model"_a, "tp_rank"_a = 0, "tp_world"_a = 1, "chunk_tokens"_a = 256)
-      .def_static("custom", [](const std::string& model, uint32_t layers, uint32_t kv_heads, uint32_t head_dim,
-                               uint32_t element_bytes, uint32_t chunk, uint32_t rank, uint32_t world) {
+          },
+          "model"_a, "tp_rank"_a = 0, "tp_world"_a = 1, "chunk_tokens"_a = 256)
+      .def_static(
+          "custom",
+          [](const std::string& model, uint32_t layers, uint32_t kv_heads, uint32_t head_dim,
+             uint32_t element_bytes, uint32_t chunk, uint32_t rank, uint32_t world) {
             kvtier::KvGeometry g;
             g.model_id = model;
             g.layers = layers;
@@ -417,9 +460,11 @@ NB_MODULE(_kvtier, m) {
             g.tp_world = world;
             if (kvtier::Status st = g.validate(); !st.ok()) throw PyError(st);
             return g;
-          }, "model"_a, "layers"_a, "kv_heads"_a, "head_dim"_a, "element_bytes"_a = 2, "chunk_tokens"_a = 256,
-          "tp_rank"_a = 0, "tp_world"_a = 1,
-          "A geometry for any model: kv_heads are this rank's (total / tp_world); model names the namespace.")
+          },
+          "model"_a, "layers"_a, "kv_heads"_a, "head_dim"_a, "element_bytes"_a = 2,
+          "chunk_tokens"_a = 256, "tp_rank"_a = 0, "tp_world"_a = 1,
+          "A geometry for any model: kv_heads are this rank's (total / tp_world); model names the "
+          "namespace.")
       .def_prop_ro("model", [](const kvtier::KvGeometry& g) { return g.model_id; })
       .def_prop_ro("layers", [](const kvtier::KvGeometry& g) { return g.layers; })
       .def_prop_ro("kv_heads", [](const kvtier::KvGeometry& g) { return g.kv_heads; })
@@ -430,67 +475,89 @@ NB_MODULE(_kvtier, m) {
       .def_prop_ro("tp_world", [](const kvtier::KvGeometry& g) { return g.tp_world; })
       .def_prop_ro("row_bytes", [](const kvtier::KvGeometry& g) { return g.row_bytes(); })
       .def("bytes_for_tokens", &kvtier::KvGeometry::bytes_for_tokens)
-      .def("__repr__", [](const kvtier::KvGeometry& g) { return "kvtier.Geometry(" + g.describe() + ")"; });
+      .def("__repr__",
+           [](const kvtier::KvGeometry& g) { return "kvtier.Geometry(" + g.describe() + ")"; });
 
-  m.def("built_with_remote", [] { return KVTIER_HAVE_REDIS == 1; },
-        "Whether this kvtier was built with hiredis, so that open(remote=...) can use a Redis Cluster.");
-  m.def("open", [](const std::variant<std::string, std::vector<std::string>>& root,
-                   const kvtier::KvGeometry& geometry, const std::string& io,
-                   const std::string& capacity, const std::string& dram, const std::string& staging,
-                   const std::string& tenant, const std::string& remote, const std::string& remote_password_env,
-                   uint64_t remote_ttl) {
-          kvtier::Options o;
-          if (const auto* one = std::get_if<std::string>(&root)) {
-            o.root = *one;
-          } else {
-            const auto& drives = std::get<std::vector<std::string>>(root);
-            if (drives.empty()) throw std::invalid_argument("open: the list of store directories is empty");
-            o.root = drives.front();
-            o.extra_roots.assign(drives.begin() + 1, drives.end());
-          }
-          o.geometry = geometry;
-          o.io_path = unwrap(kvtier::parse_io_path(io));
-          o.capacity_bytes = unwrap(kvtier::parse_size(capacity));
-          o.dram_bytes = unwrap(kvtier::parse_size(dram));
-          o.staging_bytes = unwrap(kvtier::parse_size(staging));
-          o.tenant = tenant;
-          o.remote.seeds = remote;
-          o.remote.password_env = remote_password_env;
-          o.remote.ttl_seconds = remote_ttl;
-          nb::gil_scoped_release release;
-          return unwrap(kvtier::Engine::open(o));
-        },
-        "root"_a, "geometry"_a, "io"_a = "auto", "capacity"_a = "0", "dram"_a = "0", "staging"_a = "0",
-        "tenant"_a = "", "remote"_a = "", "remote_password_env"_a = "", "remote_ttl"_a = 0,
-        "Opens (or creates) the rank's store under root: a directory, or a list of them, one per drive (the store "
-        "spreads its segments over them; capacity is per drive). io: auto, posix, buffered or gds. Sizes take K/M/G/T. "
-        "remote: Redis Cluster seeds, redis://host:port[,host:port...] (a shared tier behind the local store); "
-        "remote_password_env: the environment variable holding its password; remote_ttl: seconds.");
+  m.def(
+      "built_with_remote", [] { return KVTIER_HAVE_REDIS == 1; },
+      "Whether this kvtier was built with hiredis, so that open(remote=...) can use a Redis "
+      "Cluster.");
+  m.def(
+      "open",
+      [](const std::variant<std::string, std::vector<std::string>>& root,
+         const kvtier::KvGeometry& geometry, const std::string& io, const std::string& capacity,
+         const std::string& dram, const std::string& staging, const std::string& tenant,
+         const std::string& remote, const std::string& remote_password_env, uint64_t remote_ttl) {
+        kvtier::Options o;
+        if (const auto* one = std::get_if<std::string>(&root)) {
+          o.root = *one;
+        } else {
+          const auto& drives = std::get<std::vector<std::string>>(root);
+          if (drives.empty())
+            throw std::invalid_argument("open: the list of store directories is empty");
+          o.root = drives.front();
+          o.extra_roots.assign(drives.begin() + 1, drives.end());
+        }
+        o.geometry = geometry;
+        o.io_path = unwrap(kvtier::parse_io_path(io));
+        o.capacity_bytes = unwrap(kvtier::parse_size(capacity));
+        o.dram_bytes = unwrap(kvtier::parse_size(dram));
+        o.staging_bytes = unwrap(kvtier::parse_size(staging));
+        o.tenant = tenant;
+        o.remote.seeds = remote;
+        o.remote.password_env = remote_password_env;
+        o.remote.ttl_seconds = remote_ttl;
+        nb::gil_scoped_release release;
+        return unwrap(kvtier::Engine::open(o));
+      },
+      "root"_a, "geometry"_a, "io"_a = "auto", "capacity"_a = "0", "dram"_a = "0",
+      "staging"_a = "0", "tenant"_a = "", "remote"_a = "", "remote_password_env"_a = "",
+      "remote_ttl"_a = 0,
+      "Opens (or creates) the rank's store under root: a directory, or a list of them, one per "
+      "drive (the store "
+      "spreads its segments over them; capacity is per drive). io: auto, posix, buffered or gds. "
+      "Sizes take K/M/G/T. "
+      "remote: Redis Cluster seeds, redis://host:port[,host:port...] (a shared tier behind the "
+      "local store); "
+      "remote_password_env: the environment variable holding its password; remote_ttl: seconds.");
 
   nb::class_<kvtier::Engine>(m, "Engine", nb::is_weak_referenceable())
-      .def("save", [](kvtier::Engine& e, nb::handle tokens, nb::handle kv, nb::handle stream) {
+      .def(
+          "save",
+          [](kvtier::Engine& e, nb::handle tokens, nb::handle kv, nb::handle stream) {
             auto ids = tokens_of(tokens);
             const Chunked c = chunked_of(e, kv, stream);
             nb::gil_scoped_release release;
             return unwrap(e.save(ids, c.view)).chunks_written;
-          }, "tokens"_a, "kv"_a, "stream"_a = nb::none(),
-          "Saves KV in contiguous form [2, layers, capacity, kv_heads, head_dim]; returns chunks written. "
-          "CUDA tensors are read after the work queued on `stream` (default: the tensor framework's current "
+          },
+          "tokens"_a, "kv"_a, "stream"_a = nb::none(),
+          "Saves KV in contiguous form [2, layers, capacity, kv_heads, head_dim]; returns chunks "
+          "written. "
+          "CUDA tensors are read after the work queued on `stream` (default: the tensor "
+          "framework's current "
           "stream).")
-      .def("save_paged", [](kvtier::Engine& e, nb::handle tokens, nb::handle layers, nb::handle block_table,
-                            uint32_t block_size, const std::string& layout, nb::handle stream) {
+      .def(
+          "save_paged",
+          [](kvtier::Engine& e, nb::handle tokens, nb::handle layers, nb::handle block_table,
+             uint32_t block_size, const std::string& layout, nb::handle stream) {
             auto ids = tokens_of(tokens);
             Paged p = paged_of(e.geometry(), layers, block_table, block_size, layout, stream);
             nb::gil_scoped_release release;
             return unwrap(e.save(ids, p.view)).chunks_written;
-          }, "tokens"_a, "layers"_a, "block_table"_a, "block_size"_a = 16, "layout"_a = "kv_first",
+          },
+          "tokens"_a, "layers"_a, "block_table"_a, "block_size"_a = 16, "layout"_a = "kv_first",
           "stream"_a = nb::none())
-      .def("lookup", [](kvtier::Engine& e, nb::handle tokens) {
+      .def(
+          "lookup",
+          [](kvtier::Engine& e, nb::handle tokens) {
             auto ids = tokens_of(tokens);
             nb::gil_scoped_release release;
             return unwrap(e.lookup(ids));
-          }, "tokens"_a, "Tokens of the longest stored prefix (reads no payload).")
-      .def("restore", [](kvtier::Engine& e, nb::handle tokens, nb::handle kv, nb::handle stream) {
+          },
+          "tokens"_a, "Tokens of the longest stored prefix (reads no payload).")
+      .def(
+          "restore",
+          [](kvtier::Engine& e, nb::handle tokens, nb::handle kv, nb::handle stream) {
             auto ids = tokens_of(tokens);
             const Chunked c = chunked_of(e, kv, stream);
             kvtier::RestoreResult r;
@@ -499,11 +566,16 @@ NB_MODULE(_kvtier, m) {
               r = unwrap(e.restore(ids, c.view));
             }
             return restore_dict(r);
-          }, "tokens"_a, "kv"_a, "stream"_a = nb::none(),
-          "Restores the longest stored prefix, verified; returns a dict. CUDA tensors are written after the "
-          "work queued on `stream` (default: the framework's current stream) and are complete on return.")
-      .def("restore_paged", [](kvtier::Engine& e, nb::handle tokens, nb::handle layers, nb::handle block_table,
-                               uint32_t block_size, const std::string& layout, nb::handle stream) {
+          },
+          "tokens"_a, "kv"_a, "stream"_a = nb::none(),
+          "Restores the longest stored prefix, verified; returns a dict. CUDA tensors are written "
+          "after the "
+          "work queued on `stream` (default: the framework's current stream) and are complete on "
+          "return.")
+      .def(
+          "restore_paged",
+          [](kvtier::Engine& e, nb::handle tokens, nb::handle layers, nb::handle block_table,
+             uint32_t block_size, const std::string& layout, nb::handle stream) {
             auto ids = tokens_of(tokens);
             Paged p = paged_of(e.geometry(), layers, block_table, block_size, layout, stream);
             kvtier::RestoreResult r;
@@ -512,14 +584,20 @@ NB_MODULE(_kvtier, m) {
               r = unwrap(e.restore(ids, p.view));
             }
             return restore_dict(r);
-          }, "tokens"_a, "layers"_a, "block_table"_a, "block_size"_a = 16, "layout"_a = "kv_first",
+          },
+          "tokens"_a, "layers"_a, "block_table"_a, "block_size"_a = 16, "layout"_a = "kv_first",
           "stream"_a = nb::none())
-      .def("evict", [](kvtier::Engine& e, nb::handle tokens) {
+      .def(
+          "evict",
+          [](kvtier::Engine& e, nb::handle tokens) {
             auto ids = tokens_of(tokens);
             nb::gil_scoped_release release;
             return unwrap(e.evict(ids));
-          }, "tokens"_a)
-      .def("measure_read_ceiling", [](kvtier::Engine& e, nb::handle tokens) {
+          },
+          "tokens"_a)
+      .def(
+          "measure_read_ceiling",
+          [](kvtier::Engine& e, nb::handle tokens) {
             auto ids = tokens_of(tokens);
             kvtier::CeilingResult c;
             {
@@ -530,10 +608,14 @@ NB_MODULE(_kvtier, m) {
             d["bytes"] = c.bytes;
             d["seconds"] = c.seconds;
             return d;
-          }, "tokens"_a,
-          "Reads the stored prefix's records the raw O_DIRECT way (same I/O code, no copy, no checksum): the "
+          },
+          "tokens"_a,
+          "Reads the stored prefix's records the raw O_DIRECT way (same I/O code, no copy, no "
+          "checksum): the "
           "drive's ceiling for a restore of the same bytes. Returns {bytes, seconds}.")
-      .def("read_extents", [](kvtier::Engine& e, nb::handle tokens) {
+      .def(
+          "read_extents",
+          [](kvtier::Engine& e, nb::handle tokens) {
             auto ids = tokens_of(tokens);
             std::vector<kvtier::FileExtent> extents;
             {
@@ -543,18 +625,29 @@ NB_MODULE(_kvtier, m) {
             nb::list out;
             for (const auto& x : extents) out.append(nb::make_tuple(x.path, x.offset, x.length));
             return out;
-          }, "tokens"_a,
-          "The store file ranges a restore of `tokens` reads, as [(path, offset, length)], records back "
-          "to back merged: for measuring the drive with an independent tool (fio, dd) on the same bytes.")
-      .def("drop_page_cache", [](kvtier::Engine& e) {
+          },
+          "tokens"_a,
+          "The store file ranges a restore of `tokens` reads, as [(path, offset, length)], records "
+          "back "
+          "to back merged: for measuring the drive with an independent tool (fio, dd) on the same "
+          "bytes.")
+      .def(
+          "drop_page_cache",
+          [](kvtier::Engine& e) {
             nb::gil_scoped_release release;
             if (kvtier::Status st = e.drop_page_cache(); !st.ok()) throw PyError(st);
-          }, "Evicts the store's files from the page cache (drop_caches as root, else fadvise), for cold reads.")
+          },
+          "Evicts the store's files from the page cache (drop_caches as root, else fadvise), for "
+          "cold reads.")
       .def("stats", [](kvtier::Engine& e) { return stats_dict(e.stats()); })
-      .def("prometheus", [](kvtier::Engine& e, const std::string& labels) {
+      .def(
+          "prometheus",
+          [](kvtier::Engine& e, const std::string& labels) {
             return kvtier::prometheus_text(e.stats(), labels);
-          }, "labels"_a = "",
-          "Stats in the Prometheus text format; `labels` (name=\"value\" pairs, comma-separated) are added to "
+          },
+          "labels"_a = "",
+          "Stats in the Prometheus text format; `labels` (name=\"value\" pairs, comma-separated) "
+          "are added to "
           "every sample.")
       .def_prop_ro("geometry", &kvtier::Engine::geometry)
       .def_prop_ro("store_dir", &kvtier::Engine::store_dir);

@@ -20,7 +20,8 @@ class AlignedBuffer {
   /// Allocates `bytes` rounded up to the alignment; throws std::bad_alloc like operator new.
   explicit AlignedBuffer(size_t bytes) : size_(bytes) {
     size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    data_ = static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded));
+    data_ = static_cast<std::byte*>(
+        std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded));
     if (data_ == nullptr) throw std::bad_alloc();
   }
   AlignedBuffer(AlignedBuffer&& o) noexcept

@@ -27,7 +27,8 @@ inline uint64_t tail_word(const std::byte* p, size_t n) {
 // picked at load time, so one binary runs on every x86-64. (Not under TSan: its runtime is not up
 // when ifunc resolvers run, and the process dies before main.)
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
-#define KVTIER_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define KVTIER_VECTOR_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define KVTIER_VECTOR_CLONES
 #endif

@@ -45,6 +45,8 @@ constexpr uint64_t finish(uint64_t sum, uint64_t total_bytes) {
 }
 
 /// Checksum of a whole payload held in one buffer.
-inline uint64_t of(const std::byte* data, size_t bytes) { return finish(partial(data, bytes, 0), bytes); }
+inline uint64_t of(const std::byte* data, size_t bytes) {
+  return finish(partial(data, bytes, 0), bytes);
+}
 
 }  // namespace kvtier::kvsum

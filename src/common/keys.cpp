@@ -28,7 +28,8 @@ Key128 chunk_key(const Key128& parent, std::span<const Token> chunk_tokens) {
   return {h.low64, h.high64};
 }
 
-std::vector<Key128> chain_keys(const Key128& ns, std::span<const Token> tokens, uint32_t chunk_tokens) {
+std::vector<Key128> chain_keys(const Key128& ns, std::span<const Token> tokens,
+                               uint32_t chunk_tokens) {
   std::vector<Key128> keys;
   keys.reserve(tokens.size() / chunk_tokens + 1);
   Key128 parent = ns;

@@ -25,7 +25,9 @@ struct Key128 {
 };
 
 struct Key128Hash {
-  size_t operator()(const Key128& k) const noexcept { return static_cast<size_t>(k.lo ^ (k.hi * 31)); }
+  size_t operator()(const Key128& k) const noexcept {
+    return static_cast<size_t>(k.lo ^ (k.hi * 31));
+  }
 };
 
 /// Namespace of a rank's keys: XXH3-128 of the geometry's text form (model, shape, chunk size,
@@ -37,6 +39,7 @@ Key128 namespace_key(const KvGeometry& geometry, std::string_view tenant);
 Key128 chunk_key(const Key128& parent, std::span<const Token> chunk_tokens);
 
 /// Keys of every chunk of `tokens`, in order: full chunks, then the trailing partial chunk if any.
-std::vector<Key128> chain_keys(const Key128& ns, std::span<const Token> tokens, uint32_t chunk_tokens);
+std::vector<Key128> chain_keys(const Key128& ns, std::span<const Token> tokens,
+                               uint32_t chunk_tokens);
 
 }  // namespace kvtier

@@ -18,7 +18,9 @@ class Logger {
   Logger() = default;
   Logger(LogSink sink, LogLevel level) : sink_(std::move(sink)), level_(level) {}
 
-  [[nodiscard]] bool enabled(LogLevel level) const { return level >= level_ && level != LogLevel::kOff; }
+  [[nodiscard]] bool enabled(LogLevel level) const {
+    return level >= level_ && level != LogLevel::kOff;
+  }
   void write(LogLevel level, std::string_view line) const;
 
  private:
@@ -31,9 +33,9 @@ std::string_view log_level_name(LogLevel level);
 }  // namespace kvtier
 
 /// KVTIER_LOG(logger, kWarn, "segment {} dropped", id): formats only when the level is enabled.
-#define KVTIER_LOG(logger, level, ...)                                   \
-  do {                                                                   \
-    if ((logger).enabled(::kvtier::LogLevel::level)) {                   \
+#define KVTIER_LOG(logger, level, ...)                                     \
+  do {                                                                     \
+    if ((logger).enabled(::kvtier::LogLevel::level)) {                     \
       (logger).write(::kvtier::LogLevel::level, fmt::format(__VA_ARGS__)); \
-    }                                                                    \
+    }                                                                      \
   } while (0)

@@ -16,10 +16,14 @@ namespace kvtier {
 
 std::string_view io_path_name(IoPath path) {
   switch (path) {
-    case IoPath::kAuto: return "auto";
-    case IoPath::kDirect: return "direct";
-    case IoPath::kBuffered: return "buffered";
-    case IoPath::kGds: return "gds";
+    case IoPath::kAuto:
+      return "auto";
+    case IoPath::kDirect:
+      return "direct";
+    case IoPath::kBuffered:
+      return "buffered";
+    case IoPath::kGds:
+      return "gds";
   }
   return "?";
 }
@@ -29,8 +33,9 @@ Result<IoPath> parse_io_path(std::string_view name) {
   if (name == "direct" || name == "posix") return IoPath::kDirect;
   if (name == "buffered") return IoPath::kBuffered;
   if (name == "gds") return IoPath::kGds;
-  return fail(ErrorCode::kInvalidArgument,
-              fmt::format("I/O path '{}': expected auto, posix (or direct), buffered or gds", name));
+  return fail(
+      ErrorCode::kInvalidArgument,
+      fmt::format("I/O path '{}': expected auto, posix (or direct), buffered or gds", name));
 }
 
 Result<uint64_t> parse_size(std::string_view text) {
@@ -40,16 +45,22 @@ Result<uint64_t> parse_size(std::string_view text) {
   errno = 0;
   double value = std::strtod(s.c_str(), &end);
   if (end == s.c_str() || errno != 0 || !std::isfinite(value) || value < 0) {
-    return fail(ErrorCode::kInvalidArgument, fmt::format("size '{}' is not a non-negative number", text));
+    return fail(ErrorCode::kInvalidArgument,
+                fmt::format("size '{}' is not a non-negative number", text));
   }
   std::string_view suffix(end);
   double scale = 1;
-  if (suffix == "K" || suffix == "KiB" || suffix == "k") scale = 1024.0;
-  else if (suffix == "M" || suffix == "MiB") scale = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "GiB") scale = 1024.0 * 1024 * 1024;
-  else if (suffix == "T" || suffix == "TiB") scale = 1024.0 * 1024 * 1024 * 1024;
+  if (suffix == "K" || suffix == "KiB" || suffix == "k")
+    scale = 1024.0;
+  else if (suffix == "M" || suffix == "MiB")
+    scale = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "GiB")
+    scale = 1024.0 * 1024 * 1024;
+  else if (suffix == "T" || suffix == "TiB")
+    scale = 1024.0 * 1024 * 1024 * 1024;
   else if (!suffix.empty() && suffix != "B") {
-    return fail(ErrorCode::kInvalidArgument, fmt::format("size '{}': unknown unit '{}'", text, suffix));
+    return fail(ErrorCode::kInvalidArgument,
+                fmt::format("size '{}': unknown unit '{}'", text, suffix));
   }
   double bytes = value * scale;
   if (bytes >= 18446744073709551616.0) {

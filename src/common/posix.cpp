@@ -70,7 +70,8 @@ Result<UniqueFd> open_file(const std::string& path, int flags, mode_t mode) {
 Status pread_full(int fd, std::span<std::byte> buf, uint64_t offset) {
   size_t done = 0;
   while (done < buf.size()) {
-    ssize_t n = ::pread(fd, buf.data() + done, buf.size() - done, static_cast<off_t>(offset + done));
+    ssize_t n =
+        ::pread(fd, buf.data() + done, buf.size() - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return posix_error(errno, fmt::format("pread at {}", offset + done));
     if (n == 0) {
@@ -118,7 +119,7 @@ Status write_file_atomic(const std::string& dir, const std::string& name,
 }
 
 Result<uint64_t> allocated_bytes(int fd) {
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0) return fail(posix_error(errno, "fstat"));
   return static_cast<uint64_t>(st.st_blocks) * 512;
 }

@@ -10,21 +10,36 @@ namespace kvtier {
 
 std::string_view error_code_name(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kOk: return "ok";
-    case ErrorCode::kInvalidArgument: return "invalid argument";
-    case ErrorCode::kNotSupported: return "not supported";
-    case ErrorCode::kNotFound: return "not found";
-    case ErrorCode::kCorrupt: return "corrupt";
-    case ErrorCode::kGeometryMismatch: return "geometry mismatch";
-    case ErrorCode::kFormatVersion: return "format version";
-    case ErrorCode::kLocked: return "locked";
-    case ErrorCode::kCapacity: return "capacity";
-    case ErrorCode::kChecksumMismatch: return "checksum mismatch";
-    case ErrorCode::kIo: return "I/O error";
-    case ErrorCode::kNoSpace: return "no space";
-    case ErrorCode::kPermission: return "permission denied";
-    case ErrorCode::kDevice: return "device error";
-    case ErrorCode::kInternal: return "internal error";
+    case ErrorCode::kOk:
+      return "ok";
+    case ErrorCode::kInvalidArgument:
+      return "invalid argument";
+    case ErrorCode::kNotSupported:
+      return "not supported";
+    case ErrorCode::kNotFound:
+      return "not found";
+    case ErrorCode::kCorrupt:
+      return "corrupt";
+    case ErrorCode::kGeometryMismatch:
+      return "geometry mismatch";
+    case ErrorCode::kFormatVersion:
+      return "format version";
+    case ErrorCode::kLocked:
+      return "locked";
+    case ErrorCode::kCapacity:
+      return "capacity";
+    case ErrorCode::kChecksumMismatch:
+      return "checksum mismatch";
+    case ErrorCode::kIo:
+      return "I/O error";
+    case ErrorCode::kNoSpace:
+      return "no space";
+    case ErrorCode::kPermission:
+      return "permission denied";
+    case ErrorCode::kDevice:
+      return "device error";
+    case ErrorCode::kInternal:
+      return "internal error";
   }
   return "unknown";
 }

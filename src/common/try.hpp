@@ -32,16 +32,16 @@ Status status_of(const Result<T>& r) {
 
 /// Returns the error of `expr` (a Status) from the enclosing function, which may return Status
 /// or Result<T>.
-#define KVTIER_TRY(expr)                                                          \
-  do {                                                                            \
-    ::kvtier::Status kvtier_try_status_ = (expr);                                 \
-    if (!kvtier_try_status_.ok()) {                                               \
-      return ::kvtier::detail::ErrorReturn{std::move(kvtier_try_status_)};        \
-    }                                                                             \
+#define KVTIER_TRY(expr)                                                   \
+  do {                                                                     \
+    ::kvtier::Status kvtier_try_status_ = (expr);                          \
+    if (!kvtier_try_status_.ok()) {                                        \
+      return ::kvtier::detail::ErrorReturn{std::move(kvtier_try_status_)}; \
+    }                                                                      \
   } while (0)
 
-#define KVTIER_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr)                             \
-  auto tmp = (expr);                                                             \
+#define KVTIER_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr)                                  \
+  auto tmp = (expr);                                                                  \
   if (!tmp.has_value()) return ::kvtier::detail::ErrorReturn{std::move(tmp).error()}; \
   lhs = std::move(tmp).value()
 
@@ -50,10 +50,10 @@ Status status_of(const Result<T>& r) {
   KVTIER_ASSIGN_OR_RETURN_IMPL(KVTIER_CONCAT(kvtier_result_, __LINE__), lhs, expr)
 
 /// Precondition check: returns kInvalidArgument; the message is built only on failure.
-#define KVTIER_EXPECTS(cond, msg)                                                         \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
-      return ::kvtier::detail::ErrorReturn{                                               \
-          ::kvtier::Status(::kvtier::ErrorCode::kInvalidArgument, (msg))};                \
-    }                                                                                     \
+#define KVTIER_EXPECTS(cond, msg)                                          \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      return ::kvtier::detail::ErrorReturn{                                \
+          ::kvtier::Status(::kvtier::ErrorCode::kInvalidArgument, (msg))}; \
+    }                                                                      \
   } while (0)

@@ -19,11 +19,14 @@ namespace {
 /// The CUDA error domain.
 Status cuda_status(cudaError_t err, std::string_view context) {
   if (err == cudaSuccess) return {};
-  return Status(ErrorCode::kDevice, fmt::format("{}: {} ({})", context, cudaGetErrorString(err), cudaGetErrorName(err)),
+  return Status(ErrorCode::kDevice,
+                fmt::format("{}: {} ({})", context, cudaGetErrorString(err), cudaGetErrorName(err)),
                 static_cast<int>(err));
 }
 
-Status launched(int err, std::string_view what) { return cuda_status(static_cast<cudaError_t>(err), what); }
+Status launched(int err, std::string_view what) {
+  return cuda_status(static_cast<cudaError_t>(err), what);
+}
 
 /// Device memory owned by one pointer; freed without checking (destructors must not fail).
 class DeviceBuffer {
@@ -40,7 +43,8 @@ class DeviceBuffer {
   ~DeviceBuffer() { reset(); }
   static Result<DeviceBuffer> allocate(size_t bytes) {
     DeviceBuffer b;
-    KVTIER_TRY(cuda_status(cudaMalloc(&b.ptr_, std::max<size_t>(bytes, 16)), fmt::format("cudaMalloc({})", bytes)));
+    KVTIER_TRY(cuda_status(cudaMalloc(&b.ptr_, std::max<size_t>(bytes, 16)),
+                           fmt::format("cudaMalloc({})", bytes)));
     return b;
   }
   void reset() noexcept {
@@ -59,13 +63,14 @@ class DeviceBuffer {
 /// The kernels move 16-byte vectors and index tokens with 32-bit arithmetic.
 Status shape_supported(const KvLayoutParams& p) {
   if (p.row_bytes % 16 != 0 || p.head_bytes % 16 != 0) {
-    return {ErrorCode::kNotSupported,
-            fmt::format("KV in GPU memory needs heads of a multiple of 16 bytes (this geometry's head is {} bytes, "
-                        "its row {}); keep such KV in host memory",
-                        p.head_bytes, p.row_bytes)};
+    return {ErrorCode::kNotSupported, fmt::format("KV in GPU memory needs heads of a multiple of "
+                                                  "16 bytes (this geometry's head is {} bytes, "
+                                                  "its row {}); keep such KV in host memory",
+                                                  p.head_bytes, p.row_bytes)};
   }
   if (p.capacity_tokens >= (uint64_t{1} << 31)) {
-    return {ErrorCode::kNotSupported, "KV in GPU memory is limited to targets of fewer than 2^31 tokens"};
+    return {ErrorCode::kNotSupported,
+            "KV in GPU memory is limited to targets of fewer than 2^31 tokens"};
   }
   return {};
 }
@@ -80,8 +85,8 @@ struct SlotResources {
 
 class CudaTransfer final : public DeviceTransfer {
  public:
-  static Result<std::unique_ptr<CudaTransfer>> create(const KvTarget& target, size_t records, size_t slots,
-                                                      size_t slot_bytes) {
+  static Result<std::unique_ptr<CudaTransfer>> create(const KvTarget& target, size_t records,
+                                                      size_t slots, size_t slot_bytes) {
     auto t = std::unique_ptr<CudaTransfer>(new CudaTransfer());
     t->device_ = target.device;
     KVTIER_TRY(t->select());
@@ -92,7 +97,8 @@ class CudaTransfer final : public DeviceTransfer {
     // on a slot stream would then read half-written layer pointers (seen under 8 concurrent
     // restores: illegal address). Set up on a stream of our own and wait for it.
     cudaStream_t setup = nullptr;
-    KVTIER_TRY(cuda_status(cudaStreamCreateWithFlags(&setup, cudaStreamNonBlocking), "cudaStreamCreate"));
+    KVTIER_TRY(
+        cuda_status(cudaStreamCreateWithFlags(&setup, cudaStreamNonBlocking), "cudaStreamCreate"));
     auto setup_done = [&](Status st) {
       if (st.ok()) st = cuda_status(cudaStreamSynchronize(setup), "setting up a transfer");
       cudaStreamDestroy(setup);
@@ -100,19 +106,22 @@ class CudaTransfer final : public DeviceTransfer {
     };
     Status st = [&]() -> Status {
       KVTIER_ASSIGN_OR_RETURN(t->sums_, DeviceBuffer::allocate(std::max<size_t>(records, 1) * 8));
-      KVTIER_TRY(cuda_status(cudaMemsetAsync(t->sums_.get(), 0, std::max<size_t>(records, 1) * 8, setup),
-                             "cudaMemsetAsync"));
+      KVTIER_TRY(
+          cuda_status(cudaMemsetAsync(t->sums_.get(), 0, std::max<size_t>(records, 1) * 8, setup),
+                      "cudaMemsetAsync"));
       t->records_ = records;
       if (!target.layer_base.empty()) {
-        KVTIER_ASSIGN_OR_RETURN(t->layer_base_, DeviceBuffer::allocate(target.layer_base.size() * sizeof(uint8_t*)));
+        KVTIER_ASSIGN_OR_RETURN(
+            t->layer_base_, DeviceBuffer::allocate(target.layer_base.size() * sizeof(uint8_t*)));
         KVTIER_TRY(cuda_status(cudaMemcpyAsync(t->layer_base_.get(), target.layer_base.data(),
-                                               target.layer_base.size() * sizeof(uint8_t*), cudaMemcpyHostToDevice,
-                                               setup),
+                                               target.layer_base.size() * sizeof(uint8_t*),
+                                               cudaMemcpyHostToDevice, setup),
                                "copying layer pointers"));
-        KVTIER_ASSIGN_OR_RETURN(t->block_table_, DeviceBuffer::allocate(target.block_table.size() * sizeof(int32_t)));
+        KVTIER_ASSIGN_OR_RETURN(
+            t->block_table_, DeviceBuffer::allocate(target.block_table.size() * sizeof(int32_t)));
         KVTIER_TRY(cuda_status(cudaMemcpyAsync(t->block_table_.get(), target.block_table.data(),
-                                               target.block_table.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                               setup),
+                                               target.block_table.size() * sizeof(int32_t),
+                                               cudaMemcpyHostToDevice, setup),
                                "copying the block table"));
         t->params_.layer_base = t->layer_base_.get<uint8_t*>();
         t->params_.block_table = t->block_table_.get<int32_t>();
@@ -122,8 +131,10 @@ class CudaTransfer final : public DeviceTransfer {
     KVTIER_TRY(setup_done(st));
     t->slots_.resize(slots);
     for (SlotResources& s : t->slots_) {
-      KVTIER_TRY(cuda_status(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate"));
-      KVTIER_TRY(cuda_status(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "cudaEventCreate"));
+      KVTIER_TRY(cuda_status(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking),
+                             "cudaStreamCreate"));
+      KVTIER_TRY(cuda_status(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming),
+                             "cudaEventCreate"));
       KVTIER_ASSIGN_OR_RETURN(s.staging, DeviceBuffer::allocate(slot_bytes));
     }
     KVTIER_TRY(t->order_after(target.stream));
@@ -136,11 +147,14 @@ class CudaTransfer final : public DeviceTransfer {
   /// corrupt), or after a pending fill of a restore's destination (it would overwrite the KV).
   Status order_after(void* caller) {
     cudaEvent_t ready = nullptr;
-    KVTIER_TRY(cuda_status(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate"));
+    KVTIER_TRY(
+        cuda_status(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate"));
     cudaStream_t stream = caller == nullptr ? cudaStreamLegacy : static_cast<cudaStream_t>(caller);
     Status st = cuda_status(cudaEventRecord(ready, stream), "recording the caller's stream");
     for (SlotResources& s : slots_) {
-      if (st.ok()) st = cuda_status(cudaStreamWaitEvent(s.stream, ready, 0), "ordering after the caller's stream");
+      if (st.ok())
+        st = cuda_status(cudaStreamWaitEvent(s.stream, ready, 0),
+                         "ordering after the caller's stream");
     }
     cudaEventDestroy(ready);  // released once the device has passed it
     return st;
@@ -155,35 +169,39 @@ class CudaTransfer final : public DeviceTransfer {
     }
   }
 
-  Status scatter(size_t slot, std::span<const std::byte> piece, std::span<const PieceSpan> spans) override {
+  Status scatter(size_t slot, std::span<const std::byte> piece,
+                 std::span<const PieceSpan> spans) override {
     KVTIER_TRY(select());
     SlotResources& s = slots_[slot];
     // Only payload bytes cross to the GPU (headers were checked on the host): host traffic stays at
     // one DMA in from storage and one DMA out per payload byte.
     for (const PieceSpan& span : spans) {
-      KVTIER_TRY(cuda_status(cudaMemcpyAsync(s.staging.get() + span.piece_offset, piece.data() + span.piece_offset,
-                                             span.bytes, cudaMemcpyHostToDevice, s.stream),
-                             "H2D copy of a staging piece"));
+      KVTIER_TRY(cuda_status(
+          cudaMemcpyAsync(s.staging.get() + span.piece_offset, piece.data() + span.piece_offset,
+                          span.bytes, cudaMemcpyHostToDevice, s.stream),
+          "H2D copy of a staging piece"));
       copied_ += span.bytes;
     }
     std::vector<cuda::ScatterJob> jobs;
     for (const PieceSpan& span : spans) jobs.push_back({s.staging.get() + span.piece_offset, span});
-    KVTIER_TRY(launched(cuda::launch_scatter(jobs.data(), jobs.size(), params_, sums_.get<unsigned long long>(), s.stream),
+    KVTIER_TRY(launched(cuda::launch_scatter(jobs.data(), jobs.size(), params_,
+                                             sums_.get<unsigned long long>(), s.stream),
                         "scatter kernel"));
     KVTIER_TRY(cuda_status(cudaEventRecord(s.done, s.stream), "cudaEventRecord"));
     s.pending = true;
     return {};
   }
 
-  Status scatter_device(size_t slot, const std::byte* device_piece, std::span<const PieceSpan> spans) override {
+  Status scatter_device(size_t slot, const std::byte* device_piece,
+                        std::span<const PieceSpan> spans) override {
     KVTIER_TRY(select());
     SlotResources& s = slots_[slot];
     std::vector<cuda::ScatterJob> jobs;
     for (const PieceSpan& span : spans) {
       jobs.push_back({reinterpret_cast<const uint8_t*>(device_piece) + span.piece_offset, span});
     }
-    KVTIER_TRY(launched(cuda::launch_scatter(jobs.data(), jobs.size(), params_, sums_.get<unsigned long long>(),
-                                             s.stream),
+    KVTIER_TRY(launched(cuda::launch_scatter(jobs.data(), jobs.size(), params_,
+                                             sums_.get<unsigned long long>(), s.stream),
                         "scatter kernel"));
     KVTIER_TRY(cuda_status(cudaEventRecord(s.done, s.stream), "cudaEventRecord"));
     s.pending = true;
@@ -193,21 +211,25 @@ class CudaTransfer final : public DeviceTransfer {
   Status read_device(size_t slot, const std::byte* device_src, std::span<std::byte> host) override {
     KVTIER_TRY(select());
     SlotResources& s = slots_[slot];
-    KVTIER_TRY(cuda_status(cudaMemcpyAsync(host.data(), device_src, host.size(), cudaMemcpyDeviceToHost, s.stream),
-                           "D2H copy of a record header"));
+    KVTIER_TRY(cuda_status(
+        cudaMemcpyAsync(host.data(), device_src, host.size(), cudaMemcpyDeviceToHost, s.stream),
+        "D2H copy of a record header"));
     copied_ += host.size();
     return cuda_status(cudaStreamSynchronize(s.stream), "D2H copy of a record header");
   }
 
-  Status gather(size_t slot, std::span<std::byte> piece, std::span<const PieceSpan> spans) override {
+  Status gather(size_t slot, std::span<std::byte> piece,
+                std::span<const PieceSpan> spans) override {
     KVTIER_TRY(select());
     SlotResources& s = slots_[slot];
     for (const PieceSpan& span : spans) {
-      KVTIER_TRY(launched(cuda::launch_gather(s.staging.get() + span.piece_offset, span, params_, s.stream),
-                          "gather kernel"));
-      KVTIER_TRY(cuda_status(cudaMemcpyAsync(piece.data() + span.piece_offset, s.staging.get() + span.piece_offset,
-                                             span.bytes, cudaMemcpyDeviceToHost, s.stream),
-                             "D2H copy of a staging piece"));
+      KVTIER_TRY(launched(
+          cuda::launch_gather(s.staging.get() + span.piece_offset, span, params_, s.stream),
+          "gather kernel"));
+      KVTIER_TRY(cuda_status(
+          cudaMemcpyAsync(piece.data() + span.piece_offset, s.staging.get() + span.piece_offset,
+                          span.bytes, cudaMemcpyDeviceToHost, s.stream),
+          "D2H copy of a staging piece"));
       copied_ += span.bytes;
     }
     return cuda_status(cudaStreamSynchronize(s.stream), "gather");
@@ -220,11 +242,13 @@ class CudaTransfer final : public DeviceTransfer {
     SlotResources& s = slots_[slot];
     auto* dst = reinterpret_cast<uint8_t*>(device_piece);
     for (const PieceSpan& span : spans) {
-      KVTIER_TRY(launched(cuda::launch_gather(dst + span.piece_offset, span, params_, s.stream), "gather kernel"));
+      KVTIER_TRY(launched(cuda::launch_gather(dst + span.piece_offset, span, params_, s.stream),
+                          "gather kernel"));
     }
     for (const auto& [at, bytes] : host_parts) {
-      KVTIER_TRY(cuda_status(cudaMemcpyAsync(dst + at, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, s.stream),
-                             "H2D copy of a record header"));
+      KVTIER_TRY(cuda_status(
+          cudaMemcpyAsync(dst + at, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, s.stream),
+          "H2D copy of a record header"));
       copied_ += bytes.size();
     }
     for (const auto& [at, n] : zero_parts) {
@@ -245,23 +269,28 @@ class CudaTransfer final : public DeviceTransfer {
     KVTIER_TRY(select());
     for (size_t i = 0; i < slots_.size(); ++i) KVTIER_TRY(release(i));
     std::vector<uint64_t> out(records_);
-    KVTIER_TRY(cuda_status(cudaMemcpy(out.data(), sums_.get(), records_ * 8, cudaMemcpyDeviceToHost), "reading sums"));
+    KVTIER_TRY(cuda_status(
+        cudaMemcpy(out.data(), sums_.get(), records_ * 8, cudaMemcpyDeviceToHost), "reading sums"));
     return out;
   }
 
   Result<std::vector<uint64_t>> record_sums(std::span<const RecordRange> records) override {
     KVTIER_TRY(select());
-    KVTIER_ASSIGN_OR_RETURN(DeviceBuffer sums, DeviceBuffer::allocate(std::max<size_t>(records.size(), 1) * 8));
+    KVTIER_ASSIGN_OR_RETURN(DeviceBuffer sums,
+                            DeviceBuffer::allocate(std::max<size_t>(records.size(), 1) * 8));
     cudaStream_t stream = slots_.empty() ? nullptr : slots_[0].stream;
-    KVTIER_TRY(cuda_status(cudaMemsetAsync(sums.get(), 0, records.size() * 8, stream), "cudaMemset"));
+    KVTIER_TRY(
+        cuda_status(cudaMemsetAsync(sums.get(), 0, records.size() * 8, stream), "cudaMemset"));
     for (size_t i = 0; i < records.size(); ++i) {
-      KVTIER_TRY(launched(cuda::launch_record_sum(records[i].first_token, records[i].token_count, params_,
-                                                  sums.get<unsigned long long>() + i, stream),
-                          "checksum kernel"));
+      KVTIER_TRY(
+          launched(cuda::launch_record_sum(records[i].first_token, records[i].token_count, params_,
+                                           sums.get<unsigned long long>() + i, stream),
+                   "checksum kernel"));
     }
     std::vector<uint64_t> out(records.size());
-    KVTIER_TRY(cuda_status(cudaMemcpyAsync(out.data(), sums.get(), records.size() * 8, cudaMemcpyDeviceToHost, stream),
-                           "reading sums"));
+    KVTIER_TRY(cuda_status(
+        cudaMemcpyAsync(out.data(), sums.get(), records.size() * 8, cudaMemcpyDeviceToHost, stream),
+        "reading sums"));
     KVTIER_TRY(cuda_status(cudaStreamSynchronize(stream), "checksum kernel"));
     return out;
   }
@@ -271,7 +300,9 @@ class CudaTransfer final : public DeviceTransfer {
  private:
   CudaTransfer() = default;
   // Worker threads call in: the current device is per thread.
-  Status select() const { return cuda_status(cudaSetDevice(device_), fmt::format("cudaSetDevice({})", device_)); }
+  Status select() const {
+    return cuda_status(cudaSetDevice(device_), fmt::format("cudaSetDevice({})", device_));
+  }
 
   int device_ = 0;
   KvLayoutParams params_;
@@ -288,8 +319,8 @@ class CudaDevice final : public Device {
   std::string_view name() const override { return "cuda"; }
   bool accepts(MemoryKind kind) const override { return kind == MemoryKind::kCuda; }
 
-  Result<std::unique_ptr<DeviceTransfer>> begin(const KvTarget& target, size_t records, size_t slots,
-                                                size_t slot_bytes) override {
+  Result<std::unique_ptr<DeviceTransfer>> begin(const KvTarget& target, size_t records,
+                                                size_t slots, size_t slot_bytes) override {
     KVTIER_ASSIGN_OR_RETURN(auto t, CudaTransfer::create(target, records, slots, slot_bytes));
     return std::unique_ptr<DeviceTransfer>(std::move(t));
   }
@@ -300,9 +331,13 @@ class CudaDevice final : public Device {
                        "pinning staging memory (cudaHostRegister)");
   }
 
-  void unregister_staging(std::span<std::byte> memory) noexcept override { cudaHostUnregister(memory.data()); }
+  void unregister_staging(std::span<std::byte> memory) noexcept override {
+    cudaHostUnregister(memory.data());
+  }
 
-  Status check_shape(const KvLayoutParams& params) const override { return shape_supported(params); }
+  Status check_shape(const KvLayoutParams& params) const override {
+    return shape_supported(params);
+  }
 
   Status check_memory(const MemoryView& view) const override {
     cudaPointerAttributes attr{};
@@ -316,7 +351,8 @@ class CudaDevice final : public Device {
     }
     if (attr.device != view.device) {
       return {ErrorCode::kInvalidArgument,
-              fmt::format("KV memory marked as on CUDA device {} lives on device {}", view.device, attr.device)};
+              fmt::format("KV memory marked as on CUDA device {} lives on device {}", view.device,
+                          attr.device)};
     }
     return {};
   }

@@ -8,9 +8,9 @@
 
 #include <algorithm>
 
+#include "common/checksum.hpp"
 #include "cuda/fast_div.hpp"
 #include "cuda/kernels.hpp"
-#include "common/checksum.hpp"
 
 namespace kvtier::cuda {
 namespace {
@@ -20,19 +20,23 @@ constexpr int kThreads = 256;
 /// What the fast kernels need to place 16-byte vectors of a record's payload.
 struct FastLayout {
   KvLayoutParams p;
-  FastDiv vectors_per_row;   // row_bytes / 16
+  FastDiv vectors_per_row;  // row_bytes / 16
   FastDiv layers;
   FastDiv block_size;
-  FastDiv head_vectors;      // head_bytes / 16
+  FastDiv head_vectors;  // head_bytes / 16
 
   explicit FastLayout(const KvLayoutParams& params)
-      : p(params), vectors_per_row(static_cast<uint32_t>(params.row_bytes / 16)), layers(params.layers), block_size(params.block_size == 0 ? 1 : params.block_size),
+      : p(params),
+        vectors_per_row(static_cast<uint32_t>(params.row_bytes / 16)),
+        layers(params.layers),
+        block_size(params.block_size == 0 ? 1 : params.block_size),
         head_vectors(params.head_bytes / 16) {}
 
   /// Address of payload vector `v` (16-byte units from the payload start) of a record of `tokens`
   /// tokens whose first is `first_token`. Same placement as kv_address() in device/kv_layout.hpp,
   /// null for a skipped block as there.
-  __device__ __forceinline__ uint8_t* address(uint32_t v, uint32_t first_token, const FastDiv& tokens) const {
+  __device__ __forceinline__ uint8_t* address(uint32_t v, uint32_t first_token,
+                                              const FastDiv& tokens) const {
     const uint32_t row = vectors_per_row.div(v);
     const uint32_t col_vec = v - row * vectors_per_row.d;
     const uint32_t block = tokens.div(row);
@@ -40,7 +44,8 @@ struct FastLayout {
     const uint32_t kv = layers.div(block);
     const uint32_t layer = block - kv * layers.d;
     if (p.form == KvForm::kContiguous) {
-      return p.base + ((uint64_t{kv} * p.layers + layer) * p.capacity_tokens + token) * p.row_bytes +
+      return p.base +
+             ((uint64_t{kv} * p.layers + layer) * p.capacity_tokens + token) * p.row_bytes +
              uint64_t{col_vec} * 16;
     }
     const uint32_t bi = block_size.div(token);
@@ -50,15 +55,16 @@ struct FastLayout {
     const uint64_t blk = static_cast<uint64_t>(entry);
     uint8_t* base = p.layer_base[layer];
     if (p.form == KvForm::kPagedKvFirst) {
-      return base + ((uint64_t{kv} * p.num_blocks + blk) * p.block_size + in) * p.row_bytes + uint64_t{col_vec} * 16;
+      return base + ((uint64_t{kv} * p.num_blocks + blk) * p.block_size + in) * p.row_bytes +
+             uint64_t{col_vec} * 16;
     }
     if (p.form == KvForm::kPagedBlockFirst) {
       return base + ((blk * 2 + kv) * p.block_size + in) * p.row_bytes + uint64_t{col_vec} * 16;
     }
     const uint32_t head = head_vectors.div(col_vec);
     const uint32_t within = col_vec - head * head_vectors.d;
-    return base + ((blk * p.heads + head) * p.block_size + in) * 2 * p.head_bytes + uint64_t{kv} * p.head_bytes +
-           uint64_t{within} * 16;
+    return base + ((blk * p.heads + head) * p.block_size + in) * 2 * p.head_bytes +
+           uint64_t{kv} * p.head_bytes + uint64_t{within} * 16;
   }
 };
 
@@ -102,11 +108,13 @@ __global__ void scatter_kernel(ScatterBatch batch, FastLayout f, unsigned long l
   const uint32_t first_vector = static_cast<uint32_t>(item.span.payload_offset / 16);
   const uint32_t first_token = static_cast<uint32_t>(item.span.first_token);
   unsigned long long acc = 0;
-  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < vectors; i += gridDim.x * blockDim.x) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < vectors;
+       i += gridDim.x * blockDim.x) {
     const uint32_t v = first_vector + i;
     const uint4 value = reinterpret_cast<const uint4*>(item.src)[i];
     // A skipped block (the caller holds those tokens already) is verified, not written.
-    if (uint8_t* dst = f.address(v, first_token, item.tokens)) *reinterpret_cast<uint4*>(dst) = value;
+    if (uint8_t* dst = f.address(v, first_token, item.tokens))
+      *reinterpret_cast<uint4*>(dst) = value;
     if constexpr (kChecksum) acc += terms_of(value, uint64_t{v} * 2);
   }
   if constexpr (kChecksum) {
@@ -115,21 +123,25 @@ __global__ void scatter_kernel(ScatterBatch batch, FastLayout f, unsigned long l
   }
 }
 
-__global__ void gather_kernel(uint8_t* __restrict__ dst, PieceSpan span, FastLayout f, FastDiv tokens) {
+__global__ void gather_kernel(uint8_t* __restrict__ dst, PieceSpan span, FastLayout f,
+                              FastDiv tokens) {
   const uint32_t vectors = static_cast<uint32_t>(span.bytes / 16);
   const uint32_t first_vector = static_cast<uint32_t>(span.payload_offset / 16);
   const uint32_t first_token = static_cast<uint32_t>(span.first_token);
-  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < vectors; i += gridDim.x * blockDim.x) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < vectors;
+       i += gridDim.x * blockDim.x) {
     reinterpret_cast<uint4*>(dst)[i] =
         *reinterpret_cast<const uint4*>(f.address(first_vector + i, first_token, tokens));
   }
 }
 
-__global__ void record_sum_kernel(uint32_t first_token, uint32_t count, FastLayout f, FastDiv tokens,
-                                  unsigned long long* sum) {
-  const uint32_t vectors = static_cast<uint32_t>(2 * uint64_t{f.p.layers} * count * f.p.row_bytes / 16);
+__global__ void record_sum_kernel(uint32_t first_token, uint32_t count, FastLayout f,
+                                  FastDiv tokens, unsigned long long* sum) {
+  const uint32_t vectors =
+      static_cast<uint32_t>(2 * uint64_t{f.p.layers} * count * f.p.row_bytes / 16);
   unsigned long long acc = 0;
-  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < vectors; i += gridDim.x * blockDim.x) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < vectors;
+       i += gridDim.x * blockDim.x) {
     const uint4 v = *reinterpret_cast<const uint4*>(f.address(i, first_token, tokens));
     acc += terms_of(v, uint64_t{i} * 2);
   }
@@ -147,8 +159,8 @@ int last_error() { return static_cast<int>(cudaGetLastError()); }
 
 }  // namespace
 
-int launch_scatter(const ScatterJob* jobs, size_t count, const KvLayoutParams& p, unsigned long long* sums,
-                   Stream stream, bool checksum) {
+int launch_scatter(const ScatterJob* jobs, size_t count, const KvLayoutParams& p,
+                   unsigned long long* sums, Stream stream, bool checksum) {
   const FastLayout layout(p);
   for (size_t first = 0; first < count; first += kMaxBatch) {
     ScatterBatch batch{};
@@ -159,9 +171,11 @@ int launch_scatter(const ScatterJob* jobs, size_t count, const KvLayoutParams& p
     }
     const dim3 grid(std::max(1u, blocks_for(largest) / batch.count), batch.count);
     if (checksum) {
-      scatter_kernel<true><<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(batch, layout, sums);
+      scatter_kernel<true>
+          <<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(batch, layout, sums);
     } else {
-      scatter_kernel<false><<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(batch, layout, sums);
+      scatter_kernel<false>
+          <<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(batch, layout, sums);
     }
     if (int err = last_error(); err != 0) return err;
   }
@@ -174,8 +188,8 @@ int launch_gather(uint8_t* dst, const PieceSpan& span, const KvLayoutParams& p, 
   return last_error();
 }
 
-int launch_record_sum(uint64_t first_token, uint32_t token_count, const KvLayoutParams& p, unsigned long long* sum,
-                      Stream stream) {
+int launch_record_sum(uint64_t first_token, uint32_t token_count, const KvLayoutParams& p,
+                      unsigned long long* sum, Stream stream) {
   const uint64_t bytes = 2 * uint64_t{p.layers} * token_count * p.row_bytes;
   record_sum_kernel<<<blocks_for(bytes), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       static_cast<uint32_t>(first_token), token_count, FastLayout(p), FastDiv(token_count), sum);

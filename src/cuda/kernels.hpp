@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// Launchers of the KV kernels (kernels.cu). Plain C++ interface: no CUDA headers needed to call them.
+// Launchers of the KV kernels (kernels.cu). Plain C++ interface: no CUDA headers needed to call
+// them.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-
 
 #include "device/kv_layout.hpp"
 
@@ -22,8 +22,8 @@ struct ScatterJob {
 /// Copies each job's payload bytes into the target and adds their kvsum terms to
 /// sums[span.record] (unless `checksum` is false: benchmarks only). Up to 32 jobs per launch.
 /// Requires 16-byte multiples (rows and heads of 16-byte multiples). Returns a cudaError_t.
-int launch_scatter(const ScatterJob* jobs, size_t count, const KvLayoutParams& p, unsigned long long* sums,
-                   Stream stream, bool checksum = true);
+int launch_scatter(const ScatterJob* jobs, size_t count, const KvLayoutParams& p,
+                   unsigned long long* sums, Stream stream, bool checksum = true);
 
 /// The reverse: copies a span's payload bytes from the target into device staging `dst`.
 int launch_gather(uint8_t* dst, const PieceSpan& span, const KvLayoutParams& p, Stream stream);

@@ -35,16 +35,18 @@ class ByteSource {
   /// Reads every piece of `records`' files (prepared) into the slots of `lease`, calling
   /// sink.consume() as each lands (in any order; on up to `workers` threads where the source has a
   /// choice) and sink.release(slot) before a slot is reused or handed back.
-  [[nodiscard]] virtual Status read(std::span<const LocatedRecord> records, std::span<const Piece> pieces,
-                                    StagingPool::Lease& lease, PieceSink& sink, unsigned workers) = 0;
+  [[nodiscard]] virtual Status read(std::span<const LocatedRecord> records,
+                                    std::span<const Piece> pieces, StagingPool::Lease& lease,
+                                    PieceSink& sink, unsigned workers) = 0;
   /// Host memory traffic of reading `bytes` through this source, accounted from what it moves.
   [[nodiscard]] virtual uint64_t host_bytes(uint64_t bytes) const = 0;
 };
 
 /// O_DIRECT (or buffered, as the store's files were opened) through `make_engine`'s I/O engine into
 /// host staging.
-std::unique_ptr<ByteSource> make_posix_source(StagingPool& staging, bool direct,
-                                              std::function<std::unique_ptr<IoEngine>(size_t slots)> make_engine);
+std::unique_ptr<ByteSource> make_posix_source(
+    StagingPool& staging, bool direct,
+    std::function<std::unique_ptr<IoEngine>(size_t slots)> make_engine);
 
 /// cuFile into `gds`'s registered device buffers.
 std::unique_ptr<ByteSource> make_gds_source(GdsContext& gds);

@@ -8,11 +8,16 @@
 
 namespace kvtier {
 
-DataPath::DataPath(IoPath path, uint64_t staging_bytes, uint64_t request_bytes, std::span<std::byte> pinned_extra,
-                   bool direct, std::string open_fallback, const Logger& log)
-    : path_(path), log_(log), direct_(direct),
-      staging_(std::make_unique<StagingPool>(staging_bytes, request_bytes)), pinned_extra_(pinned_extra),
-      host_device_(make_host_device()), fallback_(std::move(open_fallback)) {
+DataPath::DataPath(IoPath path, uint64_t staging_bytes, uint64_t request_bytes,
+                   std::span<std::byte> pinned_extra, bool direct, std::string open_fallback,
+                   const Logger& log)
+    : path_(path),
+      log_(log),
+      direct_(direct),
+      staging_(std::make_unique<StagingPool>(staging_bytes, request_bytes)),
+      pinned_extra_(pinned_extra),
+      host_device_(make_host_device()),
+      fallback_(std::move(open_fallback)) {
   std::string engine_fallback;
   auto probe = make_io_engine(path_, 1, engine_fallback);
   io_name_ = fmt::format("{}{}", probe->name(), direct_ ? "+O_DIRECT" : " (buffered)");
@@ -31,7 +36,8 @@ void DataPath::note_gds_without_gpu() {
   if (cuda_device_) return;
   const std::string why = fmt::format(
       "I/O path gds: no CUDA device ({}), so no GPU memory for GPUDirect Storage to read into: "
-      "KV in host memory moves through {}", cuda_unavailable_, io_name_);
+      "KV in host memory moves through {}",
+      cuda_unavailable_, io_name_);
   KVTIER_LOG(log_, kWarn, "{}", why);
   fallback_ += (fallback_.empty() ? "" : "; ") + why;
   host_memory_noted_ = true;  // the same fact as the note below, said once
@@ -44,7 +50,8 @@ void DataPath::note_host_memory() {
   if (std::exchange(host_memory_noted_, true)) return;
   const std::string why = fmt::format(
       "I/O path gds: KV in host memory, which GPUDirect Storage cannot read into or write from, "
-      "moves through {}", io_name_);
+      "moves through {}",
+      io_name_);
   KVTIER_LOG(log_, kWarn, "{}", why);
   fallback_ += (fallback_.empty() ? "" : "; ") + why;
 }
@@ -68,7 +75,8 @@ Result<Device*> DataPath::device_for(MemoryKind kind) const {
   std::call_once(cuda_once_, [this] { start_cuda(); });
   if (cuda_device_ && cuda_device_->accepts(kind)) return cuda_device_.get();
   return fail(ErrorCode::kNotSupported,
-              fmt::format("KV memory on a CUDA device, but this engine has no CUDA device: {}", cuda_unavailable_));
+              fmt::format("KV memory on a CUDA device, but this engine has no CUDA device: {}",
+                          cuda_unavailable_));
 }
 
 void DataPath::start_cuda() const {
@@ -106,17 +114,20 @@ GdsContext* DataPath::gds_for(int device) const {
 
 ByteSource& DataPath::source_for(const KvTarget* destination) {
   if (destination != nullptr && destination->kind != MemoryKind::kCuda) note_host_memory();
-  if (destination != nullptr && destination->kind == MemoryKind::kCuda && gds_for(destination->device) != nullptr) {
+  if (destination != nullptr && destination->kind == MemoryKind::kCuda &&
+      gds_for(destination->device) != nullptr) {
     return *gds_source_;
   }
   return *posix_;
 }
 
 std::string DataPath::start_gds(int device) const {
-  if (path_ != IoPath::kGds && path_ != IoPath::kAuto) return fmt::format("not used (I/O path {})", io_path_name(path_));
+  if (path_ != IoPath::kGds && path_ != IoPath::kAuto)
+    return fmt::format("not used (I/O path {})", io_path_name(path_));
   auto gds = GdsContext::create(device, staging_->slot_count(), staging_->slot_bytes());
   if (!gds) {
-    std::string note = fmt::format("unavailable, restores use O_DIRECT + host bounce: {}", gds.error().to_string());
+    std::string note = fmt::format("unavailable, restores use O_DIRECT + host bounce: {}",
+                                   gds.error().to_string());
     const LogLevel level = path_ == IoPath::kGds ? LogLevel::kWarn : LogLevel::kInfo;
     if (log_.enabled(level)) log_.write(level, "GDS " + note);
     return note;
@@ -135,7 +146,9 @@ std::string DataPath::start_gds(int device) const {
 
 void DataPath::refuse_gds(const Status& why) {
   std::lock_guard lock(mu_);
-  if (!gds_refused_) KVTIER_LOG(log_, kWarn, "GDS refused the store's files; using O_DIRECT + host bounce: {}", why.to_string());
+  if (!gds_refused_)
+    KVTIER_LOG(log_, kWarn, "GDS refused the store's files; using O_DIRECT + host bounce: {}",
+               why.to_string());
   fallback_ = "GDS: " + why.to_string();
   gds_refused_ = true;
   ++fallbacks_;

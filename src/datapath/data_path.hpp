@@ -27,8 +27,9 @@ class DataPath {
   /// `pinned_extra`: host memory besides staging that copies to a GPU start from (the DRAM tier's
   /// arena), pinned with the staging when the CUDA device starts. `direct`: the store's files are
   /// open with O_DIRECT; `open_fallback`: why the store or I/O engine did not get what was asked.
-  DataPath(IoPath path, uint64_t staging_bytes, uint64_t request_bytes, std::span<std::byte> pinned_extra,
-           bool direct, std::string open_fallback, const Logger& log);
+  DataPath(IoPath path, uint64_t staging_bytes, uint64_t request_bytes,
+           std::span<std::byte> pinned_extra, bool direct, std::string open_fallback,
+           const Logger& log);
   ~DataPath();
   DataPath(const DataPath&) = delete;
   DataPath& operator=(const DataPath&) = delete;
@@ -79,10 +80,10 @@ class DataPath {
   mutable std::unique_ptr<Device> cuda_device_;  // null when this build or machine has no CUDA GPU
   mutable std::string cuda_unavailable_;         // why cuda_device_ is null
   mutable std::once_flag gds_once_;
-  mutable std::unique_ptr<GdsContext> gds_;      // null unless restores go through cuFile
+  mutable std::unique_ptr<GdsContext> gds_;  // null unless restores go through cuFile
   mutable std::unique_ptr<ByteSource> gds_source_;
-  mutable std::mutex mu_;                        // guards the notes below
-  mutable std::string gds_note_;                 // cuFile's mode, or why it is not used
+  mutable std::mutex mu_;         // guards the notes below
+  mutable std::string gds_note_;  // cuFile's mode, or why it is not used
   std::string fallback_;
   uint64_t fallbacks_ = 0;
   bool gds_refused_ = false;

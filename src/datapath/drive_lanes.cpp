@@ -31,7 +31,8 @@ class LaneSink final : public PieceSink {
 /// The lease's yields, serialized: every group's I/O thread may hand slots back.
 class LaneYield final : public SlotYield {
  public:
-  LaneYield(StagingPool::Lease& lease, std::mutex& mu, size_t slot_base) : lease_(lease), mu_(mu), base_(slot_base) {}
+  LaneYield(StagingPool::Lease& lease, std::mutex& mu, size_t slot_base)
+      : lease_(lease), mu_(mu), base_(slot_base) {}
   bool should_yield() const override {
     std::lock_guard lock(mu_);
     return lease_.should_yield();
@@ -63,9 +64,10 @@ size_t drives_of(std::span<const LocatedRecord> records) {
   return drives.size();
 }
 
-Status read_across_drives(std::span<const LocatedRecord> records, std::span<const Piece> pieces,
-                          StagingPool::Lease& lease, PieceSink& sink, unsigned workers,
-                          const std::function<std::unique_ptr<IoEngine>(size_t slots)>& make_engine) {
+Status read_across_drives(
+    std::span<const LocatedRecord> records, std::span<const Piece> pieces,
+    StagingPool::Lease& lease, PieceSink& sink, unsigned workers,
+    const std::function<std::unique_ptr<IoEngine>(size_t slots)>& make_engine) {
   std::unordered_map<int, uint32_t> drive_of_fd;
   std::map<uint32_t, size_t> lane_of_drive;
   for (const LocatedRecord& r : records) {
@@ -87,14 +89,15 @@ Status read_across_drives(std::span<const LocatedRecord> records, std::span<cons
     l.global.push_back(p);
   }
   std::mutex yield_mu;
-  const unsigned lane_workers = workers == 0 ? 0 : std::max<unsigned>(1, workers / static_cast<unsigned>(lanes));
+  const unsigned lane_workers =
+      workers == 0 ? 0 : std::max<unsigned>(1, workers / static_cast<unsigned>(lanes));
   auto run = [&](Lane& l) {
     if (l.pieces.empty()) return;
     LaneSink lane_sink(sink, l.global, l.slot_base);
     LaneYield lane_yield(lease, yield_mu, l.slot_base);
     auto io = make_engine(l.slots);
-    l.status = run_pipeline(*io, l.pieces, lease.slots().subspan(l.slot_base, l.slots), /*write=*/false, lane_sink,
-                            lane_workers, &lane_yield);
+    l.status = run_pipeline(*io, l.pieces, lease.slots().subspan(l.slot_base, l.slots),
+                            /*write=*/false, lane_sink, lane_workers, &lane_yield);
   };
   std::vector<std::thread> threads;
   for (size_t i = 1; i < lanes; ++i) threads.emplace_back(run, std::ref(lane[i]));

@@ -20,10 +20,12 @@ namespace kvtier {
 /// Reads `pieces` (of `records`' files) grouped by drive: each group runs its own pipeline, on its
 /// own thread and I/O engine, over an equal share of the slots of `lease` (its bound on bytes in
 /// flight; with fewer slots than drives, drives share a group). A group's error stops that group
-/// only: the others read on, so a failing drive costs only its own records. Returns the first error.
-/// The sink sees the pieces' and slots' indices into `pieces` and `lease`, as run_pipeline gives them.
-[[nodiscard]] Status read_across_drives(std::span<const LocatedRecord> records, std::span<const Piece> pieces,
-                                        StagingPool::Lease& lease, PieceSink& sink, unsigned workers,
-                                        const std::function<std::unique_ptr<IoEngine>(size_t slots)>& make_engine);
+/// only: the others read on, so a failing drive costs only its own records. Returns the first
+/// error. The sink sees the pieces' and slots' indices into `pieces` and `lease`, as run_pipeline
+/// gives them.
+[[nodiscard]] Status read_across_drives(
+    std::span<const LocatedRecord> records, std::span<const Piece> pieces,
+    StagingPool::Lease& lease, PieceSink& sink, unsigned workers,
+    const std::function<std::unique_ptr<IoEngine>(size_t slots)>& make_engine);
 
 }  // namespace kvtier

@@ -22,8 +22,8 @@ class GdsSource final : public ByteSource {
     return {};
   }
 
-  Status read(std::span<const LocatedRecord> records, std::span<const Piece> pieces, StagingPool::Lease& lease,
-              PieceSink& sink, unsigned /*workers*/) override {
+  Status read(std::span<const LocatedRecord> records, std::span<const Piece> pieces,
+              StagingPool::Lease& lease, PieceSink& sink, unsigned /*workers*/) override {
     std::unordered_map<int, const SegmentFile*> files;
     for (const LocatedRecord& r : records) files[r.file->fd.get()] = r.file.get();
     auto body = [&](size_t p, size_t slot) -> Status {
@@ -32,12 +32,15 @@ class GdsSource final : public ByteSource {
       KVTIER_TRY(gds_.read(*files.at(piece.fd), buffer, piece.offset, piece.length));
       return sink.consume(p, slot, std::span<const std::byte>(buffer, piece.length));
     };
-    return run_on_threads(pieces.size(), lease, [&](size_t slot) { return sink.release(slot); }, body);
+    return run_on_threads(
+        pieces.size(), lease, [&](size_t slot) { return sink.release(slot); }, body);
   }
 
   // Peer-to-peer, payload never touches host memory; in compat mode cuFile reads into its own host
   // bounce buffers and copies those to the device.
-  uint64_t host_bytes(uint64_t bytes) const override { return gds_.mode().peer_to_peer ? 0 : 2 * bytes; }
+  uint64_t host_bytes(uint64_t bytes) const override {
+    return gds_.mode().peer_to_peer ? 0 : 2 * bytes;
+  }
 
  private:
   GdsContext& gds_;
@@ -45,6 +48,8 @@ class GdsSource final : public ByteSource {
 
 }  // namespace
 
-std::unique_ptr<ByteSource> make_gds_source(GdsContext& gds) { return std::make_unique<GdsSource>(gds); }
+std::unique_ptr<ByteSource> make_gds_source(GdsContext& gds) {
+  return std::make_unique<GdsSource>(gds);
+}
 
 }  // namespace kvtier

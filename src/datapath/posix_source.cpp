@@ -9,15 +9,16 @@ namespace {
 
 class PosixSource final : public ByteSource {
  public:
-  PosixSource(StagingPool& staging, bool direct, std::function<std::unique_ptr<IoEngine>(size_t)> make_engine)
+  PosixSource(StagingPool& staging, bool direct,
+              std::function<std::unique_ptr<IoEngine>(size_t)> make_engine)
       : staging_(staging), direct_(direct), make_engine_(std::move(make_engine)) {}
 
   std::string_view name() const override { return direct_ ? "O_DIRECT" : "buffered"; }
   StagingPool& staging() override { return staging_; }
   bool device_resident() const override { return false; }
 
-  Status read(std::span<const LocatedRecord> records, std::span<const Piece> pieces, StagingPool::Lease& lease,
-              PieceSink& sink, unsigned workers) override {
+  Status read(std::span<const LocatedRecord> records, std::span<const Piece> pieces,
+              StagingPool::Lease& lease, PieceSink& sink, unsigned workers) override {
     // A store over several drives reads them all at once, each within its share of the staging.
     if (drives_of(records) > 1 && lease.slots().size() > 1) {
       return read_across_drives(records, pieces, lease, sink, workers, make_engine_);
@@ -38,8 +39,9 @@ class PosixSource final : public ByteSource {
 
 }  // namespace
 
-std::unique_ptr<ByteSource> make_posix_source(StagingPool& staging, bool direct,
-                                              std::function<std::unique_ptr<IoEngine>(size_t slots)> make_engine) {
+std::unique_ptr<ByteSource> make_posix_source(
+    StagingPool& staging, bool direct,
+    std::function<std::unique_ptr<IoEngine>(size_t slots)> make_engine) {
   return std::make_unique<PosixSource>(staging, direct, std::move(make_engine));
 }
 

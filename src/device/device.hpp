@@ -20,12 +20,12 @@ namespace kvtier {
 /// A caller's KV memory as the engine sees it: layout parameters with host-side pointers (the
 /// addresses the caller gave), plus where that memory lives.
 struct KvTarget {
-  KvLayoutParams params;                  ///< layer_base / block_table unset: see below
+  KvLayoutParams params;  ///< layer_base / block_table unset: see below
   MemoryKind kind = MemoryKind::kHost;
   int device = 0;
-  std::vector<uint8_t*> layer_base;       ///< paged forms
-  std::vector<int32_t> block_table;       ///< paged forms
-  void* stream = nullptr;                 ///< CUDA: the caller's stream to order after (null: legacy)
+  std::vector<uint8_t*> layer_base;  ///< paged forms
+  std::vector<int32_t> block_table;  ///< paged forms
+  void* stream = nullptr;            ///< CUDA: the caller's stream to order after (null: legacy)
 };
 
 /// A record's place in the session: its tokens [first_token, first_token + token_count).
@@ -55,13 +55,13 @@ class DeviceTransfer {
                                            std::span<std::byte> /*host*/) {
     return {ErrorCode::kNotSupported, "this device has no device memory"};
   }
-  /// Save through GPUDirect Storage: builds a piece in device memory at `device_piece` (a registered
-  /// buffer): payload spans gathered from the target, `host_parts` (offset in the piece, bytes:
-  /// headers) copied up, `zero_parts` (offset, length: padding) cleared. Complete on return.
-  [[nodiscard]] virtual Status stage_device(size_t /*slot*/, std::byte* /*device_piece*/,
-                                            std::span<const PieceSpan> /*spans*/,
-                                            std::span<const std::pair<uint64_t, std::span<const std::byte>>> /*host_parts*/,
-                                            std::span<const std::pair<uint64_t, uint64_t>> /*zero_parts*/) {
+  /// Save through GPUDirect Storage: builds a piece in device memory at `device_piece` (a
+  /// registered buffer): payload spans gathered from the target, `host_parts` (offset in the piece,
+  /// bytes: headers) copied up, `zero_parts` (offset, length: padding) cleared. Complete on return.
+  [[nodiscard]] virtual Status stage_device(
+      size_t /*slot*/, std::byte* /*device_piece*/, std::span<const PieceSpan> /*spans*/,
+      std::span<const std::pair<uint64_t, std::span<const std::byte>>> /*host_parts*/,
+      std::span<const std::pair<uint64_t, uint64_t>> /*zero_parts*/) {
     return {ErrorCode::kNotSupported, "this device has no device memory"};
   }
   /// Save: fills the payload spans of `piece` from the target; complete on return.
@@ -73,7 +73,8 @@ class DeviceTransfer {
   /// record.
   [[nodiscard]] virtual Result<std::vector<uint64_t>> finish() = 0;
   /// Save: kvsum partial sums of whole records read from the target.
-  [[nodiscard]] virtual Result<std::vector<uint64_t>> record_sums(std::span<const RecordRange> records) = 0;
+  [[nodiscard]] virtual Result<std::vector<uint64_t>> record_sums(
+      std::span<const RecordRange> records) = 0;
   /// Bytes this transfer moved between host staging and device memory (0 for host targets).
   [[nodiscard]] virtual uint64_t device_copy_bytes() const { return 0; }
   /// Host memory traffic of this transfer's copies, accounted from what they moved: a DMA between
@@ -89,8 +90,9 @@ class Device {
   [[nodiscard]] virtual std::string_view name() const = 0;
   [[nodiscard]] virtual bool accepts(MemoryKind kind) const = 0;
   /// Starts a transfer over `records` records using `slots` staging slots of `slot_bytes`.
-  [[nodiscard]] virtual Result<std::unique_ptr<DeviceTransfer>> begin(const KvTarget& target, size_t records,
-                                                                      size_t slots, size_t slot_bytes) = 0;
+  [[nodiscard]] virtual Result<std::unique_ptr<DeviceTransfer>> begin(const KvTarget& target,
+                                                                      size_t records, size_t slots,
+                                                                      size_t slot_bytes) = 0;
   /// Pins host staging memory once so copies from it can run asynchronously.
   [[nodiscard]] virtual Status register_staging(std::span<std::byte> /*memory*/) { return {}; }
   /// Undoes register_staging() before the memory is freed.

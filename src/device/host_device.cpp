@@ -3,8 +3,8 @@
 #include <atomic>
 #include <cstring>
 
-#include "device/device.hpp"
 #include "common/checksum.hpp"
+#include "device/device.hpp"
 
 namespace kvtier {
 namespace {
@@ -12,8 +12,8 @@ namespace {
 /// Calls fn(target_address, payload_offset, bytes) for the runs of payload bytes [q, q + n) of a
 /// record of `count` tokens starting at `first_token`: each run is contiguous in the target.
 template <typename Fn>
-void for_each_run(const KvLayoutParams& p, uint64_t first_token, uint64_t count, uint64_t q, uint64_t n,
-                  Fn&& fn) {
+void for_each_run(const KvLayoutParams& p, uint64_t first_token, uint64_t count, uint64_t q,
+                  uint64_t n, Fn&& fn) {
   const uint64_t run = contiguous_run(p);
   while (n > 0) {
     const PayloadPos pos = payload_pos(p, count, q);
@@ -30,14 +30,14 @@ void for_each_run(const KvLayoutParams& p, uint64_t first_token, uint64_t count,
 
 class HostTransfer final : public DeviceTransfer {
  public:
-  HostTransfer(const KvTarget& target, size_t records)
-      : target_(target), sums_(records) {
+  HostTransfer(const KvTarget& target, size_t records) : target_(target), sums_(records) {
     params_ = target_.params;
     params_.layer_base = target_.layer_base.data();
     params_.block_table = target_.block_table.data();
   }
 
-  Status scatter(size_t, std::span<const std::byte> piece, std::span<const PieceSpan> spans) override {
+  Status scatter(size_t, std::span<const std::byte> piece,
+                 std::span<const PieceSpan> spans) override {
     for (const PieceSpan& s : spans) {
       uint64_t sum = 0;
       for_each_run(params_, s.first_token, s.token_count, s.payload_offset, s.bytes,
@@ -80,9 +80,10 @@ class HostTransfer final : public DeviceTransfer {
     for (const RecordRange& r : records) {
       const uint64_t bytes = 2 * uint64_t{params_.layers} * r.token_count * params_.row_bytes;
       uint64_t sum = 0;
-      for_each_run(params_, r.first_token, r.token_count, 0, bytes, [&](uint8_t* src, uint64_t q, uint64_t len) {
-        sum += kvsum::partial(reinterpret_cast<const std::byte*>(src), len, q / 8);
-      });
+      for_each_run(params_, r.first_token, r.token_count, 0, bytes,
+                   [&](uint8_t* src, uint64_t q, uint64_t len) {
+                     sum += kvsum::partial(reinterpret_cast<const std::byte*>(src), len, q / 8);
+                   });
       out.push_back(sum);
     }
     return out;
@@ -99,7 +100,8 @@ class HostDevice final : public Device {
  public:
   std::string_view name() const override { return "host-emulated"; }
   bool accepts(MemoryKind kind) const override { return kind == MemoryKind::kHost; }
-  Result<std::unique_ptr<DeviceTransfer>> begin(const KvTarget& target, size_t records, size_t, size_t) override {
+  Result<std::unique_ptr<DeviceTransfer>> begin(const KvTarget& target, size_t records, size_t,
+                                                size_t) override {
     return std::unique_ptr<DeviceTransfer>(std::make_unique<HostTransfer>(target, records));
   }
 };

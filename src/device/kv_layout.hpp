@@ -16,10 +16,10 @@
 namespace kvtier {
 
 enum class KvForm : uint32_t {
-  kContiguous = 0,       ///< [2, layers, capacity, row]
-  kPagedKvFirst = 1,     ///< per layer [2, num_blocks, block_size, heads, head_dim]
-  kPagedBlockFirst = 2,  ///< per layer [num_blocks, 2, block_size, heads, head_dim]
-  kPagedPackedHeads = 3, ///< per layer [num_blocks, heads, block_size, 2 * head_dim]
+  kContiguous = 0,        ///< [2, layers, capacity, row]
+  kPagedKvFirst = 1,      ///< per layer [2, num_blocks, block_size, heads, head_dim]
+  kPagedBlockFirst = 2,   ///< per layer [num_blocks, 2, block_size, heads, head_dim]
+  kPagedPackedHeads = 3,  ///< per layer [num_blocks, heads, block_size, 2 * head_dim]
 };
 
 /// Plain data describing one KV target; pointers are in the target's address space (host memory
@@ -28,10 +28,10 @@ struct KvLayoutParams {
   KvForm form = KvForm::kContiguous;
   uint32_t layers = 0;
   uint32_t heads = 0;
-  uint32_t head_bytes = 0;         // head_dim * element_bytes
-  uint64_t row_bytes = 0;          // heads * head_bytes
-  uint64_t capacity_tokens = 0;    // tokens the target holds
-  uint8_t* base = nullptr;         // contiguous form
+  uint32_t head_bytes = 0;               // head_dim * element_bytes
+  uint64_t row_bytes = 0;                // heads * head_bytes
+  uint64_t capacity_tokens = 0;          // tokens the target holds
+  uint8_t* base = nullptr;               // contiguous form
   uint8_t* const* layer_base = nullptr;  // paged forms: one tensor per layer
   const int32_t* block_table = nullptr;  // paged forms: block of each block_size tokens
   uint32_t block_size = 0;
@@ -49,7 +49,8 @@ KVTIER_HD uint64_t contiguous_run(const KvLayoutParams& p) {
 KVTIER_HD uint8_t* kv_address(const KvLayoutParams& p, uint32_t kv, uint32_t layer, uint64_t token,
                               uint64_t col) {
   if (p.form == KvForm::kContiguous) {
-    return p.base + (((uint64_t{kv} * p.layers + layer) * p.capacity_tokens + token) * p.row_bytes + col);
+    return p.base +
+           (((uint64_t{kv} * p.layers + layer) * p.capacity_tokens + token) * p.row_bytes + col);
   }
   const int32_t entry = p.block_table[token / p.block_size];
   if (entry < 0) return nullptr;
@@ -58,7 +59,8 @@ KVTIER_HD uint8_t* kv_address(const KvLayoutParams& p, uint32_t kv, uint32_t lay
   uint8_t* layer_base = p.layer_base[layer];
   switch (p.form) {
     case KvForm::kPagedKvFirst:
-      return layer_base + (((uint64_t{kv} * p.num_blocks + block) * p.block_size + in) * p.row_bytes + col);
+      return layer_base +
+             (((uint64_t{kv} * p.num_blocks + block) * p.block_size + in) * p.row_bytes + col);
     case KvForm::kPagedBlockFirst:
       return layer_base + (((block * 2 + kv) * p.block_size + in) * p.row_bytes + col);
     case KvForm::kPagedPackedHeads: {
@@ -78,9 +80,9 @@ struct PieceSpan {
   uint64_t piece_offset = 0;    ///< where they start in the piece
   uint64_t payload_offset = 0;  ///< where they start in the record's payload
   uint64_t bytes = 0;
-  uint64_t first_token = 0;     ///< the record's first token in the session
-  uint32_t token_count = 0;     ///< tokens in the record
-  uint32_t record = 0;          ///< the record's index in the operation (its checksum slot)
+  uint64_t first_token = 0;  ///< the record's first token in the session
+  uint32_t token_count = 0;  ///< tokens in the record
+  uint32_t record = 0;       ///< the record's index in the operation (its checksum slot)
 };
 
 /// Position of payload byte `q` of a record of `count` tokens: (kv, layer, token within the
@@ -96,8 +98,8 @@ KVTIER_HD PayloadPos payload_pos(const KvLayoutParams& p, uint64_t count, uint64
   const uint64_t block_bytes = count * p.row_bytes;
   const uint64_t b = q / block_bytes;
   const uint64_t within = q % block_bytes;
-  return {static_cast<uint32_t>(b / p.layers), static_cast<uint32_t>(b % p.layers), within / p.row_bytes,
-          within % p.row_bytes};
+  return {static_cast<uint32_t>(b / p.layers), static_cast<uint32_t>(b % p.layers),
+          within / p.row_bytes, within % p.row_bytes};
 }
 
 }  // namespace kvtier

@@ -28,7 +28,8 @@ std::optional<uint64_t> meminfo_bytes(std::string_view field) {
     uint64_t kib = 0;
     if (!(lines >> kib)) return std::nullopt;
     lines.ignore(std::numeric_limits<std::streamsize>::max(), '\n');  // the "kB" unit
-    if (key.size() == field.size() + 1 && key.starts_with(field) && key.back() == ':') return kib * 1024;
+    if (key.size() == field.size() + 1 && key.starts_with(field) && key.back() == ':')
+      return kib * 1024;
   }
   return std::nullopt;
 }
@@ -48,12 +49,12 @@ std::string binary_bytes(uint64_t bytes) {
 /// "MemAvailable 20.1 GiB, MemTotal 23.5 GiB", plus RLIMIT_AS when the process has one: the limits
 /// a mapping of host memory runs into.
 std::string memory_limits() {
-    std::string out;
+  std::string out;
   for (const char* field : {"MemAvailable", "MemTotal"}) {
     auto v = meminfo_bytes(field);
     out += fmt::format("{}{} {}", out.empty() ? "" : ", ", field, v ? binary_bytes(*v) : "unknown");
   }
-  struct rlimit limit{};
+  struct rlimit limit {};
   if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
     out += fmt::format(", RLIMIT_AS {}", binary_bytes(limit.rlim_cur));
   }
@@ -64,7 +65,8 @@ std::string memory_limits() {
 
 Result<MappedMemory> MappedMemory::map(uint64_t bytes) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return fail(ErrorCode::kNoSpace, fmt::format("mmap of {} bytes", bytes), errno);
+  if (p == MAP_FAILED)
+    return fail(ErrorCode::kNoSpace, fmt::format("mmap of {} bytes", bytes), errno);
   return MappedMemory(static_cast<std::byte*>(p), bytes);
 }
 
@@ -91,8 +93,9 @@ Result<std::unique_ptr<DramTier>> DramTier::create(uint64_t capacity_bytes, uint
   const uint64_t slabs = capacity_bytes / slab_bytes;
   if (slabs == 0) return std::unique_ptr<DramTier>(new DramTier(MappedMemory(), slab_bytes));
   if (slabs > std::numeric_limits<uint32_t>::max()) {
-    return fail(ErrorCode::kInvalidArgument, fmt::format("DRAM tier: {} slabs of {} bytes, more than 2^32-1", slabs,
-                                                         slab_bytes));
+    return fail(
+        ErrorCode::kInvalidArgument,
+        fmt::format("DRAM tier: {} slabs of {} bytes, more than 2^32-1", slabs, slab_bytes));
   }
   const uint64_t bytes = slabs * slab_bytes;
   const std::string asked =
@@ -101,17 +104,20 @@ Result<std::unique_ptr<DramTier>> DramTier::create(uint64_t capacity_bytes, uint
   // is filled or pinned (OOM kill, or cudaHostRegister failing): refuse what cannot fit now.
   const std::optional<uint64_t> available = meminfo_bytes("MemAvailable");
   if (available && bytes > *available) {
-    return fail(ErrorCode::kNoSpace, fmt::format("{}, more than is available ({})", asked, memory_limits()));
+    return fail(ErrorCode::kNoSpace,
+                fmt::format("{}, more than is available ({})", asked, memory_limits()));
   }
   auto arena = MappedMemory::map(bytes);
   if (!arena) {
-    return fail(ErrorCode::kNoSpace, fmt::format("{}: {} failed ({})", asked, arena.error().message(), memory_limits()),
+    return fail(ErrorCode::kNoSpace,
+                fmt::format("{}: {} failed ({})", asked, arena.error().message(), memory_limits()),
                 arena.error().native_error());
   }
   return std::unique_ptr<DramTier>(new DramTier(std::move(*arena), slab_bytes));
 }
 
-DramTier::DramTier(MappedMemory arena, uint64_t slab_bytes) : slab_bytes_(slab_bytes), arena_(std::move(arena)) {
+DramTier::DramTier(MappedMemory arena, uint64_t slab_bytes)
+    : slab_bytes_(slab_bytes), arena_(std::move(arena)) {
   const auto slabs = static_cast<uint32_t>(arena_.span().size() / slab_bytes);
   pins_.assign(slabs, 0);
   owned_.assign(slabs, false);
@@ -119,7 +125,10 @@ DramTier::DramTier(MappedMemory arena, uint64_t slab_bytes) : slab_bytes_(slab_b
 }
 
 DramTier::Hit::Hit(Hit&& o) noexcept
-    : tier_(std::exchange(o.tier_, nullptr)), slab_(o.slab_), payload_(o.payload_), checksum_(o.checksum_) {}
+    : tier_(std::exchange(o.tier_, nullptr)),
+      slab_(o.slab_),
+      payload_(o.payload_),
+      checksum_(o.checksum_) {}
 
 DramTier::Hit& DramTier::Hit::operator=(Hit&& o) noexcept {
   if (this != &o) {

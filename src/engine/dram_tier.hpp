@@ -48,7 +48,8 @@ class DramTier {
   /// A tier of capacity_bytes / slab_bytes slabs. kNoSpace, saying how much was asked, what
   /// failed and the limit, when the arena is more than the host's available memory (MemAvailable:
   /// the engine pins the whole arena for the GPU, so it must fit at once) or cannot be mapped.
-  [[nodiscard]] static Result<std::unique_ptr<DramTier>> create(uint64_t capacity_bytes, uint64_t slab_bytes);
+  [[nodiscard]] static Result<std::unique_ptr<DramTier>> create(uint64_t capacity_bytes,
+                                                                uint64_t slab_bytes);
 
   /// A record's payload in the tier, held for the caller.
   class Hit {

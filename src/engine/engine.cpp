@@ -47,16 +47,18 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   KVTIER_ASSIGN_OR_RETURN(StoreRequest request, store_request(options));
   KVTIER_ASSIGN_OR_RETURN(impl->store_, Store::open(o, impl->log_, request));
   if (o.dram_bytes > 0) {
-    KVTIER_ASSIGN_OR_RETURN(impl->dram_,
-                            DramTier::create(o.dram_bytes, align_up(o.geometry.bytes_for_tokens(o.geometry.chunk_tokens))));
+    KVTIER_ASSIGN_OR_RETURN(
+        impl->dram_,
+        DramTier::create(o.dram_bytes,
+                         align_up(o.geometry.bytes_for_tokens(o.geometry.chunk_tokens))));
   }
 
   impl->namespace_ = namespace_key(o.geometry, o.tenant);
 
-  impl->data_ = std::make_unique<DataPath>(o.io_path, o.staging_bytes, o.io_request_bytes,
-                                            impl->dram_ ? impl->dram_->arena() : std::span<std::byte>(),
-                                            impl->store_->direct_io(), impl->store_->direct_io_fallback(),
-                                            impl->log_);
+  impl->data_ = std::make_unique<DataPath>(
+      o.io_path, o.staging_bytes, o.io_request_bytes,
+      impl->dram_ ? impl->dram_->arena() : std::span<std::byte>(), impl->store_->direct_io(),
+      impl->store_->direct_io_fallback(), impl->log_);
   if (!o.remote.seeds.empty()) {
     KVTIER_ASSIGN_OR_RETURN(impl->remote_, RemoteTier::open(o.remote, impl->log_));
   }
@@ -186,19 +188,23 @@ auto on_target(Engine::Impl& impl, const Kv& kv, bool restore, Op&& op) {
 }
 
 Result<SaveResult> Engine::save(std::span<const Token> tokens, const ChunkedKv& source) {
-  return on_target(*impl_, source, /*restore=*/false, [&](const KvTarget& t) { return impl_->save(tokens, t); });
+  return on_target(*impl_, source, /*restore=*/false,
+                   [&](const KvTarget& t) { return impl_->save(tokens, t); });
 }
 Result<SaveResult> Engine::save(std::span<const Token> tokens, const PagedKv& source) {
-  return on_target(*impl_, source, /*restore=*/false, [&](const KvTarget& t) { return impl_->save(tokens, t); });
+  return on_target(*impl_, source, /*restore=*/false,
+                   [&](const KvTarget& t) { return impl_->save(tokens, t); });
 }
 Result<uint64_t> Engine::lookup(std::span<const Token> tokens) {
   return guarded([&] { return impl_->lookup(tokens); });
 }
 Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const ChunkedKv& destination) {
-  return on_target(*impl_, destination, /*restore=*/true, [&](const KvTarget& t) { return impl_->restore(tokens, t); });
+  return on_target(*impl_, destination, /*restore=*/true,
+                   [&](const KvTarget& t) { return impl_->restore(tokens, t); });
 }
 Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const PagedKv& destination) {
-  return on_target(*impl_, destination, /*restore=*/true, [&](const KvTarget& t) { return impl_->restore(tokens, t); });
+  return on_target(*impl_, destination, /*restore=*/true,
+                   [&](const KvTarget& t) { return impl_->restore(tokens, t); });
 }
 Result<uint64_t> Engine::evict(std::span<const Token> tokens) {
   return guarded([&] { return impl_->evict(tokens); });

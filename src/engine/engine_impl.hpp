@@ -10,14 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "common/keys.hpp"
 #include "common/log.hpp"
 #include "datapath/data_path.hpp"
 #include "device/device.hpp"
 #include "engine/dram_tier.hpp"
-#include "common/keys.hpp"
-#include "io/gds/gds.hpp"
 #include "engine/record_io.hpp"
 #include "engine/remote_tier.hpp"
+#include "io/gds/gds.hpp"
 #include "io/pipeline.hpp"
 #include "kvtier/engine.hpp"
 #include "store/store.hpp"
@@ -63,7 +63,8 @@ class LatencyRecorder {
   }
 
  private:
-  std::array<std::atomic<uint64_t>, LatencyHistogram::kBounds.size()> buckets_{};  // per bucket, not cumulative
+  std::array<std::atomic<uint64_t>, LatencyHistogram::kBounds.size()>
+      buckets_{};  // per bucket, not cumulative
   std::atomic<uint64_t> count_{0};
   std::atomic<uint64_t> nanos_{0};
 };
@@ -72,7 +73,9 @@ class LatencyRecorder {
 class LatencyTimer {
  public:
   explicit LatencyTimer(LatencyRecorder& r) : r_(r), start_(std::chrono::steady_clock::now()) {}
-  ~LatencyTimer() { r_.record(std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()); }
+  ~LatencyTimer() {
+    r_.record(std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  }
   LatencyTimer(const LatencyTimer&) = delete;
   LatencyTimer& operator=(const LatencyTimer&) = delete;
 
@@ -120,8 +123,8 @@ class Engine::Impl {
     std::atomic<uint64_t> saves{0}, chunks_written{0}, bytes_written{0}, lookups{0},
         lookup_hit_tokens{0}, restores{0}, bytes_restored{0}, checksum_misses{0},
         staging_bytes_read{0}, device_copy_bytes{0}, gds_restores{0}, gds_saves{0}, dram_hits{0},
-        restore_host_bytes{0}, recheck_kept{0}, recheck_dropped{0}, store_hits{0}, restore_misses{0},
-        tokens_restored{0};
+        restore_host_bytes{0}, recheck_kept{0}, recheck_dropped{0}, store_hits{0},
+        restore_misses{0}, tokens_restored{0};
     LatencyRecorder restore_latency, save_latency;
   };
 
@@ -137,8 +140,8 @@ class Engine::Impl {
   /// Restores the records the DRAM tier holds (hits[r] set) into `destination`; returns, per hit,
   /// whether its bytes checked out (a bad copy is erased and read from disk instead).
   Result<std::vector<bool>> restore_from_dram(std::span<const LocatedRecord> records,
-                                              std::vector<DramTier::Hit>& hits, const KvTarget& destination,
-                                              uint64_t& host_bytes);
+                                              std::vector<DramTier::Hit>& hits,
+                                              const KvTarget& destination, uint64_t& host_bytes);
   /// Copies `payloads` (host memory) into `destination` through its device, `slots` pieces in
   /// flight; returns the kvsum partial sums computed where they landed, one per transfer record,
   /// and the host memory traffic of the copies.
@@ -146,43 +149,50 @@ class Engine::Impl {
     std::vector<uint64_t> sums;
     uint64_t host_bytes = 0;
   };
-  Result<Placed> place_payloads(const KvTarget& destination, std::span<const PayloadToPlace> payloads,
-                                size_t records, size_t slots);
+  Result<Placed> place_payloads(const KvTarget& destination,
+                                std::span<const PayloadToPlace> payloads, size_t records,
+                                size_t slots);
   /// Re-read before drop (recheck.cpp): reads each of `records`, which failed a check, once more
   /// through the page cache and verifies it on the host; a verified one is placed into
   /// `destination` (when given) at its first token and verified again there.
-  std::vector<RecheckOutcome> recheck(std::span<const LocatedRecord> records, std::span<const uint64_t> first_tokens,
+  std::vector<RecheckOutcome> recheck(std::span<const LocatedRecord> records,
+                                      std::span<const uint64_t> first_tokens,
                                       const KvTarget* destination);
   /// Applies recheck() to the records of `states` found corrupt: kept ones become intact (placed)
   /// or incomplete (a miss), and both outcomes are counted. Returns the records kept.
-  uint64_t recheck_corrupt(std::span<const LocatedRecord> records, std::span<const uint64_t> first_tokens,
-                           const KvTarget* destination, std::span<RecordState> states);
+  uint64_t recheck_corrupt(std::span<const LocatedRecord> records,
+                           std::span<const uint64_t> first_tokens, const KvTarget* destination,
+                           std::span<RecordState> states);
   /// Reads records from disk into `destination`: through the data path's source for it (cuFile
   /// where it is in use), falling back to POSIX when cuFile refuses the files.
   ReadOutcome read_from_disk(std::span<const LocatedRecord> records, const KvTarget& destination,
                              std::span<const uint64_t> first_tokens);
   /// Copies the stored records `present` (with their first tokens) the DRAM tier lacks into it
   /// from `source`.
-  Status refresh_dram(std::span<const std::pair<RecordMeta, uint64_t>> present, const KvTarget& source);
+  Status refresh_dram(std::span<const std::pair<RecordMeta, uint64_t>> present,
+                      const KvTarget& source);
   /// Writes the pieces of `plan` through cuFile from registered device buffers, each built on the
   /// GPU (payload gathered from `source`, headers copied up, padding cleared). kNotSupported when
   /// cuFile refuses the files before anything was written (the caller writes them the POSIX way).
   Status write_records_gds(const IoPlan& plan, std::span<const RecordMeta> records,
-                           std::span<const uint64_t> first_tokens, std::span<const Placement> placements,
-                           DeviceTransfer& transfer, size_t slots, GdsContext& gds);
+                           std::span<const uint64_t> first_tokens,
+                           std::span<const Placement> placements, DeviceTransfer& transfer,
+                           size_t slots, GdsContext& gds);
 
   /// Remote tier (remote_*.cpp): restores the chunks of `tokens` from `first_chunk` on that the
   /// cluster holds and that verify, into `destination`; returns how many (a prefix). Failures are
   /// misses, counted in the tier's Stats.
-  uint64_t restore_from_remote(std::span<const Token> tokens, size_t first_chunk, const KvTarget& destination,
-                               RestoreResult& result);
+  uint64_t restore_from_remote(std::span<const Token> tokens, size_t first_chunk,
+                               const KvTarget& destination, RestoreResult& result);
   /// Checks and places one fetched batch of restore_from_remote into `destination`; returns how
   /// many of its records verified (a prefix).
-  uint64_t place_remote(RemoteFetch& fetched, std::span<const Token> tokens, std::span<const Key128> keys,
-                        const KvTarget& destination, RestoreResult& result);
+  uint64_t place_remote(RemoteFetch& fetched, std::span<const Token> tokens,
+                        std::span<const Key128> keys, const KvTarget& destination,
+                        RestoreResult& result);
   /// Copies verified remote records (header + payload) into the local store, in the background.
   void promote(std::vector<RecordMeta> metas, std::vector<std::vector<std::byte>> values);
-  Status promote_now(std::span<const RecordMeta> metas, std::span<const std::vector<std::byte>> values);
+  Status promote_now(std::span<const RecordMeta> metas,
+                     std::span<const std::vector<std::byte>> values);
   /// Queues the durable records of a save for the cluster; never blocks.
   void write_behind(std::span<const RecordMeta> records);
   void write_behind_now(std::span<const Key128> keys);

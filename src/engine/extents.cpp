@@ -6,7 +6,8 @@
 namespace kvtier {
 
 Result<std::vector<FileExtent>> Engine::Impl::read_extents(std::span<const Token> tokens) {
-  const std::vector<LocatedRecord> records = tokens.empty() ? store_->all_records() : find_prefix(tokens);
+  const std::vector<LocatedRecord> records =
+      tokens.empty() ? store_->all_records() : find_prefix(tokens);
   std::vector<FileExtent> extents;
   for (const LocatedRecord& r : records) {
     const uint64_t bytes = r.meta.record_bytes();

@@ -8,9 +8,7 @@
 
 namespace kvtier {
 
-uint64_t KvGeometry::row_bytes() const {
-  return uint64_t{kv_heads} * head_dim * element_bytes;
-}
+uint64_t KvGeometry::row_bytes() const { return uint64_t{kv_heads} * head_dim * element_bytes; }
 
 uint64_t KvGeometry::bytes_per_token() const { return 2 * uint64_t{layers} * row_bytes(); }
 
@@ -18,16 +16,19 @@ uint64_t KvGeometry::bytes_for_tokens(uint64_t tokens) const { return tokens * b
 
 Status KvGeometry::validate() const {
   if (model_id.empty()) return {ErrorCode::kInvalidArgument, "geometry: empty model id"};
-  if (model_id.size() > 64) return {ErrorCode::kInvalidArgument, "geometry: model id over 64 bytes"};
+  if (model_id.size() > 64)
+    return {ErrorCode::kInvalidArgument, "geometry: model id over 64 bytes"};
   // Bounds keep every product below 2^63 for sessions of up to 2^31 tokens.
   if (layers == 0 || layers > 1024) {
     return {ErrorCode::kInvalidArgument, fmt::format("geometry: layers {} not in 1..1024", layers)};
   }
   if (kv_heads == 0 || kv_heads > 1024) {
-    return {ErrorCode::kInvalidArgument, fmt::format("geometry: kv_heads {} not in 1..1024", kv_heads)};
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("geometry: kv_heads {} not in 1..1024", kv_heads)};
   }
   if (head_dim == 0 || head_dim > 4096) {
-    return {ErrorCode::kInvalidArgument, fmt::format("geometry: head_dim {} not in 1..4096", head_dim)};
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("geometry: head_dim {} not in 1..4096", head_dim)};
   }
   if (element_bytes != 1 && element_bytes != 2 && element_bytes != 4) {
     return {ErrorCode::kInvalidArgument,
@@ -45,7 +46,8 @@ Status KvGeometry::validate() const {
     // Payload checksums sum 8-byte words; each (K|V, layer) block must hold whole words.
     return {ErrorCode::kInvalidArgument,
             fmt::format("geometry: a row of {} bytes (kv_heads x head_dim x element_bytes) is not "
-                        "a multiple of 8", row_bytes())};
+                        "a multiple of 8",
+                        row_bytes())};
   }
   if (bytes_for_tokens(chunk_tokens) > (uint64_t{4} << 30)) {
     return {ErrorCode::kInvalidArgument,
@@ -83,9 +85,14 @@ Result<KvGeometry> geometry_for(std::string_view preset, uint32_t tp_rank, uint3
                   fmt::format("{} has {} KV heads: tensor-parallel size {} does not divide them",
                               preset, p.kv_heads_total, tp_world));
     }
-    KvGeometry g{std::string(p.name), p.layers,       p.kv_heads_total / tp_world,
-                 p.head_dim,          p.element_bytes, chunk_tokens,
-                 tp_rank,             tp_world};
+    KvGeometry g{std::string(p.name),
+                 p.layers,
+                 p.kv_heads_total / tp_world,
+                 p.head_dim,
+                 p.element_bytes,
+                 chunk_tokens,
+                 tp_rank,
+                 tp_world};
     KVTIER_TRY(g.validate());
     return g;
   }

@@ -20,9 +20,12 @@ KvLayoutParams base_params(const KvGeometry& g) {
 
 KvForm form_of(PagedLayout layout) {
   switch (layout) {
-    case PagedLayout::kKvFirst: return KvForm::kPagedKvFirst;
-    case PagedLayout::kBlockFirst: return KvForm::kPagedBlockFirst;
-    case PagedLayout::kPackedHeads: return KvForm::kPagedPackedHeads;
+    case PagedLayout::kKvFirst:
+      return KvForm::kPagedKvFirst;
+    case PagedLayout::kBlockFirst:
+      return KvForm::kPagedBlockFirst;
+    case PagedLayout::kPackedHeads:
+      return KvForm::kPagedPackedHeads;
   }
   return KvForm::kPagedKvFirst;
 }
@@ -33,10 +36,12 @@ Result<KvTarget> Engine::Impl::target_of(const ChunkedKv& kv, bool /*restore*/) 
   const KvGeometry& g = options_.geometry;
   KVTIER_EXPECTS(kv.memory.data != nullptr, "KV memory: null pointer");
   if (kv.memory.size != g.bytes_for_tokens(kv.capacity_tokens)) {
-    return fail(ErrorCode::kInvalidArgument,
-                fmt::format("KV memory: {} bytes do not hold [2, {}, {}, {}] of {}-byte elements ({} bytes)",
-                            kv.memory.size, g.layers, kv.capacity_tokens, g.kv_heads * g.head_dim,
-                            g.element_bytes, g.bytes_for_tokens(kv.capacity_tokens)));
+    return fail(
+        ErrorCode::kInvalidArgument,
+        fmt::format(
+            "KV memory: {} bytes do not hold [2, {}, {}, {}] of {}-byte elements ({} bytes)",
+            kv.memory.size, g.layers, kv.capacity_tokens, g.kv_heads * g.head_dim, g.element_bytes,
+            g.bytes_for_tokens(kv.capacity_tokens)));
   }
   KVTIER_ASSIGN_OR_RETURN(Device * device, data_->device_for(kv.memory.kind));
   KVTIER_TRY(device->check_memory(kv.memory));
@@ -54,9 +59,11 @@ Result<KvTarget> Engine::Impl::target_of(const ChunkedKv& kv, bool /*restore*/) 
 
 Result<KvTarget> Engine::Impl::target_of(const PagedKv& kv, bool restore) const {
   const KvGeometry& g = options_.geometry;
-  KVTIER_EXPECTS(kv.layers.size() == g.layers,
-                 fmt::format("paged KV: {} layer tensors for a {}-layer model", kv.layers.size(), g.layers));
-  KVTIER_EXPECTS(kv.block_size > 0 && kv.block_size <= 65536, "paged KV: block_size must be in 1..65536");
+  KVTIER_EXPECTS(
+      kv.layers.size() == g.layers,
+      fmt::format("paged KV: {} layer tensors for a {}-layer model", kv.layers.size(), g.layers));
+  KVTIER_EXPECTS(kv.block_size > 0 && kv.block_size <= 65536,
+                 "paged KV: block_size must be in 1..65536");
   KVTIER_EXPECTS(kv.num_blocks > 0, "paged KV: num_blocks is 0");
   const uint64_t layer_bytes = uint64_t{kv.num_blocks} * 2 * kv.block_size * g.row_bytes();
   KvTarget t;
@@ -68,20 +75,25 @@ Result<KvTarget> Engine::Impl::target_of(const PagedKv& kv, bool restore) const 
     KVTIER_EXPECTS(m.kind == t.kind && m.device == t.device,
                    fmt::format("paged KV: layer {} lives elsewhere than layer 0", l));
     KVTIER_EXPECTS(m.size == layer_bytes,
-                   fmt::format("paged KV: layer {} holds {} bytes; {} blocks of {} tokens need {}", l, m.size,
-                               kv.num_blocks, kv.block_size, layer_bytes));
+                   fmt::format("paged KV: layer {} holds {} bytes; {} blocks of {} tokens need {}",
+                               l, m.size, kv.num_blocks, kv.block_size, layer_bytes));
     t.layer_base.push_back(reinterpret_cast<uint8_t*>(m.data));
   }
   for (size_t i = 0; i < kv.block_table.size(); ++i) {
     const int32_t b = kv.block_table[i];
     if (b == kSkipBlock) {
-      KVTIER_EXPECTS(restore, fmt::format("paged KV: block_table[{}] skips its tokens (-1), which only a restore "
-                                          "may do: a save needs every token's KV", i));
+      KVTIER_EXPECTS(
+          restore,
+          fmt::format("paged KV: block_table[{}] skips its tokens (-1), which only a restore "
+                      "may do: a save needs every token's KV",
+                      i));
       continue;
     }
-    KVTIER_EXPECTS(b >= 0 && static_cast<uint32_t>(b) < kv.num_blocks,
-                   fmt::format("paged KV: block_table[{}] = {} is not a block of 0..{} (or -1 to skip, on restore)", i,
-                               b, kv.num_blocks - 1));
+    KVTIER_EXPECTS(
+        b >= 0 && static_cast<uint32_t>(b) < kv.num_blocks,
+        fmt::format(
+            "paged KV: block_table[{}] = {} is not a block of 0..{} (or -1 to skip, on restore)", i,
+            b, kv.num_blocks - 1));
   }
   KVTIER_ASSIGN_OR_RETURN(Device * device, data_->device_for(t.kind));
   for (const MemoryView& m : kv.layers) KVTIER_TRY(device->check_memory(m));

@@ -43,13 +43,16 @@ Result<Options> Options::resolved() const {
   o.dram_bytes = pick(o.dram_bytes, env.dram_bytes, 0);
 
   auto aligned = [](uint64_t v) { return v % kAlign == 0; };
-  KVTIER_EXPECTS(aligned(o.segment_bytes) && aligned(o.io_request_bytes) && aligned(o.staging_bytes),
-                 "options: segment, request and staging sizes must be multiples of 4 KiB");
-  KVTIER_EXPECTS(o.io_request_bytes >= kAlign && o.io_request_bytes <= kGiB,
-                 fmt::format("options: io_request_bytes {} not in 4 KiB..1 GiB", o.io_request_bytes));
-  KVTIER_EXPECTS(o.staging_bytes >= o.io_request_bytes && o.staging_bytes <= 64 * kGiB,
-                 fmt::format("options: staging_bytes {} must be >= io_request_bytes ({}) and <= 64 GiB",
-                             o.staging_bytes, o.io_request_bytes));
+  KVTIER_EXPECTS(
+      aligned(o.segment_bytes) && aligned(o.io_request_bytes) && aligned(o.staging_bytes),
+      "options: segment, request and staging sizes must be multiples of 4 KiB");
+  KVTIER_EXPECTS(
+      o.io_request_bytes >= kAlign && o.io_request_bytes <= kGiB,
+      fmt::format("options: io_request_bytes {} not in 4 KiB..1 GiB", o.io_request_bytes));
+  KVTIER_EXPECTS(
+      o.staging_bytes >= o.io_request_bytes && o.staging_bytes <= 64 * kGiB,
+      fmt::format("options: staging_bytes {} must be >= io_request_bytes ({}) and <= 64 GiB",
+                  o.staging_bytes, o.io_request_bytes));
   KVTIER_EXPECTS(o.segment_bytes <= o.capacity_bytes,
                  fmt::format("options: segment_bytes {} exceeds capacity_bytes {}", o.segment_bytes,
                              o.capacity_bytes));
@@ -59,7 +62,8 @@ Result<Options> Options::resolved() const {
                  fmt::format("options: a {}-token chunk needs {} bytes but segments are {} bytes",
                              o.geometry.chunk_tokens, record, o.segment_bytes));
   KVTIER_EXPECTS(o.dram_bytes == 0 || o.dram_bytes >= record,
-                 fmt::format("options: a DRAM tier of {} bytes cannot hold one {}-byte chunk", o.dram_bytes, record));
+                 fmt::format("options: a DRAM tier of {} bytes cannot hold one {}-byte chunk",
+                             o.dram_bytes, record));
   return o;
 }
 

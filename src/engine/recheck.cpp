@@ -9,16 +9,16 @@
 #include <fmt/format.h>
 
 #include "common/aligned_buffer.hpp"
+#include "common/checksum.hpp"
 #include "common/posix.hpp"
 #include "common/try.hpp"
 #include "engine/engine_impl.hpp"
-#include "common/checksum.hpp"
 
 namespace kvtier {
 
 Result<Engine::Impl::Placed> Engine::Impl::place_payloads(const KvTarget& destination,
-                                                          std::span<const PayloadToPlace> payloads, size_t records,
-                                                          size_t slots) {
+                                                          std::span<const PayloadToPlace> payloads,
+                                                          size_t records, size_t slots) {
   KVTIER_ASSIGN_OR_RETURN(Device * device, data_->device_for(destination.kind));
   const uint64_t piece = data_->staging().slot_bytes();
   KVTIER_ASSIGN_OR_RETURN(auto transfer, device->begin(destination, records, slots, piece));

@@ -9,7 +9,8 @@ IoPlan plan_io(std::span<const RecordMeta> records, std::span<const int> fds, ui
   size_t r = 0;
   while (r < records.size()) {
     size_t last = r + 1;
-    while (last < records.size() && fds[last] == fds[r] && records[last].offset == records[last - 1].end()) {
+    while (last < records.size() && fds[last] == fds[r] &&
+           records[last].offset == records[last - 1].end()) {
       ++last;
     }
     const uint64_t begin = records[r].offset;

@@ -28,11 +28,12 @@ struct IoPlan {
 IoPlan plan_io(std::span<const RecordMeta> records, std::span<const int> fds, uint64_t max_piece);
 
 /// Whether a header block decodes for geometry `g` and describes the record the index expects.
-inline bool header_matches(std::span<const std::byte> block, const RecordMeta& want, const KvGeometry& g) {
+inline bool header_matches(std::span<const std::byte> block, const RecordMeta& want,
+                           const KvGeometry& g) {
   RecordMeta got;
   if (!decode_header(block, g, got).ok()) return false;
-  return got.key == want.key && got.token_count == want.token_count && got.payload_bytes == want.payload_bytes &&
-         got.payload_checksum == want.payload_checksum;
+  return got.key == want.key && got.token_count == want.token_count &&
+         got.payload_bytes == want.payload_bytes && got.payload_checksum == want.payload_checksum;
 }
 
 enum class Region : uint8_t { kHeader, kPayload, kPadding };
@@ -46,7 +47,8 @@ void for_each_region(const IoPlan& plan, std::span<const RecordMeta> records, si
   const uint64_t end = piece.offset + piece.length;
   for (size_t r = plan.piece_records[p].first; r < plan.piece_records[p].second; ++r) {
     const RecordMeta& m = records[r];
-    const uint64_t bounds[4] = {m.offset, m.offset + kBlock, m.offset + kBlock + m.payload_bytes, m.end()};
+    const uint64_t bounds[4] = {m.offset, m.offset + kBlock, m.offset + kBlock + m.payload_bytes,
+                                m.end()};
     const Region kinds[3] = {Region::kHeader, Region::kPayload, Region::kPadding};
     for (int k = 0; k < 3; ++k) {
       uint64_t lo = std::max(begin, bounds[k]);

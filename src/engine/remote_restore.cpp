@@ -11,11 +11,11 @@
 #include <fmt/format.h>
 
 #include "common/aligned_buffer.hpp"
+#include "common/checksum.hpp"
 #include "common/posix.hpp"
 #include "common/try.hpp"
 #include "engine/engine_impl.hpp"
 #include "engine/remote_tier.hpp"
-#include "common/checksum.hpp"
 
 namespace kvtier {
 /// One pipelined batch: the records [begin, stop) of a restore, each value the record's header
@@ -35,7 +35,8 @@ namespace {
 
 using RemoteFetch = Engine::Impl::RemoteFetch;
 
-RemoteFetch fetch(remote::ClusterClient& client, std::span<const Key128> keys, size_t begin, size_t stop) {
+RemoteFetch fetch(remote::ClusterClient& client, std::span<const Key128> keys, size_t begin,
+                  size_t stop) {
   RemoteFetch f;
   f.begin = begin;
   f.stop = stop;
@@ -50,13 +51,14 @@ RemoteFetch fetch(remote::ClusterClient& client, std::span<const Key128> keys, s
 }
 
 /// The header of a fetched value when it is the record `want` of this geometry, sized right.
-std::optional<RecordMeta> check_value(const RemoteFetch::Value& value, const Key128& want, uint32_t tokens,
-                                      const KvGeometry& g) {
+std::optional<RecordMeta> check_value(const RemoteFetch::Value& value, const Key128& want,
+                                      uint32_t tokens, const KvGeometry& g) {
   const uint64_t payload = g.bytes_for_tokens(tokens);
   if (!value.arrived || value.bytes.size() != kBlock + payload) return std::nullopt;
   RecordMeta got;
   if (!decode_header(std::span(value.bytes).first(kBlock), g, got).ok()) return std::nullopt;
-  if (got.key != want || got.token_count != tokens || got.payload_bytes != payload) return std::nullopt;
+  if (got.key != want || got.token_count != tokens || got.payload_bytes != payload)
+    return std::nullopt;
   return got;
 }
 
@@ -68,7 +70,8 @@ uint64_t Engine::Impl::restore_from_remote(std::span<const Token> tokens, size_t
   const uint64_t chunk = g.chunk_tokens;
   const std::vector<Key128> keys = chain_keys(namespace_, tokens, g.chunk_tokens);
   size_t end = first_chunk;
-  while (end < keys.size() && std::min<uint64_t>((end + 1) * chunk, tokens.size()) <= destination.params.capacity_tokens) {
+  while (end < keys.size() && std::min<uint64_t>((end + 1) * chunk, tokens.size()) <=
+                                  destination.params.capacity_tokens) {
     ++end;
   }
   if (end == first_chunk) return 0;
@@ -79,12 +82,13 @@ uint64_t Engine::Impl::restore_from_remote(std::span<const Token> tokens, size_t
   }
   // Bytes in flight bounded by the staging pool, as for a read from disk: two batches of half of it
   // each, the next one fetched while this one is checked and placed.
-  const uint64_t window = std::max<uint64_t>(1, data_->staging().slot_bytes() * data_->staging().slot_count() / 2 /
-                                                    (kBlock + g.bytes_for_tokens(g.chunk_tokens)));
+  const uint64_t window =
+      std::max<uint64_t>(1, data_->staging().slot_bytes() * data_->staging().slot_count() / 2 /
+                                (kBlock + g.bytes_for_tokens(g.chunk_tokens)));
   uint64_t served = 0;
   auto start = [&](size_t begin) {
-    return std::async(std::launch::async, fetch, std::ref(*client), std::span<const Key128>(keys), begin,
-                      std::min<size_t>(end, begin + window));
+    return std::async(std::launch::async, fetch, std::ref(*client), std::span<const Key128>(keys),
+                      begin, std::min<size_t>(end, begin + window));
   };
   std::future<RemoteFetch> next = start(first_chunk);
   for (size_t begin = first_chunk; begin < end; begin += window) {
@@ -92,13 +96,15 @@ uint64_t Engine::Impl::restore_from_remote(std::span<const Token> tokens, size_t
     if (current.stop < end) next = start(current.stop);
     const uint64_t got = place_remote(current, tokens, keys, destination, result);
     served += got;
-    if (got < current.stop - current.begin) break;  // the prefix ends here (a fetch in flight is waited for)
+    if (got < current.stop - current.begin)
+      break;  // the prefix ends here (a fetch in flight is waited for)
   }
   return served;
 }
 
-uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, std::span<const Token> tokens, std::span<const Key128> keys,
-                                    const KvTarget& destination, RestoreResult& result) {
+uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, std::span<const Token> tokens,
+                                    std::span<const Key128> keys, const KvTarget& destination,
+                                    RestoreResult& result) {
   const KvGeometry& g = options_.geometry;
   const uint64_t chunk = g.chunk_tokens;
   const size_t count = fetched.stop - fetched.begin;
@@ -110,7 +116,8 @@ uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, std::span<const Token>
   std::vector<PayloadToPlace> payloads;
   for (size_t j = 0; j < count; ++j) {
     const uint64_t first = (fetched.begin + j) * chunk;
-    const auto tokens_here = static_cast<uint32_t>(std::min<uint64_t>(chunk, tokens.size() - first));
+    const auto tokens_here =
+        static_cast<uint32_t>(std::min<uint64_t>(chunk, tokens.size() - first));
     if (outcomes[j].state == remote::KeyState::kFailed) {
       remote_->counters.errors += count - j;
       break;
@@ -125,18 +132,21 @@ uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, std::span<const Token>
       break;
     }
     metas.push_back(*meta);
-    payloads.push_back({std::span(values[j].bytes).subspan(kBlock), first, tokens_here, static_cast<uint32_t>(j)});
+    payloads.push_back(
+        {std::span(values[j].bytes).subspan(kBlock), first, tokens_here, static_cast<uint32_t>(j)});
   }
   if (payloads.empty()) return 0;
   auto placed = place_payloads(destination, payloads, count, data_->staging().slot_count());
   if (!placed) {
-    result.problem = placed.error().with_context("placing records from the remote tier").to_string();
+    result.problem =
+        placed.error().with_context("placing records from the remote tier").to_string();
     return 0;
   }
   result.host_bytes += placed->host_bytes;
   size_t intact = 0;
-  while (intact < metas.size() && kvsum::finish(placed->sums[intact], metas[intact].payload_bytes) ==
-                                      metas[intact].payload_checksum) {
+  while (intact < metas.size() &&
+         kvsum::finish(placed->sums[intact], metas[intact].payload_bytes) ==
+             metas[intact].payload_checksum) {
     ++intact;
   }
   if (intact < metas.size()) remote_->counters.rejected++;
@@ -149,7 +159,8 @@ uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, std::span<const Token>
   return intact;
 }
 
-void Engine::Impl::promote(std::vector<RecordMeta> metas, std::vector<std::vector<std::byte>> values) {
+void Engine::Impl::promote(std::vector<RecordMeta> metas,
+                           std::vector<std::vector<std::byte>> values) {
   const uint64_t count = metas.size();
   if (count == 0) return;
   uint64_t bytes = 0;
@@ -159,13 +170,14 @@ void Engine::Impl::promote(std::vector<RecordMeta> metas, std::vector<std::vecto
     if (st.ok()) {
       remote_->counters.promoted += metas.size();
     } else {
-      KVTIER_LOG(log_, kWarn, "remote tier: promoting {} record(s) into the local store: {}", metas.size(),
-                 st.to_string());
+      KVTIER_LOG(log_, kWarn, "remote tier: promoting {} record(s) into the local store: {}",
+                 metas.size(), st.to_string());
     }
   });
 }
 
-Status Engine::Impl::promote_now(std::span<const RecordMeta> fetched, std::span<const std::vector<std::byte>> values) {
+Status Engine::Impl::promote_now(std::span<const RecordMeta> fetched,
+                                 std::span<const std::vector<std::byte>> values) {
   std::vector<RecordMeta> records;
   std::vector<const std::vector<std::byte>*> bytes;
   for (size_t i = 0; i < fetched.size(); ++i) {
@@ -189,7 +201,8 @@ Status Engine::Impl::promote_now(std::span<const RecordMeta> fetched, std::span<
     // A header of this store's own (its sequence), the payload as it verified, zero padding.
     encode_header(m, options_.geometry, namespace_, record.first(kBlock));
     std::memcpy(record.data() + kBlock, bytes[i]->data() + kBlock, m.payload_bytes);
-    std::memset(record.data() + kBlock + m.payload_bytes, 0, record.size() - kBlock - m.payload_bytes);
+    std::memset(record.data() + kBlock + m.payload_bytes, 0,
+                record.size() - kBlock - m.payload_bytes);
     written = pwrite_full(placements[i].file->fd.get(), record, m.offset);
   }
   if (!written.ok()) {

@@ -3,10 +3,10 @@
 // Write-behind to the remote tier: after a save is durable, its records are read back from the
 // local store in the background, checked, and SET in the cluster as header + payload.
 #include "common/aligned_buffer.hpp"
+#include "common/checksum.hpp"
 #include "common/posix.hpp"
 #include "engine/engine_impl.hpp"
 #include "engine/remote_tier.hpp"
-#include "common/checksum.hpp"
 
 namespace kvtier {
 namespace {

@@ -18,7 +18,8 @@ constexpr std::chrono::seconds kReconnectInterval{2};
 
 std::string remote_key(const Key128& key) { return "kvtier:" + key.hex(); }
 
-Result<std::unique_ptr<RemoteTier>> RemoteTier::open(const RemoteOptions& options, const Logger& log) {
+Result<std::unique_ptr<RemoteTier>> RemoteTier::open(const RemoteOptions& options,
+                                                     const Logger& log) {
   remote::ClientConfig config;
   auto seeds = remote::parse_seeds(options.seeds);
   if (!seeds) return fail(seeds.error().with_context("Options::remote.seeds"));
@@ -29,19 +30,22 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::open(const RemoteOptions& option
   if (options.queue_records == 0 || options.queue_bytes == 0 || options.connect_timeout_ms == 0 ||
       options.command_timeout_ms == 0 || options.connections_per_node == 0) {
     return fail(ErrorCode::kInvalidArgument,
-                "Options::remote: queue_records, queue_bytes, timeouts and connections_per_node must be > 0");
+                "Options::remote: queue_records, queue_bytes, timeouts and connections_per_node "
+                "must be > 0");
   }
   config.timeouts.connect = std::chrono::milliseconds(options.connect_timeout_ms);
   config.timeouts.command = std::chrono::milliseconds(options.command_timeout_ms);
   config.connections_per_node = options.connections_per_node;
-  std::unique_ptr<RemoteTier> tier(new RemoteTier(std::move(config), std::chrono::seconds(options.ttl_seconds),
+  std::unique_ptr<RemoteTier> tier(new RemoteTier(std::move(config),
+                                                  std::chrono::seconds(options.ttl_seconds),
                                                   options.queue_records, options.queue_bytes, log));
   auto client = remote::ClusterClient::create(tier->config_);
   if (client) {
     tier->client_ = std::move(*client);
     tier->set_reason("ok");
   } else if (client.error().code() == ErrorCode::kIo) {
-    KVTIER_LOG(log, kWarn, "remote tier unreachable at open, running local-only: {}", client.error().message());
+    KVTIER_LOG(log, kWarn, "remote tier unreachable at open, running local-only: {}",
+               client.error().message());
     tier->set_reason("unreachable: " + client.error().message());
     tier->next_connect_ = std::chrono::steady_clock::now() + kReconnectInterval;
   } else {
@@ -50,9 +54,13 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::open(const RemoteOptions& option
   return tier;
 }
 
-RemoteTier::RemoteTier(remote::ClientConfig config, std::chrono::milliseconds ttl, uint64_t queue_bound, uint64_t queue_bytes,
-                       const Logger& log)
-    : config_(std::move(config)), ttl_(ttl), queue_bound_(queue_bound), queue_bytes_bound_(queue_bytes), log_(log) {
+RemoteTier::RemoteTier(remote::ClientConfig config, std::chrono::milliseconds ttl,
+                       uint64_t queue_bound, uint64_t queue_bytes, const Logger& log)
+    : config_(std::move(config)),
+      ttl_(ttl),
+      queue_bound_(queue_bound),
+      queue_bytes_bound_(queue_bytes),
+      log_(log) {
   worker_ = std::thread([this] { run(); });
 }
 
@@ -98,7 +106,8 @@ void RemoteTier::note(const std::vector<remote::KeyOutcome>& outcomes) {
 void RemoteTier::post(uint64_t records, uint64_t bytes, std::function<void()> work) {
   {
     std::lock_guard lock(mu_);
-    if (stop_ || queued_records_ + records > queue_bound_ || queued_bytes_ + bytes > queue_bytes_bound_) {
+    if (stop_ || queued_records_ + records > queue_bound_ ||
+        queued_bytes_ + bytes > queue_bytes_bound_) {
       counters.write_drops += records;
       return;
     }

@@ -14,8 +14,8 @@
 #include <string>
 #include <thread>
 
-#include "common/log.hpp"
 #include "common/keys.hpp"
+#include "common/log.hpp"
 #include "kvtier/options.hpp"
 #include "kvtier/stats.hpp"
 #include "remote/cluster_client.hpp"
@@ -32,7 +32,8 @@ class RemoteTier {
   /// Reads the password and connects. A bad seed list, an unreadable password source, a rejected
   /// password or a build without hiredis fail the open; an unreachable cluster does not: the
   /// engine runs local-only, says why in Stats, and tries again now and then.
-  [[nodiscard]] static Result<std::unique_ptr<RemoteTier>> open(const RemoteOptions& options, const Logger& log);
+  [[nodiscard]] static Result<std::unique_ptr<RemoteTier>> open(const RemoteOptions& options,
+                                                                const Logger& log);
   ~RemoteTier();
   RemoteTier(const RemoteTier&) = delete;
   RemoteTier& operator=(const RemoteTier&) = delete;
@@ -58,8 +59,8 @@ class RemoteTier {
   Counters counters;
 
  private:
-  RemoteTier(remote::ClientConfig config, std::chrono::milliseconds ttl, uint64_t queue_bound, uint64_t queue_bytes,
-             const Logger& log);
+  RemoteTier(remote::ClientConfig config, std::chrono::milliseconds ttl, uint64_t queue_bound,
+             uint64_t queue_bytes, const Logger& log);
   void set_reason(std::string reason);
   void run();
 
@@ -70,19 +71,19 @@ class RemoteTier {
   const Logger& log_;
 
   mutable std::mutex mu_;
-  std::shared_ptr<remote::ClusterClient> client_;          // guarded by mu_
-  std::chrono::steady_clock::time_point next_connect_{};   // guarded by mu_
-  std::string reason_;                                     // guarded by mu_
+  std::shared_ptr<remote::ClusterClient> client_;         // guarded by mu_
+  std::chrono::steady_clock::time_point next_connect_{};  // guarded by mu_
+  std::string reason_;                                    // guarded by mu_
   struct Work {
     uint64_t records = 0;
     uint64_t bytes = 0;  // what the work holds until it runs
     std::function<void()> run;
   };
-  std::deque<Work> queue_;                                 // guarded by mu_
-  uint64_t queued_records_ = 0;                            // guarded by mu_
-  uint64_t queued_bytes_ = 0;                              // guarded by mu_
-  bool busy_ = false;                                      // guarded by mu_
-  bool stop_ = false;                                      // guarded by mu_
+  std::deque<Work> queue_;       // guarded by mu_
+  uint64_t queued_records_ = 0;  // guarded by mu_
+  uint64_t queued_bytes_ = 0;    // guarded by mu_
+  bool busy_ = false;            // guarded by mu_
+  bool stop_ = false;            // guarded by mu_
   std::condition_variable wake_, idle_;
   std::thread worker_;
 };

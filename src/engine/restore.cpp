@@ -5,16 +5,16 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <unordered_map>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
+#include "common/checksum.hpp"
 #include "common/try.hpp"
 #include "engine/engine_impl.hpp"
 #include "engine/record_io.hpp"
-#include "common/checksum.hpp"
 
 namespace kvtier {
 
@@ -26,18 +26,19 @@ struct Engine::Impl::ReadOutcome {
   std::vector<std::atomic<uint64_t>> sums;
   std::vector<std::atomic<uint64_t>> received;  // payload bytes seen per record
   std::vector<HeaderState> header;              // written by the one piece holding the header
-  Status status;                   // I/O or device error that stopped the read early
+  Status status;                                // I/O or device error that stopped the read early
   uint64_t bytes = 0;
   uint64_t extents = 0;
-  uint64_t host_bytes = 0;         // accounted host memory traffic (see RestoreResult::host_bytes)
+  uint64_t host_bytes = 0;  // accounted host memory traffic (see RestoreResult::host_bytes)
 
   /// Corrupt means every byte arrived and a check failed; incomplete means an error stopped the
   /// read first (a miss, but no evidence against the record).
   [[nodiscard]] RecordState state(size_t r, const RecordMeta& m) const {
     if (header[r] == HeaderState::kBad) return RecordState::kCorrupt;
-    if (header[r] == HeaderState::kUnseen || received[r] != m.payload_bytes) return RecordState::kIncomplete;
+    if (header[r] == HeaderState::kUnseen || received[r] != m.payload_bytes)
+      return RecordState::kIncomplete;
     return kvsum::finish(sums[r], m.payload_bytes) == m.payload_checksum ? RecordState::kIntact
-                                                                        : RecordState::kCorrupt;
+                                                                         : RecordState::kCorrupt;
   }
 
   /// Waits for the device's work and adds the sums it computed where the data landed.
@@ -79,29 +80,32 @@ struct ReadPlan {
 // (the I/O thread mostly sleeps in the kernel).
 unsigned consumer_threads() { return std::clamp(std::thread::hardware_concurrency(), 1u, 4u); }
 
-/// What piece `p` of `read` holds: checks its record headers, whose bytes `header_at(offset, bytes)`
-/// supplies (a view of host staging, or a copy back from device staging), counts the payload bytes
-/// received and lists them in `spans`. Stops at the first error `header_at` returns.
+/// What piece `p` of `read` holds: checks its record headers, whose bytes `header_at(offset,
+/// bytes)` supplies (a view of host staging, or a copy back from device staging), counts the
+/// payload bytes received and lists them in `spans`. Stops at the first error `header_at` returns.
 template <typename HeaderAt>
-Status classify_piece(const ReadPlan& read, size_t p, const KvGeometry& g, Engine::Impl::ReadOutcome& out,
-                      HeaderAt&& header_at, std::vector<PieceSpan>& spans) {
+Status classify_piece(const ReadPlan& read, size_t p, const KvGeometry& g,
+                      Engine::Impl::ReadOutcome& out, HeaderAt&& header_at,
+                      std::vector<PieceSpan>& spans) {
   Status st;
   spans.clear();
-  for_each_region(read.io, read.records, p, [&](size_t r, Region region, uint64_t at, uint64_t in, uint64_t n) {
-    if (!st.ok()) return;
-    if (region == Region::kHeader) {
-      Result<std::span<const std::byte>> block = header_at(in, n);
-      if (!block) {  // not seen: an error to report, not evidence against the record
-        st = block.error();
-        return;
-      }
-      const bool good = at == 0 && n == kBlock && header_matches(*block, read.records[r], g);
-      out.header[r] = good ? HeaderState::kGood : HeaderState::kBad;
-    } else if (region == Region::kPayload) {
-      out.received[r] += n;
-      spans.push_back({in, at, n, read.first_tokens[r], read.records[r].token_count, static_cast<uint32_t>(r)});
-    }
-  });
+  for_each_region(
+      read.io, read.records, p, [&](size_t r, Region region, uint64_t at, uint64_t in, uint64_t n) {
+        if (!st.ok()) return;
+        if (region == Region::kHeader) {
+          Result<std::span<const std::byte>> block = header_at(in, n);
+          if (!block) {  // not seen: an error to report, not evidence against the record
+            st = block.error();
+            return;
+          }
+          const bool good = at == 0 && n == kBlock && header_matches(*block, read.records[r], g);
+          out.header[r] = good ? HeaderState::kGood : HeaderState::kBad;
+        } else if (region == Region::kPayload) {
+          out.received[r] += n;
+          spans.push_back({in, at, n, read.first_tokens[r], read.records[r].token_count,
+                           static_cast<uint32_t>(r)});
+        }
+      });
   return st;
 }
 
@@ -111,9 +115,13 @@ Status classify_piece(const ReadPlan& read, size_t p, const KvGeometry& g, Engin
 /// copied back to be checked here.
 class ScatterSink final : public PieceSink {
  public:
-  ScatterSink(const ReadPlan& read, DeviceTransfer* transfer, bool device_resident, const KvGeometry& g,
-              Engine::Impl::ReadOutcome& out, const ProgressFn& progress)
-      : read_(read), transfer_(transfer), device_resident_(device_resident), g_(g), out_(out),
+  ScatterSink(const ReadPlan& read, DeviceTransfer* transfer, bool device_resident,
+              const KvGeometry& g, Engine::Impl::ReadOutcome& out, const ProgressFn& progress)
+      : read_(read),
+        transfer_(transfer),
+        device_resident_(device_resident),
+        g_(g),
+        out_(out),
         progress_(progress) {}
 
   Status consume(size_t index, size_t slot, std::span<const std::byte> data) override {
@@ -128,10 +136,12 @@ class ScatterSink final : public PieceSink {
     Status st;
     if (transfer_ == nullptr) {
       for (const PieceSpan& sp : spans) {
-        out_.sums[sp.record] += kvsum::partial(data.data() + sp.piece_offset, sp.bytes, sp.payload_offset / 8);
+        out_.sums[sp.record] +=
+            kvsum::partial(data.data() + sp.piece_offset, sp.bytes, sp.payload_offset / 8);
       }
     } else if (!spans.empty()) {
-      st = device_resident_ ? transfer_->scatter_device(slot, data.data(), spans) : transfer_->scatter(slot, data, spans);
+      st = device_resident_ ? transfer_->scatter_device(slot, data.data(), spans)
+                            : transfer_->scatter(slot, data, spans);
     }
     const uint64_t done = done_ += data.size();
     if (progress_) {
@@ -141,7 +151,9 @@ class ScatterSink final : public PieceSink {
     return st;
   }
 
-  Status release(size_t slot) override { return transfer_ == nullptr ? Status() : transfer_->release(slot); }
+  Status release(size_t slot) override {
+    return transfer_ == nullptr ? Status() : transfer_->release(slot);
+  }
 
  private:
   const ReadPlan& read_;
@@ -164,10 +176,9 @@ void ReadPlan::start(Engine::Impl::ReadOutcome& out) const {
   out.extents = io.extents;
 }
 
-Result<Engine::Impl::ReadOutcome> Engine::Impl::read_records(ByteSource& source,
-                                                             std::span<const LocatedRecord> located,
-                                                             const KvTarget* destination, const ProgressFn& progress,
-                                                             std::span<const uint64_t> first_tokens) {
+Result<Engine::Impl::ReadOutcome> Engine::Impl::read_records(
+    ByteSource& source, std::span<const LocatedRecord> located, const KvTarget* destination,
+    const ProgressFn& progress, std::span<const uint64_t> first_tokens) {
   KVTIER_TRY(source.prepare(located));
   StagingPool& staging = source.staging();
   const ReadPlan read(located, options_.geometry.chunk_tokens, staging.slot_bytes(), first_tokens);
@@ -180,7 +191,8 @@ Result<Engine::Impl::ReadOutcome> Engine::Impl::read_records(ByteSource& source,
   std::unique_ptr<DeviceTransfer> transfer;
   if (destination != nullptr) {
     auto device = data_->device_for(destination->kind);
-    auto begun = device ? (*device)->begin(*destination, read.records.size(), lease.slots().size(), staging.slot_bytes())
+    auto begun = device ? (*device)->begin(*destination, read.records.size(), lease.slots().size(),
+                                           staging.slot_bytes())
                         : fail(device.error());
     if (!begun) {
       out.status = begun.error();
@@ -188,8 +200,10 @@ Result<Engine::Impl::ReadOutcome> Engine::Impl::read_records(ByteSource& source,
     }
     transfer = std::move(*begun);
   }
-  KVTIER_EXPECTS(destination != nullptr || !source.device_resident(), "a device-resident source needs a destination");
-  ScatterSink sink(read, transfer.get(), source.device_resident(), options_.geometry, out, progress);
+  KVTIER_EXPECTS(destination != nullptr || !source.device_resident(),
+                 "a device-resident source needs a destination");
+  ScatterSink sink(read, transfer.get(), source.device_resident(), options_.geometry, out,
+                   progress);
   out.status = source.read(located, plan.pieces, lease, sink, consumer_threads());
   if (source.device_resident()) {
     counters_.gds_restores++;
@@ -207,16 +221,17 @@ Result<Engine::Impl::ReadOutcome> Engine::Impl::read_records(ByteSource& source,
 
 Result<std::vector<bool>> Engine::Impl::restore_from_dram(std::span<const LocatedRecord> records,
                                                           std::vector<DramTier::Hit>& hits,
-                                                          const KvTarget& destination, uint64_t& host_bytes) {
+                                                          const KvTarget& destination,
+                                                          uint64_t& host_bytes) {
   // The tier's slabs play the staging pieces: one copy each to the device, verified where it lands.
   std::vector<PayloadToPlace> payloads;
   for (size_t r = 0; r < records.size(); ++r) {
     if (!hits[r]) continue;
-    payloads.push_back({hits[r].payload(), r * uint64_t{options_.geometry.chunk_tokens}, records[r].meta.token_count,
-                        static_cast<uint32_t>(r)});
+    payloads.push_back({hits[r].payload(), r * uint64_t{options_.geometry.chunk_tokens},
+                        records[r].meta.token_count, static_cast<uint32_t>(r)});
   }
-  KVTIER_ASSIGN_OR_RETURN(Placed placed,
-                          place_payloads(destination, payloads, records.size(), data_->staging().slot_count()));
+  KVTIER_ASSIGN_OR_RETURN(Placed placed, place_payloads(destination, payloads, records.size(),
+                                                        data_->staging().slot_count()));
   host_bytes += placed.host_bytes;
   const std::vector<uint64_t>& sums = placed.sums;
   std::vector<bool> good(records.size(), false);
@@ -229,15 +244,18 @@ Result<std::vector<bool>> Engine::Impl::restore_from_dram(std::span<const Locate
     hits[r].reset();
   }
   if (!bad.empty()) {
-    KVTIER_LOG(log_, kWarn, "DRAM tier: {} record(s) failed their checksum; dropped from the tier, read from disk",
-               bad.size());
+    KVTIER_LOG(
+        log_, kWarn,
+        "DRAM tier: {} record(s) failed their checksum; dropped from the tier, read from disk",
+        bad.size());
     dram_->erase(bad);
   }
   counters_.dram_hits += static_cast<uint64_t>(std::count(good.begin(), good.end(), true));
   return good;
 }
 
-Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const KvTarget& destination) {
+Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens,
+                                            const KvTarget& destination) {
   KVTIER_EXPECTS(!tokens.empty(), "restore: the token list is empty");
   const LatencyTimer timer(counters_.restore_latency);
   counters_.restores++;
@@ -247,8 +265,8 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const
   uint64_t prefix = 0;
   for (const LocatedRecord& r : found) prefix += r.meta.token_count;
   KVTIER_EXPECTS(destination.params.capacity_tokens >= prefix,
-                 fmt::format("restore destination: room for {} tokens, {} stored", destination.params.capacity_tokens,
-                             prefix));
+                 fmt::format("restore destination: room for {} tokens, {} stored",
+                             destination.params.capacity_tokens, prefix));
   RestoreResult result;
   if (found.empty() && !remote_) {
     counters_.restore_misses += asked;
@@ -266,7 +284,8 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const
       n += hits[r] ? 1 : 0;
     }
     if (n > 0) {
-      KVTIER_ASSIGN_OR_RETURN(from_dram, restore_from_dram(found, hits, destination, result.host_bytes));
+      KVTIER_ASSIGN_OR_RETURN(from_dram,
+                              restore_from_dram(found, hits, destination, result.host_bytes));
       for (size_t r = 0; r < found.size(); ++r) {
         if (from_dram[r]) states[r] = RecordState::kIntact;
       }
@@ -309,13 +328,16 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const
   counters_.restore_misses += asked - std::min(asked, served);
   counters_.tokens_restored += result.tokens_restored;
   if (!result.problem.empty()) {
-    KVTIER_LOG(log_, kWarn, "restore stopped at {} of {} tokens: {}", result.tokens_restored, prefix, result.problem);
+    KVTIER_LOG(log_, kWarn, "restore stopped at {} of {} tokens: {}", result.tokens_restored,
+               prefix, result.problem);
   }
   if (!corrupt.empty()) {
     result.checksum_misses = corrupt.size();
     counters_.checksum_misses += corrupt.size();
-    KVTIER_LOG(log_, kWarn, "restore: {} record(s) failed their checks and were dropped", corrupt.size());
-    if (result.problem.empty()) result.problem = fmt::format("{} corrupt record(s) dropped", corrupt.size());
+    KVTIER_LOG(log_, kWarn, "restore: {} record(s) failed their checks and were dropped",
+               corrupt.size());
+    if (result.problem.empty())
+      result.problem = fmt::format("{} corrupt record(s) dropped", corrupt.size());
     KVTIER_TRY(store_->drop(corrupt));
   }
   counters_.bytes_restored += options_.geometry.bytes_for_tokens(result.tokens_restored);
@@ -324,8 +346,8 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens, const
 }
 
 uint64_t Engine::Impl::recheck_corrupt(std::span<const LocatedRecord> records,
-                                       std::span<const uint64_t> first_tokens, const KvTarget* destination,
-                                       std::span<RecordState> states) {
+                                       std::span<const uint64_t> first_tokens,
+                                       const KvTarget* destination, std::span<RecordState> states) {
   std::vector<LocatedRecord> suspects;
   std::vector<uint64_t> suspect_first;
   std::vector<size_t> index;
@@ -341,17 +363,28 @@ uint64_t Engine::Impl::recheck_corrupt(std::span<const LocatedRecord> records,
   for (size_t j = 0; j < suspects.size(); ++j) {
     RecordState& st = states[index[j]];
     switch (found[j]) {
-      case RecheckOutcome::kCorrupt: ++dropped; break;
-      case RecheckOutcome::kIntact: st = RecordState::kIntact; ++kept; break;
-      case RecheckOutcome::kIntactNotPlaced: st = RecordState::kIncomplete; ++kept; break;
-      case RecheckOutcome::kUnread: st = RecordState::kIncomplete; break;
+      case RecheckOutcome::kCorrupt:
+        ++dropped;
+        break;
+      case RecheckOutcome::kIntact:
+        st = RecordState::kIntact;
+        ++kept;
+        break;
+      case RecheckOutcome::kIntactNotPlaced:
+        st = RecordState::kIncomplete;
+        ++kept;
+        break;
+      case RecheckOutcome::kUnread:
+        st = RecordState::kIncomplete;
+        break;
     }
   }
   counters_.recheck_kept += kept;
   counters_.recheck_dropped += dropped;
   if (kept > 0) {
     KVTIER_LOG(log_, kWarn,
-               "{} record(s) failed a check on the {} path but verified when re-read through the page cache: kept "
+               "{} record(s) failed a check on the {} path but verified when re-read through the "
+               "page cache: kept "
                "(a fault of that data path, not of the records)",
                kept, destination == nullptr ? "verify" : data_->io_name());
   }
@@ -379,7 +412,8 @@ Result<VerifyReport> Engine::Impl::verify(const ProgressFn& progress) {
   std::vector<LocatedRecord> all = store_->all_records();
   VerifyReport report;
   if (all.empty()) return report;
-  KVTIER_ASSIGN_OR_RETURN(ReadOutcome out, read_records(data_->posix_source(), all, nullptr, progress));
+  KVTIER_ASSIGN_OR_RETURN(ReadOutcome out,
+                          read_records(data_->posix_source(), all, nullptr, progress));
   if (!out.status.ok()) return fail(out.status.with_context("verify"));
   std::vector<RecordState> states(all.size());
   for (size_t r = 0; r < all.size(); ++r) states[r] = out.state(r, all[r].meta);
@@ -391,10 +425,10 @@ Result<VerifyReport> Engine::Impl::verify(const ProgressFn& progress) {
     report.bytes_checked += m.record_bytes();
     if (states[r] != RecordState::kCorrupt) continue;
     corrupt.push_back(m.key);
-    report.problems.push_back(fmt::format("segment {} offset {}: {} ({} tokens)", m.segment, m.offset,
-                                          out.header[r] == HeaderState::kGood ? "payload checksum mismatch"
-                                                                              : "bad header",
-                                          m.token_count));
+    report.problems.push_back(fmt::format(
+        "segment {} offset {}: {} ({} tokens)", m.segment, m.offset,
+        out.header[r] == HeaderState::kGood ? "payload checksum mismatch" : "bad header",
+        m.token_count));
   }
   report.corrupt_records = corrupt.size();
   counters_.checksum_misses += corrupt.size();

@@ -11,10 +11,10 @@
 
 #include <fmt/format.h>
 
+#include "common/checksum.hpp"
 #include "common/try.hpp"
 #include "engine/engine_impl.hpp"
 #include "engine/record_io.hpp"
-#include "common/checksum.hpp"
 
 namespace kvtier {
 namespace {
@@ -28,32 +28,35 @@ struct WritePiece {
   };
   std::vector<PieceSpan> spans;
   std::vector<std::pair<uint64_t, std::span<const std::byte>>> headers;  // (offset in piece, bytes)
-  std::vector<std::pair<uint64_t, uint64_t>> padding;                     // (offset in piece, length)
-  std::vector<HeaderBlock> blocks;                                        // storage behind `headers`
+  std::vector<std::pair<uint64_t, uint64_t>> padding;  // (offset in piece, length)
+  std::vector<HeaderBlock> blocks;                     // storage behind `headers`
 
-  void describe(const IoPlan& plan, std::span<const RecordMeta> records, std::span<const uint64_t> first_tokens,
-                const KvGeometry& g, const Key128& ns, size_t p) {
+  void describe(const IoPlan& plan, std::span<const RecordMeta> records,
+                std::span<const uint64_t> first_tokens, const KvGeometry& g, const Key128& ns,
+                size_t p) {
     spans.clear();
     headers.clear();
     padding.clear();
     const size_t first = plan.piece_records[p].first;
     blocks.resize(plan.piece_records[p].second - first);  // sized first: `headers` points into it
-    for_each_region(plan, records, p, [&](size_t r, Region region, uint64_t at, uint64_t out, uint64_t n) {
-      switch (region) {
-        case Region::kHeader: {
-          std::span<std::byte> block = blocks[r - first].bytes;
-          encode_header(records[r], g, ns, block);
-          headers.emplace_back(out, block.subspan(at, n));
-          return;
-        }
-        case Region::kPayload:
-          spans.push_back({out, at, n, first_tokens[r], records[r].token_count, static_cast<uint32_t>(r)});
-          return;
-        case Region::kPadding:
-          padding.emplace_back(out, n);
-          return;
-      }
-    });
+    for_each_region(
+        plan, records, p, [&](size_t r, Region region, uint64_t at, uint64_t out, uint64_t n) {
+          switch (region) {
+            case Region::kHeader: {
+              std::span<std::byte> block = blocks[r - first].bytes;
+              encode_header(records[r], g, ns, block);
+              headers.emplace_back(out, block.subspan(at, n));
+              return;
+            }
+            case Region::kPayload:
+              spans.push_back(
+                  {out, at, n, first_tokens[r], records[r].token_count, static_cast<uint32_t>(r)});
+              return;
+            case Region::kPadding:
+              padding.emplace_back(out, n);
+              return;
+          }
+        });
   }
 };
 
@@ -61,15 +64,21 @@ struct WritePiece {
 /// device, padding.
 class GatherSink final : public PieceSink {
  public:
-  GatherSink(const IoPlan& plan, std::span<const RecordMeta> records, std::span<const uint64_t> first_tokens,
-             const KvGeometry& g, const Key128& ns, DeviceTransfer& transfer,
-             std::span<const std::optional<DramTier::Reservation>> tier)
-      : plan_(plan), records_(records), first_tokens_(first_tokens), g_(g), ns_(ns), transfer_(transfer),
+  GatherSink(const IoPlan& plan, std::span<const RecordMeta> records,
+             std::span<const uint64_t> first_tokens, const KvGeometry& g, const Key128& ns,
+             DeviceTransfer& transfer, std::span<const std::optional<DramTier::Reservation>> tier)
+      : plan_(plan),
+        records_(records),
+        first_tokens_(first_tokens),
+        g_(g),
+        ns_(ns),
+        transfer_(transfer),
         tier_(tier) {}
 
   Status fill(size_t index, size_t slot, std::span<std::byte> data) override {
     piece_.describe(plan_, records_, first_tokens_, g_, ns_, index);
-    for (const auto& [at, bytes] : piece_.headers) std::memcpy(data.data() + at, bytes.data(), bytes.size());
+    for (const auto& [at, bytes] : piece_.headers)
+      std::memcpy(data.data() + at, bytes.data(), bytes.size());
     for (const auto& [at, n] : piece_.padding) std::memset(data.data() + at, 0, n);
     KVTIER_TRY(transfer_.gather(slot, data, piece_.spans));
     // Write-through into the DRAM tier while the bytes are in staging.
@@ -102,7 +111,8 @@ Status Engine::Impl::refresh_dram(std::span<const std::pair<RecordMeta, uint64_t
   std::vector<size_t> missing;
   for (size_t i = 0; i < present.size(); ++i) {
     const RecordMeta& m = present[i].first;
-    if (!dram_->find(m.key, m.payload_checksum) && m.payload_bytes <= dram_->slab_bytes()) missing.push_back(i);
+    if (!dram_->find(m.key, m.payload_checksum) && m.payload_bytes <= dram_->slab_bytes())
+      missing.push_back(i);
   }
   if (missing.empty()) return {};
   KVTIER_ASSIGN_OR_RETURN(Device * device, data_->device_for(source.kind));
@@ -129,7 +139,8 @@ Status Engine::Impl::refresh_dram(std::span<const std::pair<RecordMeta, uint64_t
 }
 
 Status Engine::Impl::write_records_gds(const IoPlan& plan, std::span<const RecordMeta> records,
-                                       std::span<const uint64_t> first_tokens, std::span<const Placement> placements,
+                                       std::span<const uint64_t> first_tokens,
+                                       std::span<const Placement> placements,
                                        DeviceTransfer& transfer, size_t slots, GdsContext& gds) {
   std::unordered_map<int, const SegmentFile*> files;
   for (const Placement& p : placements) {
@@ -147,7 +158,8 @@ Status Engine::Impl::write_records_gds(const IoPlan& plan, std::span<const Recor
     KVTIER_TRY(transfer.stage_device(slot, buffer, parts.spans, parts.headers, parts.padding));
     return gds.write(*files.at(piece.fd), buffer, piece.offset, piece.length);
   };
-  Status st = run_on_threads(plan.pieces.size(), lease, [&](size_t slot) { return transfer.release(slot); }, body);
+  Status st = run_on_threads(
+      plan.pieces.size(), lease, [&](size_t slot) { return transfer.release(slot); }, body);
   // cuFile refused the files above, before anything was written; an error here is an I/O error
   // (never a reason to write the same records again the POSIX way).
   if (st.code() == ErrorCode::kNotSupported) return Status(ErrorCode::kIo, st.message());
@@ -158,8 +170,8 @@ Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTar
   KVTIER_EXPECTS(!tokens.empty(), "save: the token list is empty");
   const LatencyTimer timer(counters_.save_latency);
   KVTIER_EXPECTS(source.params.capacity_tokens >= tokens.size(),
-                 fmt::format("save source: room for {} tokens, {} given", source.params.capacity_tokens,
-                             tokens.size()));
+                 fmt::format("save source: room for {} tokens, {} given",
+                             source.params.capacity_tokens, tokens.size()));
   const KvGeometry& g = options_.geometry;
   const std::vector<Key128> keys = chain_keys(namespace_, tokens, g.chunk_tokens);
   SaveResult result;
@@ -178,7 +190,8 @@ Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTar
     m.key = keys[i];
     m.parent = i == 0 ? namespace_ : keys[i - 1];
     const uint64_t first = i * uint64_t{g.chunk_tokens};
-    m.token_count = static_cast<uint32_t>(std::min<uint64_t>(g.chunk_tokens, tokens.size() - first));
+    m.token_count =
+        static_cast<uint32_t>(std::min<uint64_t>(g.chunk_tokens, tokens.size() - first));
     m.payload_bytes = g.bytes_for_tokens(m.token_count);
     records.push_back(m);
     first_tokens.push_back(first);
@@ -214,13 +227,16 @@ Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTar
   // GPU memory to the file through cuFile where restores use it too; the DRAM tier's write-through
   // needs the bytes in host memory, so with a tier saves take the POSIX path.
   if (source.kind != MemoryKind::kCuda) data_->note_host_memory();
-  GdsContext* gds = source.kind == MemoryKind::kCuda && !dram_ ? data_->gds_for(source.device) : nullptr;
+  GdsContext* gds =
+      source.kind == MemoryKind::kCuda && !dram_ ? data_->gds_for(source.device) : nullptr;
   Status written;
   bool posix = gds == nullptr;
   if (gds != nullptr) {
-    written = write_records_gds(plan, records, first_tokens, placements, *transfer, lease.slots().size(), *gds);
+    written = write_records_gds(plan, records, first_tokens, placements, *transfer,
+                                lease.slots().size(), *gds);
     if (written.ok()) counters_.gds_saves++;
-    if (written.code() == ErrorCode::kNotSupported) {  // cuFile refused the files: said once, then POSIX
+    if (written.code() ==
+        ErrorCode::kNotSupported) {  // cuFile refused the files: said once, then POSIX
       data_->refuse_gds(written);
       posix = true;
     }
@@ -231,12 +247,15 @@ Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTar
     written = run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/true, sink, 0, &lease);
   }
   counters_.device_copy_bytes += transfer->device_copy_bytes();
-  if (written.ok()) written = store_->commit(records, placements);
-  else store_->abort(placements);
+  if (written.ok())
+    written = store_->commit(records, placements);
+  else
+    store_->abort(placements);
   for (size_t i = 0; i < records.size() && dram_; ++i) {
     if (!tier[i]) continue;
     if (written.ok()) {
-      dram_->publish(*tier[i], records[i].key, records[i].payload_bytes, records[i].payload_checksum);
+      dram_->publish(*tier[i], records[i].key, records[i].payload_bytes,
+                     records[i].payload_checksum);
     } else {
       dram_->abandon(*tier[i]);
     }

@@ -42,7 +42,8 @@ std::unique_ptr<IoEngine> make_io_engine(IoPath path, uint32_t depth, std::strin
   if (path == IoPath::kBuffered) return wrapped(make_posix_engine(threads));
   auto uring = make_uring_engine(depth);
   if (uring) return wrapped(std::move(*uring));
-  fallback = fmt::format("io_uring unavailable ({}); using pread/pwrite", uring.error().to_string());
+  fallback =
+      fmt::format("io_uring unavailable ({}); using pread/pwrite", uring.error().to_string());
   return wrapped(make_posix_engine(threads));
 }
 

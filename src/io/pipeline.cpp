@@ -19,7 +19,8 @@ struct SlotState {
   uint32_t done = 0;  // bytes already transferred (short transfers are resumed)
 };
 
-IoRequest request_for(const Piece& p, std::span<std::byte> slot, uint32_t done, bool write, size_t tag) {
+IoRequest request_for(const Piece& p, std::span<std::byte> slot, uint32_t done, bool write,
+                      size_t tag) {
   return {p.fd, p.offset + done, slot.data() + done, p.length - done, write, tag};
 }
 
@@ -28,11 +29,20 @@ IoRequest request_for(const Piece& p, std::span<std::byte> slot, uint32_t done, 
 /// through freed_ for the I/O thread to refill.
 class PipelineRun {
  public:
-  PipelineRun(IoEngine& engine, std::span<const Piece> pieces, std::span<const std::span<std::byte>> slots,
-              bool write, PieceSink& sink, unsigned workers, SlotYield* yield)
-      : engine_(engine), pieces_(pieces), slots_(slots), write_(write), sink_(sink),
-        state_(slots.size()), completions_(slots.size()), workers_(write ? 0 : workers), yield_(yield),
-        yielded_(slots.size(), false), active_slots_(slots.size()) {}
+  PipelineRun(IoEngine& engine, std::span<const Piece> pieces,
+              std::span<const std::span<std::byte>> slots, bool write, PieceSink& sink,
+              unsigned workers, SlotYield* yield)
+      : engine_(engine),
+        pieces_(pieces),
+        slots_(slots),
+        write_(write),
+        sink_(sink),
+        state_(slots.size()),
+        completions_(slots.size()),
+        workers_(write ? 0 : workers),
+        yield_(yield),
+        yielded_(slots.size(), false),
+        active_slots_(slots.size()) {}
 
   Status run() {
     for (unsigned w = 0; w < workers_; ++w) threads_.emplace_back([this] { worker_loop(); });
@@ -128,7 +138,8 @@ class PipelineRun {
       return note(posix_error(static_cast<int>(-c.result),
                               write_ ? "write of a store segment" : "read of a store segment"));
     }
-    if (c.result == 0) return note({ErrorCode::kCorrupt, "segment file ends before a record does (short read)"});
+    if (c.result == 0)
+      return note({ErrorCode::kCorrupt, "segment file ends before a record does (short read)"});
     st.done += static_cast<uint32_t>(c.result);
     if (st.done < piece.length) return resume(slot);  // short transfer: go on from where it stopped
     if (write_) return hand_back(slot);
@@ -165,8 +176,9 @@ class PipelineRun {
       const bool skip = !error_.ok();
       lock.unlock();
       // state_[slot] is stable: the I/O thread does not touch a slot until it comes back freed.
-      Status st = skip ? Status() : sink_.consume(state_[slot].piece, slot,
-                                                  slots_[slot].first(pieces_[state_[slot].piece].length));
+      Status st = skip ? Status()
+                       : sink_.consume(state_[slot].piece, slot,
+                                       slots_[slot].first(pieces_[state_[slot].piece].length));
       lock.lock();
       if (!st.ok() && error_.ok()) error_ = std::move(st);
       freed_.push_back(slot);
@@ -180,23 +192,23 @@ class PipelineRun {
   std::span<const std::span<std::byte>> slots_;
   const bool write_;
   PieceSink& sink_;
-  std::vector<SlotState> state_;             // I/O thread, or the worker holding the slot
-  std::vector<IoCompletion> completions_;    // I/O thread only
-  size_t next_ = 0;                          // I/O thread only
-  size_t in_flight_ = 0;                     // I/O thread only
+  std::vector<SlotState> state_;           // I/O thread, or the worker holding the slot
+  std::vector<IoCompletion> completions_;  // I/O thread only
+  size_t next_ = 0;                        // I/O thread only
+  size_t in_flight_ = 0;                   // I/O thread only
   const unsigned workers_;
-  SlotYield* yield_;                         // I/O thread only
-  std::vector<bool> yielded_;                // I/O thread only
-  size_t active_slots_;                      // I/O thread only
+  SlotYield* yield_;           // I/O thread only
+  std::vector<bool> yielded_;  // I/O thread only
+  size_t active_slots_;        // I/O thread only
   std::vector<std::thread> threads_;
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<size_t> ready_;    // guarded by mu_: slots waiting for a worker
-  std::vector<size_t> freed_;   // guarded by mu_: slots consumed, to be refilled
-  size_t consuming_ = 0;        // guarded by mu_
-  bool stop_ = false;           // guarded by mu_
-  Status error_;                // guarded by mu_: the first error
+  std::deque<size_t> ready_;   // guarded by mu_: slots waiting for a worker
+  std::vector<size_t> freed_;  // guarded by mu_: slots consumed, to be refilled
+  size_t consuming_ = 0;       // guarded by mu_
+  bool stop_ = false;          // guarded by mu_
+  Status error_;               // guarded by mu_: the first error
 };
 
 }  // namespace

@@ -28,8 +28,10 @@ struct Piece {
 class PieceSink {
  public:
   virtual ~PieceSink() = default;
-  /// Writes: fill `data` (staging slot `slot`) with the bytes of piece `index` before it is written.
-  [[nodiscard]] virtual Status fill(size_t /*index*/, size_t /*slot*/, std::span<std::byte> /*data*/) {
+  /// Writes: fill `data` (staging slot `slot`) with the bytes of piece `index` before it is
+  /// written.
+  [[nodiscard]] virtual Status fill(size_t /*index*/, size_t /*slot*/,
+                                    std::span<std::byte> /*data*/) {
     return {};
   }
   /// Reads: piece `index` has arrived in `data` (held in staging slot `slot`).
@@ -45,13 +47,14 @@ class SlotYield;
 
 /// Runs every piece through `engine`, one per slot in flight, retrying short transfers for the
 /// remainder. Reads deliver each piece to sink.consume() as it completes (any order): inline on the
-/// calling thread when `workers` is 0, else on that many worker threads, concurrently (the sink must
-/// then be thread-safe across pieces). On the first error no new piece starts, in-flight ones are
-/// drained, and that error is returned. With `yield`, a slot whose piece is done is handed back
+/// calling thread when `workers` is 0, else on that many worker threads, concurrently (the sink
+/// must then be thread-safe across pieces). On the first error no new piece starts, in-flight ones
+/// are drained, and that error is returned. With `yield`, a slot whose piece is done is handed back
 /// (after sink.release()) instead of refilled whenever yield->should_yield(), keeping at least one.
 [[nodiscard]] Status run_pipeline(IoEngine& engine, std::span<const Piece> pieces,
                                   std::span<const std::span<std::byte>> slots, bool write,
-                                  PieceSink& sink, unsigned workers = 0, SlotYield* yield = nullptr);
+                                  PieceSink& sink, unsigned workers = 0,
+                                  SlotYield* yield = nullptr);
 
 /// Splits [offset, offset + length) of `fd` into pieces of at most `max_piece` bytes.
 void split_into_pieces(int fd, uint64_t offset, uint64_t length, uint64_t max_piece,
@@ -93,7 +96,7 @@ class StagingPool {
 
    private:
     StagingPool* pool_;
-    std::vector<size_t> ids_;                 // pool ids, by slot index; kGone once yielded
+    std::vector<size_t> ids_;  // pool ids, by slot index; kGone once yielded
     std::vector<std::span<std::byte>> spans_;
     size_t held_ = 0;
   };
@@ -121,12 +124,12 @@ class StagingPool {
   std::atomic<size_t> leases_{0};
 };
 
-/// For synchronous I/O (cuFile): runs body(piece, slot) for every piece in [0, pieces) on one thread
-/// per slot of `lease` (parallel transfers come from parallel callers; bytes in flight stay bounded
-/// by the slots). Before a slot is reused, or handed back, release(slot) waits for any asynchronous
-/// use of its bytes. A thread gives its slot back to the pool when others wait for slots and the
-/// lease holds more than its share, keeping at least one thread. On the first error no new piece
-/// starts; that error is returned.
+/// For synchronous I/O (cuFile): runs body(piece, slot) for every piece in [0, pieces) on one
+/// thread per slot of `lease` (parallel transfers come from parallel callers; bytes in flight stay
+/// bounded by the slots). Before a slot is reused, or handed back, release(slot) waits for any
+/// asynchronous use of its bytes. A thread gives its slot back to the pool when others wait for
+/// slots and the lease holds more than its share, keeping at least one thread. On the first error
+/// no new piece starts; that error is returned.
 [[nodiscard]] Status run_on_threads(size_t pieces, StagingPool::Lease& lease,
                                     const std::function<Status(size_t slot)>& release,
                                     const std::function<Status(size_t piece, size_t slot)>& body);

@@ -37,7 +37,9 @@ bool to_u64(std::string_view s, uint64_t& v) {
   return ec == std::errc() && p == s.data() + s.size();
 }
 
-Status malformed(std::string_view what) { return {ErrorCode::kInvalidArgument, fmt::format("malformed {}", what)}; }
+Status malformed(std::string_view what) {
+  return {ErrorCode::kInvalidArgument, fmt::format("malformed {}", what)};
+}
 
 template <typename Fn>
 void for_each_line(std::string_view text, Fn&& fn) {
@@ -52,7 +54,8 @@ void for_each_line(std::string_view text, Fn&& fn) {
 }  // namespace
 
 Result<DiskCounters> parse_diskstats(std::string_view text, std::string_view device) {
-  Result<DiskCounters> out = fail(ErrorCode::kNotFound, fmt::format("no device {} in /proc/diskstats", device));
+  Result<DiskCounters> out =
+      fail(ErrorCode::kNotFound, fmt::format("no device {} in /proc/diskstats", device));
   for_each_line(text, [&](std::string_view line) {
     auto f = fields(line);
     if (f.size() < 10 || f[2] != device) return false;
@@ -69,14 +72,17 @@ Result<DiskCounters> parse_diskstats(std::string_view text, std::string_view dev
 }
 
 Result<std::string> block_device_of(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return fail(posix_error(errno, "stat " + path));
   const std::string sys = fmt::format("/sys/dev/block/{}:{}", major(st.st_dev), minor(st.st_dev));
   // A partition's sysfs directory holds a "partition" file; its disk is the parent directory.
   std::error_code ec;
   std::string dir = std::filesystem::canonical(sys, ec).string();
-  if (ec) return fail(ErrorCode::kNotFound, fmt::format("{} has no block device in /sys ({})", path, sys));
-  if (std::filesystem::exists(dir + "/partition")) dir = std::filesystem::path(dir).parent_path().string();
+  if (ec)
+    return fail(ErrorCode::kNotFound,
+                fmt::format("{} has no block device in /sys ({})", path, sys));
+  if (std::filesystem::exists(dir + "/partition"))
+    dir = std::filesystem::path(dir).parent_path().string();
   return std::filesystem::path(dir).filename().string();
 }
 
@@ -103,13 +109,15 @@ Result<CpuCounters> parse_proc_stat(std::string_view text) {
 }
 
 Result<uint64_t> parse_process_ticks(std::string_view text) {
-  // The command name (field 2) may hold spaces and parentheses: fields are counted after the last ')'.
+  // The command name (field 2) may hold spaces and parentheses: fields are counted after the last
+  // ')'.
   const size_t close = text.rfind(')');
   if (close == std::string_view::npos) return fail(malformed("/proc/<pid>/stat"));
   auto f = fields(text.substr(close + 1));
   // After ')': state(3) ppid(4) ... utime(14) stime(15) => indexes 11 and 12 here.
   uint64_t utime = 0, stime = 0;
-  if (f.size() < 13 || !to_u64(f[11], utime) || !to_u64(f[12], stime)) return fail(malformed("/proc/<pid>/stat"));
+  if (f.size() < 13 || !to_u64(f[11], utime) || !to_u64(f[12], stime))
+    return fail(malformed("/proc/<pid>/stat"));
   return utime + stime;
 }
 
@@ -121,7 +129,8 @@ Result<double> delta_in_window(std::span<const Sample> s, double t0, double t1) 
     if (s[i].t < s[i - 1].t) return fail(ErrorCode::kInvalidArgument, "samples go back in time");
   }
   auto value_at = [&](double t) {
-    auto it = std::lower_bound(s.begin(), s.end(), t, [](const Sample& a, double x) { return a.t < x; });
+    auto it =
+        std::lower_bound(s.begin(), s.end(), t, [](const Sample& a, double x) { return a.t < x; });
     if (it == s.begin()) return it->value;
     const Sample& b = *it;
     const Sample& a = *(it - 1);

@@ -58,10 +58,12 @@ Result<uint64_t> encode_pmu_event(std::string_view spec, const PmuFormat& format
       return fail(bad(fmt::format("PMU event '{}': bad value in '{}'", spec, term)));
     }
     auto f = format.find(name);
-    if (f == format.end()) return fail(bad(fmt::format("PMU event '{}': no format field '{}'", spec, name)));
+    if (f == format.end())
+      return fail(bad(fmt::format("PMU event '{}': no format field '{}'", spec, name)));
     std::string_view bits = trim(f->second);
     if (!bits.starts_with("config:")) {
-      return fail(bad(fmt::format("PMU format '{}' is '{}': only config fields are supported", name, bits)));
+      return fail(bad(
+          fmt::format("PMU format '{}' is '{}': only config fields are supported", name, bits)));
     }
     bits.remove_prefix(7);
     unsigned shift = 0;  // bits of value already placed
@@ -69,16 +71,19 @@ Result<uint64_t> encode_pmu_event(std::string_view spec, const PmuFormat& format
       const size_t dash = range.find('-');
       uint64_t lo = 0, hi = 0;
       if (!parse_u64(range.substr(0, dash), lo) ||
-          !parse_u64(dash == std::string_view::npos ? range : range.substr(dash + 1), hi) || hi < lo || hi > 63) {
+          !parse_u64(dash == std::string_view::npos ? range : range.substr(dash + 1), hi) ||
+          hi < lo || hi > 63) {
         return fail(bad(fmt::format("PMU format '{}': bad bit range '{}'", name, range)));
       }
       const unsigned width = static_cast<unsigned>(hi - lo + 1);
-      const uint64_t part = shift >= 64 ? 0 : (value >> shift) & (width >= 64 ? ~0ull : (1ull << width) - 1);
+      const uint64_t part =
+          shift >= 64 ? 0 : (value >> shift) & (width >= 64 ? ~0ull : (1ull << width) - 1);
       config |= part << lo;
       shift += width;
     }
     if (shift < 64 && (value >> shift) != 0) {
-      return fail(bad(fmt::format("PMU event '{}': {} does not fit field '{}'", spec, value, name)));
+      return fail(
+          bad(fmt::format("PMU event '{}': {} does not fit field '{}'", spec, value, name)));
     }
   }
   return config;
@@ -109,7 +114,8 @@ class ImcTraffic final : public MemoryTraffic {
   }
 
   std::string source() const override {
-    return fmt::format("memory controllers (uncore IMC CAS read+write counters, {} PMUs, perf_event_open)", pmus_);
+    return fmt::format(
+        "memory controllers (uncore IMC CAS read+write counters, {} PMUs, perf_event_open)", pmus_);
   }
 
  private:
@@ -146,10 +152,12 @@ Result<std::unique_ptr<MemoryTraffic>> MemoryTraffic::open(const std::string& sy
     if (!type_text || !parse_u64(trim(*type_text), type)) continue;
     PmuFormat format;
     for (const auto& f : fs::directory_iterator(dir.path() / "format", ec)) {
-      if (auto t = read_file(f.path().string())) format[f.path().filename().string()] = std::string(trim(*t));
+      if (auto t = read_file(f.path().string()))
+        format[f.path().filename().string()] = std::string(trim(*t));
     }
     int cpu = 0;  // uncore counters count for the whole socket from one CPU of its cpumask
-    if (auto mask = read_file((dir.path() / "cpumask").string())) cpu = std::atoi(std::string(trim(*mask)).c_str());
+    if (auto mask = read_file((dir.path() / "cpumask").string()))
+      cpu = std::atoi(std::string(trim(*mask)).c_str());
     for (const char* event : {"cas_count_read", "cas_count_write"}) {
       const fs::path path = dir.path() / "events" / event;
       auto spec = read_file(path.string());
@@ -164,16 +172,19 @@ Result<std::unique_ptr<MemoryTraffic>> MemoryTraffic::open(const std::string& sy
       attr.config = *config;
       const long fd = ::syscall(SYS_perf_event_open, &attr, -1, cpu, -1, 0);
       if (fd < 0) {
-        return fail(ErrorCode::kNotSupported,
-                    fmt::format("perf_event_open({}/{}): {} (needs CAP_PERFMON or kernel.perf_event_paranoid <= 0)",
-                                name, event, std::strerror(errno)));
+        return fail(
+            ErrorCode::kNotSupported,
+            fmt::format(
+                "perf_event_open({}/{}): {} (needs CAP_PERFMON or kernel.perf_event_paranoid <= 0)",
+                name, event, std::strerror(errno)));
       }
       counters.push_back({UniqueFd(static_cast<int>(fd)), *scale});
     }
     ++pmus;
   }
   if (counters.empty()) {
-    return fail(ErrorCode::kNotSupported, fmt::format("no memory-controller counters (no uncore_imc PMU under {})", sysfs));
+    return fail(ErrorCode::kNotSupported,
+                fmt::format("no memory-controller counters (no uncore_imc PMU under {})", sysfs));
   }
   return std::unique_ptr<MemoryTraffic>(new ImcTraffic(std::move(counters), pmus));
 }

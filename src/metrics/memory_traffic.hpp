@@ -25,8 +25,9 @@ using PmuFormat = std::map<std::string, std::string>;
 /// @brief Memory-controller read + write counters of every IMC of the machine.
 class MemoryTraffic {
  public:
-  /// Opens the counters under `sysfs` (/sys/bus/event_source/devices); kNotSupported with the reason
-  /// where there are no IMC PMUs or perf_event_open is refused (perf_event_paranoid, no CAP_PERFMON).
+  /// Opens the counters under `sysfs` (/sys/bus/event_source/devices); kNotSupported with the
+  /// reason where there are no IMC PMUs or perf_event_open is refused (perf_event_paranoid, no
+  /// CAP_PERFMON).
   [[nodiscard]] static Result<std::unique_ptr<MemoryTraffic>> open(
       const std::string& sysfs = "/sys/bus/event_source/devices");
   virtual ~MemoryTraffic() = default;

@@ -41,7 +41,7 @@ struct NvmlFieldValue {                      // nvmlFieldValue_t
   unsigned scope_id;
   long long timestamp;
   long long latency_usec;
-  int value_type;                            // 1 unsigned int, 2 unsigned long, 3 unsigned long long
+  int value_type;  // 1 unsigned int, 2 unsigned long, 3 unsigned long long
   int nvml_return;
   union {
     double d;
@@ -63,7 +63,9 @@ struct Nvml {
   int (*field_values)(NvmlDevice, int, NvmlFieldValue*) = nullptr;
   int (*throughput)(NvmlDevice, int, unsigned*) = nullptr;
 
-  std::string why(int rc) const { return error_string != nullptr ? error_string(rc) : fmt::format("error {}", rc); }
+  std::string why(int rc) const {
+    return error_string != nullptr ? error_string(rc) : fmt::format("error {}", rc);
+  }
   ~Nvml() {
     if (shutdown != nullptr) shutdown();
     if (lib != nullptr) dlclose(lib);
@@ -90,10 +92,13 @@ class NvmlSampler final : public PcieRxSampler {
   }
 
   std::string source() const override {
-    return counter_ ? fmt::format("NVML PCIe RX byte counter, {} GPU(s), sampled every {} us", devices_.size(),
-                                  period_.count())
-                    : fmt::format("NVML PCIe RX throughput (20 ms averages; no byte counter in this driver), "
-                                  "{} GPU(s)", devices_.size());
+    return counter_
+               ? fmt::format("NVML PCIe RX byte counter, {} GPU(s), sampled every {} us",
+                             devices_.size(), period_.count())
+               : fmt::format(
+                     "NVML PCIe RX throughput (20 ms averages; no byte counter in this driver), "
+                     "{} GPU(s)",
+                     devices_.size());
   }
 
   Result<double> bytes_in_window(double t0, double t1) const override {
@@ -116,13 +121,16 @@ class NvmlSampler final : public PcieRxSampler {
       if (counter_) {
         NvmlFieldValue v{};
         v.field_id = kFieldPcieRxBytes;
-        if (nvml_->field_values(devices_[i], 1, &v) != kNvmlSuccess || v.nvml_return != kNvmlSuccess) return false;
+        if (nvml_->field_values(devices_[i], 1, &v) != kNvmlSuccess ||
+            v.nvml_return != kNvmlSuccess)
+          return false;
         const bool wide = v.value_type == 2 || v.value_type == 3;
         if (!totals_[i]) totals_[i].emplace(wide ? 64 : 32);
         total += totals_[i]->add(wide ? v.value.ull : v.value.ui);
       } else {
         unsigned kb_per_s = 0;
-        if (nvml_->throughput(devices_[i], kPcieUtilRxBytes, &kb_per_s) != kNvmlSuccess) return false;
+        if (nvml_->throughput(devices_[i], kPcieUtilRxBytes, &kb_per_s) != kNvmlSuccess)
+          return false;
         rates_.resize(devices_.size());
         rates_[i] = kb_per_s * 1024.0;
         total += rates_[i];
@@ -168,11 +176,14 @@ Result<std::unique_ptr<PcieRxSampler>> PcieRxSampler::start(std::vector<std::str
                                                             std::chrono::microseconds period) {
   auto nvml = std::make_unique<Nvml>();
   nvml->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (nvml->lib == nullptr) return fail(ErrorCode::kNotSupported, fmt::format("NVML not loaded: {}", dlerror()));
+  if (nvml->lib == nullptr)
+    return fail(ErrorCode::kNotSupported, fmt::format("NVML not loaded: {}", dlerror()));
   int (*init)() = nullptr;
-  if (!bind(nvml->lib, "nvmlInit_v2", init) || !bind(nvml->lib, "nvmlDeviceGetHandleByPciBusId_v2", nvml->by_bus_id) ||
+  if (!bind(nvml->lib, "nvmlInit_v2", init) ||
+      !bind(nvml->lib, "nvmlDeviceGetHandleByPciBusId_v2", nvml->by_bus_id) ||
       !bind(nvml->lib, "nvmlDeviceGetPcieThroughput", nvml->throughput)) {
-    return fail(ErrorCode::kNotSupported, "NVML lacks nvmlInit_v2 / nvmlDeviceGetHandleByPciBusId_v2");
+    return fail(ErrorCode::kNotSupported,
+                "NVML lacks nvmlInit_v2 / nvmlDeviceGetHandleByPciBusId_v2");
   }
   bind(nvml->lib, "nvmlErrorString", nvml->error_string);
   bind(nvml->lib, "nvmlDeviceGetFieldValues", nvml->field_values);
@@ -185,7 +196,8 @@ Result<std::unique_ptr<PcieRxSampler>> PcieRxSampler::start(std::vector<std::str
   for (const std::string& id : unique) {
     NvmlDevice d = nullptr;
     if (const int rc = nvml->by_bus_id(id.c_str(), &d); rc != kNvmlSuccess) {
-      return fail(ErrorCode::kNotSupported, fmt::format("NVML has no GPU at PCI {}: {}", id, nvml->why(rc)));
+      return fail(ErrorCode::kNotSupported,
+                  fmt::format("NVML has no GPU at PCI {}: {}", id, nvml->why(rc)));
     }
     devices.push_back(d);
   }
@@ -194,9 +206,11 @@ Result<std::unique_ptr<PcieRxSampler>> PcieRxSampler::start(std::vector<std::str
   for (NvmlDevice d : devices) {
     NvmlFieldValue v{};
     v.field_id = kFieldPcieRxBytes;
-    counter = counter && nvml->field_values(d, 1, &v) == kNvmlSuccess && v.nvml_return == kNvmlSuccess;
+    counter =
+        counter && nvml->field_values(d, 1, &v) == kNvmlSuccess && v.nvml_return == kNvmlSuccess;
   }
-  return std::unique_ptr<PcieRxSampler>(new NvmlSampler(std::move(nvml), std::move(devices), counter, period));
+  return std::unique_ptr<PcieRxSampler>(
+      new NvmlSampler(std::move(nvml), std::move(devices), counter, period));
 }
 
 }  // namespace kvtier::metrics

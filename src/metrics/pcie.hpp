@@ -38,8 +38,8 @@ class PcieRxSampler {
  public:
   /// `pci_bus_ids` as cudaDeviceGetPCIBusId writes them (duplicates are sampled once).
   /// kNotSupported, with the reason, where NVML or a GPU cannot be opened.
-  [[nodiscard]] static Result<std::unique_ptr<PcieRxSampler>> start(std::vector<std::string> pci_bus_ids,
-                                                                    std::chrono::microseconds period);
+  [[nodiscard]] static Result<std::unique_ptr<PcieRxSampler>> start(
+      std::vector<std::string> pci_bus_ids, std::chrono::microseconds period);
   virtual ~PcieRxSampler() = default;
   /// What the samples come from, for reports.
   [[nodiscard]] virtual std::string source() const = 0;

@@ -66,14 +66,17 @@ struct ReplyHandler {
     } else if (reply.type == REDIS_REPLY_ERROR) {
       handle_error(item, reply_text(reply));
     } else {
-      outcome = KeyOutcome{KeyState::kFailed, Status(ErrorCode::kIo, fmt::format(
-          "redis {}: unexpected reply type {}", asked.to_string(), reply.type))};
+      outcome = KeyOutcome{KeyState::kFailed,
+                           Status(ErrorCode::kIo, fmt::format("redis {}: unexpected reply type {}",
+                                                              asked.to_string(), reply.type))};
     }
   }
 
   void handle_error(const Item& item, std::string_view text) {
     KeyOutcome& outcome = out[item.index];
-    outcome = KeyOutcome{KeyState::kFailed, Status(ErrorCode::kIo, fmt::format("redis {}: {}", asked.to_string(), text))};
+    outcome =
+        KeyOutcome{KeyState::kFailed,
+                   Status(ErrorCode::kIo, fmt::format("redis {}: {}", asked.to_string(), text))};
     if (starts_with_word(text, "MOVED") || starts_with_word(text, "ASK")) {
       auto redirect = parse_redirect(text, asked);
       if (!redirect) return;
@@ -103,8 +106,8 @@ struct ReplyHandler {
 
 }  // namespace
 
-RoundResult ClusterClient::Impl::send(NodePool& pool, std::span<const Item> items, const Request& request,
-                                      std::vector<KeyOutcome>& out) {
+RoundResult ClusterClient::Impl::send(NodePool& pool, std::span<const Item> items,
+                                      const Request& request, std::vector<KeyOutcome>& out) {
   RoundResult result;
   auto lost = [&](size_t from, const Status& why) {
     // A refused password will be refused again: only a lost connection is worth another round.
@@ -159,10 +162,13 @@ std::vector<Task> plan_round(ClusterClient::Impl& impl, const Request& request,
                              const std::vector<Item>& pending, std::vector<KeyOutcome>& out) {
   std::unordered_map<NodePool*, std::vector<Item>> by_node;
   for (const Item& item : pending) {
-    NodePool* pool = item.ask != nullptr ? item.ask : impl.owner(key_slot(request.keys[item.index]));
+    NodePool* pool =
+        item.ask != nullptr ? item.ask : impl.owner(key_slot(request.keys[item.index]));
     if (pool == nullptr) {
-      out[item.index] = KeyOutcome{KeyState::kFailed, Status(ErrorCode::kIo, fmt::format(
-          "redis: slot {} is served by no node", key_slot(request.keys[item.index])))};
+      out[item.index] =
+          KeyOutcome{KeyState::kFailed,
+                     Status(ErrorCode::kIo, fmt::format("redis: slot {} is served by no node",
+                                                        key_slot(request.keys[item.index])))};
       continue;
     }
     by_node[pool].push_back(item);
@@ -184,7 +190,8 @@ void run_tasks(ClusterClient::Impl& impl, const Request& request, std::vector<Ta
   std::vector<std::jthread> threads;
   threads.reserve(tasks.size());
   for (size_t t = 1; t < tasks.size(); ++t) {
-    threads.emplace_back([&, t] { tasks[t].result = impl.send(*tasks[t].pool, tasks[t].items, request, out); });
+    threads.emplace_back(
+        [&, t] { tasks[t].result = impl.send(*tasks[t].pool, tasks[t].items, request, out); });
   }
   if (!tasks.empty()) tasks[0].result = impl.send(*tasks[0].pool, tasks[0].items, request, out);
 }
@@ -209,7 +216,8 @@ std::vector<KeyOutcome> ClusterClient::Impl::run(const Request& request) {
     }
     if (pending.empty() || attempt + 1 == config.max_attempts) break;
     if (backoff_needed) {
-      std::this_thread::sleep_for(std::min(config.backoff_max, config.backoff_min * (1u << attempt)));
+      std::this_thread::sleep_for(
+          std::min(config.backoff_max, config.backoff_min * (1u << attempt)));
     }
     // A failed refresh leaves the old map; the next round's errors say what is wrong.
     if (refresh_needed) (void)refresh(false);

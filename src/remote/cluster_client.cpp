@@ -51,7 +51,8 @@ Status ClusterClient::Impl::refresh_from(NodePool& pool) {
     const std::string_view text = reply_text(**reply);
     if (text.find("cluster support disabled") == std::string_view::npos) {
       const ErrorCode code = text.starts_with("NOAUTH") ? ErrorCode::kPermission : ErrorCode::kIo;
-      return Status(code, fmt::format("redis {}: CLUSTER SLOTS: {}", pool.endpoint().to_string(), text));
+      return Status(code,
+                    fmt::format("redis {}: CLUSTER SLOTS: {}", pool.endpoint().to_string(), text));
     }
     // A standalone server: it serves every slot.
     standalone = true;
@@ -98,7 +99,8 @@ Status ClusterClient::Impl::refresh(bool force) {
 Result<std::unique_ptr<ClusterClient>> ClusterClient::create(ClientConfig config) {
   if (config.seeds.empty()) return fail(ErrorCode::kInvalidArgument, "remote: no seeds given");
   if (config.connections_per_node == 0 || config.max_attempts == 0) {
-    return fail(ErrorCode::kInvalidArgument, "remote: connections per node and attempts must be >= 1");
+    return fail(ErrorCode::kInvalidArgument,
+                "remote: connections per node and attempts must be >= 1");
   }
   auto impl = std::make_unique<Impl>(std::move(config));
   for (const Endpoint& seed : impl->config.seeds) impl->node(seed);
@@ -123,7 +125,8 @@ ClientCounters ClusterClient::counters() const {
   return c;
 }
 
-std::vector<KeyOutcome> ClusterClient::get(std::span<const std::string> keys, const ValueSink& sink) {
+std::vector<KeyOutcome> ClusterClient::get(std::span<const std::string> keys,
+                                           const ValueSink& sink) {
   Request request;
   request.op = Request::Op::kGet;
   request.keys = keys;
@@ -136,7 +139,8 @@ std::vector<KeyOutcome> ClusterClient::set(std::span<const std::string> keys,
                                            std::chrono::milliseconds ttl) {
   if (values.size() != keys.size()) {
     return std::vector<KeyOutcome>(
-        keys.size(), KeyOutcome{KeyState::kFailed, Status(ErrorCode::kInvalidArgument, "remote set: one value per key")});
+        keys.size(), KeyOutcome{KeyState::kFailed, Status(ErrorCode::kInvalidArgument,
+                                                          "remote set: one value per key")});
   }
   Request request;
   request.op = Request::Op::kSet;

@@ -20,11 +20,11 @@
 namespace kvtier::remote {
 
 struct ClientConfig {
-  std::vector<Endpoint> seeds;       // any reachable one yields the whole topology
-  std::string password;              // "" sends no AUTH; never logged
-  Timeouts timeouts;                 // per connect and per command
-  uint32_t connections_per_node = 4; // a batch's keys for one node are spread over this many
-  uint32_t max_attempts = 6;         // rounds of redirections and retries per batch
+  std::vector<Endpoint> seeds;        // any reachable one yields the whole topology
+  std::string password;               // "" sends no AUTH; never logged
+  Timeouts timeouts;                  // per connect and per command
+  uint32_t connections_per_node = 4;  // a batch's keys for one node are spread over this many
+  uint32_t max_attempts = 6;          // rounds of redirections and retries per batch
   std::chrono::milliseconds backoff_min{20};
   std::chrono::milliseconds backoff_max{1000};
 };
@@ -45,11 +45,11 @@ struct KeyOutcome {
 using ValueSink = std::function<void(size_t index, std::span<const std::byte> value)>;
 
 struct ClientCounters {
-  uint64_t moved = 0;       // MOVED redirections followed
-  uint64_t ask = 0;         // ASK redirections followed
-  uint64_t refreshes = 0;   // slot maps fetched
-  uint64_t connects = 0;    // connections opened (the first ones and reconnects)
-  uint64_t retries = 0;     // keys sent again after an error or a redirection
+  uint64_t moved = 0;      // MOVED redirections followed
+  uint64_t ask = 0;        // ASK redirections followed
+  uint64_t refreshes = 0;  // slot maps fetched
+  uint64_t connects = 0;   // connections opened (the first ones and reconnects)
+  uint64_t retries = 0;    // keys sent again after an error or a redirection
 };
 
 /// @brief Routes each key to the master serving its hash slot, pipelines a batch per node over
@@ -68,7 +68,8 @@ class ClusterClient {
   ClusterClient& operator=(const ClusterClient&) = delete;
 
   /// GETs every key; each found value goes to `sink`.
-  [[nodiscard]] std::vector<KeyOutcome> get(std::span<const std::string> keys, const ValueSink& sink);
+  [[nodiscard]] std::vector<KeyOutcome> get(std::span<const std::string> keys,
+                                            const ValueSink& sink);
   /// SETs keys[i] to values[i], with a time to live when ttl > 0.
   [[nodiscard]] std::vector<KeyOutcome> set(std::span<const std::string> keys,
                                             std::span<const std::span<const std::byte>> values,

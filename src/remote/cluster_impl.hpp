@@ -21,8 +21,8 @@ struct Request {
   Op op = Op::kGet;
   std::span<const std::string> keys;
   std::span<const std::span<const std::byte>> values;  // kSet only
-  std::string ttl_ms;                                   // kSet only; "" = no expiry
-  const ValueSink* sink = nullptr;                      // kGet only
+  std::string ttl_ms;                                  // kSet only; "" = no expiry
+  const ValueSink* sink = nullptr;                     // kGet only
 };
 
 /// A key still to send; `ask` is the node an ASK redirection named for this one attempt.
@@ -57,10 +57,10 @@ struct ClusterClient::Impl {
   mutable std::mutex nodes_mu;
   std::map<std::string, std::unique_ptr<NodePool>> nodes;  // guarded by nodes_mu
   mutable std::shared_mutex slots_mu;
-  std::array<NodePool*, kSlotCount> slots{};               // guarded by slots_mu
+  std::array<NodePool*, kSlotCount> slots{};  // guarded by slots_mu
   std::atomic<bool> standalone{false};
   std::mutex refresh_mu;
-  std::chrono::steady_clock::time_point last_refresh{};    // guarded by refresh_mu
+  std::chrono::steady_clock::time_point last_refresh{};  // guarded by refresh_mu
   std::atomic<uint64_t> moved{0}, asks{0}, refreshes{0}, retries{0};
 };
 

@@ -13,7 +13,8 @@ namespace kvtier::remote {
 namespace {
 
 timeval to_timeval(std::chrono::milliseconds ms) {
-  return timeval{static_cast<time_t>(ms.count() / 1000), static_cast<suseconds_t>((ms.count() % 1000) * 1000)};
+  return timeval{static_cast<time_t>(ms.count() / 1000),
+                 static_cast<suseconds_t>((ms.count() % 1000) * 1000)};
 }
 
 }  // namespace
@@ -29,7 +30,8 @@ Result<std::unique_ptr<Connection>> Connection::open(const Endpoint& endpoint,
   redisContext* context =
       redisConnectWithTimeout(endpoint.host.c_str(), endpoint.port, to_timeval(timeouts.connect));
   if (context == nullptr) {
-    return fail(ErrorCode::kIo, fmt::format("redis {}: cannot allocate a connection", endpoint.to_string()));
+    return fail(ErrorCode::kIo,
+                fmt::format("redis {}: cannot allocate a connection", endpoint.to_string()));
   }
   std::unique_ptr<Connection> connection(new Connection(context, endpoint));
   if (context->err != 0) return fail(connection->context_error("connect"));
@@ -40,7 +42,8 @@ Result<std::unique_ptr<Connection>> Connection::open(const Endpoint& endpoint,
     const std::string_view argv[] = {"AUTH", password};
     KVTIER_ASSIGN_OR_RETURN(ReplyPtr reply, connection->command(argv));
     if (reply->type == REDIS_REPLY_ERROR) {
-      // The server's text (WRONGPASS ...) never contains the password; still, only its code is kept.
+      // The server's text (WRONGPASS ...) never contains the password; still, only its code is
+      // kept.
       return fail(ErrorCode::kPermission,
                   fmt::format("redis {}: AUTH rejected ({})", endpoint.to_string(),
                               reply_text(*reply).substr(0, reply_text(*reply).find(' '))));
@@ -55,11 +58,14 @@ Status Connection::context_error(std::string_view what) {
   broken_ = true;
   const int native = context_->err == REDIS_ERR_IO ? errno : 0;
   const std::string_view detail = context_->errstr;
-  return Status(ErrorCode::kIo, fmt::format("redis {}: {}: {}", endpoint_.to_string(), what, detail), native);
+  return Status(ErrorCode::kIo,
+                fmt::format("redis {}: {}: {}", endpoint_.to_string(), what, detail), native);
 }
 
 Status Connection::append(std::span<const std::string_view> argv) {
-  if (broken_) return Status(ErrorCode::kIo, fmt::format("redis {}: connection broken", endpoint_.to_string()));
+  if (broken_)
+    return Status(ErrorCode::kIo,
+                  fmt::format("redis {}: connection broken", endpoint_.to_string()));
   std::vector<const char*> pointers;
   std::vector<size_t> lengths;
   pointers.reserve(argv.size());
@@ -68,14 +74,16 @@ Status Connection::append(std::span<const std::string_view> argv) {
     pointers.push_back(arg.data());
     lengths.push_back(arg.size());
   }
-  if (redisAppendCommandArgv(context_, static_cast<int>(argv.size()), pointers.data(), lengths.data()) != REDIS_OK) {
+  if (redisAppendCommandArgv(context_, static_cast<int>(argv.size()), pointers.data(),
+                             lengths.data()) != REDIS_OK) {
     return context_error("append");
   }
   return {};
 }
 
 Result<ReplyPtr> Connection::read() {
-  if (broken_) return fail(ErrorCode::kIo, fmt::format("redis {}: connection broken", endpoint_.to_string()));
+  if (broken_)
+    return fail(ErrorCode::kIo, fmt::format("redis {}: connection broken", endpoint_.to_string()));
   void* reply = nullptr;
   if (redisGetReply(context_, &reply) != REDIS_OK || reply == nullptr) {
     return fail(context_error("read"));

@@ -46,7 +46,8 @@ class Connection {
   [[nodiscard]] const Endpoint& endpoint() const { return endpoint_; }
 
  private:
-  Connection(redisContext* context, Endpoint endpoint) : context_(context), endpoint_(std::move(endpoint)) {}
+  Connection(redisContext* context, Endpoint endpoint)
+      : context_(context), endpoint_(std::move(endpoint)) {}
   Status context_error(std::string_view what);
 
   redisContext* context_;

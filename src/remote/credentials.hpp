@@ -13,6 +13,7 @@ namespace kvtier::remote {
 /// The password from `env_name` (when non-empty) or else from the file `path` (when non-empty;
 /// one trailing newline dropped); "" when both are empty. A named variable that is unset or a
 /// file that cannot be read is an error, so a typo never silently connects without AUTH.
-[[nodiscard]] Result<std::string> read_password(const std::string& env_name, const std::string& path);
+[[nodiscard]] Result<std::string> read_password(const std::string& env_name,
+                                                const std::string& path);
 
 }  // namespace kvtier::remote

@@ -25,8 +25,10 @@ Result<Endpoint> parse_endpoint(std::string_view text) {
   }
   if (host.empty()) return bad(text, "empty host");
   uint32_t port = 0;
-  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc() || end != port_text.data() + port_text.size() || port == 0 || port > 65535) {
+  const auto [end, ec] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port == 0 ||
+      port > 65535) {
     return bad(text, "port must be a number in 1..65535");
   }
   return Endpoint{std::string(host), static_cast<uint16_t>(port)};

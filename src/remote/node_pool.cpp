@@ -17,8 +17,9 @@ Result<std::unique_ptr<Connection>> NodePool::acquire() {
       return connection;
     }
     if (Clock::now() < retry_after_) {
-      return fail(ErrorCode::kIo, fmt::format("redis {}: unreachable (reconnect backoff after {} failures)",
-                                              endpoint_.to_string(), failures_));
+      return fail(ErrorCode::kIo,
+                  fmt::format("redis {}: unreachable (reconnect backoff after {} failures)",
+                              endpoint_.to_string(), failures_));
     }
   }
   // Dialled outside the lock: a slow connect must not hold up callers that find idle connections.

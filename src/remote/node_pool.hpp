@@ -28,7 +28,8 @@ class NodePool {
     std::chrono::milliseconds backoff_max{1000};
   };
 
-  NodePool(Endpoint endpoint, const Settings* settings) : endpoint_(std::move(endpoint)), settings_(settings) {}
+  NodePool(Endpoint endpoint, const Settings* settings)
+      : endpoint_(std::move(endpoint)), settings_(settings) {}
 
   /// An idle connection, or a new one. While the node is in backoff after failures this fails
   /// at once (kIo) rather than dialling again.

@@ -17,7 +17,8 @@ ClusterClient::ClusterClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 ClusterClient::~ClusterClient() = default;
 
 // Unreachable: no ClusterClient exists in this build.
-std::vector<KeyOutcome> ClusterClient::get(std::span<const std::string> keys, const ValueSink& /*sink*/) {
+std::vector<KeyOutcome> ClusterClient::get(std::span<const std::string> keys,
+                                           const ValueSink& /*sink*/) {
   return std::vector<KeyOutcome>(keys.size());
 }
 std::vector<KeyOutcome> ClusterClient::set(std::span<const std::string> keys,
@@ -25,7 +26,9 @@ std::vector<KeyOutcome> ClusterClient::set(std::span<const std::string> keys,
                                            std::chrono::milliseconds /*ttl*/) {
   return std::vector<KeyOutcome>(keys.size());
 }
-Status ClusterClient::refresh() { return Status(ErrorCode::kNotSupported, "remote tier: built without hiredis"); }
+Status ClusterClient::refresh() {
+  return Status(ErrorCode::kNotSupported, "remote tier: built without hiredis");
+}
 bool ClusterClient::standalone() const { return false; }
 ClientCounters ClusterClient::counters() const { return {}; }
 

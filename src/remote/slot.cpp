@@ -12,7 +12,8 @@ constexpr std::array<uint16_t, 256> make_table() {
   for (uint32_t byte = 0; byte < 256; ++byte) {
     auto crc = static_cast<uint16_t>(byte << 8);
     for (int bit = 0; bit < 8; ++bit) {
-      crc = (crc & 0x8000) ? static_cast<uint16_t>((crc << 1) ^ 0x1021) : static_cast<uint16_t>(crc << 1);
+      crc = (crc & 0x8000) ? static_cast<uint16_t>((crc << 1) ^ 0x1021)
+                           : static_cast<uint16_t>(crc << 1);
     }
     table[byte] = crc;
   }

@@ -15,10 +15,13 @@ Failure malformed(std::string_view what) {
   return fail(ErrorCode::kIo, fmt::format("redis CLUSTER SLOTS: malformed reply ({})", what));
 }
 
-bool valid_slot(long long value) { return value >= 0 && value < static_cast<long long>(kSlotCount); }
+bool valid_slot(long long value) {
+  return value >= 0 && value < static_cast<long long>(kSlotCount);
+}
 
 Result<SlotRange> parse_range(const redisReply& entry, const Endpoint& asked) {
-  if (entry.type != REDIS_REPLY_ARRAY || entry.elements < 3) return malformed("entry is not [first, last, master...]");
+  if (entry.type != REDIS_REPLY_ARRAY || entry.elements < 3)
+    return malformed("entry is not [first, last, master...]");
   const redisReply& first = *entry.element[0];
   const redisReply& last = *entry.element[1];
   const redisReply& master = *entry.element[2];
@@ -27,8 +30,9 @@ Result<SlotRange> parse_range(const redisReply& entry, const Endpoint& asked) {
     return malformed("bad slot numbers");
   }
   if (master.type != REDIS_REPLY_ARRAY || master.elements < 2 ||
-      master.element[0]->type != REDIS_REPLY_STRING || master.element[1]->type != REDIS_REPLY_INTEGER ||
-      master.element[1]->integer <= 0 || master.element[1]->integer > 65535) {
+      master.element[0]->type != REDIS_REPLY_STRING ||
+      master.element[1]->type != REDIS_REPLY_INTEGER || master.element[1]->integer <= 0 ||
+      master.element[1]->integer > 65535) {
     return malformed("bad master address");
   }
   std::string host(reply_text(*master.element[0]));
@@ -63,15 +67,18 @@ Result<Redirect> parse_redirect(std::string_view text, const Endpoint& asked) {
   }
   const size_t space = text.find(' ');
   uint32_t slot = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + std::min(space, text.size()), slot);
-  if (space == std::string_view::npos || ec != std::errc() || end != text.data() + space || slot >= kSlotCount) {
+  const auto [end, ec] =
+      std::from_chars(text.data(), text.data() + std::min(space, text.size()), slot);
+  if (space == std::string_view::npos || ec != std::errc() || end != text.data() + space ||
+      slot >= kSlotCount) {
     return fail(ErrorCode::kIo, fmt::format("redis: malformed redirection: {}", text));
   }
   redirect.slot = static_cast<uint16_t>(slot);
   std::string target_text(text.substr(space + 1));
   if (target_text.starts_with(':')) target_text.insert(0, asked.host);
   auto target = parse_endpoint(target_text);
-  if (!target) return fail(ErrorCode::kIo, fmt::format("redis: malformed redirection target: {}", text));
+  if (!target)
+    return fail(ErrorCode::kIo, fmt::format("redis: malformed redirection target: {}", text));
   redirect.target = std::move(*target);
   return redirect;
 }

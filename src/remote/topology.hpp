@@ -20,7 +20,7 @@ struct SlotRange {
 /// Parses a CLUSTER SLOTS reply: an array of [first, last, [host, port, id...], replicas...].
 /// An empty host (the node does not know its own address) means the node that was asked.
 [[nodiscard]] Result<std::vector<SlotRange>> parse_cluster_slots(const redisReply& reply,
-                                                                  const Endpoint& asked);
+                                                                 const Endpoint& asked);
 
 /// Parses the "<slot> <host>:<port>" tail of a MOVED or ASK error ("MOVED 3999 127.0.0.1:6381").
 struct Redirect {

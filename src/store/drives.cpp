@@ -29,7 +29,7 @@ std::string new_id() {
 }
 
 bool exists(const std::string& path, int& err) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) == 0) return true;
   err = errno;
   return false;
@@ -51,7 +51,8 @@ struct Marker {
 Result<Marker> parse_marker(const std::string& path, const std::string& text) {
   try {
     auto j = nlohmann::json::parse(text);
-    if (j.at("format") != "kvtier-drive") return fail(ErrorCode::kCorrupt, path + ": not a kvtier drive marker");
+    if (j.at("format") != "kvtier-drive")
+      return fail(ErrorCode::kCorrupt, path + ": not a kvtier drive marker");
     return Marker{j.at("store").get<std::string>(), j.at("drive").get<std::string>()};
   } catch (const nlohmann::json::exception& e) {
     return fail(ErrorCode::kCorrupt, fmt::format("{} unreadable: {}", path, e.what()));
@@ -70,8 +71,10 @@ Result<Members> read_members(const std::string& home) {
   if (!text) return fail(text.error());
   try {
     auto j = nlohmann::json::parse(*text);
-    if (j.at("format") != "kvtier-drives") return fail(ErrorCode::kCorrupt, path + ": not a kvtier drive list");
-    return Members{j.at("store").get<std::string>(), j.at("drives").get<std::vector<std::string>>()};
+    if (j.at("format") != "kvtier-drives")
+      return fail(ErrorCode::kCorrupt, path + ": not a kvtier drive list");
+    return Members{j.at("store").get<std::string>(),
+                   j.at("drives").get<std::vector<std::string>>()};
   } catch (const nlohmann::json::exception& e) {
     return fail(ErrorCode::kCorrupt, fmt::format("{} unreadable: {}", path, e.what()));
   }
@@ -83,15 +86,16 @@ Status write_json(const std::string& dir, const char* name, const nlohmann::json
 }
 
 Status write_members(const std::string& home, const Members& m) {
-  return write_json(home, kDrivesName, {{"format", "kvtier-drives"}, {"store", m.store}, {"drives", m.drives}});
+  return write_json(home, kDrivesName,
+                    {{"format", "kvtier-drives"}, {"store", m.store}, {"drives", m.drives}});
 }
 
 /// What one listed directory other than the home turned out to be.
 struct Probe {
   std::string dir;
   std::optional<Marker> marker;
-  bool missing = false;   // the rank directory does not exist
-  std::string problem;    // unreachable, and why
+  bool missing = false;  // the rank directory does not exist
+  std::string problem;   // unreachable, and why
 };
 
 Result<Probe> probe(const std::string& dir, const std::string& store) {
@@ -111,8 +115,8 @@ Result<Probe> probe(const std::string& dir, const std::string& store) {
     KVTIER_ASSIGN_OR_RETURN(Marker m, parse_marker(path, *text));
     if (m.store != store) {
       return fail(ErrorCode::kInvalidArgument,
-                  fmt::format("{} is a drive of another store ({}), not of this one ({})", dir, m.store,
-                              store.empty() ? "a one-directory store" : store));
+                  fmt::format("{} is a drive of another store ({}), not of this one ({})", dir,
+                              m.store, store.empty() ? "a one-directory store" : store));
     }
     p.marker = m;
   } else if (text.error().code() != ErrorCode::kNotFound) {
@@ -120,8 +124,9 @@ Result<Probe> probe(const std::string& dir, const std::string& store) {
   } else if (auto segs = list_segments(dir); !segs) {
     p.problem = fmt::format("{}: {}", dir, segs.error().message());
   } else if (!segs->empty()) {
-    return fail(ErrorCode::kCorrupt, fmt::format("{} holds segment files but no {}: not adding it as a drive",
-                                                 dir, kDriveName));
+    return fail(
+        ErrorCode::kCorrupt,
+        fmt::format("{} holds segment files but no {}: not adding it as a drive", dir, kDriveName));
   }
   return p;
 }
@@ -129,7 +134,8 @@ Result<Probe> probe(const std::string& dir, const std::string& store) {
 }  // namespace
 
 size_t DriveSet::offline() const {
-  return static_cast<size_t>(std::count_if(drives.begin(), drives.end(), [](const Drive& d) { return !d.available; }));
+  return static_cast<size_t>(
+      std::count_if(drives.begin(), drives.end(), [](const Drive& d) { return !d.available; }));
 }
 
 Result<size_t> find_home(std::span<const std::string> rank_dirs, bool create) {
@@ -154,21 +160,25 @@ Result<size_t> find_home(std::span<const std::string> rank_dirs, bool create) {
   // A one-directory store opens as it always has (its own messages for a missing store).
   if (rank_dirs.size() == 1 && other_drive.empty()) return size_t{0};
   if (!unreachable.empty()) {
-    return fail(ErrorCode::kNotFound,
-                fmt::format("no listed directory holds the store's index, and some cannot be reached:{}", unreachable));
+    return fail(
+        ErrorCode::kNotFound,
+        fmt::format("no listed directory holds the store's index, and some cannot be reached:{}",
+                    unreachable));
   }
   if (!other_drive.empty()) {
-    return fail(ErrorCode::kInvalidArgument,
-                fmt::format("{} is a drive of a store whose index (the drive holding MANIFEST.json and {}) is not "
-                            "among the directories given",
-                            other_drive, kDrivesName));
+    return fail(
+        ErrorCode::kInvalidArgument,
+        fmt::format(
+            "{} is a drive of a store whose index (the drive holding MANIFEST.json and {}) is not "
+            "among the directories given",
+            other_drive, kDrivesName));
   }
   if (!create) return fail(ErrorCode::kNotFound, fmt::format("no store at {}", rank_dirs[0]));
   return size_t{0};
 }
 
-Result<DriveSet> open_drives(const std::string& home, std::span<const std::string> others, bool read_only,
-                             const Logger& log) {
+Result<DriveSet> open_drives(const std::string& home, std::span<const std::string> others,
+                             bool read_only, const Logger& log) {
   KVTIER_ASSIGN_OR_RETURN(Members members, read_members(home));
   DriveSet set;
   if (others.empty() && members.drives.empty()) {
@@ -192,8 +202,10 @@ Result<DriveSet> open_drives(const std::string& home, std::span<const std::strin
   std::vector<std::string> found;
   for (const Probe& p : probes) {
     if (!p.marker) continue;
-    if (std::find(found.begin(), found.end(), p.marker->drive) != found.end() || p.marker->drive == members.drives[0]) {
-      return fail(ErrorCode::kInvalidArgument, fmt::format("{} is listed twice (drive {})", p.dir, p.marker->drive));
+    if (std::find(found.begin(), found.end(), p.marker->drive) != found.end() ||
+        p.marker->drive == members.drives[0]) {
+      return fail(ErrorCode::kInvalidArgument,
+                  fmt::format("{} is listed twice (drive {})", p.dir, p.marker->drive));
     }
     found.push_back(p.marker->drive);
   }
@@ -208,8 +220,10 @@ Result<DriveSet> open_drives(const std::string& home, std::span<const std::strin
       continue;
     }
     if (p.marker) {
-      if (std::find(members.drives.begin(), members.drives.end(), p.marker->drive) == members.drives.end()) {
-        members.drives.push_back(p.marker->drive);  // marked, but a crash came before the list named it
+      if (std::find(members.drives.begin(), members.drives.end(), p.marker->drive) ==
+          members.drives.end()) {
+        members.drives.push_back(
+            p.marker->drive);  // marked, but a crash came before the list named it
         changed = true;
       }
       set.drives.push_back({p.dir, p.marker->drive});
@@ -220,9 +234,10 @@ Result<DriveSet> open_drives(const std::string& home, std::span<const std::strin
     if (read_only || (p.missing && missing > 0)) {
       set.unreachable.push_back(fmt::format(
           "{}: {}", p.dir,
-          read_only ? "not a drive of this store, and a read-only store adds none"
-                    : "missing while a drive of this store is missing; not made a new drive (it may be "
-                      "that drive's mount point)"));
+          read_only
+              ? "not a drive of this store, and a read-only store adds none"
+              : "missing while a drive of this store is missing; not made a new drive (it may be "
+                "that drive's mount point)"));
       continue;
     }
     if (p.missing) {
@@ -230,7 +245,8 @@ Result<DriveSet> open_drives(const std::string& home, std::span<const std::strin
       KVTIER_TRY(make_private_dir(p.dir));
     }
     const std::string id = new_id();
-    KVTIER_TRY(write_json(p.dir, kDriveName, {{"format", "kvtier-drive"}, {"store", members.store}, {"drive", id}}));
+    KVTIER_TRY(write_json(p.dir, kDriveName,
+                          {{"format", "kvtier-drive"}, {"store", members.store}, {"drive", id}}));
     members.drives.push_back(id);
     set.drives.push_back({p.dir, id});
     changed = true;
@@ -238,9 +254,13 @@ Result<DriveSet> open_drives(const std::string& home, std::span<const std::strin
   }
   for (size_t i = 1; i < members.drives.size(); ++i) {
     if (std::find(found.begin(), found.end(), members.drives[i]) != found.end()) continue;
-    if (std::any_of(set.drives.begin(), set.drives.end(), [&](const Drive& d) { return d.id == members.drives[i]; })) continue;
-    std::string why = fmt::format("drive {} of this store is not among the directories given", members.drives[i]);
-    if (!set.unreachable.empty()) why += fmt::format(" (unreachable: {})", fmt::join(set.unreachable, "; "));
+    if (std::any_of(set.drives.begin(), set.drives.end(),
+                    [&](const Drive& d) { return d.id == members.drives[i]; }))
+      continue;
+    std::string why =
+        fmt::format("drive {} of this store is not among the directories given", members.drives[i]);
+    if (!set.unreachable.empty())
+      why += fmt::format(" (unreachable: {})", fmt::join(set.unreachable, "; "));
     set.drives.push_back({"", members.drives[i], false, false, why});
     KVTIER_LOG(log, kWarn, "{}: {}; its records are misses until it is back", home, why);
   }

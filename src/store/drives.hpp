@@ -46,7 +46,8 @@ constexpr const char* kDriveName = "DRIVE.json";    // in every other drive: who
 /// `read_only`. A listed directory that is another store's, or that holds segment files without a
 /// marker, is refused (kInvalidArgument, kCorrupt); one that cannot be reached is left out and
 /// noted; a member drive not among those reached is kept, unavailable, with the reason.
-[[nodiscard]] Result<DriveSet> open_drives(const std::string& home, std::span<const std::string> others,
-                                           bool read_only, const Logger& log);
+[[nodiscard]] Result<DriveSet> open_drives(const std::string& home,
+                                           std::span<const std::string> others, bool read_only,
+                                           const Logger& log);
 
 }  // namespace kvtier

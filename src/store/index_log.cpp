@@ -94,8 +94,12 @@ void apply(const JournalEntry& e, std::unordered_map<Key128, RecordMeta, Key128H
   const uint32_t segment = e.op == JournalOp::kAdd ? e.meta.segment : e.segment;
   out.max_segment_id = std::max(out.max_segment_id, segment);
   switch (e.op) {
-    case JournalOp::kAdd: live[e.meta.key] = e.meta; return;
-    case JournalOp::kDropRecord: live.erase(e.meta.key); return;
+    case JournalOp::kAdd:
+      live[e.meta.key] = e.meta;
+      return;
+    case JournalOp::kDropRecord:
+      live.erase(e.meta.key);
+      return;
     case JournalOp::kDropSegment:
       std::erase_if(live, [&](const auto& kv) { return kv.second.segment == e.segment; });
       out.dropped_segments.push_back(e.segment);
@@ -113,10 +117,14 @@ void apply(const JournalEntry& e, std::unordered_map<Key128, RecordMeta, Key128H
 
 uint64_t journal_entry_bytes(JournalOp op) {
   switch (op) {
-    case JournalOp::kAdd: return sizeof(EntryHeader) + sizeof(RecordMeta);
-    case JournalOp::kDropRecord: return sizeof(EntryHeader) + sizeof(Key128);
-    case JournalOp::kDropSegment: return sizeof(EntryHeader) + sizeof(uint32_t);
-    case JournalOp::kUse: return sizeof(EntryHeader) + sizeof(uint32_t) + sizeof(uint64_t);
+    case JournalOp::kAdd:
+      return sizeof(EntryHeader) + sizeof(RecordMeta);
+    case JournalOp::kDropRecord:
+      return sizeof(EntryHeader) + sizeof(Key128);
+    case JournalOp::kDropSegment:
+      return sizeof(EntryHeader) + sizeof(uint32_t);
+    case JournalOp::kUse:
+      return sizeof(EntryHeader) + sizeof(uint32_t) + sizeof(uint64_t);
   }
   return sizeof(EntryHeader) + sizeof(RecordMeta);
 }
@@ -243,7 +251,8 @@ Result<LoadedIndex> IndexLog::load(const std::string& dir) {
   std::unordered_map<Key128, RecordMeta, Key128Hash> live;
   auto journal = read_file(fmt::format("{}/{}", dir, kJournalName));
   if (!journal && journal.error().code() != ErrorCode::kNotFound) return fail(journal.error());
-  std::span<const std::byte> bytes = journal ? std::as_bytes(std::span(*journal)) : std::span<const std::byte>();
+  std::span<const std::byte> bytes =
+      journal ? std::as_bytes(std::span(*journal)) : std::span<const std::byte>();
   out.journal_file_bytes = bytes.size();
   out.journal_found = journal.has_value();
   auto ckpt = read_file(fmt::format("{}/{}", dir, kCheckpointName));
@@ -286,7 +295,8 @@ Result<LoadedIndex> IndexLog::load(const std::string& dir) {
 }
 
 Result<IndexLog> IndexLog::open(const std::string& dir, uint64_t valid_bytes) {
-  KVTIER_ASSIGN_OR_RETURN(UniqueFd fd, open_file(fmt::format("{}/{}", dir, kJournalName), O_RDWR | O_CREAT));
+  KVTIER_ASSIGN_OR_RETURN(UniqueFd fd,
+                          open_file(fmt::format("{}/{}", dir, kJournalName), O_RDWR | O_CREAT));
   if (::ftruncate(fd.get(), static_cast<off_t>(valid_bytes)) != 0) {
     return fail(posix_error(errno, "truncating the index journal"));
   }

@@ -32,9 +32,9 @@ struct SegmentUse {
 
 /// What a checkpoint file holds.
 struct CheckpointImage {
-  uint32_t version = 0;              ///< 1: records only; 2: records and segment uses.
+  uint32_t version = 0;  ///< 1: records only; 2: records and segment uses.
   std::vector<RecordMeta> records;
-  std::vector<SegmentUse> uses;      ///< Empty in version 1.
+  std::vector<SegmentUse> uses;  ///< Empty in version 1.
 };
 
 /// What load() recovered.
@@ -45,12 +45,12 @@ struct LoadedIndex {
   std::unordered_map<uint32_t, uint64_t> segment_uses;
   /// Highest segment id any entry names, dropped segments included: new segments go above it.
   uint32_t max_segment_id = 0;
-  bool needs_rebuild = false;              ///< Checkpoint or journal damaged: rescan segments.
-  bool checkpoint_found = false;           ///< An index checkpoint file exists (intact or not).
-  bool journal_found = false;              ///< An index journal file exists (empty or not).
-  std::string problem;                     ///< Why, when needs_rebuild.
-  uint64_t journal_valid_bytes = 0;        ///< End of the last valid journal entry.
-  uint64_t journal_file_bytes = 0;         ///< Size of the journal file.
+  bool needs_rebuild = false;        ///< Checkpoint or journal damaged: rescan segments.
+  bool checkpoint_found = false;     ///< An index checkpoint file exists (intact or not).
+  bool journal_found = false;        ///< An index journal file exists (empty or not).
+  std::string problem;               ///< Why, when needs_rebuild.
+  uint64_t journal_valid_bytes = 0;  ///< End of the last valid journal entry.
+  uint64_t journal_file_bytes = 0;   ///< Size of the journal file.
 };
 
 /// @brief Owner of the journal file. Not thread-safe: the store calls it under its lock.

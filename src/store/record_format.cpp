@@ -53,9 +53,8 @@ Status decode_header(std::span<const std::byte> block, const KvGeometry& geometr
   if (std::memcmp(h.magic, kRecordMagic, sizeof(h.magic)) != 0) return corrupt("bad record magic");
   if (h.header_checksum != header_checksum(h)) return corrupt("record header checksum mismatch");
   if (h.format_version != kFormatVersion) {
-    return {ErrorCode::kFormatVersion,
-            fmt::format("record format version {} (this build reads {})", h.format_version,
-                        kFormatVersion)};
+    return {ErrorCode::kFormatVersion, fmt::format("record format version {} (this build reads {})",
+                                                   h.format_version, kFormatVersion)};
   }
   if (h.header_bytes != kBlock || h.checksum_algorithm != kChecksumKvsum64) {
     return corrupt("record header describes an unknown layout");

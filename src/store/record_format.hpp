@@ -15,7 +15,8 @@
 
 namespace kvtier {
 
-static_assert(std::endian::native == std::endian::little, "kvtier's on-disk format is little-endian");
+static_assert(std::endian::native == std::endian::little,
+              "kvtier's on-disk format is little-endian");
 
 inline constexpr uint64_t kBlock = 4096;
 inline constexpr uint32_t kFormatVersion = 1;

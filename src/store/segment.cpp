@@ -61,7 +61,7 @@ Result<std::shared_ptr<SegmentFile>> open_segment(const std::string& dir, uint32
   seg->path = fmt::format("{}/{}", dir, segment_name(id));
   seg->direct = direct;
   KVTIER_ASSIGN_OR_RETURN(seg->fd, open_file(seg->path, open_flags(direct, read_only)));
-  struct stat st{};
+  struct stat st {};
   if (::fstat(seg->fd.get(), &st) != 0) return fail(posix_error(errno, "fstat " + seg->path));
   seg->size = static_cast<uint64_t>(st.st_size);
   return seg;
@@ -83,7 +83,8 @@ Result<std::vector<uint32_t>> list_segments(const std::string& dir) {
   return ids;
 }
 
-Result<std::vector<RecordMeta>> scan_segment(const SegmentFile& segment, const KvGeometry& geometry) {
+Result<std::vector<RecordMeta>> scan_segment(const SegmentFile& segment,
+                                             const KvGeometry& geometry) {
   std::vector<RecordMeta> records;
   AlignedBuffer block(kBlock);
   uint64_t offset = 0;

@@ -29,8 +29,9 @@ struct SegmentFile {
 std::string segment_name(uint32_t id);
 
 /// Creates segment `id` in `dir`, preallocated to `size` bytes (fallocate). ENOSPC is kNoSpace.
-[[nodiscard]] Result<std::shared_ptr<SegmentFile>> create_segment(const std::string& dir, uint32_t id,
-                                                                  uint64_t size, bool direct);
+[[nodiscard]] Result<std::shared_ptr<SegmentFile>> create_segment(const std::string& dir,
+                                                                  uint32_t id, uint64_t size,
+                                                                  bool direct);
 /// What a segment of `size` bytes is expected to take on disk (st_blocks), file-system blocks of
 /// its own included; the store measures each segment it makes and raises the estimate when short.
 uint64_t expected_disk_bytes(uint64_t size);

@@ -105,7 +105,8 @@ bool Store::contains(const Key128& key) {
 uint64_t Store::journal_budget_locked() const {
   // A checkpoint writes the whole index, so it waits for as many journal bytes as it writes: each
   // journal entry then costs O(1) checkpoint bytes however large the index grows.
-  const uint64_t index = checkpoint_image_bytes(index_.size() + offline_.size() + reserved_records_, segments_.size());
+  const uint64_t index =
+      checkpoint_image_bytes(index_.size() + offline_.size() + reserved_records_, segments_.size());
   return std::max(journal_floor_, align_up(index));
 }
 
@@ -123,7 +124,8 @@ uint64_t Store::used_locked(uint64_t extra_segments) const {
   return used_on_locked(0, extra_segments, extra_segments);
 }
 
-uint64_t Store::used_on_locked(uint32_t drive, uint64_t extra_segments, uint64_t extra_total) const {
+uint64_t Store::used_on_locked(uint32_t drive, uint64_t extra_segments,
+                               uint64_t extra_total) const {
   uint64_t bytes = extra_segments * segment_estimate_;
   for (const auto& [id, seg] : segments_) bytes += seg.drive == drive ? seg.disk_bytes : 0;
   if (drive != 0) return bytes;  // the index files live on the home drive only
@@ -150,10 +152,11 @@ Status Store::enforce_capacity_locked(uint64_t extra_segments, uint32_t drive) {
         const uint64_t index =
             index_bytes_locked(index_.size() + reserved_records_, segments_.size());
         return {ErrorCode::kCapacity,
-                fmt::format("store {} is full: {} segments of {} bytes in use by writers and {} "
-                            "bytes of index files, capacity {} bytes{}",
-                            dir_, segments_.size(), segment_bytes_, index, capacity_,
-                            drives_.size() > 1 ? fmt::format(" per drive ({} full)", drives_[d].dir) : "")};
+                fmt::format(
+                    "store {} is full: {} segments of {} bytes in use by writers and {} "
+                    "bytes of index files, capacity {} bytes{}",
+                    dir_, segments_.size(), segment_bytes_, index, capacity_,
+                    drives_.size() > 1 ? fmt::format(" per drive ({} full)", drives_[d].dir) : "")};
       }
       KVTIER_TRY(evict_segment_locked(victim->file->id));
     }
@@ -163,8 +166,8 @@ Status Store::enforce_capacity_locked(uint64_t extra_segments, uint32_t drive) {
 
 uint64_t Store::writable_drives() const {
   if (drives_.size() <= 1) return 1;
-  return static_cast<uint64_t>(
-      std::count_if(drives_.begin(), drives_.end(), [](const Drive& d) { return d.available && !d.full; }));
+  return static_cast<uint64_t>(std::count_if(
+      drives_.begin(), drives_.end(), [](const Drive& d) { return d.available && !d.full; }));
 }
 
 Result<uint32_t> Store::drive_for_new_segment_locked() {
@@ -188,10 +191,13 @@ Result<uint32_t> Store::drive_for_new_segment_locked() {
     // store as a whole keeps what was used last.
     const Segment* victim = lru_locked(std::nullopt);
     if (victim == nullptr || writable_drives() == 0) {
-      return fail(ErrorCode::kCapacity,
-                  fmt::format("store {} is full on all of its {} drives ({} writable): {} segments of {} bytes "
-                              "in use by writers, capacity {} bytes per drive",
-                              dir_, drives_.size(), writable_drives(), segments_.size(), segment_bytes_, capacity_));
+      return fail(
+          ErrorCode::kCapacity,
+          fmt::format(
+              "store {} is full on all of its {} drives ({} writable): {} segments of {} bytes "
+              "in use by writers, capacity {} bytes per drive",
+              dir_, drives_.size(), writable_drives(), segments_.size(), segment_bytes_,
+              capacity_));
     }
     KVTIER_TRY(evict_segment_locked(victim->file->id));
   }
@@ -205,7 +211,8 @@ Status Store::evict_segment_locked(uint32_t id) {
   evicted_records_ += records;
   ++evicted_segments_;
   for (const Key128& key : seg.keys) {
-    // A key listed twice (dropped, then stored here again) is found once: the first removal ends it.
+    // A key listed twice (dropped, then stored here again) is found once: the first removal ends
+    // it.
     if (auto it = index_.find(key); it != index_.end() && it->second.segment == id) {
       const RecordMeta meta = it->second;
       index_remove_locked(meta);
@@ -531,7 +538,8 @@ std::vector<SegmentInfo> Store::segments() {
   for (const auto& [id, seg] : segments_) {
     out.push_back({id, seg.file->size, seg.write_offset, seg.live_bytes, seg.records, seg.tokens});
   }
-  std::sort(out.begin(), out.end(), [](const SegmentInfo& a, const SegmentInfo& b) { return a.id < b.id; });
+  std::sort(out.begin(), out.end(),
+            [](const SegmentInfo& a, const SegmentInfo& b) { return a.id < b.id; });
   return out;
 }
 
@@ -555,13 +563,15 @@ void Store::fill_stats(Stats& stats) {
   std::vector<std::string> problems;
   for (const Drive& d : drives_) {
     if (!d.available) problems.push_back(d.problem);
-    if (d.full) problems.push_back(fmt::format("{}: file system full, no new segments there", d.dir));
+    if (d.full)
+      problems.push_back(fmt::format("{}: file system full, no new segments there", d.dir));
   }
   stats.drive_problem = fmt::format("{}", fmt::join(problems, "; "));
 }
 
 uint64_t Store::offline_drives() const {
-  return static_cast<uint64_t>(std::count_if(drives_.begin(), drives_.end(), [](const Drive& d) { return !d.available; }));
+  return static_cast<uint64_t>(
+      std::count_if(drives_.begin(), drives_.end(), [](const Drive& d) { return !d.available; }));
 }
 
 }  // namespace kvtier

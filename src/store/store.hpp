@@ -41,8 +41,8 @@ struct LocatedRecord {
 /// refuses another segment size than it was created with; another capacity it takes at the
 /// engine's first save (both are kept in its manifest).
 struct StoreRequest {
-  std::optional<uint64_t> segment_bytes;  ///< Options::segment_bytes or KVTIER_SEGMENT_BYTES.
-  std::string segment_bytes_source;       ///< Which of the two, for the message.
+  std::optional<uint64_t> segment_bytes;   ///< Options::segment_bytes or KVTIER_SEGMENT_BYTES.
+  std::string segment_bytes_source;        ///< Which of the two, for the message.
   std::optional<uint64_t> capacity_bytes;  ///< Options::capacity_bytes or KVTIER_CAPACITY_BYTES.
   std::string capacity_bytes_source;       ///< Which of the two, for the message.
 };
@@ -82,7 +82,8 @@ class Store {
   [[nodiscard]] Result<std::vector<Placement>> reserve(std::span<const uint64_t> sizes);
   /// Makes written records durable and visible: fdatasync of their segments, then one journal
   /// append. Keys stored meanwhile by another writer are skipped. Unpins the reservation.
-  [[nodiscard]] Status commit(std::span<const RecordMeta> records, std::span<const Placement> placements);
+  [[nodiscard]] Status commit(std::span<const RecordMeta> records,
+                              std::span<const Placement> placements);
   /// Unpins a reservation whose writes failed; its space is left unused.
   void abort(std::span<const Placement> placements);
 
@@ -104,10 +105,10 @@ class Store {
     uint64_t records = 0;
     uint64_t tokens = 0;
     uint64_t disk_bytes = 0;  // what the file takes on disk (st_blocks), measured
-    uint64_t last_use = 0;   // on the sequence clock; a write is a use
-    uint64_t saved_use = 0;  // the last use the index holds durably
+    uint64_t last_use = 0;    // on the sequence clock; a write is a use
+    uint64_t saved_use = 0;   // the last use the index holds durably
     uint32_t pins = 0;
-    uint32_t drive = 0;      // index into drives_
+    uint32_t drive = 0;  // index into drives_
     // Every key indexed here, so evicting the segment need not scan the whole index; a key dropped
     // or stored again elsewhere since stays listed, and the index says whether it is still here.
     std::vector<Key128> keys;
@@ -206,8 +207,8 @@ class Store {
   bool read_only_ = false;
   std::string read_only_reason_;
 
-  // drives_[0] is dir_, the home holding the index; a one-directory store has only it. Fixed at open
-  // but for `full`, which is guarded by mu_.
+  // drives_[0] is dir_, the home holding the index; a one-directory store has only it. Fixed at
+  // open but for `full`, which is guarded by mu_.
   std::vector<Drive> drives_;
   std::string store_id_;
   std::vector<std::string> unreachable_;  // listed directories that could not be reached at open
@@ -217,11 +218,11 @@ class Store {
   // served, and served again once the drive is back at a later open.
   std::unordered_map<Key128, RecordMeta, Key128Hash> offline_;  // guarded by mu_
   uint64_t drive_misses_ = 0;  // lookups stopped by a record on a missing drive; guarded by mu_
-  std::optional<IndexLog> journal_;                                  // guarded by mu_
-  std::unordered_map<Key128, RecordMeta, Key128Hash> index_;         // guarded by mu_
+  std::optional<IndexLog> journal_;                                       // guarded by mu_
+  std::unordered_map<Key128, RecordMeta, Key128Hash> index_;              // guarded by mu_
   std::unordered_map<Key128, std::vector<Key128>, Key128Hash> partials_;  // parent -> keys
-  std::unordered_map<uint32_t, Segment> segments_;                   // guarded by mu_
-  uint32_t active_ = 0;       // segment receiving appends; 0 when none
+  std::unordered_map<uint32_t, Segment> segments_;                        // guarded by mu_
+  uint32_t active_ = 0;  // segment receiving appends; 0 when none
   uint32_t next_id_ = 1;
   // One clock for record sequences and segment uses, so a segment's recency after a reopen is the
   // later of its newest record and its last recorded use.
@@ -234,11 +235,11 @@ class Store {
 
   // Capacity bounds everything the store writes (docs/format.md "Capacity"): the segments' measured
   // disk bytes plus what the index files may take.
-  uint64_t fixed_bytes_ = 0;        // lock, manifest (or its temp file), probe, directories
-  uint64_t journal_floor_ = 0;      // the least journal_budget_locked() gives
-  uint64_t checkpoint_disk_ = 0;    // what index.ckpt takes now
-  uint64_t segment_estimate_ = 0;   // what a segment not yet made will take
-  uint64_t reserved_records_ = 0;   // reserved, not yet committed or aborted
+  uint64_t fixed_bytes_ = 0;       // lock, manifest (or its temp file), probe, directories
+  uint64_t journal_floor_ = 0;     // the least journal_budget_locked() gives
+  uint64_t checkpoint_disk_ = 0;   // what index.ckpt takes now
+  uint64_t segment_estimate_ = 0;  // what a segment not yet made will take
+  uint64_t reserved_records_ = 0;  // reserved, not yet committed or aborted
 };
 
 }  // namespace kvtier

@@ -36,7 +36,7 @@ Status make_dir(const std::string& path) {
     return {};
   }
   if (errno == EEXIST) {
-    struct stat st{};
+    struct stat st {};
     if (::stat(path.c_str(), &st) != 0) return posix_error(errno, "stat " + path);
     if (!S_ISDIR(st.st_mode)) {
       return {ErrorCode::kInvalidArgument, fmt::format("{} exists and is not a directory", path)};
@@ -71,15 +71,16 @@ nlohmann::json manifest_json(const KvGeometry& g, uint64_t segment_bytes, uint64
 Result<Manifest> parse_manifest(const std::string& text) {
   try {
     auto j = nlohmann::json::parse(text);
-    if (j.at("format") != "kvtier-store") return fail(ErrorCode::kCorrupt, "MANIFEST.json: not a kvtier store");
+    if (j.at("format") != "kvtier-store")
+      return fail(ErrorCode::kCorrupt, "MANIFEST.json: not a kvtier store");
     if (j.at("format_version").get<uint32_t>() != kFormatVersion) {
       return fail(ErrorCode::kFormatVersion,
                   fmt::format("store format version {} (this build reads {})",
                               j.at("format_version").get<uint32_t>(), kFormatVersion));
     }
     Manifest m;
-    m.geometry = {j.at("model_id"), j.at("layers"),        j.at("kv_heads"), j.at("head_dim"),
-                  j.at("element_bytes"), j.at("chunk_tokens"), j.at("tp_rank"), j.at("tp_world")};
+    m.geometry = {j.at("model_id"),      j.at("layers"),       j.at("kv_heads"), j.at("head_dim"),
+                  j.at("element_bytes"), j.at("chunk_tokens"), j.at("tp_rank"),  j.at("tp_world")};
     m.segment_bytes = j.at("segment_bytes").get<uint64_t>();
     if (j.contains("capacity_bytes")) m.capacity_bytes = j.at("capacity_bytes").get<uint64_t>();
     return m;
@@ -92,7 +93,8 @@ Result<Manifest> parse_manifest(const std::string& text) {
 std::vector<std::string> store_dirs(const Options& options) {
   std::vector<std::string> dirs;
   auto add = [&](const std::string& root) {
-    dirs.push_back(fmt::format("{}/rank{}of{}", root, options.geometry.tp_rank, options.geometry.tp_world));
+    dirs.push_back(
+        fmt::format("{}/rank{}of{}", root, options.geometry.tp_rank, options.geometry.tp_world));
   };
   add(options.root);
   for (const std::string& root : options.extra_roots) add(root);
@@ -118,7 +120,7 @@ struct FileState {
 };
 
 FileState file_state(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return {};
   return {true, st.st_ino, st.st_size, st.st_mtim};
 }
@@ -159,7 +161,8 @@ Result<std::unique_ptr<Store>> Store::open(const Options& options, const Logger&
       if (!settled) {
         return fail(ErrorCode::kLocked,
                     fmt::format("store {}: its writer changed the index under each of {} reads of "
-                                "it", dir, kSnapshotAttempts));
+                                "it",
+                                dir, kSnapshotAttempts));
       }
       return store;
     }
@@ -173,13 +176,14 @@ Result<std::unique_ptr<Store>> Store::open_once(const Options& options, const Lo
   store->geometry_ = options.geometry;
   store->capacity_ = options.capacity_bytes;
   const std::vector<std::string> rank_dirs = store_dirs(options);
-  KVTIER_ASSIGN_OR_RETURN(size_t home, find_home(rank_dirs, options.create_if_missing && !options.read_only));
+  KVTIER_ASSIGN_OR_RETURN(size_t home,
+                          find_home(rank_dirs, options.create_if_missing && !options.read_only));
   store->dir_ = rank_dirs[home];
   std::vector<std::string> others;
   for (size_t i = 0; i < rank_dirs.size(); ++i) {
     if (i != home) others.push_back(rank_dirs[i]);
   }
-  struct stat st{};
+  struct stat st {};
   if ((!options.create_if_missing || options.read_only) && ::stat(store->dir_.c_str(), &st) != 0) {
     // Only ENOENT means there is no store; EACCES on a directory we may not search is a store we
     // may not read, and saying "not found" would send the user looking in the wrong place.
@@ -288,8 +292,8 @@ Status Store::lock_shared(const std::string& path, std::string reason) {
     auto holder = read_file(path);
     return {ErrorCode::kLocked,
             fmt::format("store {} is in use by a kvtier engine that writes it{}; a read-only open "
-                        "waits until it closes", dir_,
-                        holder && !holder->empty() ? fmt::format(" (pid {})", *holder) : "")};
+                        "waits until it closes",
+                        dir_, holder && !holder->empty() ? fmt::format(" (pid {})", *holder) : "")};
   }
   read_only_ = true;
   read_only_reason_ = std::move(reason);
@@ -306,13 +310,15 @@ Status Store::lock_exclusive(const std::string& path) {
       ::flock(lock_fd_.get(), LOCK_UN);
       return {ErrorCode::kLocked,
               fmt::format("store {} is open read-only by another process; a writer waits until "
-                          "every reader has closed it", dir_)};
+                          "every reader has closed it",
+                          dir_)};
     }
     auto holder = read_file(path);
     std::string who = holder && !holder->empty() ? fmt::format(" (held by pid {})", *holder) : "";
     return {ErrorCode::kLocked,
             fmt::format("store {} is in use by another kvtier engine{}; each TP rank's store "
-                        "takes one writer", dir_, who)};
+                        "takes one writer",
+                        dir_, who)};
   }
   std::string pid = std::to_string(::getpid());
   if (::ftruncate(lock_fd_.get(), 0) != 0) return posix_error(errno, "truncating " + path);
@@ -348,11 +354,11 @@ Status Store::load_or_create_manifest(const Options& options, const StoreRequest
   // Records sit at offsets within their segment file, so a store cannot change its segment size;
   // taking the store's over an explicit request would ignore what the user said without a word.
   if (request.segment_bytes && *request.segment_bytes != segment_bytes_) {
-    return {ErrorCode::kInvalidArgument,
-            fmt::format("store {} was created with {}-byte segments, not the {} bytes {} asks for; "
-                        "a store keeps its segment size (leave it unset to use the store's)",
-                        dir_, segment_bytes_, *request.segment_bytes,
-                        request.segment_bytes_source)};
+    return {
+        ErrorCode::kInvalidArgument,
+        fmt::format("store {} was created with {}-byte segments, not the {} bytes {} asks for; "
+                    "a store keeps its segment size (leave it unset to use the store's)",
+                    dir_, segment_bytes_, *request.segment_bytes, request.segment_bytes_source)};
   }
   if (segment_bytes_ == 0 || segment_bytes_ % kBlock != 0) {
     return {ErrorCode::kCorrupt,
@@ -431,8 +437,8 @@ Status Store::size_index_files() {
   if (least > capacity_) {
     return {ErrorCode::kInvalidArgument,
             fmt::format("store {}: a capacity of {} bytes cannot hold one {}-byte segment and the "
-                        "store's index files; it needs at least {} bytes", dir_, capacity_,
-                        segment_bytes_, least)};
+                        "store's index files; it needs at least {} bytes",
+                        dir_, capacity_, segment_bytes_, least)};
   }
   return {};
 }
@@ -465,10 +471,13 @@ Status Store::load_index() {
     for (const Drive& d : drives_) {
       if (d.available) continue;
       return {ErrorCode::kNotFound,
-              fmt::format("{}: {}, and the index must be rebuilt from segment headers, which needs every "
-                          "drive: {}", dir_, loaded.problem, d.problem)};
+              fmt::format(
+                  "{}: {}, and the index must be rebuilt from segment headers, which needs every "
+                  "drive: {}",
+                  dir_, loaded.problem, d.problem)};
     }
-    KVTIER_LOG(*log_, kWarn, "{}: {}; rebuilding the index from segment headers", dir_, loaded.problem);
+    KVTIER_LOG(*log_, kWarn, "{}: {}; rebuilding the index from segment headers", dir_,
+               loaded.problem);
     loaded.records.clear();
     for (auto [id, drive] : ids) {
       KVTIER_ASSIGN_OR_RETURN(auto seg, open_segment(drives_[drive].dir, id, direct_, read_only_));
@@ -526,7 +535,8 @@ Status Store::adopt_records(std::vector<RecordMeta> records, std::span<const uin
   // Oldest first, so a key stored twice keeps its newest copy.
   std::sort(records.begin(), records.end(),
             [](const RecordMeta& a, const RecordMeta& b) { return a.sequence < b.sequence; });
-  const bool drive_missing = std::any_of(drives_.begin(), drives_.end(), [](const Drive& d) { return !d.available; });
+  const bool drive_missing =
+      std::any_of(drives_.begin(), drives_.end(), [](const Drive& d) { return !d.available; });
   for (const RecordMeta& m : records) {
     auto it = segments_.find(m.segment);
     // With a drive missing, a segment not found may be on it: kept, a miss until the drive is back.
@@ -542,8 +552,9 @@ Status Store::adopt_records(std::vector<RecordMeta> records, std::span<const uin
               m.payload_bytes == geometry_.bytes_for_tokens(m.token_count);
     if (!ok) {
       ++dropped_at_open_;
-      KVTIER_LOG(*log_, kWarn, "{}: index entry for segment {} offset {} has no intact file; dropped",
-                 dir_, m.segment, m.offset);
+      KVTIER_LOG(*log_, kWarn,
+                 "{}: index entry for segment {} offset {} has no intact file; dropped", dir_,
+                 m.segment, m.offset);
       continue;
     }
     if (auto old = index_.find(m.key); old != index_.end()) index_remove_locked(old->second);
@@ -552,7 +563,8 @@ Status Store::adopt_records(std::vector<RecordMeta> records, std::span<const uin
   }
   recovered_records_ = index_.size();
   if (!offline_.empty()) {
-    KVTIER_LOG(*log_, kWarn, "{}: {} record(s) on segments of missing drives are misses until they are back",
+    KVTIER_LOG(*log_, kWarn,
+               "{}: {} record(s) on segments of missing drives are misses until they are back",
                dir_, offline_.size());
   }
   for (auto it = segments_.begin(); it != segments_.end();) {

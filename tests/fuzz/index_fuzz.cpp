@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (n == 0) break;
     std::string again;
     encode_journal_entry(entry, again);
-    if (again.size() != n || std::memcmp(again.data(), bytes.data() + pos, n) != 0) __builtin_trap();
+    if (again.size() != n || std::memcmp(again.data(), bytes.data() + pos, n) != 0)
+      __builtin_trap();
     pos += n;
   }
   auto image = decode_checkpoint(bytes);

@@ -36,8 +36,12 @@ struct GpuBuffer {
     EXPECT_EQ(cudaMemset(ptr, 0xEE, bytes), cudaSuccess);  // poison: every byte must be written
   }
   ~GpuBuffer() { cudaFree(ptr); }
-  void upload(std::span<const std::byte> host) { ASSERT_EQ(cudaMemcpy(ptr, host.data(), size, cudaMemcpyHostToDevice), cudaSuccess); }
-  void download(std::span<std::byte> host) const { ASSERT_EQ(cudaMemcpy(host.data(), ptr, size, cudaMemcpyDeviceToHost), cudaSuccess); }
+  void upload(std::span<const std::byte> host) {
+    ASSERT_EQ(cudaMemcpy(ptr, host.data(), size, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  void download(std::span<std::byte> host) const {
+    ASSERT_EQ(cudaMemcpy(host.data(), ptr, size, cudaMemcpyDeviceToHost), cudaSuccess);
+  }
   MemoryView view() const { return {static_cast<std::byte*>(ptr), size, MemoryKind::kCuda, 0}; }
   void* ptr = nullptr;
   uint64_t size;
@@ -45,7 +49,8 @@ struct GpuBuffer {
 
 /// A paged KV cache on the GPU shaped like a host reference, with the reference's block table.
 struct GpuPaged {
-  GpuPaged(uint32_t layer_count, const testing::PagedHost& reference, std::span<const int32_t> table)
+  GpuPaged(uint32_t layer_count, const testing::PagedHost& reference,
+           std::span<const int32_t> table)
       : view(reference.view) {
     view.block_table = table;
     view.layers.clear();
@@ -108,9 +113,9 @@ TEST_F(GpuPathTest, GpuAndHostChecksumsAreBitIdentical) {
   GpuBuffer gpu_a(host_a.bytes), gpu_out(host_a.bytes);
   gpu_a.upload(host_a.span());
   ASSERT_OK(e->save(a, ChunkedKv{gpu_a.view(), n}));  // checksums computed by the GPU kernel
-  ASSERT_OK(e->save(b, host_b.view));                  // checksums computed on the host
+  ASSERT_OK(e->save(b, host_b.view));                 // checksums computed on the host
   testing::HostKv out(g_, n);
-  auto ra = e->restore(a, out.view);                   // verified on the host
+  auto ra = e->restore(a, out.view);  // verified on the host
   ASSERT_OK(ra);
   EXPECT_EQ(ra->tokens_restored, n);
   EXPECT_EQ(ra->checksum_misses, 0u);
@@ -121,7 +126,8 @@ TEST_F(GpuPathTest, GpuAndHostChecksumsAreBitIdentical) {
 }
 
 // Every layout over every path into GPU memory: O_DIRECT + bounce, the page cache + bounce, cuFile
-// (reads and writes), and DRAM-tier hits; each restore checked against an independent reference of the layout.
+// (reads and writes), and DRAM-tier hits; each restore checked against an independent reference of
+// the layout.
 TEST_F(GpuPathTest, EveryPagedLayoutRoundTripsOnTheGpu) {
   SKIP_WITHOUT_GPU();
   struct Path {
@@ -130,53 +136,58 @@ TEST_F(GpuPathTest, EveryPagedLayoutRoundTripsOnTheGpu) {
     uint64_t dram_bytes;
   };
   const char* expect_gds = std::getenv("KVTIER_TEST_EXPECT_GDS");
-  for (const Path& path : {Path{"direct", IoPath::kDirect, 0}, Path{"buffered", IoPath::kBuffered, 0},
-                           Path{"gds", IoPath::kGds, 0}, Path{"dram", IoPath::kDirect, 64 << 20}})
-  for (PagedLayout layout : {PagedLayout::kKvFirst, PagedLayout::kBlockFirst, PagedLayout::kPackedHeads}) {
-    SCOPED_TRACE(std::string(path.name) + " layout " + std::to_string(static_cast<int>(layout)));
-    testing::TempDir dir;
-    Options o = testing::small_options(dir.str(), g_);
-    o.io_path = path.io;
-    o.dram_bytes = path.dram_bytes;
-    auto e = Engine::open(o);
-    ASSERT_OK(e);
-    const uint64_t n = 1000;
-    auto tokens = synthetic::tokens(9, n);
-    testing::HostKv host(g_, n);
-    synthetic::fill_kv(g_, tokens, host.span(), n);
-    ASSERT_OK((*e)->save(tokens, host.view));
-    testing::PagedHost reference(g_, 80, 16, layout);
-    auto table = testing::shuffled_blocks(n, 16, 80, testing::test_seed());
-    GpuPaged gpu(g_.layers, reference, table);
-    auto r = (*e)->restore(tokens, gpu.view);
-    ASSERT_OK(r);
-    EXPECT_EQ(r->tokens_restored, n);
-    gpu.download(reference);
-    testing::HostKv back(g_, n);
-    testing::move_all(g_, reference, table, back.data.get(), n, n, /*to_paged=*/false);
-    EXPECT_EQ(synthetic::first_mismatch(g_, tokens, back.span(), n), n) << static_cast<int>(layout);
-    // And back: save from the GPU's paged tensors under new tokens, restore on the host.
-    auto tokens2 = synthetic::tokens(10, n);
-    testing::HostKv host2(g_, n);
-    synthetic::fill_kv(g_, tokens2, host2.span(), n);
-    testing::move_all(g_, reference, table, host2.data.get(), n, n, /*to_paged=*/true);
-    gpu.upload(reference);
-    ASSERT_OK((*e)->save(tokens2, gpu.view));
-    testing::HostKv out(g_, n);
-    auto r2 = (*e)->restore(tokens2, out.view);
-    ASSERT_OK(r2);
-    EXPECT_EQ(r2->tokens_restored, n);
-    EXPECT_EQ(synthetic::first_mismatch(g_, tokens2, out.span(), n), n) << static_cast<int>(layout);
-    const Stats st = (*e)->stats();
-    if (path.dram_bytes > 0) {
-      EXPECT_GT(st.dram_hits, 0u);
+  for (const Path& path :
+       {Path{"direct", IoPath::kDirect, 0}, Path{"buffered", IoPath::kBuffered, 0},
+        Path{"gds", IoPath::kGds, 0}, Path{"dram", IoPath::kDirect, 64 << 20}})
+    for (PagedLayout layout :
+         {PagedLayout::kKvFirst, PagedLayout::kBlockFirst, PagedLayout::kPackedHeads}) {
+      SCOPED_TRACE(std::string(path.name) + " layout " + std::to_string(static_cast<int>(layout)));
+      testing::TempDir dir;
+      Options o = testing::small_options(dir.str(), g_);
+      o.io_path = path.io;
+      o.dram_bytes = path.dram_bytes;
+      auto e = Engine::open(o);
+      ASSERT_OK(e);
+      const uint64_t n = 1000;
+      auto tokens = synthetic::tokens(9, n);
+      testing::HostKv host(g_, n);
+      synthetic::fill_kv(g_, tokens, host.span(), n);
+      ASSERT_OK((*e)->save(tokens, host.view));
+      testing::PagedHost reference(g_, 80, 16, layout);
+      auto table = testing::shuffled_blocks(n, 16, 80, testing::test_seed());
+      GpuPaged gpu(g_.layers, reference, table);
+      auto r = (*e)->restore(tokens, gpu.view);
+      ASSERT_OK(r);
+      EXPECT_EQ(r->tokens_restored, n);
+      gpu.download(reference);
+      testing::HostKv back(g_, n);
+      testing::move_all(g_, reference, table, back.data.get(), n, n, /*to_paged=*/false);
+      EXPECT_EQ(synthetic::first_mismatch(g_, tokens, back.span(), n), n)
+          << static_cast<int>(layout);
+      // And back: save from the GPU's paged tensors under new tokens, restore on the host.
+      auto tokens2 = synthetic::tokens(10, n);
+      testing::HostKv host2(g_, n);
+      synthetic::fill_kv(g_, tokens2, host2.span(), n);
+      testing::move_all(g_, reference, table, host2.data.get(), n, n, /*to_paged=*/true);
+      gpu.upload(reference);
+      ASSERT_OK((*e)->save(tokens2, gpu.view));
+      testing::HostKv out(g_, n);
+      auto r2 = (*e)->restore(tokens2, out.view);
+      ASSERT_OK(r2);
+      EXPECT_EQ(r2->tokens_restored, n);
+      EXPECT_EQ(synthetic::first_mismatch(g_, tokens2, out.span(), n), n)
+          << static_cast<int>(layout);
+      const Stats st = (*e)->stats();
+      if (path.dram_bytes > 0) {
+        EXPECT_GT(st.dram_hits, 0u);
+      }
+      if (path.io == IoPath::kGds && expect_gds != nullptr && std::string(expect_gds) == "used") {
+        EXPECT_EQ(st.gds_restores, 1u);  // the GPU restore (the host one reads the POSIX way)
+        EXPECT_EQ(st.gds_saves, 1u);     // the save from the GPU's paged tensors
+        std::printf("gds paged layout %d: %s\n", static_cast<int>(layout),
+                    st.gds_io_counts.c_str());
+      }
     }
-    if (path.io == IoPath::kGds && expect_gds != nullptr && std::string(expect_gds) == "used") {
-      EXPECT_EQ(st.gds_restores, 1u);  // the GPU restore (the host one reads the POSIX way)
-      EXPECT_EQ(st.gds_saves, 1u);     // the save from the GPU's paged tensors
-      std::printf("gds paged layout %d: %s\n", static_cast<int>(layout), st.gds_io_counts.c_str());
-    }
-  }
 }
 
 TEST_F(GpuPathTest, SkippedBlocksAreNotWrittenOnTheGpu) {
@@ -241,7 +252,8 @@ TEST_F(GpuPathTest, CorruptRecordIsAMissOnTheGpuPath) {
   EXPECT_EQ(e->stats().recheck_dropped, 1u);
   EXPECT_EQ(e->stats().recheck_kept, 0u);
   dst.download(host.span());
-  EXPECT_EQ(synthetic::first_mismatch(g_, std::span(tokens).first(6 * 64), host.span(), n), 6u * 64);
+  EXPECT_EQ(synthetic::first_mismatch(g_, std::span(tokens).first(6 * 64), host.span(), n),
+            6u * 64);
 }
 
 // Re-read before drop on the GPU path: a read corrupted once on its way into staging fails its
@@ -268,7 +280,8 @@ TEST_F(GpuPathTest, ReadCorruptedOnceIsKeptAndServedOnTheGpuPath) {
     {
       testing::FaultScope faults([&](const IoRequest& q, uint64_t) {
         const uint64_t target = 6 * record + 4096 + 1000;
-        if (q.write || target < q.offset || target >= q.offset + q.length || injected.exchange(1) != 0) {
+        if (q.write || target < q.offset || target >= q.offset + q.length ||
+            injected.exchange(1) != 0) {
           return testing::Fault{};
         }
         return testing::Fault{true, q.length, q.length, static_cast<int64_t>(target - q.offset)};
@@ -309,10 +322,13 @@ TEST_F(GpuPathTest, WorkQueuedByTheCallerBeforeTheCallIsOrderedBeforeKvtiersCopi
     auto e = Engine::open(testing::small_options(dir.str(), g));
     ASSERT_OK(e);
     // A slow producer (~300 passes over 60 MB, some milliseconds), the last pass the real bytes.
-    for (int i = 0; i < 300; ++i) ASSERT_EQ(cudaMemsetAsync(src.ptr, i, src.size, caller), cudaSuccess);
-    ASSERT_EQ(cudaMemcpyAsync(src.ptr, pristine.ptr, src.size, cudaMemcpyDeviceToDevice, caller), cudaSuccess);
+    for (int i = 0; i < 300; ++i)
+      ASSERT_EQ(cudaMemsetAsync(src.ptr, i, src.size, caller), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(src.ptr, pristine.ptr, src.size, cudaMemcpyDeviceToDevice, caller),
+              cudaSuccess);
     ASSERT_OK((*e)->save(tokens, ChunkedKv{src.view(), n, caller}));
-    for (int i = 0; i < 300; ++i) ASSERT_EQ(cudaMemsetAsync(dst.ptr, 0xEE, dst.size, caller), cudaSuccess);
+    for (int i = 0; i < 300; ++i)
+      ASSERT_EQ(cudaMemsetAsync(dst.ptr, 0xEE, dst.size, caller), cudaSuccess);
     auto r = (*e)->restore(tokens, ChunkedKv{dst.view(), n, caller});
     ASSERT_OK(r);
     EXPECT_EQ(r->tokens_restored, n) << r->problem;
@@ -342,7 +358,7 @@ TEST_F(GpuPathTest, DramTierHitRestoresIntoGpuByteExact) {
   auto r = (*e)->restore(tokens, ChunkedKv{dst.view(), n});
   ASSERT_OK(r);
   EXPECT_EQ(r->tokens_restored, n);
-  EXPECT_EQ(r->bytes_read, 0u);  // nothing came from the disk
+  EXPECT_EQ(r->bytes_read, 0u);          // nothing came from the disk
   EXPECT_EQ(r->host_bytes, host.bytes);  // one DMA out of the tier per payload byte
   EXPECT_EQ((*e)->stats().dram_hits, (n + 63) / 64);
   testing::HostKv back(g_, n);
@@ -356,8 +372,9 @@ TEST_F(GpuPathTest, ConcurrentRestoresIntoSeparatePagedCachesAreByteExact) {
   SKIP_WITHOUT_GPU();
   // direct, gds (cuFile's registered buffers shared by a fair pool, where cuFile runs), dram
   const char* expect_gds = std::getenv("KVTIER_TEST_EXPECT_GDS");
-  for (const auto& [io, dram] : {std::pair{IoPath::kDirect, uint64_t{0}}, std::pair{IoPath::kGds, uint64_t{0}},
-                                 std::pair{IoPath::kDirect, uint64_t{256} << 20}}) {
+  for (const auto& [io, dram] :
+       {std::pair{IoPath::kDirect, uint64_t{0}}, std::pair{IoPath::kGds, uint64_t{0}},
+        std::pair{IoPath::kDirect, uint64_t{256} << 20}}) {
     SCOPED_TRACE(dram > 0 ? "dram" : io == IoPath::kGds ? "gds" : "direct");
     testing::TempDir dir;
     Options o = testing::small_options(dir.str(), g_);
@@ -391,7 +408,8 @@ TEST_F(GpuPathTest, ConcurrentRestoresIntoSeparatePagedCachesAreByteExact) {
       refs.push_back(std::make_unique<testing::PagedHost>(g_, 160, 16, PagedLayout::kKvFirst));
       tables.push_back(testing::shuffled_blocks(n, 16, 160, testing::test_seed() + i));
     }
-    for (int i = 0; i < kThreads; ++i) caches.push_back(std::make_unique<GpuPaged>(g_.layers, *refs[i], tables[i]));
+    for (int i = 0; i < kThreads; ++i)
+      caches.push_back(std::make_unique<GpuPaged>(g_.layers, *refs[i], tables[i]));
     std::vector<std::thread> threads;
     std::vector<uint64_t> got(kThreads, 0);
     for (int i = 0; i < kThreads; ++i) {
@@ -447,7 +465,8 @@ TEST_F(GpuPathTest, GdsRestoreIsByteExactAndReportsItsModeOrWhyItFellBack) {
   const char* expect = std::getenv("KVTIER_TEST_EXPECT_GDS");
   if (s.gds_restores > 0) {
     // Read through cuFile: the mode must say which, and compat mode is never called GPUDirect.
-    EXPECT_TRUE(s.gds.find("compat mode") != std::string::npos || s.gds.find("peer-to-peer") != std::string::npos)
+    EXPECT_TRUE(s.gds.find("compat mode") != std::string::npos ||
+                s.gds.find("peer-to-peer") != std::string::npos)
         << s.gds;
     if (expect != nullptr) {
       EXPECT_STREQ(expect, "used");
@@ -459,7 +478,8 @@ TEST_F(GpuPathTest, GdsRestoreIsByteExactAndReportsItsModeOrWhyItFellBack) {
     EXPECT_EQ(r->host_bytes, (p2p ? 0 : 2 * r->bytes_read) + headers) << s.gds;
   } else {
     // Not read through cuFile: a reason a user can act on.
-    EXPECT_FALSE(s.gds.find("unavailable") == std::string::npos && s.io_fallback.find("GDS") == std::string::npos)
+    EXPECT_FALSE(s.gds.find("unavailable") == std::string::npos &&
+                 s.io_fallback.find("GDS") == std::string::npos)
         << s.gds << " / " << s.io_fallback;
     if (expect != nullptr) {
       EXPECT_STREQ(expect, "fallback");

@@ -54,7 +54,9 @@ struct DeviceCopy {
   void download(std::span<std::byte> host) const {
     ASSERT_EQ(cudaMemcpy(host.data(), live, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
   }
-  [[nodiscard]] MemoryView view() const { return {static_cast<std::byte*>(live), bytes, MemoryKind::kCuda, 0}; }
+  [[nodiscard]] MemoryView view() const {
+    return {static_cast<std::byte*>(live), bytes, MemoryKind::kCuda, 0};
+  }
   uint64_t bytes;
   void* live = nullptr;
   void* pristine = nullptr;
@@ -97,7 +99,8 @@ void run_case(const PropertyCase& c, cudaStream_t caller, Outcome& outcome) {
   Engine& e = **opened;
   const KvGeometry& g = c.g;
   // The GPU kernels move 16-byte vectors: other rows are refused with a clear error, not mangled.
-  const bool gpu_shape = g.row_bytes() % 16 == 0 && (uint64_t{g.head_dim} * g.element_bytes) % 16 == 0;
+  const bool gpu_shape =
+      g.row_bytes() % 16 == 0 && (uint64_t{g.head_dim} * g.element_bytes) % 16 == 0;
   const std::vector<Token> tokens = synthetic::tokens(c.index + 1, c.tokens);
   HostKv source(g, c.capacity);
   synthetic::fill_kv(g, tokens, source.span(), c.capacity);
@@ -110,7 +113,8 @@ void run_case(const PropertyCase& c, cudaStream_t caller, Outcome& outcome) {
   };
 
   // Save (the first half first, when the case says so).
-  const uint32_t save_blocks = static_cast<uint32_t>((c.tokens + c.block_size - 1) / c.block_size) + 3;
+  const uint32_t save_blocks =
+      static_cast<uint32_t>((c.tokens + c.block_size - 1) / c.block_size) + 3;
   const auto save_table = testing::shuffled_blocks(c.tokens, c.block_size, save_blocks, c.index);
   std::unique_ptr<DeviceCopy> src;
   std::unique_ptr<Paged> paged_src;
@@ -118,7 +122,8 @@ void run_case(const PropertyCase& c, cudaStream_t caller, Outcome& outcome) {
     if (c.src_device) src = std::make_unique<DeviceCopy>(source.span());
   } else {
     paged_src = std::make_unique<Paged>(g, save_blocks, c, c.src_device);
-    testing::move_all(g, paged_src->host, save_table, source.data.get(), c.capacity, c.tokens, true);
+    testing::move_all(g, paged_src->host, save_table, source.data.get(), c.capacity, c.tokens,
+                      true);
     if (c.src_device) paged_src->to_device();
   }
   auto save = [&](std::span<const Token> t) -> Result<SaveResult> {
@@ -174,8 +179,10 @@ void run_case(const PropertyCase& c, cudaStream_t caller, Outcome& outcome) {
   ASSERT_OK(r);
   EXPECT_EQ(r->tokens_restored, c.tokens) << r->problem;
   EXPECT_EQ(r->checksum_misses, 0u) << "valid records dropped";
-  EXPECT_EQ(r->recheck_kept, 0u) << "a valid record failed its check on the data path (kept by the re-read)";
-  EXPECT_EQ(synthetic::first_mismatch(g, tokens, back.span(), c.capacity), c.tokens) << "restored bytes differ";
+  EXPECT_EQ(r->recheck_kept, 0u)
+      << "a valid record failed its check on the data path (kept by the re-read)";
+  EXPECT_EQ(synthetic::first_mismatch(g, tokens, back.span(), c.capacity), c.tokens)
+      << "restored bytes differ";
 }
 
 TEST(GpuPropertyTest, EveryDrawnCaseRoundTripsByteExactThroughTheGpu) {
@@ -195,7 +202,8 @@ TEST(GpuPropertyTest, EveryDrawnCaseRoundTripsByteExactThroughTheGpu) {
     // Odd cases queue the caller's work on a non-blocking stream and name it; even ones use the
     // legacy default stream and name none.
     cudaStream_t caller = i % 2 == 1 ? side : nullptr;
-    SCOPED_TRACE(c.describe() + (caller ? " | caller stream: non-blocking" : " | caller stream: legacy") +
+    SCOPED_TRACE(c.describe() +
+                 (caller ? " | caller stream: non-blocking" : " | caller stream: legacy") +
                  fmt::format(" | replay: KVTIER_TEST_SEED={} KVTIER_PROPERTY_CASE={}", seed, i));
     Outcome outcome = Outcome::kRoundTrip;
     run_case(c, caller, outcome);
@@ -207,8 +215,10 @@ TEST(GpuPropertyTest, EveryDrawnCaseRoundTripsByteExactThroughTheGpu) {
       ++tally["shape refused on the GPU"];
     } else {
       ++tally[fmt::format("io {}{}", io_path_name(c.io), c.dram ? "+dram" : "")];
-      ++tally[c.paged ? fmt::format("paged layout {}", static_cast<int>(c.layout)) : std::string("contiguous")];
-      ++tally[fmt::format("src {} -> dst {}", c.src_device ? "device" : "host", c.dst_device ? "device" : "host")];
+      ++tally[c.paged ? fmt::format("paged layout {}", static_cast<int>(c.layout))
+                      : std::string("contiguous")];
+      ++tally[fmt::format("src {} -> dst {}", c.src_device ? "device" : "host",
+                          c.dst_device ? "device" : "host")];
       tally["bytes round-tripped (MiB)"] += c.g.bytes_for_tokens(c.tokens) >> 20;
       tally["largest case (tokens)"] = std::max(tally["largest case (tokens)"], c.tokens);
     }
@@ -216,7 +226,8 @@ TEST(GpuPropertyTest, EveryDrawnCaseRoundTripsByteExactThroughTheGpu) {
   }
   cudaStreamDestroy(side);
   std::printf("gpu property cases run: %llu\n", static_cast<unsigned long long>(ran));
-  for (const auto& [what, n] : tally) std::printf("  %s: %llu\n", what.c_str(), static_cast<unsigned long long>(n));
+  for (const auto& [what, n] : tally)
+    std::printf("  %s: %llu\n", what.c_str(), static_cast<unsigned long long>(n));
 }
 
 }  // namespace

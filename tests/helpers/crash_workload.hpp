@@ -15,7 +15,8 @@ inline Options options(const std::string& roots) {
   Options o;
   for (size_t start = 0;;) {
     const size_t comma = roots.find(',', start);
-    std::string dir = roots.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string dir =
+        roots.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     (o.root.empty() ? o.root : o.extra_roots.emplace_back()) = std::move(dir);
     if (comma == std::string::npos) break;
     start = comma + 1;

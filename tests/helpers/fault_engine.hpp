@@ -19,10 +19,10 @@ namespace kvtier::testing {
 
 /// What happens to one request.
 struct Fault {
-  bool inject = false;        ///< false: the real engine does it
-  uint32_t transfer = 0;      ///< bytes really transferred first (pread/pwrite)
-  int64_t result = 0;         ///< the completion's result: bytes (a short transfer) or -errno
-  int64_t flip_at = -1;       ///< reads: a byte of the transferred prefix to invert (a corrupted read)
+  bool inject = false;    ///< false: the real engine does it
+  uint32_t transfer = 0;  ///< bytes really transferred first (pread/pwrite)
+  int64_t result = 0;     ///< the completion's result: bytes (a short transfer) or -errno
+  int64_t flip_at = -1;   ///< reads: a byte of the transferred prefix to invert (a corrupted read)
 };
 
 /// `call` counts the requests of all wrapped engines since the scope began.
@@ -30,7 +30,8 @@ using FaultRule = std::function<Fault(const IoRequest& request, uint64_t call)>;
 
 class FaultyEngine final : public IoEngine {
  public:
-  FaultyEngine(std::unique_ptr<IoEngine> inner, std::shared_ptr<FaultRule> rule, std::shared_ptr<std::atomic<uint64_t>> calls)
+  FaultyEngine(std::unique_ptr<IoEngine> inner, std::shared_ptr<FaultRule> rule,
+               std::shared_ptr<std::atomic<uint64_t>> calls)
       : inner_(std::move(inner)), rule_(std::move(rule)), calls_(std::move(calls)) {}
   std::string_view name() const override { return inner_->name(); }
   uint32_t depth() const override { return inner_->depth(); }
@@ -75,7 +76,8 @@ class FaultyEngine final : public IoEngine {
 class FaultScope {
  public:
   explicit FaultScope(FaultRule rule)
-      : rule_(std::make_shared<FaultRule>(std::move(rule))), calls_(std::make_shared<std::atomic<uint64_t>>(0)) {
+      : rule_(std::make_shared<FaultRule>(std::move(rule))),
+        calls_(std::make_shared<std::atomic<uint64_t>>(0)) {
     set_io_engine_wrapper_for_testing([rule = rule_, calls = calls_](std::unique_ptr<IoEngine> e) {
       return std::unique_ptr<IoEngine>(new FaultyEngine(std::move(e), rule, calls));
     });

@@ -27,8 +27,9 @@ class HostSessionTest : public ::testing::Test {
     auto r = e.restore(tokens, kv.view);
     EXPECT_TRUE(is_ok(r));
     if (!r) return 0;
-    EXPECT_EQ(synthetic::first_mismatch(g_, tokens.first(r->tokens_restored), kv.span(), tokens.size()),
-              r->tokens_restored);
+    EXPECT_EQ(
+        synthetic::first_mismatch(g_, tokens.first(r->tokens_restored), kv.span(), tokens.size()),
+        r->tokens_restored);
     return r->tokens_restored;
   }
 

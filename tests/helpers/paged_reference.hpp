@@ -32,8 +32,8 @@ struct PagedHost {
 };
 
 /// Blocks for `tokens` tokens, drawn without repetition from `num_blocks` in shuffled order.
-inline std::vector<int32_t> shuffled_blocks(uint64_t tokens, uint32_t block_size, uint32_t num_blocks,
-                                            uint64_t seed) {
+inline std::vector<int32_t> shuffled_blocks(uint64_t tokens, uint32_t block_size,
+                                            uint32_t num_blocks, uint64_t seed) {
   std::vector<int32_t> all(num_blocks);
   std::iota(all.begin(), all.end(), 0);
   std::shuffle(all.begin(), all.end(), std::mt19937_64(seed));
@@ -43,9 +43,10 @@ inline std::vector<int32_t> shuffled_blocks(uint64_t tokens, uint32_t block_size
 
 /// Copies token t's K or V row of layer l between contiguous [2, L, T, H*D] and the paged tensors.
 /// to_paged: contiguous -> paged; else paged -> contiguous.
-inline void move_row(const KvGeometry& g, PagedLayout layout, std::vector<std::vector<std::byte>>& layers,
-                     const std::vector<int32_t>& table, uint32_t bs, uint32_t nb, std::byte* contiguous,
-                     uint64_t capacity, uint32_t kv, uint32_t l, uint64_t t, bool to_paged) {
+inline void move_row(const KvGeometry& g, PagedLayout layout,
+                     std::vector<std::vector<std::byte>>& layers, const std::vector<int32_t>& table,
+                     uint32_t bs, uint32_t nb, std::byte* contiguous, uint64_t capacity,
+                     uint32_t kv, uint32_t l, uint64_t t, bool to_paged) {
   const uint64_t H = g.kv_heads, Dbytes = uint64_t{g.head_dim} * g.element_bytes;
   const uint64_t blk = static_cast<uint64_t>(table[t / bs]), in = t % bs;
   std::byte* row = contiguous + ((uint64_t{kv} * g.layers + l) * capacity + t) * H * Dbytes;
@@ -63,8 +64,10 @@ inline void move_row(const KvGeometry& g, PagedLayout layout, std::vector<std::v
         break;
     }
     std::byte* p = layers[l].data() + index;
-    if (to_paged) std::memcpy(p, row + h * Dbytes, Dbytes);
-    else std::memcpy(row + h * Dbytes, p, Dbytes);
+    if (to_paged)
+      std::memcpy(p, row + h * Dbytes, Dbytes);
+    else
+      std::memcpy(row + h * Dbytes, p, Dbytes);
   }
 }
 
@@ -73,22 +76,26 @@ inline void move_all(const KvGeometry& g, PagedHost& paged, const std::vector<in
   for (uint32_t kv = 0; kv < 2; ++kv)
     for (uint32_t l = 0; l < g.layers; ++l)
       for (uint64_t t = 0; t < tokens; ++t)
-        move_row(g, paged.view.layout, paged.layers, table, paged.view.block_size, paged.view.num_blocks,
-                 contiguous, capacity, kv, l, t, to_paged);
+        move_row(g, paged.view.layout, paged.layers, table, paged.view.block_size,
+                 paged.view.num_blocks, contiguous, capacity, kv, l, t, to_paged);
 }
 
 /// Whether `back` (contiguous [2, L, n, row], read back through the blocks' real homes) holds the
 /// untouched 0xEE fill for tokens [0, skipped) and `want`'s rows for every later token.
-inline ::testing::AssertionResult restored_except_skipped(const KvGeometry& g, const std::byte* back,
-                                                          const std::byte* want, uint64_t n, uint64_t skipped) {
+inline ::testing::AssertionResult restored_except_skipped(const KvGeometry& g,
+                                                          const std::byte* back,
+                                                          const std::byte* want, uint64_t n,
+                                                          uint64_t skipped) {
   const uint64_t row = g.row_bytes();
   for (uint32_t kvi = 0; kvi < 2; ++kvi) {
     for (uint32_t l = 0; l < g.layers; ++l) {
       for (uint64_t t = 0; t < n; ++t) {
         const uint64_t at = ((uint64_t{kvi} * g.layers + l) * n + t) * row;
         const std::byte* got = back + at;
-        if (t < skipped && !std::all_of(got, got + row, [](std::byte b) { return b == std::byte{0xEE}; })) {
-          return ::testing::AssertionFailure() << "skipped token " << t << " of layer " << l << " was written";
+        if (t < skipped &&
+            !std::all_of(got, got + row, [](std::byte b) { return b == std::byte{0xEE}; })) {
+          return ::testing::AssertionFailure()
+                 << "skipped token " << t << " of layer " << l << " was written";
         }
         if (t >= skipped && std::memcmp(got, want + at, row) != 0) {
           return ::testing::AssertionFailure() << "token " << t << " of layer " << l << " differs";

@@ -2,8 +2,8 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // Seeded random cases for the save/restore property tests (CPU and GPU): geometries, token counts
 // near the boundaries the data path cuts at (chunks, staging slots, the scatter kernel's batches of
-// 32 spans), I/O paths, paged layouts and block sizes, staging sizes. Case i of a seed is drawn from
-// (seed, i) alone, so any one case can be replayed without the others (KVTIER_PROPERTY_CASE).
+// 32 spans), I/O paths, paged layouts and block sizes, staging sizes. Case i of a seed is drawn
+// from (seed, i) alone, so any one case can be replayed without the others (KVTIER_PROPERTY_CASE).
 #pragma once
 
 #include <algorithm>
@@ -25,14 +25,16 @@ struct PropertyLimits {
   uint64_t cases = 60;
   uint64_t max_case_bytes = uint64_t{6} << 20;  ///< KV bytes of one session
   uint64_t max_tokens = 100000;
-  bool gpu = false;                              ///< draw the GPU's paths (cuFile) too
+  bool gpu = false;  ///< draw the GPU's paths (cuFile) too
 };
 
 /// How many cases and how large: the defaults, overridden by KVTIER_PROPERTY_CASES and
 /// KVTIER_PROPERTY_MAX_MB (the H200's wide slice sets both).
 inline PropertyLimits property_limits(PropertyLimits base) {
-  if (const char* c = std::getenv("KVTIER_PROPERTY_CASES")) base.cases = std::strtoull(c, nullptr, 10);
-  if (const char* m = std::getenv("KVTIER_PROPERTY_MAX_MB")) base.max_case_bytes = std::strtoull(m, nullptr, 10) << 20;
+  if (const char* c = std::getenv("KVTIER_PROPERTY_CASES"))
+    base.cases = std::strtoull(c, nullptr, 10);
+  if (const char* m = std::getenv("KVTIER_PROPERTY_MAX_MB"))
+    base.max_case_bytes = std::strtoull(m, nullptr, 10) << 20;
   return base;
 }
 
@@ -45,7 +47,7 @@ inline int64_t property_only_case() {
 struct PropertyCase {
   uint64_t index = 0;
   KvGeometry g;
-  bool valid = true;          ///< false: a geometry kvtier must refuse at open (row not 8-byte words)
+  bool valid = true;  ///< false: a geometry kvtier must refuse at open (row not 8-byte words)
   uint64_t tokens = 0;
   uint64_t capacity = 0;      ///< contiguous targets: token axis length (>= tokens)
   const char* boundary = "";  ///< which boundary the token count was drawn near
@@ -56,28 +58,35 @@ struct PropertyCase {
   uint32_t block_size = 16;
   uint64_t request_bytes = 0;
   uint64_t staging_bytes = 0;
-  bool prefix_first = false;  ///< save the first part first, then the whole (chunks already present)
-  bool src_device = false;    ///< GPU tests: where the saved KV lives
-  bool dst_device = false;    ///< GPU tests: where it is restored
+  bool prefix_first =
+      false;                ///< save the first part first, then the whole (chunks already present)
+  bool src_device = false;  ///< GPU tests: where the saved KV lives
+  bool dst_device = false;  ///< GPU tests: where it is restored
 
   [[nodiscard]] std::string describe() const {
-    return fmt::format("case {}: layers {} kv_heads {} head_dim {} element {} chunk {} | {} tokens ({}) | io {}{} | "
-                       "{} | request {} KiB staging {} KiB{}{}",
-                       index, g.layers, g.kv_heads, g.head_dim, g.element_bytes, g.chunk_tokens, tokens, boundary,
-                       io_path_name(io), dram ? "+dram" : "",
-                       paged ? fmt::format("paged layout {} block {}", static_cast<int>(layout), block_size)
-                             : fmt::format("contiguous capacity {}", capacity),
-                       request_bytes >> 10, staging_bytes >> 10, prefix_first ? " | prefix saved first" : "",
-                       fmt::format(" | src {} dst {}", src_device ? "device" : "host", dst_device ? "device" : "host"));
+    return fmt::format(
+        "case {}: layers {} kv_heads {} head_dim {} element {} chunk {} | {} tokens ({}) | io {}{} "
+        "| "
+        "{} | request {} KiB staging {} KiB{}{}",
+        index, g.layers, g.kv_heads, g.head_dim, g.element_bytes, g.chunk_tokens, tokens, boundary,
+        io_path_name(io), dram ? "+dram" : "",
+        paged ? fmt::format("paged layout {} block {}", static_cast<int>(layout), block_size)
+              : fmt::format("contiguous capacity {}", capacity),
+        request_bytes >> 10, staging_bytes >> 10, prefix_first ? " | prefix saved first" : "",
+        fmt::format(" | src {} dst {}", src_device ? "device" : "host",
+                    dst_device ? "device" : "host"));
   }
 };
 
 /// Case `index` of `seed`.
 inline PropertyCase draw_case(uint64_t seed, uint64_t index, const PropertyLimits& lim) {
   std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + index);
-  auto uniform = [&](uint64_t lo, uint64_t hi) { return std::uniform_int_distribution<uint64_t>(lo, hi)(rng); };
+  auto uniform = [&](uint64_t lo, uint64_t hi) {
+    return std::uniform_int_distribution<uint64_t>(lo, hi)(rng);
+  };
   auto log_uniform = [&](double lo, double hi) {
-    return static_cast<uint64_t>(std::exp(std::uniform_real_distribution<double>(std::log(lo), std::log(hi))(rng)));
+    return static_cast<uint64_t>(
+        std::exp(std::uniform_real_distribution<double>(std::log(lo), std::log(hi))(rng)));
   };
   auto chance = [&](double p) { return std::bernoulli_distribution(p)(rng); };
 
@@ -101,10 +110,13 @@ inline PropertyCase draw_case(uint64_t seed, uint64_t index, const PropertyLimit
   c.request_bytes = uint64_t{1} << (20 + uniform(0, 4));  // 1..16 MiB
   c.staging_bytes = c.request_bytes * (uint64_t{1} << uniform(0, 3));
   const uint64_t per_token = c.g.bytes_per_token();
-  const uint64_t cap = std::max<uint64_t>(1, std::min(lim.max_tokens, lim.max_case_bytes / per_token));
+  const uint64_t cap =
+      std::max<uint64_t>(1, std::min(lim.max_tokens, lim.max_case_bytes / per_token));
   const uint64_t chunk = c.g.chunk_tokens;
   const int64_t delta = static_cast<int64_t>(uniform(0, 2)) - 1;  // -1, 0, +1
-  auto near = [&](uint64_t at) { return static_cast<uint64_t>(std::max<int64_t>(1, static_cast<int64_t>(at) + delta)); };
+  auto near = [&](uint64_t at) {
+    return static_cast<uint64_t>(std::max<int64_t>(1, static_cast<int64_t>(at) + delta));
+  };
   uint64_t want = 0;
   switch (uniform(0, 5)) {
     case 0:
@@ -141,10 +153,19 @@ inline PropertyCase draw_case(uint64_t seed, uint64_t index, const PropertyLimit
 
   const uint64_t paths = lim.gpu ? 4 : 3;
   switch (uniform(0, paths - 1)) {
-    case 0: c.io = IoPath::kDirect; break;
-    case 1: c.io = IoPath::kBuffered; break;
-    case 2: c.io = IoPath::kDirect; c.dram = true; break;
-    default: c.io = IoPath::kGds; break;
+    case 0:
+      c.io = IoPath::kDirect;
+      break;
+    case 1:
+      c.io = IoPath::kBuffered;
+      break;
+    case 2:
+      c.io = IoPath::kDirect;
+      c.dram = true;
+      break;
+    default:
+      c.io = IoPath::kGds;
+      break;
   }
   c.paged = chance(0.5);
   c.layout = static_cast<PagedLayout>(uniform(0, 2));
@@ -164,11 +185,14 @@ inline Options property_options(const PropertyCase& c, const std::string& root) 
   o.io_path = c.io;
   o.capacity_bytes = uint64_t{4} << 30;
   // Segments hold several of the case's largest records.
-  o.segment_bytes = std::max<uint64_t>(uint64_t{256} << 20, std::bit_ceil(4 * c.g.bytes_for_tokens(c.g.chunk_tokens)));
+  o.segment_bytes = std::max<uint64_t>(uint64_t{256} << 20,
+                                       std::bit_ceil(4 * c.g.bytes_for_tokens(c.g.chunk_tokens)));
   o.io_request_bytes = c.request_bytes;
   o.staging_bytes = c.staging_bytes;
   // Room for every chunk of the case, whatever its size.
-  if (c.dram) o.dram_bytes = std::max<uint64_t>(uint64_t{64} << 20, 2 * c.g.bytes_for_tokens(c.tokens + c.g.chunk_tokens));
+  if (c.dram)
+    o.dram_bytes = std::max<uint64_t>(uint64_t{64} << 20,
+                                      2 * c.g.bytes_for_tokens(c.tokens + c.g.chunk_tokens));
   o.log_level = LogLevel::kOff;
   return o;
 }

@@ -87,7 +87,8 @@ RedisCluster::NodeInfo parse_node_line(const std::string& line) {
   const std::string& address = words[1];
   node.port = static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
   node.master = words[2].find("master") != std::string::npos;
-  node.failed = words[2].find("fail") != std::string::npos && words[2].find("fail?") == std::string::npos;
+  node.failed =
+      words[2].find("fail") != std::string::npos && words[2].find("fail?") == std::string::npos;
   for (size_t i = 8; i < words.size(); ++i) {
     if (words[i].front() == '[') continue;  // a slot being migrated or imported
     const size_t dash = words[i].find('-');
@@ -107,7 +108,8 @@ ToolRun run_tool(const std::vector<std::string>& argv) {
   close(fds[1]);
   ToolRun run;
   char buffer[4096];
-  for (ssize_t n; (n = read(fds[0], buffer, sizeof(buffer))) > 0;) run.output.append(buffer, static_cast<size_t>(n));
+  for (ssize_t n; (n = read(fds[0], buffer, sizeof(buffer))) > 0;)
+    run.output.append(buffer, static_cast<size_t>(n));
   close(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
@@ -130,7 +132,8 @@ RedisCluster::~RedisCluster() {
 
 Result<std::unique_ptr<RedisCluster>> RedisCluster::start(Config config) {
   if (run_tool({"redis-server", "--version"}).exit_code != 0) {
-    return fail(ErrorCode::kNotSupported, "redis-server is not installed (tools/setup.sh installs it)");
+    return fail(ErrorCode::kNotSupported,
+                "redis-server is not installed (tools/setup.sh installs it)");
   }
   std::unique_ptr<RedisCluster> cluster(new RedisCluster(std::move(config)));
   if (Status s = cluster->launch(); !s.ok()) return fail(s);
@@ -141,8 +144,8 @@ Result<std::unique_ptr<RedisCluster>> RedisCluster::start(Config config) {
 }
 
 Status RedisCluster::launch() {
-  dir_ = std::filesystem::temp_directory_path() /
-         ("kvtier-redis-" + std::to_string(getpid()) + "-" + std::to_string(std::random_device{}()));
+  dir_ = std::filesystem::temp_directory_path() / ("kvtier-redis-" + std::to_string(getpid()) +
+                                                   "-" + std::to_string(std::random_device{}()));
   std::filesystem::create_directories(dir_);
   std::mt19937 rng(std::random_device{}());
   const int count = config_.cluster ? config_.masters * (1 + config_.replicas_per_master) : 1;
@@ -162,12 +165,15 @@ Status RedisCluster::launch() {
 
 Status RedisCluster::start_server(uint16_t port) {
   const std::string p = std::to_string(port);
-  std::vector<std::string> argv = {"redis-server", "--port", p, "--bind", "127.0.0.1",
-      "--dir", dir_.string(), "--save", "", "--appendonly", "no", "--daemonize", "no",
-      "--logfile", (dir_ / (p + ".log")).string(), "--dbfilename", p + ".rdb"};
+  std::vector<std::string> argv = {
+      "redis-server", "--port",      p,        "--bind",    "127.0.0.1",
+      "--dir",        dir_.string(), "--save", "",          "--appendonly",
+      "no",           "--daemonize", "no",     "--logfile", (dir_ / (p + ".log")).string(),
+      "--dbfilename", p + ".rdb"};
   if (config_.cluster) {
     for (const char* a : {"--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
-                          "--cluster-replica-validity-factor", "0"}) argv.emplace_back(a);
+                          "--cluster-replica-validity-factor", "0"})
+      argv.emplace_back(a);
     argv.insert(argv.end(), {"--cluster-config-file", p + ".nodes.conf"});
   }
   if (!config_.password.empty()) {
@@ -179,7 +185,8 @@ Status RedisCluster::start_server(uint16_t port) {
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   for (;;) {
     int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) return error("redis-server exited at start on port " + p);
+    if (waitpid(pid, &status, WNOHANG) == pid)
+      return error("redis-server exited at start on port " + p);
     if (port_listening(port)) {
       const ToolRun info = cli(port, {"INFO", "server"});
       if (info.output.find("process_id:" + std::to_string(pid) + "\r") != std::string::npos ||
@@ -201,8 +208,10 @@ Status RedisCluster::start_server(uint16_t port) {
 Status RedisCluster::create_cluster() {
   std::vector<std::string> argv = {"redis-cli", "--cluster", "create"};
   for (uint16_t port : ports_) argv.push_back("127.0.0.1:" + std::to_string(port));
-  argv.insert(argv.end(), {"--cluster-replicas", std::to_string(config_.replicas_per_master), "--cluster-yes"});
-  if (!config_.password.empty()) argv.insert(argv.end(), {"-a", config_.password, "--no-auth-warning"});
+  argv.insert(argv.end(),
+              {"--cluster-replicas", std::to_string(config_.replicas_per_master), "--cluster-yes"});
+  if (!config_.password.empty())
+    argv.insert(argv.end(), {"-a", config_.password, "--no-auth-warning"});
   const ToolRun run = run_tool(argv);
   if (run.exit_code != 0) return error("redis-cli --cluster create failed: " + run.output);
   if (Status st = wait_state_ok(20s); !st.ok()) return st;
@@ -222,14 +231,16 @@ Status RedisCluster::create_cluster() {
                   replicas == static_cast<size_t>(config_.masters * config_.replicas_per_master);
     }
     if (converged) return {};
-    if (std::chrono::steady_clock::now() > deadline) return error("the cluster's nodes did not agree on its topology");
+    if (std::chrono::steady_clock::now() > deadline)
+      return error("the cluster's nodes did not agree on its topology");
     std::this_thread::sleep_for(50ms);
   }
 }
 
 ToolRun RedisCluster::cli(uint16_t port, const std::vector<std::string>& args) const {
   std::vector<std::string> argv = {"redis-cli", "-p", std::to_string(port)};
-  if (!config_.password.empty()) argv.insert(argv.end(), {"-a", config_.password, "--no-auth-warning"});
+  if (!config_.password.empty())
+    argv.insert(argv.end(), {"-a", config_.password, "--no-auth-warning"});
   argv.insert(argv.end(), args.begin(), args.end());
   return run_tool(argv);
 }
@@ -247,10 +258,12 @@ Status RedisCluster::wait_state_ok(std::chrono::milliseconds limit) const {
     bool all_ok = true;
     for (size_t i = 0; i < ports_.size() && all_ok; ++i) {
       if (pids_[i] <= 0) continue;
-      all_ok = cli(ports_[i], {"cluster", "info"}).output.find("cluster_state:ok") != std::string::npos;
+      all_ok =
+          cli(ports_[i], {"cluster", "info"}).output.find("cluster_state:ok") != std::string::npos;
     }
     if (all_ok) return {};
-    if (std::chrono::steady_clock::now() > deadline) return error("cluster_state did not become ok");
+    if (std::chrono::steady_clock::now() > deadline)
+      return error("cluster_state did not become ok");
     std::this_thread::sleep_for(50ms);
   }
 }
@@ -288,8 +301,10 @@ Status RedisCluster::wait_replicated() const {
       // Every "slaveN:...,offset=X," line must have the master's offset.
       const size_t at = info.find("master_repl_offset:");
       const std::string offset = info.substr(at + 19, info.find('\r', at) - at - 19);
-      bool caught_up = info.find("connected_slaves:0") == std::string::npos || config_.replicas_per_master == 0;
-      for (size_t s = info.find("slave0:"); s != std::string::npos; s = info.find("\nslave", s + 1)) {
+      bool caught_up =
+          info.find("connected_slaves:0") == std::string::npos || config_.replicas_per_master == 0;
+      for (size_t s = info.find("slave0:"); s != std::string::npos;
+           s = info.find("\nslave", s + 1)) {
         caught_up = info.find("offset=" + offset + ",", s) < info.find('\n', s + 1);
         if (!caught_up) break;
       }
@@ -322,23 +337,38 @@ Status RedisCluster::wait_failover(uint16_t dead_port) {
         if (node.port == dead_port && node.failed && node.slots.empty()) taken_over = true;
       }
     }
-    if (taken_over) return wait_state_ok(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
+    if (taken_over)
+      return wait_state_ok(std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now()));
     if (std::chrono::steady_clock::now() > deadline) return error("no replica took over");
     std::this_thread::sleep_for(50ms);
   }
 }
 
-ToolRun RedisCluster::reshard(const std::string& from_id, const std::string& to_id, int slots) const {
-  std::vector<std::string> argv = {"redis-cli", "--cluster", "reshard", "127.0.0.1:" + std::to_string(live_port()),
-      "--cluster-from", from_id, "--cluster-to", to_id, "--cluster-slots", std::to_string(slots),
-      "--cluster-yes", "--cluster-pipeline", "4"};
-  if (!config_.password.empty()) argv.insert(argv.end(), {"-a", config_.password, "--no-auth-warning"});
+ToolRun RedisCluster::reshard(const std::string& from_id, const std::string& to_id,
+                              int slots) const {
+  std::vector<std::string> argv = {"redis-cli",
+                                   "--cluster",
+                                   "reshard",
+                                   "127.0.0.1:" + std::to_string(live_port()),
+                                   "--cluster-from",
+                                   from_id,
+                                   "--cluster-to",
+                                   to_id,
+                                   "--cluster-slots",
+                                   std::to_string(slots),
+                                   "--cluster-yes",
+                                   "--cluster-pipeline",
+                                   "4"};
+  if (!config_.password.empty())
+    argv.insert(argv.end(), {"-a", config_.password, "--no-auth-warning"});
   return run_tool(argv);
 }
 
 std::string RedisCluster::seeds() const {
   std::string uri = "redis://";
-  for (size_t i = 0; i < ports_.size(); ++i) uri += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(ports_[i]);
+  for (size_t i = 0; i < ports_.size(); ++i)
+    uri += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(ports_[i]);
   return uri;
 }
 

@@ -33,9 +33,9 @@ class RedisCluster {
   struct Config {
     int masters = 3;
     int replicas_per_master = 1;
-    bool cluster = true;     // false: one standalone server (masters must be 1, no replicas)
-    std::string password;    // "" = none
-    bool form_cluster = true; // false: cluster-enabled nodes left unjoined, no slots assigned
+    bool cluster = true;       // false: one standalone server (masters must be 1, no replicas)
+    std::string password;      // "" = none
+    bool form_cluster = true;  // false: cluster-enabled nodes left unjoined, no slots assigned
   };
   struct NodeInfo {
     std::string id;
@@ -67,7 +67,8 @@ class RedisCluster {
   /// Waits until a replica has taken over `port`'s slots and every live node says cluster_state:ok.
   [[nodiscard]] Status wait_failover(uint16_t dead_port);
   /// `redis-cli --cluster reshard`: moves `slots` slots from one master to another.
-  [[nodiscard]] ToolRun reshard(const std::string& from_id, const std::string& to_id, int slots) const;
+  [[nodiscard]] ToolRun reshard(const std::string& from_id, const std::string& to_id,
+                                int slots) const;
 
  private:
   explicit RedisCluster(Config config);

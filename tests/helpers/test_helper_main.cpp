@@ -2,14 +2,15 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // A child process for the multi-process tests:
 //   kvtier_test_helper open <root>               open the tiny store; exit 0, or 3 when locked
-//   kvtier_test_helper save-loop <root> <seed>   save sessions forever, printing each acknowledged id
+//   kvtier_test_helper save-loop <root> <seed>   save sessions forever, printing each acknowledged
+//   id
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
 
-#include "kvtier/kvtier.hpp"
 #include "crash_workload.hpp"
+#include "kvtier/kvtier.hpp"
 #include "synthetic.hpp"
 
 using namespace kvtier;

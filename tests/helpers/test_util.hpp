@@ -37,12 +37,14 @@ class TempDir {
   TempDir() {
     const char* base = std::getenv("KVTIER_TEST_DIR");
     std::filesystem::path root = base ? base : std::filesystem::temp_directory_path();
-    path_ = root / ("kvtier-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    path_ =
+        root / ("kvtier-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }
   explicit TempDir(const std::filesystem::path& root) {
-    path_ = root / ("kvtier-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    path_ =
+        root / ("kvtier-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
     std::filesystem::create_directories(path_);
   }
   ~TempDir() { std::filesystem::remove_all(path_); }
@@ -72,7 +74,8 @@ inline uint64_t test_seed() {
 }
 
 /// A small geometry: 1 KiB per token, so 100K-token sessions fit in 100 MB.
-inline KvGeometry tiny_geometry(uint32_t chunk_tokens = 256, uint32_t rank = 0, uint32_t world = 1) {
+inline KvGeometry tiny_geometry(uint32_t chunk_tokens = 256, uint32_t rank = 0,
+                                uint32_t world = 1) {
   return *geometry_for("tiny", rank, world, chunk_tokens);
 }
 

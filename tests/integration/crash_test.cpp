@@ -3,9 +3,9 @@
 // A child saving sessions is killed with SIGKILL at random moments; after every kill the store
 // reopens, every acknowledged save restores byte-exact, and verify finds nothing corrupt.
 // KVTIER_CRASH_ITERATIONS sets the number of kills (default 40; the documented full run uses 1000).
-// Up to 100 kills every acknowledged session is checked after every kill; beyond that (the long run)
-// each kill checks the sessions acknowledged since the previous one plus 50 older ones at random,
-// verify() runs every 25 kills, and every session is checked once more at the end.
+// Up to 100 kills every acknowledged session is checked after every kill; beyond that (the long
+// run) each kill checks the sessions acknowledged since the previous one plus 50 older ones at
+// random, verify() runs every 25 kills, and every session is checked once more at the end.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -46,7 +46,7 @@ std::pair<pid_t, FILE*> spawn_saver(const std::string& root, uint64_t seed) {
 
 /// How a crash loop kills and checks.
 struct LoopShape {
-  int max_delay_us = 62000;  ///< the saver is killed 2 ms to this long after it starts
+  int max_delay_us = 62000;    ///< the saver is killed 2 ms to this long after it starts
   int exhaustive_up_to = 100;  ///< up to this many kills, every acknowledged session after each
   int older_checks = 50;       ///< beyond: older sessions checked at random after each kill
 };
@@ -62,14 +62,17 @@ void crash_loop(const std::string& roots, int iterations, const LoopShape& shape
     testing::HostKv kv(o.geometry, tokens.size());
     auto r = engine.restore(tokens, kv.view);
     ASSERT_OK(r);
-    ASSERT_EQ(r->tokens_restored, tokens.size()) << "acknowledged session " << sid << " lost after kill " << it;
-    ASSERT_EQ(synthetic::first_mismatch(o.geometry, tokens, kv.span(), tokens.size()), tokens.size())
+    ASSERT_EQ(r->tokens_restored, tokens.size())
+        << "acknowledged session " << sid << " lost after kill " << it;
+    ASSERT_EQ(synthetic::first_mismatch(o.geometry, tokens, kv.span(), tokens.size()),
+              tokens.size())
         << "session " << sid << " restored with wrong bytes after kill " << it;
   };
   for (int it = 0; it < iterations; ++it) {
     auto [pid, out] = spawn_saver(roots, static_cast<uint64_t>(it) + 1);
     ASSERT_GT(pid, 0);
-    std::this_thread::sleep_for(std::chrono::microseconds(2000 + rng() % (shape.max_delay_us - 2000)));
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(2000 + rng() % (shape.max_delay_us - 2000)));
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
@@ -84,8 +87,10 @@ void crash_loop(const std::string& roots, int iterations, const LoopShape& shape
 
     auto e = Engine::open(o);
     ASSERT_OK(e) << "reopen after kill " << it;
-    std::vector<uint64_t> to_check(acked.begin() + (exhaustive ? 0 : static_cast<long>(before)), acked.end());
-    for (int k = 0; !exhaustive && k < shape.older_checks && before > 0; ++k) to_check.push_back(acked[rng() % before]);
+    std::vector<uint64_t> to_check(acked.begin() + (exhaustive ? 0 : static_cast<long>(before)),
+                                   acked.end());
+    for (int k = 0; !exhaustive && k < shape.older_checks && before > 0; ++k)
+      to_check.push_back(acked[rng() % before]);
     for (uint64_t sid : to_check) {
       check_session(**e, sid, it);
       if (::testing::Test::HasFatalFailure()) return;
@@ -104,8 +109,9 @@ void crash_loop(const std::string& roots, int iterations, const LoopShape& shape
       if (::testing::Test::HasFatalFailure()) return;
     }
   }
-  std::printf("crash loop over %zu drive(s): %d kills, %zu acknowledged sessions all restored byte-exact\n",
-              1 + o.extra_roots.size(), iterations, acked.size());
+  std::printf(
+      "crash loop over %zu drive(s): %d kills, %zu acknowledged sessions all restored byte-exact\n",
+      1 + o.extra_roots.size(), iterations, acked.size());
   EXPECT_GT(acked.size(), 0u);
 }
 
@@ -134,7 +140,9 @@ TEST(CrashLoop, AcknowledgedSavesSurviveSigkillAcrossThreeDrives) {
     ASSERT_OK(ids);
     counts.push_back(ids->size());
   }
-  EXPECT_LE(*std::max_element(counts.begin(), counts.end()) - *std::min_element(counts.begin(), counts.end()), 1u);
+  EXPECT_LE(*std::max_element(counts.begin(), counts.end()) -
+                *std::min_element(counts.begin(), counts.end()),
+            1u);
   EXPECT_GT(*std::max_element(counts.begin(), counts.end()), 0u);
 }
 

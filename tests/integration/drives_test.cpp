@@ -9,8 +9,8 @@
 
 #include <array>
 #include <atomic>
-#include <fstream>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
@@ -41,7 +41,9 @@ std::string dir_of_fd(int fd, const std::vector<std::string>& dirs) {
 
 class DrivesEngineTest : public ::testing::Test {
  protected:
-  std::string root(size_t i) const { return (dir_.path() / fmt::format("{}drive{}", prefix_, i)).string(); }
+  std::string root(size_t i) const {
+    return (dir_.path() / fmt::format("{}drive{}", prefix_, i)).string();
+  }
   std::string rank_dir(size_t i) const { return root(i) + "/rank0of1"; }
   Options options(const std::vector<size_t>& drives) const {
     Options o = testing::small_options(root(drives[0]), g_);
@@ -65,16 +67,20 @@ class DrivesEngineTest : public ::testing::Test {
     auto r = e.restore(tokens, kv.view);
     EXPECT_TRUE(testing::is_ok(r));
     if (!r) return 0;
-    EXPECT_EQ(synthetic::first_mismatch(g_, tokens.first(r->tokens_restored), kv.span(), tokens.size()),
-              r->tokens_restored);
+    EXPECT_EQ(
+        synthetic::first_mismatch(g_, tokens.first(r->tokens_restored), kv.span(), tokens.size()),
+        r->tokens_restored);
     if (out != nullptr) *out = *r;
     return r->tokens_restored;
   }
-  /// Seeded sessions, 1 to `max_tokens` tokens (partial chunks, records spanning segments and drives).
-  std::vector<std::vector<Token>> sessions(size_t count, uint64_t seed, uint64_t max_tokens = 16000) const {
+  /// Seeded sessions, 1 to `max_tokens` tokens (partial chunks, records spanning segments and
+  /// drives).
+  std::vector<std::vector<Token>> sessions(size_t count, uint64_t seed,
+                                           uint64_t max_tokens = 16000) const {
     std::mt19937_64 rng(seed);
     std::vector<std::vector<Token>> out;
-    for (size_t i = 0; i < count; ++i) out.push_back(synthetic::tokens(rng(), 1 + rng() % max_tokens));
+    for (size_t i = 0; i < count; ++i)
+      out.push_back(synthetic::tokens(rng(), 1 + rng() % max_tokens));
     return out;
   }
 
@@ -96,15 +102,18 @@ TEST_F(DrivesEngineTest, SessionsRestoreByteExactAcrossTwoToFourDrivesInAnyOrder
       auto e = open(list);
       ASSERT_NE(e, nullptr);
       for (const auto& s : all) save(*e, s);
-      for (const auto& s : all) EXPECT_EQ(restored_exact(*e, s), s.size()) << drives << " drives, " << g_.describe();
+      for (const auto& s : all)
+        EXPECT_EQ(restored_exact(*e, s), s.size()) << drives << " drives, " << g_.describe();
     }
     for (size_t i = 0; i < drives; ++i) {
-      EXPECT_FALSE(list_segments(rank_dir(i))->empty()) << "drive " << i << " of " << drives << " holds nothing";
+      EXPECT_FALSE(list_segments(rank_dir(i))->empty())
+          << "drive " << i << " of " << drives << " holds nothing";
     }
     std::shuffle(list.begin(), list.end(), rng);
     auto e = open(list);
     ASSERT_NE(e, nullptr);
-    for (const auto& s : all) EXPECT_EQ(restored_exact(*e, s), s.size()) << drives << " drives reordered";
+    for (const auto& s : all)
+      EXPECT_EQ(restored_exact(*e, s), s.size()) << drives << " drives reordered";
     EXPECT_EQ(e->stats().drives, drives);
     EXPECT_EQ(e->stats().restore_misses, 0u);
   }
@@ -180,7 +189,8 @@ TEST_F(DrivesEngineTest, DriveFailingItsReadsCostsOnlyItsRecords) {
   EXPECT_LT(served, total);
   EXPECT_GT(whole, 0u);
   EXPECT_EQ(e->stats().records, records) << "a read error is no evidence against a record";
-  for (const auto& s : all) EXPECT_EQ(restored_exact(*e, s), s.size()) << "served again once the drive reads";
+  for (const auto& s : all)
+    EXPECT_EQ(restored_exact(*e, s), s.size()) << "served again once the drive reads";
 }
 
 /// Wraps every I/O engine the library makes: which drives each one read, its depth, and the most
@@ -193,11 +203,12 @@ class DriveProbe {
     size_t max_in_flight = 0;
   };
   explicit DriveProbe(std::vector<std::string> dirs) : dirs_(std::move(dirs)) {
-    set_io_engine_wrapper_for_testing([this](std::unique_ptr<IoEngine> inner) -> std::unique_ptr<IoEngine> {
-      std::lock_guard lock(mu_);
-      seen_.push_back(std::make_unique<Seen>());
-      return std::make_unique<Wrapped>(std::move(inner), *this, *seen_.back());
-    });
+    set_io_engine_wrapper_for_testing(
+        [this](std::unique_ptr<IoEngine> inner) -> std::unique_ptr<IoEngine> {
+          std::lock_guard lock(mu_);
+          seen_.push_back(std::make_unique<Seen>());
+          return std::make_unique<Wrapped>(std::move(inner), *this, *seen_.back());
+        });
   }
   ~DriveProbe() { set_io_engine_wrapper_for_testing({}); }
   std::vector<Seen> seen() {
@@ -257,7 +268,8 @@ TEST_F(DrivesEngineTest, RestoreReadsEachDriveThroughItsOwnShareOfStaging) {
     uint32_t slots = 0;
     for (const DriveProbe::Seen& engine : seen) {
       if (seen.size() > 1) {
-        EXPECT_EQ(engine.drives.size(), 1u) << "a pipeline of a read over several drives read more than one";
+        EXPECT_EQ(engine.drives.size(), 1u)
+            << "a pipeline of a read over several drives read more than one";
         // A read of fewer pieces than slots leases fewer; never more than its half of the 4.
         EXPECT_LE(engine.depth, 2u) << "4 MiB of staging in 1 MiB slots, shared by 2 drives";
         EXPECT_LE(engine.max_in_flight, engine.depth);

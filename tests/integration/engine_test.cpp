@@ -208,13 +208,15 @@ TEST_F(EngineTest, BadArgumentsAreClearErrors) {
   EXPECT_EQ(e->save(tokens, kv.view).error().code(), ErrorCode::kInvalidArgument);  // room for 10
   ChunkedKv wrong = kv.view;
   wrong.memory.size -= 8;
-  EXPECT_EQ(e->save(std::span(tokens).first(10), wrong).error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(e->save(std::span(tokens).first(10), wrong).error().code(),
+            ErrorCode::kInvalidArgument);
   // Host memory passed as CUDA memory: refused as unsupported without a GPU, as not device memory
   // with one; never dereferenced on the wrong side.
   ChunkedKv gpu = kv.view;
   gpu.memory.kind = MemoryKind::kCuda;
   const ErrorCode code = e->save(std::span(tokens).first(10), gpu).error().code();
-  EXPECT_TRUE(code == ErrorCode::kNotSupported || code == ErrorCode::kInvalidArgument) << static_cast<int>(code);
+  EXPECT_TRUE(code == ErrorCode::kNotSupported || code == ErrorCode::kInvalidArgument)
+      << static_cast<int>(code);
   save(*e, tokens);
   EXPECT_EQ(e->restore(tokens, kv.view).error().code(), ErrorCode::kInvalidArgument);
 }
@@ -236,7 +238,8 @@ TEST_F(EngineTest, RootThatIsAFileIsAnError) {
   { std::ofstream(file) << "x"; }
   auto e = Engine::open(testing::small_options(file, g_));
   ASSERT_FALSE(e.has_value());
-  EXPECT_NE(e.error().message().find("not a directory"), std::string::npos) << e.error().to_string();
+  EXPECT_NE(e.error().message().find("not a directory"), std::string::npos)
+      << e.error().to_string();
 }
 
 TEST_F(EngineTest, SecondEngineOnTheSameRankIsRefused) {
@@ -249,7 +252,8 @@ TEST_F(EngineTest, SecondEngineOnTheSameRankIsRefused) {
 
 TEST_F(EngineTest, TwoRanksWithDramTiersRestoreConcurrently) {
   std::vector<std::unique_ptr<Engine>> engines;
-  std::vector<KvGeometry> geometries = {testing::tiny_geometry(256, 0, 2), testing::tiny_geometry(256, 1, 2)};
+  std::vector<KvGeometry> geometries = {testing::tiny_geometry(256, 0, 2),
+                                        testing::tiny_geometry(256, 1, 2)};
   auto tokens = synthetic::tokens(70, 5000);
   for (const KvGeometry& g : geometries) {
     Options o = testing::small_options(dir_.str(), g);
@@ -267,7 +271,8 @@ TEST_F(EngineTest, TwoRanksWithDramTiersRestoreConcurrently) {
         HostKv out(geometries[i], tokens.size());
         auto r = engines[i]->restore(tokens, out.view);
         if (r && r->tokens_restored == tokens.size() &&
-            synthetic::first_mismatch(geometries[i], tokens, out.span(), tokens.size()) == tokens.size()) {
+            synthetic::first_mismatch(geometries[i], tokens, out.span(), tokens.size()) ==
+                tokens.size()) {
           ++exact;
         }
       });
@@ -291,7 +296,8 @@ TEST_F(EngineTest, HostBytesAreAccountedPerPath) {
     uint64_t dram_bytes;
     uint64_t read_factor;  // host traffic per byte read from the store files
   };
-  for (const Case& c : {Case{IoPath::kDirect, 0, 1}, Case{IoPath::kBuffered, 0, 3}, Case{IoPath::kDirect, 8 << 20, 0}}) {
+  for (const Case& c : {Case{IoPath::kDirect, 0, 1}, Case{IoPath::kBuffered, 0, 3},
+                        Case{IoPath::kDirect, 8 << 20, 0}}) {
     Options o = testing::small_options(dir_.str(), g_);
     o.io_path = c.path;
     o.dram_bytes = c.dram_bytes;

@@ -43,8 +43,9 @@ class FaultInjectionTest : public ::testing::Test {
     auto r = e.restore(tokens, kv.view);
     EXPECT_TRUE(testing::is_ok(r));
     if (!r) return 0;
-    EXPECT_EQ(synthetic::first_mismatch(g_, tokens.first(r->tokens_restored), kv.span(), tokens.size()),
-              r->tokens_restored);
+    EXPECT_EQ(
+        synthetic::first_mismatch(g_, tokens.first(r->tokens_restored), kv.span(), tokens.size()),
+        r->tokens_restored);
     if (out != nullptr) *out = *r;
     return r->tokens_restored;
   }
@@ -89,7 +90,9 @@ TEST_F(FaultInjectionTest, EnospcMidSegmentIsNoSpaceAndTheStoreStaysUsable) {
   auto e = open();
   ASSERT_OK(save(*e, a_));
   {
-    FaultScope faults([](const IoRequest& r, uint64_t call) { return Fault{r.write && call >= 2, 0, -ENOSPC}; });
+    FaultScope faults([](const IoRequest& r, uint64_t call) {
+      return Fault{r.write && call >= 2, 0, -ENOSPC};
+    });
     auto saved = save(*e, b_);
     ASSERT_FALSE(saved);
     EXPECT_EQ(saved.error().code(), ErrorCode::kNoSpace) << saved.error().to_string();
@@ -150,7 +153,9 @@ TEST_F(FaultInjectionTest, EioOnReadIsAMissThatDropsNothing) {
   ASSERT_OK(save(*e, a_));
   RestoreResult r;
   {
-    FaultScope faults([](const IoRequest& req, uint64_t call) { return Fault{!req.write && call >= 1, 0, -EIO}; });
+    FaultScope faults([](const IoRequest& req, uint64_t call) {
+      return Fault{!req.write && call >= 1, 0, -EIO};
+    });
     const uint64_t got = restored_exact(*e, a_, &r);
     EXPECT_LT(got, a_.size());
     EXPECT_FALSE(r.problem.empty());
@@ -188,7 +193,8 @@ TEST_F(FaultInjectionTest, StoreDirectoryWeMayNotEnterIsAPermissionError) {
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
-  if (WEXITSTATUS(status) == 10 || WEXITSTATUS(status) == 11) GTEST_SKIP() << "cannot drop privileges here";
+  if (WEXITSTATUS(status) == 10 || WEXITSTATUS(status) == 11)
+    GTEST_SKIP() << "cannot drop privileges here";
   EXPECT_EQ(WEXITSTATUS(status), 0) << "12: opened anyway; 13: another error code";
 }
 
@@ -225,12 +231,17 @@ TEST_F(FaultInjectionTest, StoreWeMayNotReachIsAPermissionErrorNamingThePath) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ::chmod(locked.c_str(), 0700);
   ASSERT_TRUE(WIFEXITED(status));
-  if (WEXITSTATUS(status) == 10 || WEXITSTATUS(status) == 11) GTEST_SKIP() << "cannot drop privileges here";
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "12: opened anyway; 13: another error code; 14: the path is not named";
+  if (WEXITSTATUS(status) == 10 || WEXITSTATUS(status) == 11)
+    GTEST_SKIP() << "cannot drop privileges here";
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "12: opened anyway; 13: another error code; 14: the path is not named";
 }
 
 TEST_F(FaultInjectionTest, StoreOfAnotherFormatVersionIsRefusedByName) {
-  { auto e = open(); ASSERT_OK(save(*e, a_)); }
+  {
+    auto e = open();
+    ASSERT_OK(save(*e, a_));
+  }
   const fs::path manifest = dir_.path() / "rank0of1" / "MANIFEST.json";
   std::ifstream in(manifest);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

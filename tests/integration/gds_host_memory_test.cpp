@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "synthetic.hpp"
 #include "host_session_test.hpp"
+#include "synthetic.hpp"
 #include "test_util.hpp"
 
 namespace kvtier {

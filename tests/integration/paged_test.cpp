@@ -85,7 +85,8 @@ TEST_P(PagedTest, SkippedBlocksAreVerifiedButNeverWritten) {
   testing::move_all(g_, paged, placed, back.data.get(), n, n, /*to_paged=*/false);
   EXPECT_TRUE(testing::restored_except_skipped(g_, back.data.get(), kv.data.get(), n, 160));
   // A save needs every token: skipping is refused there.
-  EXPECT_EQ((*e)->save(synthetic::tokens(9, n), paged.view).error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ((*e)->save(synthetic::tokens(9, n), paged.view).error().code(),
+            ErrorCode::kInvalidArgument);
 }
 
 TEST_P(PagedTest, BadBlockTablesAndShapesAreRefused) {

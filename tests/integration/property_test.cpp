@@ -64,8 +64,10 @@ void run_case(const PropertyCase& c) {
   ASSERT_OK(r);
   EXPECT_EQ(r->tokens_restored, c.tokens) << r->problem;
   EXPECT_EQ(r->checksum_misses, 0u) << "valid records dropped";
-  EXPECT_EQ(r->recheck_kept, 0u) << "a valid record failed its check on the data path (kept by the re-read)";
-  EXPECT_EQ(synthetic::first_mismatch(g, tokens, back.span(), c.capacity), c.tokens) << "restored bytes differ";
+  EXPECT_EQ(r->recheck_kept, 0u)
+      << "a valid record failed its check on the data path (kept by the re-read)";
+  EXPECT_EQ(synthetic::first_mismatch(g, tokens, back.span(), c.capacity), c.tokens)
+      << "restored bytes differ";
   EXPECT_EQ(e.lookup(tokens).value(), c.tokens);
 }
 
@@ -76,7 +78,8 @@ TEST(PropertyTest, EveryDrawnCaseRoundTripsByteExactOnTheHost) {
   for (uint64_t i = 0; i < lim.cases; ++i) {
     if (only >= 0 && static_cast<uint64_t>(only) != i) continue;
     const PropertyCase c = testing::draw_case(seed, i, lim);
-    SCOPED_TRACE(c.describe() + fmt::format(" | replay: KVTIER_TEST_SEED={} KVTIER_PROPERTY_CASE={}", seed, i));
+    SCOPED_TRACE(c.describe() +
+                 fmt::format(" | replay: KVTIER_TEST_SEED={} KVTIER_PROPERTY_CASE={}", seed, i));
     run_case(c);
     if (::testing::Test::HasFatalFailure()) return;
   }

@@ -45,7 +45,8 @@ class RecheckTest : public ::testing::TestWithParam<IoPath> {
     auto r = e.restore(tokens_, kv.view);
     EXPECT_TRUE(testing::is_ok(r));
     if (!r) return {};
-    EXPECT_EQ(synthetic::first_mismatch(g_, std::span(tokens_).first(r->tokens_restored), kv.span(), tokens_.size()),
+    EXPECT_EQ(synthetic::first_mismatch(g_, std::span(tokens_).first(r->tokens_restored), kv.span(),
+                                        tokens_.size()),
               r->tokens_restored);
     return *r;
   }
@@ -65,7 +66,8 @@ class RecheckTest : public ::testing::TestWithParam<IoPath> {
 FaultScope corrupt_chunk2_once(std::atomic<int>& injected) {
   return FaultScope([&injected](const IoRequest& r, uint64_t) {
     const uint64_t target = 2 * kRecord + 4096 + 777;
-    if (r.write || target < r.offset || target >= r.offset + r.length || injected.exchange(1) != 0) return Fault{};
+    if (r.write || target < r.offset || target >= r.offset + r.length || injected.exchange(1) != 0)
+      return Fault{};
     Fault f;
     f.inject = true;
     f.transfer = r.length;

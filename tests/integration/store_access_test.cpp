@@ -65,7 +65,7 @@ TEST_F(StoreAccessTest, StoreFilesArePrivateWhateverTheUmask) {
     }
     size_t files = 0;
     auto check = [&](const fs::path& p) {
-      struct stat st{};
+      struct stat st {};
       ASSERT_EQ(::lstat(p.c_str(), &st), 0) << p;
       const mode_t want = S_ISDIR(st.st_mode) ? 0700 : 0600;
       EXPECT_EQ(st.st_mode & 07777, want) << p << " is 0" << std::oct << (st.st_mode & 07777);
@@ -81,14 +81,20 @@ TEST_F(StoreAccessTest, StoreFilesArePrivateWhateverTheUmask) {
 // KVTIER_SEGMENT_BYTES) is refused by name; leaving it unset takes the store's.
 TEST_F(StoreAccessTest, SegmentSizeOtherThanTheStoresIsRefusedNamingBoth) {
   Options o = options();  // 16 MiB segments
-  { auto e = Engine::open(o); ASSERT_OK(e); ASSERT_OK(save(**e, synthetic::tokens(1, 1000))); }
+  {
+    auto e = Engine::open(o);
+    ASSERT_OK(e);
+    ASSERT_OK(save(**e, synthetic::tokens(1, 1000)));
+  }
   Options other = o;
   other.segment_bytes = uint64_t{8} << 20;
   auto refused = Engine::open(other);
   ASSERT_FALSE(refused.has_value());
   EXPECT_EQ(refused.error().code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(refused.error().message().find("16777216"), std::string::npos) << refused.error().to_string();
-  EXPECT_NE(refused.error().message().find("8388608"), std::string::npos) << refused.error().to_string();
+  EXPECT_NE(refused.error().message().find("16777216"), std::string::npos)
+      << refused.error().to_string();
+  EXPECT_NE(refused.error().message().find("8388608"), std::string::npos)
+      << refused.error().to_string();
 
   Options unset = o;
   unset.segment_bytes = 0;
@@ -128,7 +134,8 @@ class ReadOnlyView {
       return;
     }
     mounted_ = mount_point;
-    if (::mount(nullptr, mount_point.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0) {
+    if (::mount(nullptr, mount_point.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) !=
+        0) {
       skip = std::string("cannot make a bind mount read-only here: ") + std::strerror(errno);
       return;
     }
@@ -138,7 +145,8 @@ class ReadOnlyView {
     if (!mounted_.empty()) ::umount2(mounted_.c_str(), MNT_DETACH);
     if (chmodded_) {
       ::chmod(root_.c_str(), 0700);
-      for (const auto& entry : fs::recursive_directory_iterator(root_)) ::chmod(entry.path().c_str(), 0700);
+      for (const auto& entry : fs::recursive_directory_iterator(root_))
+        ::chmod(entry.path().c_str(), 0700);
     }
   }
   ReadOnlyView(const ReadOnlyView&) = delete;
@@ -149,7 +157,7 @@ class ReadOnlyView {
 
  private:
   static void chmod_minus_w(const fs::path& p) {
-    struct stat st{};
+    struct stat st {};
     if (::lstat(p.c_str(), &st) == 0) ::chmod(p.c_str(), st.st_mode & 07555);
   }
   fs::path root_;
@@ -161,7 +169,7 @@ class ReadOnlyView {
 std::map<std::string, std::pair<uintmax_t, int64_t>> snapshot(const fs::path& dir) {
   std::map<std::string, std::pair<uintmax_t, int64_t>> out;
   for (const auto& entry : fs::recursive_directory_iterator(dir)) {
-    struct stat st{};
+    struct stat st {};
     ::lstat(entry.path().c_str(), &st);
     out[entry.path().string()] = {static_cast<uintmax_t>(st.st_size),
                                   st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec};
@@ -176,7 +184,12 @@ TEST_F(StoreAccessTest, ReadOnlyStoreIsServedAndNeverWritten) {
   const auto a = synthetic::tokens(40, 3000);
   const auto b = synthetic::tokens(41, 700);
   const fs::path root = dir_.path() / "store";
-  { auto e = Engine::open(options()); ASSERT_OK(e); ASSERT_OK(save(**e, a)); ASSERT_OK(save(**e, b)); }
+  {
+    auto e = Engine::open(options());
+    ASSERT_OK(e);
+    ASSERT_OK(save(**e, a));
+    ASSERT_OK(save(**e, b));
+  }
   const auto before = snapshot(root);
   ReadOnlyView view(root, dir_.path() / "ro");
   if (!view.skip.empty()) GTEST_SKIP() << view.skip;
@@ -200,18 +213,21 @@ TEST_F(StoreAccessTest, ReadOnlyStoreIsServedAndNeverWritten) {
     auto saved = save(reader, synthetic::tokens(42, 500));
     ASSERT_FALSE(saved.has_value());
     EXPECT_EQ(saved.error().code(), ErrorCode::kPermission);
-    EXPECT_NE(saved.error().message().find("store opened read-only"), std::string::npos) << saved.error().to_string();
+    EXPECT_NE(saved.error().message().find("store opened read-only"), std::string::npos)
+        << saved.error().to_string();
     auto evicted = reader.evict(b);
     ASSERT_FALSE(evicted.has_value());
     EXPECT_EQ(evicted.error().code(), ErrorCode::kPermission);
-    EXPECT_NE(evicted.error().message().find("store opened read-only"), std::string::npos) << evicted.error().to_string();
+    EXPECT_NE(evicted.error().message().find("store opened read-only"), std::string::npos)
+        << evicted.error().to_string();
     EXPECT_EQ(reader.lookup(b).value_or(0), b.size());
 
     if (view.path != root) {  // the writable path to the same store: a writer must wait
       auto writer = Engine::open(options());
       ASSERT_FALSE(writer.has_value());
       EXPECT_EQ(writer.error().code(), ErrorCode::kLocked);
-      EXPECT_NE(writer.error().message().find("read-only"), std::string::npos) << writer.error().to_string();
+      EXPECT_NE(writer.error().message().find("read-only"), std::string::npos)
+          << writer.error().to_string();
     }
   }
   EXPECT_EQ(snapshot(root), before) << "a read-only open wrote to the store";
@@ -228,9 +244,14 @@ TEST_F(StoreAccessTest, ReadOnlyStoreIsServedAndNeverWritten) {
 TEST_F(StoreAccessTest, VerifyOnAReadOnlyStoreRefusesToDropWhatItFinds) {
   const auto a = synthetic::tokens(43, 1000);
   const fs::path root = dir_.path() / "store";
-  { auto e = Engine::open(options()); ASSERT_OK(e); ASSERT_OK(save(**e, a)); }
   {
-    std::fstream f(root / "rank0of1" / "seg-00000001.kvt", std::ios::in | std::ios::out | std::ios::binary);
+    auto e = Engine::open(options());
+    ASSERT_OK(e);
+    ASSERT_OK(save(**e, a));
+  }
+  {
+    std::fstream f(root / "rank0of1" / "seg-00000001.kvt",
+                   std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(4096 + 123);
     f.put('\x5a');
   }
@@ -241,7 +262,8 @@ TEST_F(StoreAccessTest, VerifyOnAReadOnlyStoreRefusesToDropWhatItFinds) {
   auto report = (*e)->verify();
   ASSERT_FALSE(report.has_value());
   EXPECT_EQ(report.error().code(), ErrorCode::kPermission);
-  EXPECT_NE(report.error().message().find("store opened read-only"), std::string::npos) << report.error().to_string();
+  EXPECT_NE(report.error().message().find("store opened read-only"), std::string::npos)
+      << report.error().to_string();
 }
 
 }  // namespace

@@ -60,8 +60,9 @@ class StoreCapacityKeptTest : public ::testing::Test {
     auto r = e.restore(tokens, kv.view);
     EXPECT_TRUE(testing::is_ok(r));
     if (!r) return 0;
-    EXPECT_EQ(synthetic::first_mismatch(g_, tokens.first(r->tokens_restored), kv.span(), tokens.size()),
-              r->tokens_restored);
+    EXPECT_EQ(
+        synthetic::first_mismatch(g_, tokens.first(r->tokens_restored), kv.span(), tokens.size()),
+        r->tokens_restored);
     return r->tokens_restored;
   }
   fs::path manifest() const { return dir_.path() / "rank0of1" / "MANIFEST.json"; }
@@ -87,7 +88,10 @@ class StoreCapacityKeptTest : public ::testing::Test {
 
 TEST_F(StoreCapacityKeptTest, ReopenedWithoutACapacityKeepsItsOwn) {
   const auto s = sessions(900, 5);
-  { auto e = open(kFour); for (int i = 0; i < 4; ++i) ASSERT_OK(save(*e, s[i])); }
+  {
+    auto e = open(kFour);
+    for (int i = 0; i < 4; ++i) ASSERT_OK(save(*e, s[i]));
+  }
   EXPECT_EQ(read_manifest().at("capacity_bytes").get<uint64_t>(), kFour);
   auto e = open(0);  // would be 64 GiB if the store forgot
   EXPECT_EQ(e->stats().capacity_bytes, kFour);
@@ -99,7 +103,10 @@ TEST_F(StoreCapacityKeptTest, ReopenedWithoutACapacityKeepsItsOwn) {
 }
 
 TEST_F(StoreCapacityKeptTest, TheEnvironmentCountsAsAskingAndUnsetKeepsTheStores) {
-  { auto e = open(kFour); ASSERT_OK(save(*e, synthetic::tokens(910, 1000))); }
+  {
+    auto e = open(kFour);
+    ASSERT_OK(save(*e, synthetic::tokens(910, 1000)));
+  }
   ASSERT_EQ(::setenv("KVTIER_CAPACITY_BYTES", "33M", 1), 0);
   {
     auto e = open(0);
@@ -115,7 +122,10 @@ TEST_F(StoreCapacityKeptTest, TheEnvironmentCountsAsAskingAndUnsetKeepsTheStores
 // first save takes it, says so, keeps it, and evicts down to it.
 TEST_F(StoreCapacityKeptTest, AnotherCapacityIsSaidAndTakenAtTheFirstSaveOnly) {
   const auto s = sessions(920, 5);
-  { auto e = open(kFour); for (int i = 0; i < 4; ++i) ASSERT_OK(save(*e, s[i])); }
+  {
+    auto e = open(kFour);
+    for (int i = 0; i < 4; ++i) ASSERT_OK(save(*e, s[i]));
+  }
   const std::string before = read_manifest().dump();
   {
     auto reader = open(kTwo);
@@ -144,7 +154,10 @@ TEST_F(StoreCapacityKeptTest, AnotherCapacityIsSaidAndTakenAtTheFirstSaveOnly) {
 }
 
 TEST_F(StoreCapacityKeptTest, ACapacityTooSmallForTheStoreIsRefusedAtOpen) {
-  { auto e = open(kFour); ASSERT_OK(save(*e, synthetic::tokens(930, 1000))); }
+  {
+    auto e = open(kFour);
+    ASSERT_OK(save(*e, synthetic::tokens(930, 1000)));
+  }
   auto e = Engine::open(options(8 * kMiB));
   ASSERT_FALSE(e.has_value());
   EXPECT_EQ(e.error().code(), ErrorCode::kInvalidArgument) << e.error().to_string();
@@ -155,7 +168,10 @@ TEST_F(StoreCapacityKeptTest, ACapacityTooSmallForTheStoreIsRefusedAtOpen) {
 // asked for (the default when none is), and learns it at the first save.
 TEST_F(StoreCapacityKeptTest, AManifestWithoutACapacityOpensAndLearnsOneAtTheFirstSave) {
   const auto a = synthetic::tokens(940, 3000);
-  { auto e = open(kFour); ASSERT_OK(save(*e, a)); }
+  {
+    auto e = open(kFour);
+    ASSERT_OK(save(*e, a));
+  }
   nlohmann::json old = read_manifest();
   old.erase("capacity_bytes");
   std::ofstream(manifest()) << old.dump(2) << "\n";
@@ -165,7 +181,10 @@ TEST_F(StoreCapacityKeptTest, AManifestWithoutACapacityOpensAndLearnsOneAtTheFir
     EXPECT_EQ(restored(*e, a), a.size());
   }
   EXPECT_FALSE(read_manifest().contains("capacity_bytes")) << "an engine that only read wrote it";
-  { auto e = open(kTwo); ASSERT_OK(save(*e, synthetic::tokens(941, 1000))); }
+  {
+    auto e = open(kTwo);
+    ASSERT_OK(save(*e, synthetic::tokens(941, 1000)));
+  }
   EXPECT_EQ(read_manifest().at("capacity_bytes").get<uint64_t>(), kTwo);
   auto e = open(0);
   EXPECT_EQ(e->stats().capacity_bytes, kTwo);

@@ -12,8 +12,8 @@
 #include <set>
 #include <thread>
 
-#include "synthetic.hpp"
 #include "host_session_test.hpp"
+#include "synthetic.hpp"
 #include "test_util.hpp"
 
 namespace kvtier {
@@ -42,8 +42,14 @@ TEST_F(StoreCapacityTest, RefusedOversizedSaveEvictsNothing) {
   const auto a = synthetic::tokens(7, 3000);
   const auto b = synthetic::tokens(1, 20000);
   const auto big = synthetic::tokens(2, 70000);
-  { auto e = open(options()); ASSERT_OK(save(*e, a)); }
-  { auto e = open(options()); ASSERT_OK(save(*e, b)); }
+  {
+    auto e = open(options());
+    ASSERT_OK(save(*e, a));
+  }
+  {
+    auto e = open(options());
+    ASSERT_OK(save(*e, b));
+  }
   {
     auto e = open(options());
     auto r = save(*e, big);
@@ -72,13 +78,21 @@ Options four_segments(Options o) {
 TEST_F(StoreCapacityTest, RestoredSessionOutlivesLaterSavesAcrossReopens) {
   const Options o = four_segments(options());
   std::vector<std::vector<Token>> s;
-  for (uint64_t seed = 0; seed < 5; ++seed) s.push_back(synthetic::tokens(600 + seed, kSegmentSession));
+  for (uint64_t seed = 0; seed < 5; ++seed)
+    s.push_back(synthetic::tokens(600 + seed, kSegmentSession));
   for (int i = 0; i < 4; ++i) {
     auto e = open(o);
     ASSERT_OK(save(*e, s[i]));
   }
-  { auto e = open(o); ASSERT_EQ(restored(*e, s[0]), s[0].size()); }
-  { auto e = open(o); ASSERT_OK(save(*e, s[4])); EXPECT_EQ(e->stats().evicted_segments, 1u); }
+  {
+    auto e = open(o);
+    ASSERT_EQ(restored(*e, s[0]), s[0].size());
+  }
+  {
+    auto e = open(o);
+    ASSERT_OK(save(*e, s[4]));
+    EXPECT_EQ(e->stats().evicted_segments, 1u);
+  }
   auto e = open(o);
   EXPECT_EQ(restored(*e, s[0]), s[0].size()) << "the restored session was evicted as if never used";
   EXPECT_EQ(*e->lookup(s[1]), 0u) << "the least recently used session should have gone";
@@ -91,11 +105,21 @@ TEST_F(StoreCapacityTest, RestoredSessionOutlivesLaterSavesAcrossReopens) {
 TEST_F(StoreCapacityTest, RecencySurvivesTheCheckpointThatReplacesTheJournal) {
   const Options o = four_segments(options());
   std::vector<std::vector<Token>> s;
-  for (uint64_t seed = 0; seed < 5; ++seed) s.push_back(synthetic::tokens(700 + seed, kSegmentSession));
+  for (uint64_t seed = 0; seed < 5; ++seed)
+    s.push_back(synthetic::tokens(700 + seed, kSegmentSession));
   const auto lost = synthetic::tokens(799, 3 * 256);
-  for (int i = 0; i < 3; ++i) { auto e = open(o); ASSERT_OK(save(*e, s[i])); }
-  { auto e = open(o); ASSERT_OK(save(*e, lost)); }  // alone in the fourth segment
-  { auto e = open(o); ASSERT_EQ(restored(*e, s[0]), s[0].size()); }
+  for (int i = 0; i < 3; ++i) {
+    auto e = open(o);
+    ASSERT_OK(save(*e, s[i]));
+  }
+  {
+    auto e = open(o);
+    ASSERT_OK(save(*e, lost));
+  }  // alone in the fourth segment
+  {
+    auto e = open(o);
+    ASSERT_EQ(restored(*e, s[0]), s[0].size());
+  }
   std::vector<fs::path> segments;
   for (const auto& entry : fs::directory_iterator(dir_.path() / "rank0of1")) {
     if (entry.path().extension() == ".kvt") segments.push_back(entry.path());
@@ -106,10 +130,18 @@ TEST_F(StoreCapacityTest, RecencySurvivesTheCheckpointThatReplacesTheJournal) {
   {
     auto e = open(o);
     EXPECT_GT(e->stats().dropped_at_open, 0u);
-    EXPECT_EQ(fs::file_size(dir_.path() / "rank0of1" / "index.journal"), 0u) << "no checkpoint was taken";
+    EXPECT_EQ(fs::file_size(dir_.path() / "rank0of1" / "index.journal"), 0u)
+        << "no checkpoint was taken";
   }
-  { auto e = open(o); ASSERT_OK(save(*e, s[3])); }
-  { auto e = open(o); ASSERT_OK(save(*e, s[4])); EXPECT_EQ(e->stats().evicted_segments, 1u); }
+  {
+    auto e = open(o);
+    ASSERT_OK(save(*e, s[3]));
+  }
+  {
+    auto e = open(o);
+    ASSERT_OK(save(*e, s[4]));
+    EXPECT_EQ(e->stats().evicted_segments, 1u);
+  }
   auto e = open(o);
   EXPECT_EQ(restored(*e, s[0]), s[0].size()) << "the use recorded before the checkpoint was lost";
   EXPECT_EQ(*e->lookup(s[1]), 0u);
@@ -126,7 +158,7 @@ TEST_F(StoreCapacityTest, EvictionFollowsUseOrderAcrossReopensAndCheckpoints) {
   const fs::path checkpoint = dir_.path() / "rank0of1" / "index.ckpt";
   std::set<ino_t> checkpoints;  // each one is a new file renamed into place
   for (int op = 0; op < 60; ++op) {
-    struct stat st{};
+    struct stat st {};
     if (::stat(checkpoint.c_str(), &st) == 0) checkpoints.insert(st.st_ino);
     auto e = open(o);
     if (resident.size() < 4 || rng() % 2 == 0) {
@@ -144,7 +176,8 @@ TEST_F(StoreCapacityTest, EvictionFollowsUseOrderAcrossReopensAndCheckpoints) {
     }
   }
   // The first open's checkpoint, then at least one compaction (20+ saves of 63 journal entries).
-  EXPECT_GE(checkpoints.size(), 2u) << "the journal was never compacted: the test checks less than it says";
+  EXPECT_GE(checkpoints.size(), 2u)
+      << "the journal was never compacted: the test checks less than it says";
   auto e = open(o);
   EXPECT_EQ(e->stats().records, resident.size() * 63);
   for (uint64_t seed : resident) {
@@ -155,7 +188,7 @@ TEST_F(StoreCapacityTest, EvictionFollowsUseOrderAcrossReopensAndCheckpoints) {
 /// What `du` counts: st_blocks of `path` and of everything under it. Entries that vanish while it
 /// walks (the store deletes files as it works) count as nothing.
 uint64_t disk_usage(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return 0;
   uint64_t total = static_cast<uint64_t>(st.st_blocks) * 512;
   if (!S_ISDIR(st.st_mode)) return total;
@@ -188,7 +221,7 @@ uint64_t check_disk_usage_stays_within(const Options& o, const KvGeometry& g) {
   uint64_t over = 0, evicted = 0, most_segments = 0;
   std::set<ino_t> checkpoints;  // each one is a new file renamed into place
   for (int op = 0; op < 40 && over < 3; ++op) {
-    struct stat st{};
+    struct stat st {};
     if (::stat((root + "/rank0of1/index.ckpt").c_str(), &st) == 0) checkpoints.insert(st.st_ino);
     auto e = Engine::open(o);
     if (!e) {
@@ -230,7 +263,8 @@ TEST_F(StoreCapacityTest, StoreOnDiskNeverExceedsItsCapacity) {
 TEST_F(StoreCapacityTest, StoreOnDiskNeverExceedsATightCapacity) {
   Options o = options();
   o.capacity_bytes = 3 * (uint64_t{16} << 20) + (uint64_t{132} << 10);
-  EXPECT_EQ(check_disk_usage_stays_within(o, g_), 3u) << "the capacity is not as tight as the test means";
+  EXPECT_EQ(check_disk_usage_stays_within(o, g_), 3u)
+      << "the capacity is not as tight as the test means";
 }
 
 }  // namespace

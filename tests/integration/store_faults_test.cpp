@@ -7,10 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <linux/magic.h>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <linux/magic.h>
 
 #include "crash_workload.hpp"
 #include "store/index_log.hpp"
@@ -42,8 +42,9 @@ class StoreFaultTest : public ::testing::Test {
     auto r = e.restore(tokens, kv.view);
     EXPECT_TRUE(testing::is_ok(r));
     if (!r) return {};
-    EXPECT_EQ(synthetic::first_mismatch(g_, tokens.first(r->tokens_restored), kv.span(), tokens.size()),
-              r->tokens_restored);
+    EXPECT_EQ(
+        synthetic::first_mismatch(g_, tokens.first(r->tokens_restored), kv.span(), tokens.size()),
+        r->tokens_restored);
     return *r;
   }
   std::vector<fs::path> segment_files() const {
@@ -72,7 +73,10 @@ constexpr uint64_t kRecord = 4096 + 256 * 1024;
 
 TEST_F(StoreFaultTest, FlippedPayloadBitIsAMissAndTheRecordIsDropped) {
   auto tokens = synthetic::tokens(1, 1024);
-  { auto e = open(options()); save(*e, tokens); }
+  {
+    auto e = open(options());
+    save(*e, tokens);
+  }
   flip_byte(segment_files()[0], 2 * kRecord + 4096 + 777);  // payload of chunk 2
   auto e = open(options());
   RestoreResult r = restore_checked(*e, tokens);
@@ -85,7 +89,10 @@ TEST_F(StoreFaultTest, FlippedPayloadBitIsAMissAndTheRecordIsDropped) {
 
 TEST_F(StoreFaultTest, FlippedHeaderBitIsAMiss) {
   auto tokens = synthetic::tokens(2, 1024);
-  { auto e = open(options()); save(*e, tokens); }
+  {
+    auto e = open(options());
+    save(*e, tokens);
+  }
   flip_byte(segment_files()[0], kRecord + 20);  // key of chunk 1's header
   auto e = open(options());
   RestoreResult r = restore_checked(*e, tokens);
@@ -95,7 +102,10 @@ TEST_F(StoreFaultTest, FlippedHeaderBitIsAMiss) {
 
 TEST_F(StoreFaultTest, VerifyFindsAndDropsCorruptRecords) {
   auto tokens = synthetic::tokens(3, 2048);
-  { auto e = open(options()); save(*e, tokens); }
+  {
+    auto e = open(options());
+    save(*e, tokens);
+  }
   flip_byte(segment_files()[0], 5 * kRecord + 4096 + 12345);
   auto e = open(options());
   auto report = e->verify({});
@@ -109,7 +119,10 @@ TEST_F(StoreFaultTest, VerifyFindsAndDropsCorruptRecords) {
 
 TEST_F(StoreFaultTest, TruncatedSegmentDropsWhatItLostAndServesTheRest) {
   auto tokens = synthetic::tokens(4, 2048);
-  { auto e = open(options()); save(*e, tokens); }
+  {
+    auto e = open(options());
+    save(*e, tokens);
+  }
   fs::resize_file(segment_files()[0], 3 * kRecord + 1000);
   auto e = open(options());
   EXPECT_EQ(e->stats().dropped_at_open, 5u);
@@ -120,7 +133,11 @@ TEST_F(StoreFaultTest, DeletedSegmentIsForgottenAtOpen) {
   Options o = options();
   auto a = synthetic::tokens(5, 40 * 256);  // 10 MB each: two sessions need two 16 MiB segments
   auto b = synthetic::tokens(6, 40 * 256);
-  { auto e = open(o); save(*e, a); save(*e, b); }
+  {
+    auto e = open(o);
+    save(*e, a);
+    save(*e, b);
+  }
   auto files = segment_files();
   ASSERT_GE(files.size(), 2u);
   fs::remove(files.back());  // b's tail lived there; all of a and b's head are in the first
@@ -134,7 +151,10 @@ TEST_F(StoreFaultTest, DeletedSegmentIsForgottenAtOpen) {
 
 TEST_F(StoreFaultTest, CorruptCheckpointIsRebuiltFromSegmentHeaders) {
   auto tokens = synthetic::tokens(7, 1500);
-  { auto e = open(options()); save(*e, tokens); }
+  {
+    auto e = open(options());
+    save(*e, tokens);
+  }
   { std::ofstream(dir_.str() + "/rank0of1/index.ckpt") << "KVTCKPT1 but not really a checkpoint"; }
   auto e = open(options());
   EXPECT_EQ(e->stats().recovered_records, 6u);
@@ -144,7 +164,11 @@ TEST_F(StoreFaultTest, CorruptCheckpointIsRebuiltFromSegmentHeaders) {
 TEST_F(StoreFaultTest, JournalDamagedMidwayIsRebuiltFromSegmentHeaders) {
   auto a = synthetic::tokens(8, 1500);
   auto b = synthetic::tokens(9, 1500);
-  { auto e = open(options()); save(*e, a); save(*e, b); }
+  {
+    auto e = open(options());
+    save(*e, a);
+    save(*e, b);
+  }
   flip_byte(dir_.str() + "/rank0of1/index.journal", 30);  // inside the first entry
   auto e = open(options());
   EXPECT_EQ(restore_checked(*e, a).tokens_restored, 1500u);
@@ -157,7 +181,10 @@ TEST_F(StoreFaultTest, JournalDamagedMidwayIsRebuiltFromSegmentHeaders) {
 TEST_F(StoreFaultTest, SegmentIdOfAnEvictedSegmentIsNeverReused) {
   auto a = synthetic::tokens(30, 1000);
   auto b = synthetic::tokens(31, 70 * 256);  // more than one 16 MiB segment holds (63 chunks)
-  { auto e = open(options()); save(*e, a); }
+  {
+    auto e = open(options());
+    save(*e, a);
+  }
   ASSERT_EQ(segment_files().size(), 1u);
   {
     const std::string dir = dir_.str() + "/rank0of1";
@@ -166,7 +193,10 @@ TEST_F(StoreFaultTest, SegmentIdOfAnEvictedSegmentIsNeverReused) {
     JournalEntry drop{JournalOp::kDropSegment, {}, 2};
     ASSERT_OK(journal->append(std::span(&drop, 1)));
   }
-  { auto e = open(options()); save(*e, b); }  // b's tail goes into a second segment
+  {
+    auto e = open(options());
+    save(*e, b);
+  }  // b's tail goes into a second segment
   auto e = open(options());
   EXPECT_EQ(e->stats().dropped_at_open, 0u);
   EXPECT_EQ(restore_checked(*e, b).tokens_restored, b.size());
@@ -221,7 +251,8 @@ TEST_F(StoreFaultTest, EvictingASegmentDropsOnlyTheRecordsStillInIt) {
   EXPECT_EQ(restore_checked(*e, a).tokens_restored, a.size());
   const Stats live = e->stats();
   e.reset();
-  auto reopened = open(o);  // the index as the journal rebuilds it agrees with the one kept in memory
+  auto reopened =
+      open(o);  // the index as the journal rebuilds it agrees with the one kept in memory
   EXPECT_EQ(reopened->stats().records, live.records);
   EXPECT_EQ(reopened->stats().live_bytes, live.live_bytes);
   EXPECT_EQ(restore_checked(*reopened, a).tokens_restored, a.size());
@@ -281,11 +312,13 @@ Stats round_trip_on(const std::string& root) {
 }
 
 TEST(StoreFallback, TmpfsGetsODirectOnlyWhereTheKernelAllowsIt) {
-  struct statfs st{};
-  if (::statfs("/dev/shm", &st) != 0 || st.f_type != TMPFS_MAGIC) GTEST_SKIP() << "no tmpfs at /dev/shm";
+  struct statfs st {};
+  if (::statfs("/dev/shm", &st) != 0 || st.f_type != TMPFS_MAGIC)
+    GTEST_SKIP() << "no tmpfs at /dev/shm";
   testing::TempDir dir(fs::path("/dev/shm"));
   Stats s = round_trip_on(dir.str());
-  // tmpfs takes O_DIRECT since Linux 6.6 and refuses it before; either way the engine must say which.
+  // tmpfs takes O_DIRECT since Linux 6.6 and refuses it before; either way the engine must say
+  // which.
   if (s.io_fallback.empty()) {
     EXPECT_NE(s.io_engine.find("O_DIRECT"), std::string::npos) << s.io_engine;
   } else {
@@ -313,7 +346,8 @@ class RamfsMount {
 
 TEST(StoreFallback, FilesystemRefusingODirectFallsBackToBufferedAndSaysSo) {
   RamfsMount ramfs;
-  if (!ramfs.mounted()) GTEST_SKIP() << "cannot mount a ramfs here (needs root): " << std::strerror(errno);
+  if (!ramfs.mounted())
+    GTEST_SKIP() << "cannot mount a ramfs here (needs root): " << std::strerror(errno);
   Stats s = round_trip_on(ramfs.str());
   EXPECT_NE(s.io_fallback.find("O_DIRECT refused"), std::string::npos) << s.io_fallback;
   EXPECT_NE(s.io_engine.find("buffered"), std::string::npos) << s.io_engine;

@@ -45,7 +45,8 @@ TEST(Stress, SixteenThreadsMixingEveryOperationKeepTheInvariants) {
   const char* env = std::getenv("KVTIER_STRESS_SECONDS");
   const double seconds = env != nullptr ? std::atof(env) : 3.0;
   const auto stop_at = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  std::atomic<uint64_t> saves{0}, lookups{0}, restores{0}, evicts{0}, torn{0}, over_capacity{0}, errors{0};
+  std::atomic<uint64_t> saves{0}, lookups{0}, restores{0}, evicts{0}, torn{0}, over_capacity{0},
+      errors{0};
   std::atomic<uint64_t> restored_tokens{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 16; ++t) {
@@ -76,7 +77,9 @@ TEST(Stress, SixteenThreadsMixingEveryOperationKeepTheInvariants) {
               break;
             }
             const uint64_t n = res->tokens_restored;
-            if (synthetic::first_mismatch(g, std::span(tokens).first(n), kv.span(), tokens.size()) != n) ++torn;
+            if (synthetic::first_mismatch(g, std::span(tokens).first(n), kv.span(),
+                                          tokens.size()) != n)
+              ++torn;
             restored_tokens += n;
             break;
           }
@@ -99,16 +102,18 @@ TEST(Stress, SixteenThreadsMixingEveryOperationKeepTheInvariants) {
   EXPECT_EQ(s.lookups, lookups.load());
   EXPECT_EQ(s.restores, restores.load());
   EXPECT_EQ(s.checksum_misses, 0u);
-  EXPECT_GT(restored_tokens.load(), 0u) << "the mix never restored anything: the test proves nothing";
+  EXPECT_GT(restored_tokens.load(), 0u)
+      << "the mix never restored anything: the test proves nothing";
   EXPECT_GT(s.evicted_segments + s.evicted_records, 0u);
   auto report = e.verify();
   ASSERT_OK(report);
   EXPECT_EQ(report->corrupt_records, 0u);
-  std::printf("stress: %.1f s, %llu saves, %llu lookups, %llu restores (%llu tokens), %llu evicts, "
-              "%llu segments evicted\n",
-              seconds, (unsigned long long)saves.load(), (unsigned long long)lookups.load(),
-              (unsigned long long)restores.load(), (unsigned long long)restored_tokens.load(),
-              (unsigned long long)evicts.load(), (unsigned long long)s.evicted_segments);
+  std::printf(
+      "stress: %.1f s, %llu saves, %llu lookups, %llu restores (%llu tokens), %llu evicts, "
+      "%llu segments evicted\n",
+      seconds, (unsigned long long)saves.load(), (unsigned long long)lookups.load(),
+      (unsigned long long)restores.load(), (unsigned long long)restored_tokens.load(),
+      (unsigned long long)evicts.load(), (unsigned long long)s.evicted_segments);
 }
 
 }  // namespace

@@ -24,8 +24,8 @@ TEST(RemoteCluster, SeededValuesOfManySizesRoundTripByteExactAcrossShards) {
   auto client = ClusterClient::create(config_for(**cluster, kPassword));
   ASSERT_OK(client);
   EXPECT_FALSE((*client)->standalone());
-  const Dataset data = make_dataset(test_seed(), 150, {0, 1, 4095, 4096, 4097, (4u << 20) + 3, 1u << 20},
-                                    2u << 20);
+  const Dataset data =
+      make_dataset(test_seed(), 150, {0, 1, 4095, 4096, 4097, (4u << 20) + 3, 1u << 20}, 2u << 20);
   const auto stored = tally((*client)->set(data.keys, data.spans(), 0ms));
   ASSERT_EQ(stored.done, data.keys.size());
 
@@ -82,8 +82,8 @@ TEST(RemoteCluster, StandaloneServerServesEverySlot) {
 }
 
 TEST(RemoteCluster, WrongOrMissingPasswordIsAClearErrorThatNeverShowsThePassword) {
-  auto server = RedisCluster::start({.masters = 1, .replicas_per_master = 0, .cluster = false,
-                                     .password = kPassword});
+  auto server = RedisCluster::start(
+      {.masters = 1, .replicas_per_master = 0, .cluster = false, .password = kPassword});
   ASSERT_OK(server);
   auto wrong = ClusterClient::create(config_for(**server, "not-the-password"));
   ASSERT_FALSE(wrong.has_value());
@@ -121,8 +121,8 @@ TEST(RemoteCluster, FollowsAskDuringAMigrationAndMovedAfterIt) {
   auto& c = **cluster;
   ASSERT_EQ(c.cli(target.port, {"cluster", "setslot", s, "importing", source->id}).exit_code, 0);
   ASSERT_EQ(c.cli(source->port, {"cluster", "setslot", s, "migrating", target.id}).exit_code, 0);
-  const auto migrate = c.cli(source->port, {"migrate", "127.0.0.1", std::to_string(target.port), data.keys[0],
-                                            "0", "5000"});
+  const auto migrate = c.cli(source->port, {"migrate", "127.0.0.1", std::to_string(target.port),
+                                            data.keys[0], "0", "5000"});
   ASSERT_NE(migrate.output.find("OK"), std::string::npos) << migrate.output;
 
   Checker checker(data);

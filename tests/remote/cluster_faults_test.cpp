@@ -51,9 +51,11 @@ TEST(RemoteClusterFaults, MasterKilledMidLoopGivesNoWrongBytesAndReadsResumeAfte
     }
     if (failed_over && t.done == data.keys.size()) ++full_rounds_after;
   }
-  std::printf("failover: %zu rounds, %zu key reads failed (misses), counters refreshes=%llu connects=%llu\n",
-              rounds, failed, static_cast<unsigned long long>((*client)->counters().refreshes),
-              static_cast<unsigned long long>((*client)->counters().connects));
+  std::printf(
+      "failover: %zu rounds, %zu key reads failed (misses), counters refreshes=%llu "
+      "connects=%llu\n",
+      rounds, failed, static_cast<unsigned long long>((*client)->counters().refreshes),
+      static_cast<unsigned long long>((*client)->counters().connects));
   EXPECT_EQ(checker.wrong(), 0u);
   EXPECT_EQ(checker.duplicates(), 0u);
   EXPECT_EQ(absent, 0u);  // a failover loses no replicated key
@@ -74,7 +76,8 @@ TEST(RemoteClusterFaults, UnreachableClusterAtStartIsAQuickCleanError) {
   auto client = ClusterClient::create(config);
   ASSERT_FALSE(client.has_value());
   EXPECT_EQ(client.error().code(), ErrorCode::kIo) << client.error().to_string();
-  EXPECT_NE(client.error().message().find("no node reachable"), std::string::npos) << client.error().message();
+  EXPECT_NE(client.error().message().find("no node reachable"), std::string::npos)
+      << client.error().message();
   EXPECT_LT(Clock::now() - start, 2s);
 }
 

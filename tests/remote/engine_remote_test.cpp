@@ -95,11 +95,14 @@ TEST(EngineRemote, NodeBRestoresNodeASessionsByteExactForSeveralGeometries) {
     uint32_t chunk, rank, world;
     uint64_t tokens;
   };
-  const Case cases[] = {{16, 0, 1, 1}, {64, 0, 1, 1000}, {256, 1, 2, 3000 + rng() % 2000}, {64, 0, 2, 64 * 7},
+  const Case cases[] = {{16, 0, 1, 1},
+                        {64, 0, 1, 1000},
+                        {256, 1, 2, 3000 + rng() % 2000},
+                        {64, 0, 2, 64 * 7},
                         {128, 0, 1, 1 + rng() % 5000}};
   for (const Case& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "chunk " << c.chunk << " rank " << c.rank << "/" << c.world << " tokens "
-                                      << c.tokens);
+    SCOPED_TRACE(::testing::Message() << "chunk " << c.chunk << " rank " << c.rank << "/" << c.world
+                                      << " tokens " << c.tokens);
     const KvGeometry g = testing::tiny_geometry(c.chunk, c.rank, c.world);
     TempDir dir_a, dir_b;
     auto a = Engine::open(node_options(dir_a, g, (*cluster)->seeds()));
@@ -109,12 +112,14 @@ TEST(EngineRemote, NodeBRestoresNodeASessionsByteExactForSeveralGeometries) {
     const Session s = make_session(g, rng(), c.tokens);
     auto saved = (*a)->save(s.tokens, s.kv->view);
     ASSERT_OK(saved);
-    ASSERT_TRUE(wait_for(**a, &Stats::remote_writes, saved->chunks_written)) << (*a)->stats().remote;
+    ASSERT_TRUE(wait_for(**a, &Stats::remote_writes, saved->chunks_written))
+        << (*a)->stats().remote;
 
     testing::HostKv out(g, c.tokens);
     auto restored = (*b)->restore(s.tokens, out.view);
     ASSERT_OK(restored);
-    EXPECT_EQ(restored->tokens_restored, c.tokens) << restored->problem << " / " << (*b)->stats().remote;
+    EXPECT_EQ(restored->tokens_restored, c.tokens)
+        << restored->problem << " / " << (*b)->stats().remote;
     EXPECT_EQ(synthetic::first_mismatch(g, s.tokens, out.span(), c.tokens), c.tokens);
     EXPECT_EQ((*b)->stats().remote_hits, saved->chunks_written);
     EXPECT_EQ((*b)->stats().remote, "ok");
@@ -152,15 +157,21 @@ TEST(EngineRemote, FlippedTruncatedOrForeignValuesAreMissesNeverWrongBytes) {
   std::vector<std::string> names;
   for (const Key128& k : keys) names.push_back(remote_key(k));
   std::vector<std::string> values(names.size());
-  ASSERT_EQ(remote::testing::tally((*client)->get(names, [&](size_t i, std::span<const std::byte> v) {
-              values[i].assign(reinterpret_cast<const char*>(v.data()), v.size());
-            })).done, names.size());
+  ASSERT_EQ(remote::testing::tally((*client)->get(names,
+                                                  [&](size_t i, std::span<const std::byte> v) {
+                                                    values[i].assign(
+                                                        reinterpret_cast<const char*>(v.data()),
+                                                        v.size());
+                                                  }))
+                .done,
+            names.size());
 
   // Chunk 5: one payload byte changed with SETRANGE (through redis-cli, following redirections).
   const size_t offset = 4096 + 777;
   const char flipped = static_cast<char>(values[5][offset] ^ 0x5a);
-  const auto setrange = (*cluster)->cli((*cluster)->ports()[0], {"-c", "setrange", names[5], std::to_string(offset),
-                                                                 std::string(1, flipped)});
+  const auto setrange = (*cluster)->cli(
+      (*cluster)->ports()[0],
+      {"-c", "setrange", names[5], std::to_string(offset), std::string(1, flipped)});
   ASSERT_EQ(setrange.exit_code, 0) << setrange.output;
   auto restore_b = [&](uint64_t want_tokens) {
     TempDir dir;
@@ -170,7 +181,8 @@ TEST(EngineRemote, FlippedTruncatedOrForeignValuesAreMissesNeverWrongBytes) {
     auto r = (*b)->restore(s.tokens, out.view);
     ASSERT_OK(r);
     EXPECT_EQ(r->tokens_restored, want_tokens);
-    EXPECT_EQ(synthetic::first_mismatch(g, std::span(s.tokens).first(want_tokens), out.span(), n), want_tokens);
+    EXPECT_EQ(synthetic::first_mismatch(g, std::span(s.tokens).first(want_tokens), out.span(), n),
+              want_tokens);
     EXPECT_EQ((*b)->stats().remote_rejected, 1u);
     // Only what verified reaches B's own store.
     ASSERT_TRUE(wait_for(**b, &Stats::remote_promoted, want_tokens / 64));
@@ -183,7 +195,10 @@ TEST(EngineRemote, FlippedTruncatedOrForeignValuesAreMissesNeverWrongBytes) {
   const std::string truncated = values[3].substr(0, values[3].size() - 100);
   const std::string_view truncated_view = truncated;
   const std::span<const std::byte> truncated_bytes = std::as_bytes(std::span(truncated_view));
-  ASSERT_EQ(remote::testing::tally((*client)->set(std::span(&names[3], 1), std::span(&truncated_bytes, 1), 0ms)).done, 1u);
+  ASSERT_EQ(remote::testing::tally(
+                (*client)->set(std::span(&names[3], 1), std::span(&truncated_bytes, 1), 0ms))
+                .done,
+            1u);
   restore_b(64 * 3);
 
   // Chunk 1: a record of another geometry (rank 1 of 2) under this key.
@@ -194,14 +209,22 @@ TEST(EngineRemote, FlippedTruncatedOrForeignValuesAreMissesNeverWrongBytes) {
   const Session t = make_session(other, test_seed() + 7, 64);
   ASSERT_OK((*c)->save(t.tokens, t.kv->view));
   ASSERT_TRUE(wait_for(**c, &Stats::remote_writes, 1));
-  const std::string foreign_name = remote_key(chain_keys(namespace_key(other, ""), t.tokens, 64)[0]);
+  const std::string foreign_name =
+      remote_key(chain_keys(namespace_key(other, ""), t.tokens, 64)[0]);
   std::string foreign;
-  ASSERT_EQ(remote::testing::tally((*client)->get(std::span(&foreign_name, 1), [&](size_t, std::span<const std::byte> v) {
-              foreign.assign(reinterpret_cast<const char*>(v.data()), v.size());
-            })).done, 1u);
+  ASSERT_EQ(remote::testing::tally(
+                (*client)->get(std::span(&foreign_name, 1),
+                               [&](size_t, std::span<const std::byte> v) {
+                                 foreign.assign(reinterpret_cast<const char*>(v.data()), v.size());
+                               }))
+                .done,
+            1u);
   const std::string_view foreign_view = foreign;
   const std::span<const std::byte> foreign_bytes = std::as_bytes(std::span(foreign_view));
-  ASSERT_EQ(remote::testing::tally((*client)->set(std::span(&names[1], 1), std::span(&foreign_bytes, 1), 0ms)).done, 1u);
+  ASSERT_EQ(remote::testing::tally(
+                (*client)->set(std::span(&names[1], 1), std::span(&foreign_bytes, 1), 0ms))
+                .done,
+            1u);
   restore_b(64 * 1);
 }
 
@@ -254,13 +277,16 @@ TEST(EngineRemote, MasterKilledDuringARestoreLoopGivesNoWrongBytesAndRestoresRes
       failed_over = owner.has_value() && owner->port != victim->port;
     }
   }
-  std::printf("restore loop: %llu restores, %llu complete, %llu partial (misses), %llu complete after failover, "
-              "%llu wrong; stats remote_errors=%llu remote_rejected=%llu\n",
-              static_cast<unsigned long long>(restores), static_cast<unsigned long long>(complete),
-              static_cast<unsigned long long>(partial), static_cast<unsigned long long>(complete_after_failover),
-              static_cast<unsigned long long>(wrong),
-              static_cast<unsigned long long>((*b)->stats().remote_errors),
-              static_cast<unsigned long long>((*b)->stats().remote_rejected));
+  std::printf(
+      "restore loop: %llu restores, %llu complete, %llu partial (misses), %llu complete after "
+      "failover, "
+      "%llu wrong; stats remote_errors=%llu remote_rejected=%llu\n",
+      static_cast<unsigned long long>(restores), static_cast<unsigned long long>(complete),
+      static_cast<unsigned long long>(partial),
+      static_cast<unsigned long long>(complete_after_failover),
+      static_cast<unsigned long long>(wrong),
+      static_cast<unsigned long long>((*b)->stats().remote_errors),
+      static_cast<unsigned long long>((*b)->stats().remote_rejected));
   EXPECT_EQ(wrong, 0u);
   EXPECT_TRUE(failed_over);
   EXPECT_GT(complete_after_failover, 0u);
@@ -321,8 +347,8 @@ TEST(EngineRemote, UnreachableClusterAtStartAndMidRunLeavesTheEngineLocalOnly) {
 }
 
 TEST(EngineRemote, WrongPasswordFailsTheOpenWithAClearError) {
-  auto server = RedisCluster::start({.masters = 1, .replicas_per_master = 0, .cluster = false,
-                                     .password = "right-pw"});
+  auto server = RedisCluster::start(
+      {.masters = 1, .replicas_per_master = 0, .cluster = false, .password = "right-pw"});
   ASSERT_OK(server);
   const KvGeometry g = testing::tiny_geometry(64);
   TempDir dir;

@@ -31,7 +31,8 @@ struct Dataset {
 
 /// `count` keys with values of the given sizes first, then random sizes up to max_bytes
 /// (log-uniform, so small and large are both common); every byte from the seed.
-inline Dataset make_dataset(uint64_t seed, size_t count, std::vector<size_t> sizes, size_t max_bytes) {
+inline Dataset make_dataset(uint64_t seed, size_t count, std::vector<size_t> sizes,
+                            size_t max_bytes) {
   std::mt19937_64 rng(seed);
   Dataset data;
   std::uniform_real_distribution<double> log_size(0.0, std::log2(static_cast<double>(max_bytes)));
@@ -79,15 +80,22 @@ inline Tally tally(const std::vector<KeyOutcome>& outcomes) {
   Tally t;
   for (const auto& o : outcomes) {
     switch (o.state) {
-      case KeyState::kDone: ++t.done; break;
-      case KeyState::kAbsent: ++t.absent; break;
-      case KeyState::kFailed: ++t.failed; break;
+      case KeyState::kDone:
+        ++t.done;
+        break;
+      case KeyState::kAbsent:
+        ++t.absent;
+        break;
+      case KeyState::kFailed:
+        ++t.failed;
+        break;
     }
   }
   return t;
 }
 
-inline ClientConfig config_for(const kvtier::testing::RedisCluster& cluster, std::string password = "") {
+inline ClientConfig config_for(const kvtier::testing::RedisCluster& cluster,
+                               std::string password = "") {
   ClientConfig config;
   config.seeds = *parse_seeds(cluster.seeds());
   config.password = std::move(password);

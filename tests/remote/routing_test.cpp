@@ -35,7 +35,8 @@ TEST(RemoteSlot, HashTagsFollowTheSpecificationsRules) {
 }
 
 TEST(RemoteSlot, SeededRandomKeysMatchTheServersKeyslot) {
-  auto server = RedisCluster::start({.masters = 1, .replicas_per_master = 0, .cluster = true, .form_cluster = false});
+  auto server = RedisCluster::start(
+      {.masters = 1, .replicas_per_master = 0, .cluster = true, .form_cluster = false});
   ASSERT_OK(server);
   std::mt19937_64 rng(kvtier::testing::test_seed());
   const std::string alphabet = "abcxyz{}019:/-_";
@@ -55,9 +56,9 @@ TEST(RemoteSeeds, ParsesListsAndRefusesWhatItCannotHonour) {
   EXPECT_EQ((*seeds)[0], (Endpoint{"127.0.0.1", 7000}));
   EXPECT_EQ((*seeds)[2], (Endpoint{"::1", 7002}));
   EXPECT_OK(parse_seeds("10.0.0.1:6379"));
-  for (const char* bad : {"", "redis://", "redis://host", "redis://host:0", "redis://host:70000",
-                          "redis://host:12x", "rediss://host:1", "redis://user:pw@host:1", "redis://:1",
-                          "redis://a:1,,b:2"}) {
+  for (const char* bad :
+       {"", "redis://", "redis://host", "redis://host:0", "redis://host:70000", "redis://host:12x",
+        "rediss://host:1", "redis://user:pw@host:1", "redis://:1", "redis://a:1,,b:2"}) {
     auto result = parse_seeds(bad);
     ASSERT_FALSE(result.has_value()) << bad;
     EXPECT_EQ(result.error().code(), ErrorCode::kInvalidArgument) << bad;

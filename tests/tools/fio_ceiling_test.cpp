@@ -16,17 +16,17 @@ namespace {
 
 TEST(FioJobFile, EachExtentIsAJobChainedAfterItsStreamsPreviousTailsApart) {
   const std::vector<std::vector<FileExtent>> streams = {
-      {{"/s/a", 0, 10 << 20}, {"/s/b:c", 4096, 8192}},
-      {{"/t/d", 1 << 20, 8 << 20}}};
+      {{"/s/a", 0, 10 << 20}, {"/s/b:c", 4096, 8192}}, {{"/t/d", 1 << 20, 8 << 20}}};
   std::vector<FioJob> jobs;
   auto file = fio_job_file(streams, 4 << 20, 8, "io_uring", jobs);
   ASSERT_OK(file);
-  EXPECT_EQ(*file,
-            "[global]\nioengine=io_uring\ndirect=1\nrw=read\nallow_file_create=0\n"
-            "[s0e0]\nfilename=/s/a\noffset=0\nsize=8388608\nbs=4194304\niodepth=8\n"
-            "[s0e0t]\nfilename=/s/a\noffset=8388608\nsize=2097152\nbs=2097152\niodepth=1\nwait_for=s0e0\n"
-            "[s0e1t]\nfilename=/s/b\\:c\noffset=4096\nsize=8192\nbs=8192\niodepth=1\nwait_for=s0e0t\n"
-            "[s1e0]\nfilename=/t/d\noffset=1048576\nsize=8388608\nbs=4194304\niodepth=8\n");
+  EXPECT_EQ(
+      *file,
+      "[global]\nioengine=io_uring\ndirect=1\nrw=read\nallow_file_create=0\n"
+      "[s0e0]\nfilename=/s/a\noffset=0\nsize=8388608\nbs=4194304\niodepth=8\n"
+      "[s0e0t]\nfilename=/s/a\noffset=8388608\nsize=2097152\nbs=2097152\niodepth=1\nwait_for=s0e0\n"
+      "[s0e1t]\nfilename=/s/b\\:c\noffset=4096\nsize=8192\nbs=8192\niodepth=1\nwait_for=s0e0t\n"
+      "[s1e0]\nfilename=/t/d\noffset=1048576\nsize=8388608\nbs=4194304\niodepth=8\n");
   ASSERT_EQ(jobs.size(), 4u);
   EXPECT_EQ(jobs[2].name, "s0e1t");
   EXPECT_EQ(jobs[2].bytes, 8192u);
@@ -65,10 +65,12 @@ TEST(FioReport, AShortReadAFailedOrMissingJobNoJsonOrNoTimeIsAnError) {
   const std::vector<FioJob> one = {{"s0e0", 0, 100}};
   // A job that read less than its bytes (as fio's replay of a log does at depth > 1) is no ceiling.
   auto short_read = parse_fio_report(R"({"jobs": [{"jobname": "s0e0", "error": 0, "job_runtime": 9,
-                                          "read": {"io_bytes": 60}}]})", one);
+                                          "read": {"io_bytes": 60}}]})",
+                                     one);
   ASSERT_FALSE(short_read);
   EXPECT_NE(short_read.error().message().find("read 60 bytes of 100"), std::string::npos);
-  auto failed = parse_fio_report(R"({"jobs": [{"jobname": "s0e0", "error": 5, "job_runtime": 10}]})", one);
+  auto failed =
+      parse_fio_report(R"({"jobs": [{"jobname": "s0e0", "error": 5, "job_runtime": 10}]})", one);
   ASSERT_FALSE(failed);
   EXPECT_EQ(failed.error().code(), ErrorCode::kIo);
   EXPECT_FALSE(parse_fio_report(R"({"jobs": []})", one));
@@ -76,7 +78,8 @@ TEST(FioReport, AShortReadAFailedOrMissingJobNoJsonOrNoTimeIsAnError) {
   ASSERT_FALSE(no_json);
   EXPECT_NE(no_json.error().message().find("fio: engine io_uring not loadable"), std::string::npos);
   auto instant = parse_fio_report(R"({"jobs": [{"jobname": "s0e0", "error": 0, "job_runtime": 0,
-                                       "read": {"io_bytes": 100}}]})", one);
+                                       "read": {"io_bytes": 100}}]})",
+                                  one);
   ASSERT_FALSE(instant);
   EXPECT_NE(instant.error().message().find("too short"), std::string::npos);
 }

@@ -41,12 +41,21 @@ TEST(SeedWorkload, SessionsSpanTheRangeDeterministically) {
   EXPECT_FALSE(make_sessions({3, 0, 5, 1}));
 }
 
-Json repeat_row(const std::string& config, double seconds, double kv, std::optional<double> ceiling) {
-  Json r = {{"config", config},        {"chunk_tokens", 256},        {"phase", "repeat"},
-            {"seconds", seconds},      {"kv_bytes", kv},             {"kv_bytes_restored", kv},
-            {"disk_read_bytes", kv},   {"host_bytes_accounted", 2 * kv},
-            {"machine_core_seconds", seconds / 2}, {"kvtier_core_seconds", seconds / 4},
-            {"exact", true},           {"via_cufile", false},        {"dram_hits", 0}};
+Json repeat_row(const std::string& config, double seconds, double kv,
+                std::optional<double> ceiling) {
+  Json r = {{"config", config},
+            {"chunk_tokens", 256},
+            {"phase", "repeat"},
+            {"seconds", seconds},
+            {"kv_bytes", kv},
+            {"kv_bytes_restored", kv},
+            {"disk_read_bytes", kv},
+            {"host_bytes_accounted", 2 * kv},
+            {"machine_core_seconds", seconds / 2},
+            {"kvtier_core_seconds", seconds / 4},
+            {"exact", true},
+            {"via_cufile", false},
+            {"dram_hits", 0}};
   if (ceiling) r["ceiling_seconds"] = *ceiling;
   return r;
 }
@@ -65,19 +74,21 @@ TEST(SeedSummary, MediansOfPerWindowRatesAndRatiosToTheCeiling) {
   const Json& posix = s[0];
   EXPECT_EQ(posix["config"], "posix");
   EXPECT_DOUBLE_EQ(posix["restore_ms"].get<double>(), 2000);
-  EXPECT_DOUBLE_EQ(posix["disk_read_gbps"].get<double>(), 2.0);        // median of 4, 2, 1 GB/s
+  EXPECT_DOUBLE_EQ(posix["disk_read_gbps"].get<double>(), 2.0);  // median of 4, 2, 1 GB/s
   EXPECT_DOUBLE_EQ(posix["dram_accounted_gbps"].get<double>(), 4.0);
   EXPECT_TRUE(posix["dram_measured_gbps"].is_null());
   EXPECT_TRUE(posix["pcie_rx_gbps"].is_null());
   EXPECT_DOUBLE_EQ(posix["cpu_core_s"].get<double>(), 1.0);
   EXPECT_DOUBLE_EQ(posix["cpu_cores_busy"].get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(posix["host_bytes_per_kv_byte"].get<double>(), 2.0);
-  EXPECT_DOUBLE_EQ(posix["kvtier_core_s_per_gb"].get<double>(), 0.125);  // median of 0.25, 0.5, 1 core-s / 4 GB
-  EXPECT_DOUBLE_EQ(posix["ratio_to_ceiling"].get<double>(), 0.5);      // median of 1, 1/2, 1/4
+  EXPECT_DOUBLE_EQ(posix["kvtier_core_s_per_gb"].get<double>(),
+                   0.125);  // median of 0.25, 0.5, 1 core-s / 4 GB
+  EXPECT_DOUBLE_EQ(posix["ratio_to_ceiling"].get<double>(), 0.5);  // median of 1, 1/2, 1/4
   EXPECT_DOUBLE_EQ(posix["ceiling_kv_gbps"].get<double>(), 4.0);
   EXPECT_EQ(posix["byte_exact"], 3u);
   const Json& buffered = s[1];
-  EXPECT_DOUBLE_EQ(buffered["ratio_to_ceiling"].get<double>(), 0.5 / 4.0);  // 0.5 GB/s against 4 GB/s
+  EXPECT_DOUBLE_EQ(buffered["ratio_to_ceiling"].get<double>(),
+                   0.5 / 4.0);  // 0.5 GB/s against 4 GB/s
   EXPECT_NE(buffered["ceiling_source"].get<std::string>().find("median"), std::string::npos);
 
   // The DRAM tier is held against the link (its own copy ceiling), not the drive.
@@ -91,7 +102,9 @@ TEST(SeedSummary, MediansOfPerWindowRatesAndRatiosToTheCeiling) {
 
   const std::string table =
       render_table(s, Json{{"samplers", {{"dram_measured", false}, {"pcie", "not measured"}}}}, {});
-  EXPECT_NE(table.find("| posix | 256 | 2,000 ms | 2.00 GB/s | 4.00 GB/s | n/a |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| posix | 256 | 2,000 ms | 2.00 GB/s | 4.00 GB/s | n/a |"),
+            std::string::npos)
+      << table;
   EXPECT_NE(table.find("| 0.125 core-s | 2.00 |"), std::string::npos) << table;
   EXPECT_NE(table.find("accounted"), std::string::npos);
 }
@@ -106,17 +119,18 @@ TEST(SeedSummary, RatiosToFioArePerRequestOrAgainstTheRunsMedianFioRate) {
     rows.push_back(r);
   }
   rows.push_back(repeat_row("buffered", 4, 4e9, std::nullopt));  // no fio of its own
-  Json dram = repeat_row("dram", 1, 4e9, std::nullopt);            // the link, never fio
+  Json dram = repeat_row("dram", 1, 4e9, std::nullopt);          // the link, never fio
   dram["link_ceiling_seconds"] = 0.5;
   rows.push_back(dram);
   Json s = summarize(rows);
   ASSERT_EQ(s.size(), 3u);
-  EXPECT_DOUBLE_EQ(s[0]["ratio_to_fio"].get<double>(), 0.5);   // median of 1/2, 2/4, 2/8
-  EXPECT_DOUBLE_EQ(s[0]["fio_kv_gbps"].get<double>(), 2.0);    // median of 4, 2, 2 GB/s
+  EXPECT_DOUBLE_EQ(s[0]["ratio_to_fio"].get<double>(), 0.5);        // median of 1/2, 2/4, 2/8
+  EXPECT_DOUBLE_EQ(s[0]["fio_kv_gbps"].get<double>(), 2.0);         // median of 4, 2, 2 GB/s
   EXPECT_DOUBLE_EQ(s[0]["ratio_to_ceiling"].get<double>(), 0.375);  // the raw read: 1.5/4
-  EXPECT_DOUBLE_EQ(s[1]["ratio_to_fio"].get<double>(), 0.5);   // 1 GB/s against the run's 2
+  EXPECT_DOUBLE_EQ(s[1]["ratio_to_fio"].get<double>(), 0.5);        // 1 GB/s against the run's 2
   EXPECT_FALSE(s[2].contains("ratio_to_fio"));
-  const Json fio = {{"what", "fio-3.33 replaying"}, {"depth_sweep", {{{"depth", 1}, {"gb_per_s", 1.5}}}}};
+  const Json fio = {{"what", "fio-3.33 replaying"},
+                    {"depth_sweep", {{{"depth", 1}, {"gb_per_s", 1.5}}}}};
   const std::string table = render_table(s, Json::object(), {}, fio);
   EXPECT_NE(table.find("| 2.00 | 0.50x | 2.67 | 0.38x |"), std::string::npos) << table;
   EXPECT_NE(table.find("fio-3.33 replaying"), std::string::npos);
@@ -130,7 +144,8 @@ TEST(SeedSummary, GdsThatFellBackOrRanInCompatModeIsNamedSo) {
   EXPECT_NE(render_table(s, Json::object(), {}).find("gds (NOT via cuFile"), std::string::npos);
   rows[0]["via_cufile"] = true;
   s = summarize(rows);
-  const std::string t = render_table(s, Json::object(), {{"gds", "cuFile compat mode (no nvidia-fs)"}});
+  const std::string t =
+      render_table(s, Json::object(), {{"gds", "cuFile compat mode (no nvidia-fs)"}});
   EXPECT_NE(t.find("gds (cuFile compat mode)"), std::string::npos) << t;
 }
 
@@ -145,8 +160,9 @@ TEST(SeedSummary, RestoresServedFromACacheAreFlagged) {
 
 const Json kHostMachine = {
     {"gpu", false},
-    {"rank_devices", {"host (host-emulated device; KV lands in host memory)",
-                      "host (host-emulated device; KV lands in host memory)"}},
+    {"rank_devices",
+     {"host (host-emulated device; KV lands in host memory)",
+      "host (host-emulated device; KV lands in host memory)"}},
     {"samplers", {{"dram_measured", false}, {"pcie", "not measured: no GPU (KV in host memory)"}}}};
 
 TEST(SeedTable, HeadlineSaysWhetherAGpuWasUsedAndWhich) {
@@ -159,23 +175,31 @@ TEST(SeedTable, HeadlineSaysWhetherAGpuWasUsedAndWhich) {
   const std::string t = render_table(summarize(rows), gpu, {});
   EXPECT_EQ(t.rfind("**GPU: cuda:0 (NVIDIA H200), cuda:1 (NVIDIA H200).**", 0), 0u) << t;
   EXPECT_EQ(t.find("Host-emulated"), std::string::npos) << t;
-  EXPECT_EQ(render_concurrency_table(Json::array(), kHostMachine, {}).rfind("**Host-emulated device", 0), 0u);
+  EXPECT_EQ(
+      render_concurrency_table(Json::array(), kHostMachine, {}).rfind("**Host-emulated device", 0),
+      0u);
   EXPECT_EQ(device_headline(gpu), t.substr(0, t.find('\n')));
 }
 
 TEST(SeedTable, RatiosAboveOneAndTheHostEmulatedDramRatioAreExplained) {
-  std::vector<Json> rows = {repeat_row("posix", 1, 4e9, 1.2), repeat_row("buffered", 0.5, 4e9, std::nullopt)};
+  std::vector<Json> rows = {repeat_row("posix", 1, 4e9, 1.2),
+                            repeat_row("buffered", 0.5, 4e9, std::nullopt)};
   Json dram = repeat_row("dram", 1, 4e9, std::nullopt);
   dram["link_ceiling_seconds"] = 0.49;
   rows.push_back(dram);
   const Json s = summarize(rows);
   const std::string t = render_table(s, kHostMachine, {});
   EXPECT_NE(t.find("same I/O code"), std::string::npos) << t;  // what the ceiling was
-  EXPECT_NE(t.find("- posix (chunk 256) at 1.20x: above 1x, the restore beat a raw read of the same records"),
-            std::string::npos) << t;
-  EXPECT_NE(t.find("- buffered (chunk 256) at 2.40x: above 1x because its reads went through the page cache"),
-            std::string::npos) << t;
-  EXPECT_NE(t.find("- dram (chunk 256) at 0.49x: on the host-emulated device"), std::string::npos) << t;
+  EXPECT_NE(t.find("- posix (chunk 256) at 1.20x: above 1x, the restore beat a raw read of the "
+                   "same records"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("- buffered (chunk 256) at 2.40x: above 1x because its reads went through the "
+                   "page cache"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("- dram (chunk 256) at 0.49x: on the host-emulated device"), std::string::npos)
+      << t;
   EXPECT_NE(t.find("bound by that CPU copy"), std::string::npos) << t;
   // With a GPU the DRAM tier crosses a real link: no CPU-copy note; a ratio under 1 needs none.
   Json gpu = kHostMachine;
@@ -194,7 +218,8 @@ TEST(SeedMachine, StoreDeviceModelIsTheKernelsOrSaysWhyItIsUnknown) {
     return d;
   };
   std::ofstream(device_dir("nvme0n1") / "model") << "Samsung SSD 990 PRO 2TB                 \n";
-  EXPECT_EQ(store_device_model(std::string("nvme0n1"), sys.path().string()), "Samsung SSD 990 PRO 2TB");
+  EXPECT_EQ(store_device_model(std::string("nvme0n1"), sys.path().string()),
+            "Samsung SSD 990 PRO 2TB");
   const auto vda = device_dir("vda");
   std::filesystem::create_directories(sys.path() / "bus/virtio/drivers/virtio_blk");
   std::filesystem::create_symlink("../../../bus/virtio/drivers/virtio_blk", vda / "driver");
@@ -207,13 +232,16 @@ TEST(SeedMachine, StoreDeviceModelIsTheKernelsOrSaysWhyItIsUnknown) {
   std::filesystem::create_directories(sys.path() / "block/loop0/loop");
   std::ofstream(sys.path() / "block/loop0/loop/backing_file") << "/dev/shm/fast0.img\n";
   EXPECT_EQ(store_device_model(std::string("loop0"), sys.path().string()),
-            "loop device over /dev/shm/fast0.img (RAM-backed loop device standing in for NVMe: its reads are "
+            "loop device over /dev/shm/fast0.img (RAM-backed loop device standing in for NVMe: its "
+            "reads are "
             "CPU copies)");
   std::filesystem::create_directories(sys.path() / "block/loop1/loop");
   std::ofstream(sys.path() / "block/loop1/loop/backing_file") << "/srv/disk.img\n";
-  EXPECT_EQ(store_device_model(std::string("loop1"), sys.path().string()), "loop device over /srv/disk.img");
+  EXPECT_EQ(store_device_model(std::string("loop1"), sys.path().string()),
+            "loop device over /srv/disk.img");
   const Result<std::string> none = fail(ErrorCode::kNotFound, "/kv has no block device in /sys");
-  EXPECT_EQ(store_device_model(none, sys.path().string()), "unknown (/kv has no block device in /sys)");
+  EXPECT_EQ(store_device_model(none, sys.path().string()),
+            "unknown (/kv has no block device in /sys)");
 }
 
 std::string slurp(const std::filesystem::path& p) {
@@ -236,8 +264,14 @@ TEST(SeedReport, HostRunIsHeadlinedAndHasNoEmptyOrDegenerateLines) {
   std::ofstream(run.path() / "table.md") << table;
   const Json data = {{"command", "kvtier bench --workload seed"},
                      {"headline", device_headline(machine)},
-                     {"workload", {{"sessions", 2}, {"tokens_min", 20000}, {"tokens_max", 20000}, {"seed", 1},
-                                   {"ranks", 2}, {"model", "tiny"}, {"chunk_tokens", 256}}},
+                     {"workload",
+                      {{"sessions", 2},
+                       {"tokens_min", 20000},
+                       {"tokens_max", 20000},
+                       {"seed", 1},
+                       {"ranks", 2},
+                       {"model", "tiny"},
+                       {"chunk_tokens", 256}}},
                      {"machine", machine},
                      {"summary", summary}};
   std::ofstream(run.path() / "seed.json") << data.dump(2);
@@ -245,9 +279,13 @@ TEST(SeedReport, HostRunIsHeadlinedAndHasNoEmptyOrDegenerateLines) {
   if (made == ReportOutcome::kNoMatplotlib) GTEST_SKIP() << "no python3 with matplotlib";
   ASSERT_EQ(made, ReportOutcome::kMade);
   const std::string report = slurp(run.path() / "report.md");
-  EXPECT_EQ(report.rfind("# kvtier seed evaluation\n\n**Host-emulated device: no GPU was used.**", 0), 0u) << report;
-  EXPECT_EQ(report.find("Host-emulated device", report.find("Host-emulated device") + 1), std::string::npos)
-      << "the headline twice:\n" << report;
+  EXPECT_EQ(
+      report.rfind("# kvtier seed evaluation\n\n**Host-emulated device: no GPU was used.**", 0), 0u)
+      << report;
+  EXPECT_EQ(report.find("Host-emulated device", report.find("Host-emulated device") + 1),
+            std::string::npos)
+      << "the headline twice:\n"
+      << report;
   EXPECT_NE(report.find("Table 1. Medians"), std::string::npos) << report;
   EXPECT_NE(report.find("2 unique sessions of 20,000 tokens of tiny"), std::string::npos) << report;
   EXPECT_EQ(report.find("store device model: \n"), std::string::npos) << report;
@@ -260,11 +298,19 @@ TEST(SeedReport, HostRunIsHeadlinedAndHasNoEmptyOrDegenerateLines) {
 
 TEST(SeedConcurrency, AggregateTailAndLoadPerConfigurationAndLevel) {
   auto round = [](uint64_t n, double seconds, std::vector<double> latencies, double load_bytes) {
-    return Json{{"config", "posix"}, {"concurrency", n}, {"phase", "concurrent"}, {"seconds", seconds},
-                {"kv_bytes", 8e9}, {"kv_bytes_restored", 8e9}, {"host_bytes_accounted", 16e9},
-                {"machine_core_seconds", 2.0 * static_cast<double>(n)}, {"kvtier_core_seconds", 1.0 * static_cast<double>(n)},
+    return Json{{"config", "posix"},
+                {"concurrency", n},
+                {"phase", "concurrent"},
+                {"seconds", seconds},
+                {"kv_bytes", 8e9},
+                {"kv_bytes_restored", 8e9},
+                {"host_bytes_accounted", 16e9},
+                {"machine_core_seconds", 2.0 * static_cast<double>(n)},
+                {"kvtier_core_seconds", 1.0 * static_cast<double>(n)},
                 {"latencies", latencies},
-                {"ceiling_seconds", seconds * 0.9}, {"load_bytes", load_bytes}, {"exact", true}};
+                {"ceiling_seconds", seconds * 0.9},
+                {"load_bytes", load_bytes},
+                {"exact", true}};
   };
   std::vector<Json> rows = {round(4, 2, {1, 1, 1, 2}, 10e9), round(4, 4, {1, 1, 1, 1}, 30e9),
                             round(1, 1, {1}, 5e9)};

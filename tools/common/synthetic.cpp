@@ -43,7 +43,8 @@ void parallel_tokens(uint64_t n, const std::function<void(uint64_t, uint64_t)>& 
 
 std::vector<Token> tokens(uint64_t seed, uint64_t count) {
   std::vector<Token> out(count);
-  for (uint64_t i = 0; i < count; ++i) out[i] = static_cast<Token>(mix64(seed * 0x2545f4914f6cdd1dULL + i) % 151936);
+  for (uint64_t i = 0; i < count; ++i)
+    out[i] = static_cast<Token>(mix64(seed * 0x2545f4914f6cdd1dULL + i) % 151936);
   return out;
 }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// Synthetic sessions: token ids from a seed, KV bytes generated deterministically from the token ids
-// (a stand-in for a model's prefill). Used by the CLI, the benchmarks and the tests.
+// Synthetic sessions: token ids from a seed, KV bytes generated deterministically from the token
+// ids (a stand-in for a model's prefill). Used by the CLI, the benchmarks and the tests.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,9 @@ namespace kvtier::synthetic {
 /// A zero-filled host KV tensor in contiguous chunk form for `tokens` tokens.
 struct HostKv {
   HostKv(const KvGeometry& g, uint64_t tokens)
-      : bytes(g.bytes_for_tokens(tokens)), data(new std::byte[bytes]()), view{{data.get(), bytes}, tokens} {}
+      : bytes(g.bytes_for_tokens(tokens)),
+        data(new std::byte[bytes]()),
+        view{{data.get(), bytes}, tokens} {}
   [[nodiscard]] std::span<std::byte> span() const { return {data.get(), bytes}; }
   uint64_t bytes;
   std::unique_ptr<std::byte[]> data;

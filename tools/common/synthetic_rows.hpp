@@ -2,7 +2,8 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // The synthetic KV generator's arithmetic, shared by the host generator and the CUDA prefill
 // stand-in so both produce the same bytes: word i of the row of token `token` at `position` in
-// (K|V, layer) block `block` (= kv * layers + layer) is row_word(row_seed(token, position, block), i).
+// (K|V, layer) block `block` (= kv * layers + layer) is row_word(row_seed(token, position, block),
+// i).
 #pragma once
 
 #include <cstdint>
@@ -25,10 +26,12 @@ KVTIER_SYNTH_FN constexpr uint64_t mix64(uint64_t k) {
 }
 
 KVTIER_SYNTH_FN constexpr uint64_t row_seed(int32_t token, uint64_t position, uint64_t block) {
-  return mix64(static_cast<uint64_t>(static_cast<uint32_t>(token)) * 0x9e3779b97f4a7c15ULL ^ mix64(position + 1) ^
-               (block << 48));
+  return mix64(static_cast<uint64_t>(static_cast<uint32_t>(token)) * 0x9e3779b97f4a7c15ULL ^
+               mix64(position + 1) ^ (block << 48));
 }
 
-KVTIER_SYNTH_FN constexpr uint64_t row_word(uint64_t seed, uint64_t word) { return mix64(seed + word); }
+KVTIER_SYNTH_FN constexpr uint64_t row_word(uint64_t seed, uint64_t word) {
+  return mix64(seed + word);
+}
 
 }  // namespace kvtier::synthetic

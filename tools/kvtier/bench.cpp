@@ -30,7 +30,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
@@ -66,9 +68,9 @@ Edge read_edge(const std::string& device) {
 
 struct PathResult {
   std::string path;
-  std::vector<double> disk_read_bytes;     // per restore, from /proc/diskstats at the window edges
-  std::vector<double> machine_core_s;      // per restore, /proc/stat busy time
-  std::vector<double> process_core_s;      // per restore, this process's user + system time
+  std::vector<double> disk_read_bytes;  // per restore, from /proc/diskstats at the window edges
+  std::vector<double> machine_core_s;   // per restore, /proc/stat busy time
+  std::vector<double> process_core_s;   // per restore, this process's user + system time
   std::string io_engine;
   std::string fallback;
   std::vector<double> seconds;          // restore, per session
@@ -82,7 +84,8 @@ struct PathResult {
 };
 
 /// `quiet`: warnings (a fallback, said by the first open of the path) only as errors.
-Result<std::unique_ptr<Engine>> open_with(StoreFlags flags, const std::string& io, bool quiet = false) {
+Result<std::unique_ptr<Engine>> open_with(StoreFlags flags, const std::string& io,
+                                          bool quiet = false) {
   flags.io = io;
   auto options = flags.options(true);
   if (!options) return fail(options.error());
@@ -90,7 +93,8 @@ Result<std::unique_ptr<Engine>> open_with(StoreFlags flags, const std::string& i
   return Engine::open(*options);
 }
 
-Status save_sessions(const StoreFlags& flags, const BenchFlags& bench, nlohmann::ordered_json& out) {
+Status save_sessions(const StoreFlags& flags, const BenchFlags& bench,
+                     nlohmann::ordered_json& out) {
   auto engine = open_with(flags, "direct");
   if (!engine) return engine.error();
   const KvGeometry& g = (*engine)->geometry();
@@ -109,7 +113,8 @@ Status save_sessions(const StoreFlags& flags, const BenchFlags& bench, nlohmann:
   }
   progress.finish();
   const double total = static_cast<double>(bytes * bench.sessions);
-  out["save"] = {{"bytes", total}, {"seconds", save_seconds}, {"gb_per_s", total / save_seconds / 1e9}};
+  out["save"] = {
+      {"bytes", total}, {"seconds", save_seconds}, {"gb_per_s", total / save_seconds / 1e9}};
   std::printf("save      %s in %.2f s = %.2f GB/s (%s)\n", human_bytes(total).c_str(), save_seconds,
               total / save_seconds / 1e9, (*engine)->stats().io_engine.c_str());
   return {};
@@ -123,14 +128,16 @@ Result<CeilingResult> session_ceiling(const StoreFlags& flags, std::span<const T
 }
 
 /// The file ranges a restore of `ids` reads.
-Result<std::vector<FileExtent>> session_extents(const StoreFlags& flags, std::span<const Token> ids) {
+Result<std::vector<FileExtent>> session_extents(const StoreFlags& flags,
+                                                std::span<const Token> ids) {
   auto engine = open_with(flags, "direct");
   if (!engine) return fail(engine.error());
   return (*engine)->read_extents(ids);
 }
 
 /// fio reading the file ranges a restore of `ids` reads.
-Result<FioRead> session_fio(const StoreFlags& flags, std::span<const Token> ids, FioCeiling& fio, uint64_t request) {
+Result<FioRead> session_fio(const StoreFlags& flags, std::span<const Token> ids, FioCeiling& fio,
+                            uint64_t request) {
   KVTIER_ASSIGN_OR_RETURN(auto extents, session_extents(flags, ids));
   return fio.read(split_by_device(extents), request, fio.depth());
 }
@@ -138,7 +145,8 @@ Result<FioRead> session_fio(const StoreFlags& flags, std::span<const Token> ids,
 /// Restores session `ids` over `io` with the page cache dropped, checking every byte afterwards.
 Status restore_once(const StoreFlags& flags, const std::string& io, std::span<const Token> ids,
                     std::span<std::byte> kv, const std::string& device, PathResult& r) {
-  auto engine = open_with(flags, io, /*quiet=*/!r.seconds.empty());  // a fallback said once per path
+  auto engine =
+      open_with(flags, io, /*quiet=*/!r.seconds.empty());  // a fallback said once per path
   if (!engine) return engine.error();
   r.io_engine = (*engine)->stats().io_engine;
   r.fallback = (*engine)->stats().io_fallback;
@@ -152,9 +160,11 @@ Status restore_once(const StoreFlags& flags, const std::string& io, std::span<co
   if (!restored) return restored.error();
   r.seconds.push_back(seconds);
   const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
-  r.disk_read_bytes.push_back(static_cast<double>(after.disk.bytes_read() - before.disk.bytes_read()));
+  r.disk_read_bytes.push_back(
+      static_cast<double>(after.disk.bytes_read() - before.disk.bytes_read()));
   r.machine_core_s.push_back(static_cast<double>(after.cpu.busy - before.cpu.busy) / tick);
-  r.process_core_s.push_back(static_cast<double>(after.process_ticks - before.process_ticks) / tick);
+  r.process_core_s.push_back(static_cast<double>(after.process_ticks - before.process_ticks) /
+                             tick);
   r.extents = restored->extents;
   r.read_bytes_per_session = restored->bytes_read;
   const uint64_t bad = synthetic::first_mismatch(g, ids, kv, ids.size());
@@ -162,10 +172,12 @@ Status restore_once(const StoreFlags& flags, const std::string& io, std::span<co
   return {};
 }
 
-/// Per session: the restore, kvtier's raw read of the same records and fio's read of them, in rotating order so
-/// that neither always finds the other's bytes warm in a lower cache (e.g. a VM host's).
-Result<PathResult> restore_sessions(const StoreFlags& flags, const BenchFlags& bench, const std::string& io,
-                                    const Options& o, const std::string& device, FioCeiling* fio) {
+/// Per session: the restore, kvtier's raw read of the same records and fio's read of them, in
+/// rotating order so that neither always finds the other's bytes warm in a lower cache (e.g. a VM
+/// host's).
+Result<PathResult> restore_sessions(const StoreFlags& flags, const BenchFlags& bench,
+                                    const std::string& io, const Options& o,
+                                    const std::string& device, FioCeiling* fio) {
   const KvGeometry& g = o.geometry;
   PathResult r;
   r.path = io;
@@ -209,16 +221,18 @@ Result<PathResult> restore_sessions(const StoreFlags& flags, const BenchFlags& b
 /// Finds fio (unless --fio off) and picks its depth on the first session: the fastest of
 /// kFioDepths, or --fio-depth. A missing fio is said loudly and the run goes on without the
 /// independent ceiling; a fio that fails on the store's files is an error.
-Status start_fio(const StoreFlags& flags, const BenchFlags& bench, uint64_t request, nlohmann::ordered_json& out,
-                 std::unique_ptr<FioCeiling>& fio) {
+Status start_fio(const StoreFlags& flags, const BenchFlags& bench, uint64_t request,
+                 nlohmann::ordered_json& out, std::unique_ptr<FioCeiling>& fio) {
   if (bench.fio == "off") {
     std::printf("fio       off (--fio off): no independent ceiling in this run\n");
     return {};
   }
   auto found = FioCeiling::find(bench.fio, flags.root + "/fio");
   if (!found) {
-    std::printf("WARNING: %s; the table shows kvtier's own raw read only, which is not an independent ceiling\n",
-                found.error().message().c_str());
+    std::printf(
+        "WARNING: %s; the table shows kvtier's own raw read only, which is not an independent "
+        "ceiling\n",
+        found.error().message().c_str());
     out["fio"] = {{"error", found.error().message()}};
     return {};
   }
@@ -237,10 +251,15 @@ Status start_fio(const StoreFlags& flags, const BenchFlags& bench, uint64_t requ
   nlohmann::ordered_json sweep = nlohmann::ordered_json::array();
   for (const FioRead& r : *runs) sweep.push_back({{"depth", r.depth}, {"gb_per_s", r.gbps()}});
   std::string line;
-  for (const auto& r : sweep) line += fmt::format(" {}:{:.2f}", r["depth"].get<unsigned>(), r["gb_per_s"].get<double>());
-  std::printf("fio       %s; GB/s by depth:%s -> depth %u\n", fio->version().c_str(), line.c_str(), fio->depth());
-  out["fio"] = {{"version", fio->version()}, {"engine", fio->engine()}, {"depth", fio->depth()},
-                {"depth_sweep", sweep}, {"what", fio->describe()}};
+  for (const auto& r : sweep)
+    line += fmt::format(" {}:{:.2f}", r["depth"].get<unsigned>(), r["gb_per_s"].get<double>());
+  std::printf("fio       %s; GB/s by depth:%s -> depth %u\n", fio->version().c_str(), line.c_str(),
+              fio->depth());
+  out["fio"] = {{"version", fio->version()},
+                {"engine", fio->engine()},
+                {"depth", fio->depth()},
+                {"depth_sweep", sweep},
+                {"what", fio->describe()}};
   return {};
 }
 
@@ -251,11 +270,14 @@ void print_header(const StoreFlags& flags, const BenchFlags& bench, const Option
 #endif
   std::printf("geometry  %s (%s per token on this rank)\n", o.geometry.describe().c_str(),
               human_bytes(static_cast<double>(o.geometry.bytes_per_token())).c_str());
-  std::printf("workload  %llu sessions x %llu tokens = %s each; paths: %s; %llu restores per session\n",
-              static_cast<unsigned long long>(bench.sessions), static_cast<unsigned long long>(bench.tokens),
-              human_bytes(static_cast<double>(o.geometry.bytes_for_tokens(bench.tokens))).c_str(),
-              bench.paths.c_str(), static_cast<unsigned long long>(bench.repeat));
-  std::printf("store     %s (device: host-emulated; KV lands in host memory)\n", flags.root.c_str());
+  std::printf(
+      "workload  %llu sessions x %llu tokens = %s each; paths: %s; %llu restores per session\n",
+      static_cast<unsigned long long>(bench.sessions),
+      static_cast<unsigned long long>(bench.tokens),
+      human_bytes(static_cast<double>(o.geometry.bytes_for_tokens(bench.tokens))).c_str(),
+      bench.paths.c_str(), static_cast<unsigned long long>(bench.repeat));
+  std::printf("store     %s (device: host-emulated; KV lands in host memory)\n",
+              flags.root.c_str());
 }
 
 }  // namespace
@@ -266,8 +288,10 @@ int run_bench(StoreFlags flags, const BenchFlags& bench) {
   auto options = flags.options(true);
   if (!options) return report(options.error(), "bench");
   // Save and each restore hold one session's KV and token ids at a time.
-  const uint64_t session_bytes = options->geometry.bytes_for_tokens(bench.tokens) + bench.tokens * sizeof(Token);
-  if (Status st = check_host_memory(session_bytes, fmt::format("--tokens {}: a session's KV and token ids", bench.tokens));
+  const uint64_t session_bytes =
+      options->geometry.bytes_for_tokens(bench.tokens) + bench.tokens * sizeof(Token);
+  if (Status st = check_host_memory(
+          session_bytes, fmt::format("--tokens {}: a session's KV and token ids", bench.tokens));
       !st.ok()) {
     return report(st, "bench");
   }
@@ -296,7 +320,8 @@ int run_bench(StoreFlags flags, const BenchFlags& bench) {
   }
   // The drive under the store, for /proc/diskstats deltas at each restore's edges.
   auto device = metrics::block_device_of(flags.root);
-  std::printf("disk      %s\n", device ? device->c_str() : ("unknown: " + device.error().to_string()).c_str());
+  std::printf("disk      %s\n",
+              device ? device->c_str() : ("unknown: " + device.error().to_string()).c_str());
   auto resolved = options->resolved();
   if (!resolved) {
     cleanup();
@@ -318,17 +343,21 @@ int run_bench(StoreFlags flags, const BenchFlags& bench) {
     results.push_back(std::move(*r));
   }
   cleanup();
-  std::printf("\nfio     = the ceiling: %s,\n"
-              "          measured per session next to its restore; ratio = median of per-session time ratios\n"
-              "raw     = kvtier's own raw read of the same records (same I/O engine, no copy or checksum):\n"
-              "          attribution, not a ceiling\n\n",
-              fio ? fio->describe().c_str() : "not measured");
-  std::printf("%-9s %-24s %9s %9s %8s %8s %7s %8s %7s %8s %s\n", "path", "io engine", "p50 ms", "max ms", "GB/s",
-              "fio GB/s", "ratio", "raw GB/s", "raw", "extents", "verified");
+  std::printf(
+      "\nfio     = the ceiling: %s,\n"
+      "          measured per session next to its restore; ratio = median of per-session time "
+      "ratios\n"
+      "raw     = kvtier's own raw read of the same records (same I/O engine, no copy or "
+      "checksum):\n"
+      "          attribution, not a ceiling\n\n",
+      fio ? fio->describe().c_str() : "not measured");
+  std::printf("%-9s %-24s %9s %9s %8s %8s %7s %8s %7s %8s %s\n", "path", "io engine", "p50 ms",
+              "max ms", "GB/s", "fio GB/s", "ratio", "raw GB/s", "raw", "extents", "verified");
   auto ratio_of = [](const std::vector<double>& ceiling, const std::vector<double>& seconds) {
     std::vector<double> ratios;
     for (size_t i = 0; i < std::min(ceiling.size(), seconds.size()); ++i) {
-      if (!std::isnan(ceiling[i])) ratios.push_back(ceiling[i] / seconds[i]);  // NaN: fio failed that round
+      if (!std::isnan(ceiling[i]))
+        ratios.push_back(ceiling[i] / seconds[i]);  // NaN: fio failed that round
     }
     return ratios.empty() ? std::nan("") : percentile(ratios, 0.5);
   };
@@ -349,28 +378,38 @@ int run_bench(StoreFlags flags, const BenchFlags& bench) {
     const bool has_fio = !fio_timed.empty();
     const double fio_gbs = has_fio ? read / percentile(fio_timed, 0.5) / 1e9 : 0;
     const double fio_ratio = ratio_of(r.fio_seconds, r.seconds);
-    std::printf("%-9s %-24s %9.1f %9.1f %8.2f %8s %7s %8.2f %6.2fx %8llu %s\n", r.path.c_str(), r.io_engine.c_str(),
-                p50 * 1e3, percentile(r.seconds, 1.0) * 1e3, gbs,
+    std::printf("%-9s %-24s %9.1f %9.1f %8.2f %8s %7s %8.2f %6.2fx %8llu %s\n", r.path.c_str(),
+                r.io_engine.c_str(), p50 * 1e3, percentile(r.seconds, 1.0) * 1e3, gbs,
                 has_fio ? fmt::format("{:.2f}", fio_gbs).c_str() : "n/a",
                 has_fio ? fmt::format("{:.2f}x", fio_ratio).c_str() : "n/a", ceiling_gbs, ratio,
                 static_cast<unsigned long long>(r.extents), r.verified ? "byte-exact" : "MISMATCH");
     if (!r.fallback.empty()) std::printf("          fallback: %s\n", r.fallback.c_str());
     if (!r.fio_errors.empty()) {
-      std::printf("          fio failed %zu time(s): %s\n", r.fio_errors.size(), r.fio_errors.back().c_str());
+      std::printf("          fio failed %zu time(s): %s\n", r.fio_errors.size(),
+                  r.fio_errors.back().c_str());
     }
     const double disk = metrics::median(r.disk_read_bytes).value_or(0);
-    std::printf("          disk read %.2f GB/s (diskstats, window edges; %.2f bytes per KV byte), CPU %.2f "
-                "core-s machine / %.2f core-s kvtier per restore\n",
-                disk / p50 / 1e9, disk / static_cast<double>(r.bytes_per_session),
-                metrics::median(r.machine_core_s).value_or(0), metrics::median(r.process_core_s).value_or(0));
-    out["paths"].push_back({{"path", r.path}, {"io_engine", r.io_engine}, {"fallback", r.fallback},
-                            {"restore_seconds", r.seconds}, {"raw_read_seconds", r.ceiling_seconds},
-                            {"fio_seconds", fio_timed}, {"fio_failures", r.fio_errors.size()},
+    std::printf(
+        "          disk read %.2f GB/s (diskstats, window edges; %.2f bytes per KV byte), CPU %.2f "
+        "core-s machine / %.2f core-s kvtier per restore\n",
+        disk / p50 / 1e9, disk / static_cast<double>(r.bytes_per_session),
+        metrics::median(r.machine_core_s).value_or(0),
+        metrics::median(r.process_core_s).value_or(0));
+    out["paths"].push_back({{"path", r.path},
+                            {"io_engine", r.io_engine},
+                            {"fallback", r.fallback},
+                            {"restore_seconds", r.seconds},
+                            {"raw_read_seconds", r.ceiling_seconds},
+                            {"fio_seconds", fio_timed},
+                            {"fio_failures", r.fio_errors.size()},
                             {"kv_bytes_per_session", r.bytes_per_session},
                             {"read_bytes_per_session", r.read_bytes_per_session},
-                            {"disk_read_bytes", r.disk_read_bytes}, {"machine_core_seconds", r.machine_core_s},
+                            {"disk_read_bytes", r.disk_read_bytes},
+                            {"machine_core_seconds", r.machine_core_s},
                             {"process_core_seconds", r.process_core_s},
-                            {"p50_ms", p50 * 1e3}, {"gb_per_s", gbs}, {"raw_read_gb_per_s", ceiling_gbs},
+                            {"p50_ms", p50 * 1e3},
+                            {"gb_per_s", gbs},
+                            {"raw_read_gb_per_s", ceiling_gbs},
                             {"ratio_to_raw_read", ratio},
                             {"fio_gb_per_s", has_fio ? nlohmann::ordered_json(fio_gbs) : nullptr},
                             {"ratio_to_fio", has_fio ? nlohmann::ordered_json(fio_ratio) : nullptr},

@@ -45,9 +45,12 @@ std::optional<uint64_t> mem_available() {
 Status check_host_memory(uint64_t bytes, std::string_view what) {
   const std::optional<uint64_t> available = mem_available();
   if (!available || bytes <= *available) return {};
-  return {ErrorCode::kNoSpace,
-          fmt::format("{} need {} of host memory, more than the {} available (MemAvailable in /proc/meminfo)",
-                      what, human_bytes(static_cast<double>(bytes)), human_bytes(static_cast<double>(*available)))};
+  return {
+      ErrorCode::kNoSpace,
+      fmt::format(
+          "{} need {} of host memory, more than the {} available (MemAvailable in /proc/meminfo)",
+          what, human_bytes(static_cast<double>(bytes)),
+          human_bytes(static_cast<double>(*available)))};
 }
 
 CLI::Validator whole_number(uint64_t lo, uint64_t hi) {
@@ -67,15 +70,19 @@ CLI::Validator whole_number(uint64_t lo, uint64_t hi) {
 
 void StoreFlags::add_to(CLI::App& app, const FlagGroups& groups) {
   app.add_option("--store", root,
-                 "Store root directory (each TP rank uses rank<R>of<W>/ in it); several, comma-separated, spread "
+                 "Store root directory (each TP rank uses rank<R>of<W>/ in it); several, "
+                 "comma-separated, spread "
                  "the store over them, one per drive (capacity is per drive)")
       ->type_name("DIR");
-  app.add_option("--model", model, "Model preset: qwen3-coder-30b-a3b, llama-3-8b, llama-3-70b, qwen3-8b, tiny")
+  app.add_option("--model", model,
+                 "Model preset: qwen3-coder-30b-a3b, llama-3-8b, llama-3-70b, qwen3-8b, tiny")
       ->type_name("NAME");
   // Only the type's range here: KvGeometry::validate() owns the real bounds and says them.
   const uint64_t u32 = std::numeric_limits<uint32_t>::max();
-  app.add_option("--tp-rank", tp_rank, "Tensor-parallel rank of this store")->transform(whole_number(0, u32));
-  app.add_option("--tp-world", tp_world, "Tensor-parallel world size (the store holds 1/W of each token's KV)")
+  app.add_option("--tp-rank", tp_rank, "Tensor-parallel rank of this store")
+      ->transform(whole_number(0, u32));
+  app.add_option("--tp-world", tp_world,
+                 "Tensor-parallel world size (the store holds 1/W of each token's KV)")
       ->transform(whole_number(0, u32));
   app.add_option("--chunk-tokens", chunk_tokens, "Tokens per key (prefix-match granularity)")
       ->transform(whole_number(0, u32));
@@ -85,38 +92,50 @@ void StoreFlags::add_to(CLI::App& app, const FlagGroups& groups) {
     app.add_option(name, value, help)->type_name("SIZE")->default_str(shown);
   };
   if (groups.tenant) {
-    app.add_option("--tenant", tenant, "Tenant salt: keys of one tenant never match another's (default: none)")
+    app.add_option("--tenant", tenant,
+                   "Tenant salt: keys of one tenant never match another's (default: none)")
         ->type_name("SALT");
   }
   if (groups.layout) {
-    size("--capacity", capacity, "Store capacity: the most bytes of segment files; the least recently used "
-         "segments are evicted to stay under it", "64G");
-    size("--segment-size", segment, "Segment file size for a new store (an existing store keeps its own); auto: "
-         "capacity/4, at most 1G and at least 16M", "auto");
+    size("--capacity", capacity,
+         "Store capacity: the most bytes of segment files; the least recently used "
+         "segments are evicted to stay under it",
+         "64G");
+    size("--segment-size", segment,
+         "Segment file size for a new store (an existing store keeps its own); auto: "
+         "capacity/4, at most 1G and at least 16M",
+         "auto");
   }
   if (groups.io_path) {
-    app.add_option("--io", io,
-                   "I/O path: auto (= posix), posix or direct (O_DIRECT via io_uring; buffered where the "
-                   "filesystem refuses O_DIRECT), buffered (page cache), gds (cuFile, for GPU memory only: the "
-                   "CLI's KV is in host memory, so posix), dram (posix with a DRAM tier in front, --dram)")
+    app.add_option(
+           "--io", io,
+           "I/O path: auto (= posix), posix or direct (O_DIRECT via io_uring; buffered where the "
+           "filesystem refuses O_DIRECT), buffered (page cache), gds (cuFile, for GPU memory only: "
+           "the "
+           "CLI's KV is in host memory, so posix), dram (posix with a DRAM tier in front, --dram)")
         ->type_name("PATH");
   }
   if (groups.io_tuning) {
     size("--request-size", request, "I/O request size", "16M");
     size("--staging", staging, "Staging memory, the bound on bytes in flight", "128M");
   }
-  if (groups.dram) size("--dram", dram, "DRAM tier in front of the disk (0: none; 8G with --io dram)", "0");
+  if (groups.dram)
+    size("--dram", dram, "DRAM tier in front of the disk (0: none; 8G with --io dram)", "0");
   if (groups.remote) {
-    app.add_option("--remote", remote,
-                   "Shared remote tier: Redis Cluster seeds (or one Redis server), redis://host:port[,host:port...]; "
-                   "saves are written behind to it, restores read what the local store lacks from it")
+    app.add_option(
+           "--remote", remote,
+           "Shared remote tier: Redis Cluster seeds (or one Redis server), "
+           "redis://host:port[,host:port...]; "
+           "saves are written behind to it, restores read what the local store lacks from it")
         ->type_name("URI");
     app.add_option("--remote-password-env", remote_password_env,
                    "Environment variable holding the cluster's password (never printed)")
         ->type_name("NAME");
-    app.add_option("--remote-password-file", remote_password_file, "File holding the cluster's password")
+    app.add_option("--remote-password-file", remote_password_file,
+                   "File holding the cluster's password")
         ->type_name("PATH");
-    app.add_option("--remote-ttl", remote_ttl, "Seconds records live in the cluster (0: until Redis evicts them)")
+    app.add_option("--remote-ttl", remote_ttl,
+                   "Seconds records live in the cluster (0: until Redis evicts them)")
         ->transform(whole_number(0, UINT32_MAX));
   }
 }
@@ -126,9 +145,11 @@ Result<Options> StoreFlags::options(bool create) const {
   // "a,b,c": one directory per drive; the first is where a new store keeps its index.
   for (size_t start = 0;;) {
     const size_t comma = root.find(',', start);
-    std::string dir = root.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string dir =
+        root.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (dir.empty() && !root.empty()) {
-      return fail(ErrorCode::kInvalidArgument, fmt::format("--store {}: an empty directory in the list", root));
+      return fail(ErrorCode::kInvalidArgument,
+                  fmt::format("--store {}: an empty directory in the list", root));
     }
     (o.root.empty() ? o.root : o.extra_roots.emplace_back()) = std::move(dir);
     if (comma == std::string::npos) break;
@@ -143,9 +164,11 @@ Result<Options> StoreFlags::options(bool create) const {
   auto path = parse_io_path(io == "dram" ? "direct" : io);
   if (!path) return fail(path.error());
   o.io_path = *path;
-  const std::pair<const std::string*, uint64_t*> sizes[] = {
-      {&capacity, &o.capacity_bytes}, {&segment, &o.segment_bytes},
-      {&request, &o.io_request_bytes}, {&staging, &o.staging_bytes}, {&dram, &o.dram_bytes}};
+  const std::pair<const std::string*, uint64_t*> sizes[] = {{&capacity, &o.capacity_bytes},
+                                                            {&segment, &o.segment_bytes},
+                                                            {&request, &o.io_request_bytes},
+                                                            {&staging, &o.staging_bytes},
+                                                            {&dram, &o.dram_bytes}};
   const char* names[] = {"capacity", "segment-size", "request-size", "staging", "dram"};
   for (size_t i = 0; i < 5; ++i) {
     auto v = size_flag(*sizes[i].first, names[i]);
@@ -171,9 +194,11 @@ Status make_dirs(const std::string& dir) {
       continue;
     }
     const int err = errno;
-    struct stat st{};
-    if (err != EEXIST || ::stat(path.c_str(), &st) != 0) return posix_error(err, "creating directory " + path.string());
-    if (!S_ISDIR(st.st_mode)) return {ErrorCode::kInvalidArgument, fmt::format("not a directory: {}", path.string())};
+    struct stat st {};
+    if (err != EEXIST || ::stat(path.c_str(), &st) != 0)
+      return posix_error(err, "creating directory " + path.string());
+    if (!S_ISDIR(st.st_mode))
+      return {ErrorCode::kInvalidArgument, fmt::format("not a directory: {}", path.string())};
   }
   return {};
 }
@@ -181,7 +206,7 @@ Status make_dirs(const std::string& dir) {
 Status check_store_root(const std::string& root) {
   // The nearest existing ancestor that is not a directory is the one to name.
   for (std::filesystem::path p = root; !p.empty(); p = p.parent_path()) {
-    struct stat st{};
+    struct stat st {};
     if (::stat(p.c_str(), &st) == 0) {
       if (S_ISDIR(st.st_mode)) return {};
       return {ErrorCode::kInvalidArgument, fmt::format("not a directory: {}", p.string())};

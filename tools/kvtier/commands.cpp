@@ -44,7 +44,9 @@ void say(const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); 
 /// include faulting in its destination (a serving engine's KV cache is resident).
 struct SessionKv {
   SessionKv(const KvGeometry& g, uint64_t tokens)
-      : bytes(g.bytes_for_tokens(tokens)), data(new std::byte[bytes]), view{{data.get(), bytes}, tokens} {
+      : bytes(g.bytes_for_tokens(tokens)),
+        data(new std::byte[bytes]),
+        view{{data.get(), bytes}, tokens} {
     synthetic::parallel_tokens(bytes, [this](uint64_t first, uint64_t last) {
       std::memset(data.get() + first, 0, last - first);
     });
@@ -61,7 +63,8 @@ Result<std::unique_ptr<SessionKv>> session_kv(const KvGeometry& g, uint64_t toke
   const uint64_t bytes = g.bytes_for_tokens(tokens) + tokens * sizeof(Token);
   const std::string what = fmt::format("--tokens {}: a session's KV and token ids", tokens);
   if (Status st = check_host_memory(bytes, what); !st.ok()) return fail(st);
-  say(fmt::format("allocating {} of host memory for a session's KV", human_bytes(static_cast<double>(bytes))));
+  say(fmt::format("allocating {} of host memory for a session's KV",
+                  human_bytes(static_cast<double>(bytes))));
   try {
     return std::make_unique<SessionKv>(g, tokens);
   } catch (const std::bad_alloc&) {
@@ -71,8 +74,8 @@ Result<std::unique_ptr<SessionKv>> session_kv(const KvGeometry& g, uint64_t toke
 }
 
 /// The session buffer, then the engine: a put that cannot run creates no store.
-Result<std::pair<std::unique_ptr<SessionKv>, std::unique_ptr<Engine>>> prepare(const StoreFlags& flags,
-                                                                               bool create, uint64_t tokens) {
+Result<std::pair<std::unique_ptr<SessionKv>, std::unique_ptr<Engine>>> prepare(
+    const StoreFlags& flags, bool create, uint64_t tokens) {
   auto options = flags.options(create);
   if (!options) return fail(options.error());
   auto kv = session_kv(options->geometry, tokens);
@@ -89,16 +92,16 @@ Result<std::pair<std::unique_ptr<SessionKv>, std::unique_ptr<Engine>>> prepare(c
 /// Why a get restored fewer tokens than asked for, on stderr (the restore line on stdout only
 /// counts them): nothing stored under these tokens, a shorter stored prefix, or a record that
 /// failed its checks (`problem`, the engine's reason).
-void explain_short_restore(uint64_t session, uint64_t restored, uint64_t tokens, const std::string& problem,
-                           const std::string& store) {
+void explain_short_restore(uint64_t session, uint64_t restored, uint64_t tokens,
+                           const std::string& problem, const std::string& store) {
   const std::string what = fmt::format("kvtier: get seed={}: ", session);
   if (!problem.empty()) {
     say(fmt::format("{}{} of {} tokens restored: {}", what, restored, tokens, problem));
   } else if (restored == 0) {
     say(fmt::format("{}not found: no stored prefix of these tokens in {}", what, store));
   } else {
-    say(fmt::format("{}partial: the store holds the first {} of these {} tokens ({})", what, restored, tokens,
-                    store));
+    say(fmt::format("{}partial: the store holds the first {} of these {} tokens ({})", what,
+                    restored, tokens, store));
   }
 }
 
@@ -112,8 +115,9 @@ int run_put(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t se
   for (uint64_t s = 0; s < sessions; ++s) {
     const uint64_t session = seed + s;
     const auto begin = Clock::now();
-    say(fmt::format("put seed={}: making {} of synthetic KV from the token ids (a prefill stand-in)", session,
-                    human_bytes(static_cast<double>(kv->bytes))));
+    say(fmt::format(
+        "put seed={}: making {} of synthetic KV from the token ids (a prefill stand-in)", session,
+        human_bytes(static_cast<double>(kv->bytes))));
     auto ids = synthetic::tokens(session, tokens);
     synthetic::fill_kv(g, ids, {kv->data.get(), kv->bytes}, tokens);
     say(fmt::format("put seed={}: made in {:.1f} s; saving", session, seconds_since(begin)));
@@ -121,12 +125,14 @@ int run_put(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t se
     auto saved = engine->save(ids, kv->view);
     if (!saved) return report(saved.error(), fmt::format("put session {}", session));
     const double t = seconds_since(start);
-    std::printf("put seed=%llu tokens=%llu chunks written=%llu present=%llu %s in %.3f s (%s/s); %.1f s in all\n",
-                static_cast<unsigned long long>(session), static_cast<unsigned long long>(tokens),
-                static_cast<unsigned long long>(saved->chunks_written),
-                static_cast<unsigned long long>(saved->chunks_present),
-                human_bytes(static_cast<double>(saved->bytes_written)).c_str(), t,
-                human_bytes(static_cast<double>(saved->bytes_written) / t).c_str(), seconds_since(begin));
+    std::printf(
+        "put seed=%llu tokens=%llu chunks written=%llu present=%llu %s in %.3f s (%s/s); %.1f s in "
+        "all\n",
+        static_cast<unsigned long long>(session), static_cast<unsigned long long>(tokens),
+        static_cast<unsigned long long>(saved->chunks_written),
+        static_cast<unsigned long long>(saved->chunks_present),
+        human_bytes(static_cast<double>(saved->bytes_written)).c_str(), t,
+        human_bytes(static_cast<double>(saved->bytes_written) / t).c_str(), seconds_since(begin));
   }
   return 0;
 }
@@ -141,23 +147,29 @@ int run_get(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t se
     const uint64_t session = seed + s;
     const auto begin = Clock::now();
     auto ids = synthetic::tokens(session, tokens);
-    say(fmt::format("get seed={}: restoring up to {}", session, human_bytes(static_cast<double>(kv->bytes))));
+    say(fmt::format("get seed={}: restoring up to {}", session,
+                    human_bytes(static_cast<double>(kv->bytes))));
     const auto start = Clock::now();
     auto restored = engine->restore(ids, kv->view);
     if (!restored) return report(restored.error(), fmt::format("get session {}", session));
     const double t = seconds_since(start);
     const uint64_t n = restored->tokens_restored;
-    say(fmt::format("get seed={}: restored in {:.1f} s; checking every byte against the generator", session, t));
-    const uint64_t bad = synthetic::first_mismatch(g, std::span(ids).first(n), {kv->data.get(), kv->bytes}, tokens);
-    std::printf("get seed=%llu restored %llu/%llu tokens in %.3f s (%s/s, %llu extents)%s%s; %.1f s in all\n",
-                static_cast<unsigned long long>(session), static_cast<unsigned long long>(n),
-                static_cast<unsigned long long>(tokens), t,
-                human_bytes(static_cast<double>(g.bytes_for_tokens(n)) / t).c_str(),
-                static_cast<unsigned long long>(restored->extents),
-                bad < n ? fmt::format(" MISMATCH at token {}", bad).c_str() : "",
-                restored->problem.empty() ? "" : fmt::format(" ({})", restored->problem).c_str(),
-                seconds_since(begin));
-    if (n < tokens) explain_short_restore(session, n, tokens, restored->problem, engine->store_dir());
+    say(fmt::format("get seed={}: restored in {:.1f} s; checking every byte against the generator",
+                    session, t));
+    const uint64_t bad =
+        synthetic::first_mismatch(g, std::span(ids).first(n), {kv->data.get(), kv->bytes}, tokens);
+    std::printf(
+        "get seed=%llu restored %llu/%llu tokens in %.3f s (%s/s, %llu extents)%s%s; %.1f s in "
+        "all\n",
+        static_cast<unsigned long long>(session), static_cast<unsigned long long>(n),
+        static_cast<unsigned long long>(tokens), t,
+        human_bytes(static_cast<double>(g.bytes_for_tokens(n)) / t).c_str(),
+        static_cast<unsigned long long>(restored->extents),
+        bad < n ? fmt::format(" MISMATCH at token {}", bad).c_str() : "",
+        restored->problem.empty() ? "" : fmt::format(" ({})", restored->problem).c_str(),
+        seconds_since(begin));
+    if (n < tokens)
+      explain_short_restore(session, n, tokens, restored->problem, engine->store_dir());
     if (bad < n || n < tokens) rc = 1;
   }
   return rc;
@@ -170,8 +182,10 @@ int run_ls(const StoreFlags& flags) {
               "records", "tokens");
   for (const SegmentInfo& s : (*engine)->segments()) {
     std::printf("%-10u %14llu %14llu %14llu %9llu %10llu\n", s.id,
-                static_cast<unsigned long long>(s.file_bytes), static_cast<unsigned long long>(s.write_offset),
-                static_cast<unsigned long long>(s.live_bytes), static_cast<unsigned long long>(s.records),
+                static_cast<unsigned long long>(s.file_bytes),
+                static_cast<unsigned long long>(s.write_offset),
+                static_cast<unsigned long long>(s.live_bytes),
+                static_cast<unsigned long long>(s.records),
                 static_cast<unsigned long long>(s.tokens));
   }
   return 0;
@@ -182,25 +196,34 @@ int run_stat(const StoreFlags& flags, StatFormat format) {
   if (!engine) return report(engine.error(), "stat");
   const Stats s = (*engine)->stats();
   if (format == StatFormat::kPrometheus) {
-    const std::string label = fmt::format("store=\"{}\"", prometheus_label_value((*engine)->store_dir()));
+    const std::string label =
+        fmt::format("store=\"{}\"", prometheus_label_value((*engine)->store_dir()));
     std::printf("%s", prometheus_text(s, label).c_str());
     return 0;
   }
-  nlohmann::ordered_json j = {
-      {"store", (*engine)->store_dir()},       {"geometry", (*engine)->geometry().describe()},
-      {"io_engine", s.io_engine},              {"io_fallback", s.io_fallback},
-      {"capacity_bytes", s.capacity_bytes},    {"segment_bytes", s.segment_bytes},
-      {"used_bytes", s.used_bytes},            {"live_bytes", s.live_bytes},
-      {"segments", s.segments},                {"records", s.records},
-      {"recovered_records", s.recovered_records}, {"dropped_at_open", s.dropped_at_open},
-      {"drives", s.drives},                    {"drives_offline", s.drives_offline},
-      {"offline_records", s.offline_records},  {"drive_problem", s.drive_problem}};
+  nlohmann::ordered_json j = {{"store", (*engine)->store_dir()},
+                              {"geometry", (*engine)->geometry().describe()},
+                              {"io_engine", s.io_engine},
+                              {"io_fallback", s.io_fallback},
+                              {"capacity_bytes", s.capacity_bytes},
+                              {"segment_bytes", s.segment_bytes},
+                              {"used_bytes", s.used_bytes},
+                              {"live_bytes", s.live_bytes},
+                              {"segments", s.segments},
+                              {"records", s.records},
+                              {"recovered_records", s.recovered_records},
+                              {"dropped_at_open", s.dropped_at_open},
+                              {"drives", s.drives},
+                              {"drives_offline", s.drives_offline},
+                              {"offline_records", s.offline_records},
+                              {"drive_problem", s.drive_problem}};
   if (format == StatFormat::kJson) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
   for (auto& [key, value] : j.items()) {
-    std::printf("%-18s %s\n", key.c_str(), value.is_string() ? value.get<std::string>().c_str() : value.dump().c_str());
+    std::printf("%-18s %s\n", key.c_str(),
+                value.is_string() ? value.get<std::string>().c_str() : value.dump().c_str());
   }
   return 0;
 }

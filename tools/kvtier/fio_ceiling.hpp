@@ -15,10 +15,12 @@ namespace kvtier::cli {
 
 /// One fio run.
 struct FioRead {
-  uint64_t bytes = 0;   ///< What the streams cover (every byte is read: parse_fio_report checks).
-  double seconds = 0;   ///< The slowest stream's time on fio's clock (parse_fio_report()).
-  unsigned depth = 0;   ///< Requests in flight per stream.
-  [[nodiscard]] double gbps() const { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0; }
+  uint64_t bytes = 0;  ///< What the streams cover (every byte is read: parse_fio_report checks).
+  double seconds = 0;  ///< The slowest stream's time on fio's clock (parse_fio_report()).
+  unsigned depth = 0;  ///< Requests in flight per stream.
+  [[nodiscard]] double gbps() const {
+    return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0;
+  }
 };
 
 /// @brief fio, found and run. Not thread-safe.
@@ -26,7 +28,8 @@ class FioCeiling {
  public:
   /// Finds `binary` ("fio": on PATH) and checks it runs; `work_dir` holds its job files and
   /// outputs. kNotFound with what to do when it is missing.
-  [[nodiscard]] static Result<FioCeiling> find(const std::string& binary, const std::string& work_dir);
+  [[nodiscard]] static Result<FioCeiling> find(const std::string& binary,
+                                               const std::string& work_dir);
 
   [[nodiscard]] const std::string& version() const { return version_; }
   /// The I/O engine fio ran with (io_uring, else libaio, else psync: the first that works here).
@@ -35,15 +38,16 @@ class FioCeiling {
   [[nodiscard]] unsigned depth() const { return depth_; }
   void set_depth(unsigned depth) { depth_ = depth; }
 
-  /// Reads `streams` (one per rank and drive, all at once), each its extents in order in requests of
-  /// at most `request_bytes`, `depth` in flight per stream, O_DIRECT (fio_job_file()).
-  [[nodiscard]] Result<FioRead> read(const std::vector<std::vector<FileExtent>>& streams, uint64_t request_bytes,
-                                     unsigned depth);
+  /// Reads `streams` (one per rank and drive, all at once), each its extents in order in requests
+  /// of at most `request_bytes`, `depth` in flight per stream, O_DIRECT (fio_job_file()).
+  [[nodiscard]] Result<FioRead> read(const std::vector<std::vector<FileExtent>>& streams,
+                                     uint64_t request_bytes, unsigned depth);
   /// read() at each of `depths` (in an order that does not always warm the deeper ones for the
   /// next); the fastest becomes depth(). Every run that could be timed is returned; an error only
   /// when none could.
-  [[nodiscard]] Result<std::vector<FioRead>> calibrate(const std::vector<std::vector<FileExtent>>& streams,
-                                                       uint64_t request_bytes, const std::vector<unsigned>& depths);
+  [[nodiscard]] Result<std::vector<FioRead>> calibrate(
+      const std::vector<std::vector<FileExtent>>& streams, uint64_t request_bytes,
+      const std::vector<unsigned>& depths);
 
   /// What the ceiling is, for a table's notes.
   [[nodiscard]] std::string describe() const;
@@ -51,8 +55,9 @@ class FioCeiling {
  private:
   FioCeiling(std::string binary, std::string work_dir, std::string version)
       : binary_(std::move(binary)), work_dir_(std::move(work_dir)), version_(std::move(version)) {}
-  [[nodiscard]] Result<FioRead> run(const std::vector<std::vector<FileExtent>>& streams, uint64_t request_bytes,
-                                    unsigned depth, const std::string& engine);
+  [[nodiscard]] Result<FioRead> run(const std::vector<std::vector<FileExtent>>& streams,
+                                    uint64_t request_bytes, unsigned depth,
+                                    const std::string& engine);
 
   std::string binary_;
   std::string work_dir_;
@@ -80,12 +85,15 @@ struct FioJob {
 /// waiting for the requests still in flight, which makes any depth above 1 look faster than it is.)
 /// kInvalidArgument for a path fio's job files cannot name (a line break in it).
 [[nodiscard]] Result<std::string> fio_job_file(const std::vector<std::vector<FileExtent>>& streams,
-                                               uint64_t request_bytes, unsigned depth, const std::string& engine,
+                                               uint64_t request_bytes, unsigned depth,
+                                               const std::string& engine,
                                                std::vector<FioJob>& jobs);
 
 /// Reads fio's JSON report of `jobs`: every job must have read exactly its bytes (else kIo); a
-/// stream's time is the sum of its jobs' job_runtime (fio's clock, its start-up and the gaps between
-/// chained jobs left out: the ceiling errs fast, never slow); returns the slowest stream's seconds.
-[[nodiscard]] Result<double> parse_fio_report(const std::string& json, const std::vector<FioJob>& jobs);
+/// stream's time is the sum of its jobs' job_runtime (fio's clock, its start-up and the gaps
+/// between chained jobs left out: the ceiling errs fast, never slow); returns the slowest stream's
+/// seconds.
+[[nodiscard]] Result<double> parse_fio_report(const std::string& json,
+                                              const std::vector<FioJob>& jobs);
 
 }  // namespace kvtier::cli

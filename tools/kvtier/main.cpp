@@ -32,9 +32,10 @@ std::string self_executable(const char* argv0) {
 }
 
 std::string version() {
-  return fmt::format("kvtier {} (built with io_uring: {}, CUDA: {}, cuFile: {}, Redis: {})", KVTIER_VERSION_STRING,
-                     KVTIER_HAVE_IO_URING ? "yes" : "no", KVTIER_HAVE_CUDA ? "yes" : "no",
-                     KVTIER_HAVE_CUFILE ? "yes" : "no", KVTIER_HAVE_REDIS ? "yes" : "no");
+  return fmt::format("kvtier {} (built with io_uring: {}, CUDA: {}, cuFile: {}, Redis: {})",
+                     KVTIER_VERSION_STRING, KVTIER_HAVE_IO_URING ? "yes" : "no",
+                     KVTIER_HAVE_CUDA ? "yes" : "no", KVTIER_HAVE_CUFILE ? "yes" : "no",
+                     KVTIER_HAVE_REDIS ? "yes" : "no");
 }
 
 /// put, get, ls, stat and verify: one store, the CLI's own synthetic sessions.
@@ -52,15 +53,23 @@ struct StoreCommands {
     // The readers take no flag that only matters when writing: ls reads the index, stat also
     // opens the I/O path it reports, verify reads every record through it.
     ls = app.add_subcommand("ls", "List the store's segments");
-    flags.add_to(*ls, {.tenant = false, .layout = false, .io_path = false, .io_tuning = false, .dram = false});
+    flags.add_to(
+        *ls,
+        {.tenant = false, .layout = false, .io_path = false, .io_tuning = false, .dram = false});
     stat = app.add_subcommand("stat", "Show the store's state");
-    flags.add_to(*stat, {.tenant = false, .layout = false, .io_path = true, .io_tuning = false, .dram = false});
-    auto* json = stat->add_flag_callback("--json", [this] { format = StatFormat::kJson; }, "Print JSON");
-    stat->add_flag_callback("--prometheus", [this] { format = StatFormat::kPrometheus; },
-                            "Print the engine's metrics in the Prometheus text format, labelled store=<dir>")
+    flags.add_to(
+        *stat,
+        {.tenant = false, .layout = false, .io_path = true, .io_tuning = false, .dram = false});
+    auto* json = stat->add_flag_callback(
+        "--json", [this] { format = StatFormat::kJson; }, "Print JSON");
+    stat->add_flag_callback(
+            "--prometheus", [this] { format = StatFormat::kPrometheus; },
+            "Print the engine's metrics in the Prometheus text format, labelled store=<dir>")
         ->excludes(json);
     verify = app.add_subcommand("verify", "Check every record's header and payload checksum");
-    flags.add_to(*verify, {.tenant = false, .layout = false, .io_path = true, .io_tuning = true, .dram = false});
+    flags.add_to(
+        *verify,
+        {.tenant = false, .layout = false, .io_path = true, .io_tuning = true, .dram = false});
   }
 
   void add_session_flags(CLI::App& cmd) {
@@ -71,7 +80,8 @@ struct StoreCommands {
         ->default_str("");  // required: there is no default to show
     cmd.add_option("--seed", seed, "Seed of the first session (session i uses seed + i)")
         ->transform(whole_number(0, kMaxSeed));
-    cmd.add_option("--sessions", sessions, "Number of sessions")->transform(whole_number(1, kMaxCount));
+    cmd.add_option("--sessions", sessions, "Number of sessions")
+        ->transform(whole_number(1, kMaxCount));
   }
 
   /// The exit code, or -1 when none of these commands was given.
@@ -107,23 +117,28 @@ struct BenchCommand {
 
 void BenchCommand::add_to(CLI::App& app) {
   cmd = app.add_subcommand("bench", "Save and restore sessions against the drive's read ceiling");
-  // The I/O path of each restore is what --paths names, and a DRAM tier only what --dram-bytes gives
-  // the seed workload's dram configuration: --io and --dram would change nothing.
-  flags.add_to(*cmd, {.tenant = true, .layout = true, .io_path = false, .io_tuning = true, .dram = false});
+  // The I/O path of each restore is what --paths names, and a DRAM tier only what --dram-bytes
+  // gives the seed workload's dram configuration: --io and --dram would change nothing.
+  flags.add_to(
+      *cmd, {.tenant = true, .layout = true, .io_path = false, .io_tuning = true, .dram = false});
   cmd->get_option("--store")->description(
-      "Where the benchmark's stores are made (pairs: <DIR>/bench-<pid>; seed: <DIR>/seed-chunk<N>), deleted "
+      "Where the benchmark's stores are made (pairs: <DIR>/bench-<pid>; seed: "
+      "<DIR>/seed-chunk<N>), deleted "
       "afterwards unless --keep");
   cmd->get_option("--capacity")
-      ->description("Store capacity; auto: pairs sizes it to the sessions' KV + 1/8 + 2G, so that nothing is "
-                    "evicted; seed: 64G per rank")
+      ->description(
+          "Store capacity; auto: pairs sizes it to the sessions' KV + 1/8 + 2G, so that nothing is "
+          "evicted; seed: 64G per rank")
       ->default_str("auto");
   cmd->add_option("--workload", workload,
                   "pairs: restore/ceiling pairs in this process (host memory); seed: the reference "
                   "evaluation (unique then repeat phase, one process per rank, Table 1, figures)")
       ->check(CLI::IsMember({"pairs", "seed"}));
-  sessions_opt = cmd->add_option("--sessions", bench.sessions, "Sessions (pairs; seed: unique prompts, default 20)")
+  sessions_opt = cmd->add_option("--sessions", bench.sessions,
+                                 "Sessions (pairs; seed: unique prompts, default 20)")
                      ->transform(whole_number(1, kMaxBenchSessions));
-  tokens_opt = cmd->add_option("--tokens", bench.tokens, "Tokens per session (pairs; seed: sets --tokens-min and "
+  tokens_opt = cmd->add_option("--tokens", bench.tokens,
+                               "Tokens per session (pairs; seed: sets --tokens-min and "
                                "--tokens-max)")
                    ->transform(whole_number(1, kMaxTokens));
   cmd->add_option("--tokens-min", seed.tokens_min, "seed: fewest tokens of a session")
@@ -134,34 +149,43 @@ void BenchCommand::add_to(CLI::App& app) {
       ->transform(whole_number(0, kMaxSeed));
   cmd->add_option("--repeat", bench.repeat, "pairs: restore/ceiling pairs per session and path")
       ->transform(whole_number(1, kMaxCount));
-  paths_opt = cmd->add_option("--paths", bench.paths,
-                              "Configurations, comma-separated. pairs: direct, buffered; seed: posix, gds, dram, "
-                              "buffered (default all four)");
+  paths_opt = cmd->add_option(
+      "--paths", bench.paths,
+      "Configurations, comma-separated. pairs: direct, buffered; seed: posix, gds, dram, "
+      "buffered (default all four)");
   cmd->add_option("--ranks", seed.ranks, "seed: tensor-parallel ranks, one process each")
       ->transform(whole_number(1, 8));
-  cmd->add_option("--chunk-sweep", seed.chunk_sweep, "seed: more chunk sizes to run the --sweep-paths at, e.g. "
+  cmd->add_option("--chunk-sweep", seed.chunk_sweep,
+                  "seed: more chunk sizes to run the --sweep-paths at, e.g. "
                   "64,1024 (default: none)");
   cmd->add_option("--sweep-paths", seed.sweep_paths, "seed: configurations of the chunk sweep");
-  cmd->add_option("--device", seed.device, "seed: where the paged KV cache lives: auto, cuda or host");
-  cmd->add_option("--dram-bytes", seed.dram_bytes,
-                  "seed: DRAM tier per rank for the dram configuration (auto: the working set, at most 60% of "
-                  "available memory)");
+  cmd->add_option("--device", seed.device,
+                  "seed: where the paged KV cache lives: auto, cuda or host");
+  cmd->add_option(
+      "--dram-bytes", seed.dram_bytes,
+      "seed: DRAM tier per rank for the dram configuration (auto: the working set, at most 60% of "
+      "available memory)");
   cmd->add_option("--concurrency", seed.concurrency,
-                  "seed: restore N sessions at once per rank, for each N listed (e.g. 1,2,4,8,16), instead of the "
+                  "seed: restore N sessions at once per rank, for each N listed (e.g. 1,2,4,8,16), "
+                  "instead of the "
                   "sequential repeat phase (default: none)");
   cmd->add_option("--host-load", seed.host_load,
-                  "seed --concurrency: threads of background memory copying, measured alone and during restores "
+                  "seed --concurrency: threads of background memory copying, measured alone and "
+                  "during restores "
                   "(0: none)")
       ->transform(whole_number(0, 1024));
   cmd->add_option("--out", seed.out, "seed: output directory")->default_str("kvtier-seed-<time>");
   cmd->add_flag("--no-report", no_report, "seed: skip the figures and report (seed_report.py)");
-  cmd->add_option("--json", bench.json, "pairs: write results as JSON to this file (default: none)");
+  cmd->add_option("--json", bench.json,
+                  "pairs: write results as JSON to this file (default: none)");
   cmd->add_flag("--keep", bench.keep, "Keep the benchmark's stores instead of deleting them");
   cmd->add_option("--fio", bench.fio,
-                  "fio executable measuring the drive's ceiling: it reads each restore's file ranges (same order "
+                  "fio executable measuring the drive's ceiling: it reads each restore's file "
+                  "ranges (same order "
                   "and request size, O_DIRECT) next to it; off: no independent ceiling");
   cmd->add_option("--fio-depth", bench.fio_depth,
-                  "Requests in flight per fio stream (one per rank and drive); 0: the fastest of 1,2,4,8,16,32 "
+                  "Requests in flight per fio stream (one per rank and drive); 0: the fastest of "
+                  "1,2,4,8,16,32 "
                   "on the first session")
       ->transform(whole_number(0, 1024));
 }
@@ -169,10 +193,11 @@ void BenchCommand::add_to(CLI::App& app) {
 int BenchCommand::run(int argc, char** argv) {
   if (workload != "seed") {
     if (flags.root.find(',') != std::string::npos) {
-      return report({kvtier::ErrorCode::kInvalidArgument,
-                     "bench: the pairs workload's --store takes one directory (it makes its store in it); "
-                     "--workload seed takes one per drive"},
-                    "bench");
+      return report(
+          {kvtier::ErrorCode::kInvalidArgument,
+           "bench: the pairs workload's --store takes one directory (it makes its store in it); "
+           "--workload seed takes one per drive"},
+          "bench");
     }
     return run_bench(flags, bench);
   }
@@ -180,7 +205,9 @@ int BenchCommand::run(int argc, char** argv) {
   // as put does.
   std::stringstream dirs(flags.root);
   for (std::string dir; std::getline(dirs, dir, ',');) {
-    if (dir.empty()) return report({kvtier::ErrorCode::kInvalidArgument, "bench: an empty directory in --store"}, "bench");
+    if (dir.empty())
+      return report({kvtier::ErrorCode::kInvalidArgument, "bench: an empty directory in --store"},
+                    "bench");
     if (kvtier::Status st = make_dirs(dir); !st.ok()) return report(st, "bench");
   }
   if (*sessions_opt) seed.sessions = bench.sessions;
@@ -214,7 +241,8 @@ int main(int argc, char** argv) {
   BenchCommand bench;
   bench.add_to(app);
   kvtier::seed::RankArgs rank_args;
-  CLI::App* rank_cmd = app.add_subcommand("bench-rank", "One rank process of bench --workload seed");
+  CLI::App* rank_cmd =
+      app.add_subcommand("bench-rank", "One rank process of bench --workload seed");
   rank_cmd->group("");  // internal: started by bench
   kvtier::seed::add_rank_flags(*rank_cmd, rank_args);
   try {

@@ -18,7 +18,8 @@ namespace kvtier {
 /// What cuFile said about this machine when it opened.
 struct GdsMode {
   bool peer_to_peer = false;  ///< true only when the driver reports a P2P-capable storage target
-  std::string description;    ///< "cuFile compat mode (...)" or "GPUDirect Storage peer-to-peer (...)"
+  std::string
+      description;  ///< "cuFile compat mode (...)" or "GPUDirect Storage peer-to-peer (...)"
 };
 
 /// @brief cuFile driver, file handles (one per segment, registered once) and registered device
@@ -27,9 +28,11 @@ struct GdsMode {
 /// in parallel.
 class GdsContext {
  public:
-  /// Loads libcufile.so.0, opens the driver and registers `buffers` device buffers of `buffer_bytes`
-  /// on CUDA device `device`. kNotSupported with cuFile's own words when any step fails.
-  [[nodiscard]] static Result<std::unique_ptr<GdsContext>> create(int device, size_t buffers, size_t buffer_bytes);
+  /// Loads libcufile.so.0, opens the driver and registers `buffers` device buffers of
+  /// `buffer_bytes` on CUDA device `device`. kNotSupported with cuFile's own words when any step
+  /// fails.
+  [[nodiscard]] static Result<std::unique_ptr<GdsContext>> create(int device, size_t buffers,
+                                                                  size_t buffer_bytes);
   ~GdsContext();
 
   [[nodiscard]] const GdsMode& mode() const;
@@ -42,10 +45,12 @@ class GdsContext {
   [[nodiscard]] Status attach(const std::shared_ptr<SegmentFile>& file);
   /// Reads [offset, offset + bytes) of an attached file into `buffer` (one of buffers()' slots),
   /// looping over short reads.
-  [[nodiscard]] Status read(const SegmentFile& file, std::byte* buffer, uint64_t offset, size_t bytes);
+  [[nodiscard]] Status read(const SegmentFile& file, std::byte* buffer, uint64_t offset,
+                            size_t bytes);
   /// Writes the first `bytes` of `buffer` (one of buffers()' slots) to [offset, offset + bytes) of
   /// an attached file.
-  [[nodiscard]] Status write(const SegmentFile& file, std::byte* buffer, uint64_t offset, size_t bytes);
+  [[nodiscard]] Status write(const SegmentFile& file, std::byte* buffer, uint64_t offset,
+                             size_t bytes);
   /// How cuFile itself says it served this process's reads and writes, from its statistics API
   /// (level 3, per GPU: peer-to-peer, nvidia-fs and POSIX operation counts); empty where this
   /// libcufile has no statistics API.
@@ -55,7 +60,8 @@ class GdsContext {
 
  private:
   explicit GdsContext(std::unique_ptr<Impl> impl);
-  Status transfer(const SegmentFile& file, std::byte* buffer, uint64_t offset, size_t bytes, bool write);
+  Status transfer(const SegmentFile& file, std::byte* buffer, uint64_t offset, size_t bytes,
+                  bool write);
   std::unique_ptr<Impl> impl_;
 };
 

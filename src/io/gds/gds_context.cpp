@@ -57,7 +57,8 @@ Result<const CuFileApi*> cufile_api() {
   static const Result<const CuFileApi*> api = []() -> Result<const CuFileApi*> {
     void* lib = dlopen("libcufile.so.0", RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) {
-      return fail(ErrorCode::kNotSupported, fmt::format("cannot load libcufile.so.0: {}", dlerror()));
+      return fail(ErrorCode::kNotSupported,
+                  fmt::format("cannot load libcufile.so.0: {}", dlerror()));
     }
     static CuFileApi a{};
     const bool ok = bind(lib, a.driver_open, {"cuFileDriverOpen"}) &&
@@ -66,14 +67,15 @@ Result<const CuFileApi*> cufile_api() {
                     bind(lib, a.handle_register, {"cuFileHandleRegister"}) &&
                     bind(lib, a.handle_deregister, {"cuFileHandleDeregister"}) &&
                     bind(lib, a.buf_register, {"cuFileBufRegister"}) &&
-                    bind(lib, a.buf_deregister, {"cuFileBufDeregister"}) && bind(lib, a.read, {"cuFileRead"}) &&
-                    bind(lib, a.write, {"cuFileWrite"});
+                    bind(lib, a.buf_deregister, {"cuFileBufDeregister"}) &&
+                    bind(lib, a.read, {"cuFileRead"}) && bind(lib, a.write, {"cuFileWrite"});
     bind(lib, a.set_stats_level, {"cuFileSetStatsLevel"});
     bind(lib, a.stats_start, {"cuFileStatsStart"});
 #ifdef CUFILE_GPU_UUID_LEN
     bind(lib, a.stats_l3, {"cuFileGetStatsL3"});
 #endif
-    if (!ok) return fail(ErrorCode::kNotSupported, "libcufile.so.0 lacks a required cuFile entry point");
+    if (!ok)
+      return fail(ErrorCode::kNotSupported, "libcufile.so.0 lacks a required cuFile entry point");
     return &a;
   }();
   return api;
@@ -83,8 +85,10 @@ Result<const CuFileApi*> cufile_api() {
 Status cufile_status(CUfileError_t e, std::string_view context) {
   if (e.err == CU_FILE_SUCCESS) return {};
   std::string what = cufileop_status_error(e.err);
-  if (e.err == CU_FILE_CUDA_DRIVER_ERROR) what += fmt::format(" (CUresult {})", static_cast<int>(e.cu_err));
-  return Status(ErrorCode::kNotSupported, fmt::format("{}: cuFile error {}: {}", context, static_cast<int>(e.err), what),
+  if (e.err == CU_FILE_CUDA_DRIVER_ERROR)
+    what += fmt::format(" (CUresult {})", static_cast<int>(e.cu_err));
+  return Status(ErrorCode::kNotSupported,
+                fmt::format("{}: cuFile error {}: {}", context, static_cast<int>(e.err), what),
                 static_cast<int>(e.err));
 }
 
@@ -114,18 +118,20 @@ Status driver_acquire(const CuFileApi& api) {
 }
 
 GdsMode mode_of(const CUfileDrvProps_t& props) {
-  // nvidia-fs (or PCI P2PDMA) reports the storage targets it can serve peer-to-peer; with none, cuFile
-  // serves every read through its own host bounce buffers (compatibility mode).
+  // nvidia-fs (or PCI P2PDMA) reports the storage targets it can serve peer-to-peer; with none,
+  // cuFile serves every read through its own host bounce buffers (compatibility mode).
   const bool nvfs = std::filesystem::exists("/proc/driver/nvidia-fs");
   const unsigned targets = props.nvfs.dstatusflags;
   GdsMode m;
   m.peer_to_peer = targets != 0;
-  m.description = m.peer_to_peer
-                      ? fmt::format("GPUDirect Storage peer-to-peer (driver status flags {:#x}{})", targets,
-                                    nvfs ? ", nvidia-fs loaded" : "")
-                      : fmt::format("cuFile compat mode: no peer-to-peer storage target (status flags {:#x}, "
-                                    "nvidia-fs {}); reads bounce through cuFile's host buffers",
-                                    targets, nvfs ? "loaded" : "not loaded");
+  m.description =
+      m.peer_to_peer
+          ? fmt::format("GPUDirect Storage peer-to-peer (driver status flags {:#x}{})", targets,
+                        nvfs ? ", nvidia-fs loaded" : "")
+          : fmt::format(
+                "cuFile compat mode: no peer-to-peer storage target (status flags {:#x}, "
+                "nvidia-fs {}); reads bounce through cuFile's host buffers",
+                targets, nvfs ? "loaded" : "not loaded");
   return m;
 }
 
@@ -142,7 +148,8 @@ class GdsContext::Impl {
   std::vector<bool> registered;
   std::unique_ptr<StagingPool> pool;  // over `buffers`, once all are registered
   std::mutex mu;
-  std::unordered_map<const SegmentFile*, std::pair<CUfileHandle_t, std::shared_ptr<SegmentFile>>> handles;
+  std::unordered_map<const SegmentFile*, std::pair<CUfileHandle_t, std::shared_ptr<SegmentFile>>>
+      handles;
 
   ~Impl() {
     cudaSetDevice(device);
@@ -157,7 +164,8 @@ class GdsContext::Impl {
 GdsContext::GdsContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GdsContext::~GdsContext() = default;
 
-Result<std::unique_ptr<GdsContext>> GdsContext::create(int device, size_t buffers, size_t buffer_bytes) {
+Result<std::unique_ptr<GdsContext>> GdsContext::create(int device, size_t buffers,
+                                                       size_t buffer_bytes) {
   KVTIER_ASSIGN_OR_RETURN(const CuFileApi* api, cufile_api());
   auto impl = std::make_unique<Impl>();
   impl->api = api;
@@ -169,7 +177,8 @@ Result<std::unique_ptr<GdsContext>> GdsContext::create(int device, size_t buffer
   impl->mode = mode_of(props);
   for (size_t i = 0; i < buffers; ++i) {
     void* p = nullptr;
-    if (cudaMalloc(&p, buffer_bytes) != cudaSuccess) return fail(ErrorCode::kDevice, "cudaMalloc of GDS staging");
+    if (cudaMalloc(&p, buffer_bytes) != cudaSuccess)
+      return fail(ErrorCode::kDevice, "cudaMalloc of GDS staging");
     impl->buffers.push_back(p);
     impl->registered.push_back(false);
     KVTIER_TRY(cufile_status(api->buf_register(p, buffer_bytes, 0), "cuFileBufRegister"));
@@ -201,25 +210,30 @@ Status GdsContext::attach(const std::shared_ptr<SegmentFile>& file) {
   descr.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
   descr.handle.fd = file->fd.get();
   CUfileHandle_t handle{};
-  Status st = cufile_status(impl_->api->handle_register(&handle, &descr), fmt::format("cuFileHandleRegister({})", file->path));
+  Status st = cufile_status(impl_->api->handle_register(&handle, &descr),
+                            fmt::format("cuFileHandleRegister({})", file->path));
   if (!st.ok() && st.native_error() == CU_FILE_HANDLE_NOT_REGISTERED) {
     // Seen where the machine has no udev database: cuFile looks up the block device's
     // ID_FS_USAGE through libudev and gives up. Say what is missing.
-    return st.with_context("cuFile could not identify the filesystem's block device (is udev's database, "
-                           "/run/udev/data, populated for it?)");
+    return st.with_context(
+        "cuFile could not identify the filesystem's block device (is udev's database, "
+        "/run/udev/data, populated for it?)");
   }
   if (!st.ok()) return st;
   impl_->handles.emplace(file.get(), std::pair{handle, file});
   return {};
 }
 
-// cuFileRead or cuFileWrite of [offset, offset + bytes) against `buffer`, looping over short transfers.
-Status GdsContext::transfer(const SegmentFile& file, std::byte* buffer, uint64_t offset, size_t bytes, bool write) {
+// cuFileRead or cuFileWrite of [offset, offset + bytes) against `buffer`, looping over short
+// transfers.
+Status GdsContext::transfer(const SegmentFile& file, std::byte* buffer, uint64_t offset,
+                            size_t bytes, bool write) {
   CUfileHandle_t handle;
   {
     std::lock_guard lock(impl_->mu);
     auto it = impl_->handles.find(&file);
-    if (it == impl_->handles.end()) return {ErrorCode::kInternal, "GDS I/O on a file that was not attached"};
+    if (it == impl_->handles.end())
+      return {ErrorCode::kInternal, "GDS I/O on a file that was not attached"};
     handle = it->second.first;
   }
   const char* what = write ? "cuFileWrite" : "cuFileRead";
@@ -237,8 +251,10 @@ Status GdsContext::transfer(const SegmentFile& file, std::byte* buffer, uint64_t
                     static_cast<int>(-n));
     }
     if (n == 0) {
-      return write ? Status(ErrorCode::kIo, fmt::format("cuFileWrite of {} wrote nothing", file.path))
-                   : Status(ErrorCode::kCorrupt, "segment file ends before a record does (short GDS read)");
+      return write
+                 ? Status(ErrorCode::kIo, fmt::format("cuFileWrite of {} wrote nothing", file.path))
+                 : Status(ErrorCode::kCorrupt,
+                          "segment file ends before a record does (short GDS read)");
     }
     done += static_cast<size_t>(n);
   }
@@ -249,16 +265,17 @@ Status GdsContext::read(const SegmentFile& file, std::byte* buffer, uint64_t off
   return transfer(file, buffer, offset, bytes, /*write=*/false);
 }
 
-Status GdsContext::write(const SegmentFile& file, std::byte* buffer, uint64_t offset, size_t bytes) {
+Status GdsContext::write(const SegmentFile& file, std::byte* buffer, uint64_t offset,
+                         size_t bytes) {
   return transfer(file, buffer, offset, bytes, /*write=*/true);
 }
-
 
 std::string GdsContext::io_counts() const {
 #ifdef CUFILE_GPU_UUID_LEN
   if (impl_->api->stats_l3 == nullptr) return "cuFile statistics API not in this libcufile";
   auto stats = std::make_unique<CUfileStatsLevel3_t>();
-  if (impl_->api->stats_l3(stats.get()).err != CU_FILE_SUCCESS) return "cuFile statistics unavailable";
+  if (impl_->api->stats_l3(stats.get()).err != CU_FILE_SUCCESS)
+    return "cuFile statistics unavailable";
   uint64_t reads = 0, p2p = 0, nvfs = 0, posix = 0, writes = 0, wp2p = 0, wnvfs = 0, wposix = 0;
   for (uint32_t g = 0; g < std::min<uint32_t>(stats->num_gpus, 16); ++g) {
     const CUfilePerGpuStats_t& s = stats->per_gpu_stats[g];
@@ -271,9 +288,10 @@ std::string GdsContext::io_counts() const {
     wnvfs += s.n_nvfs_writes;
     wposix += s.n_posix_writes;
   }
-  return fmt::format("cuFile stats: {} reads ({} P2PDMA, {} nvidia-fs, {} POSIX), {} writes ({} P2PDMA, {} "
-                     "nvidia-fs, {} POSIX)",
-                     reads, p2p, nvfs, posix, writes, wp2p, wnvfs, wposix);
+  return fmt::format(
+      "cuFile stats: {} reads ({} P2PDMA, {} nvidia-fs, {} POSIX), {} writes ({} P2PDMA, {} "
+      "nvidia-fs, {} POSIX)",
+      reads, p2p, nvfs, posix, writes, wp2p, wnvfs, wposix);
 #else
   return "cuFile statistics API not in the cufile.h this build used";
 #endif

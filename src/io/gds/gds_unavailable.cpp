@@ -25,7 +25,9 @@ StagingPool& GdsContext::buffers() {
   static StagingPool none(std::vector<std::span<std::byte>>{}, 0);  // never reached: create() fails
   return none;
 }
-Status GdsContext::attach(const std::shared_ptr<SegmentFile>&) { return {ErrorCode::kNotSupported, "no cuFile"}; }
+Status GdsContext::attach(const std::shared_ptr<SegmentFile>&) {
+  return {ErrorCode::kNotSupported, "no cuFile"};
+}
 Status GdsContext::read(const SegmentFile&, std::byte*, uint64_t, size_t) {
   return {ErrorCode::kNotSupported, "no cuFile"};
 }

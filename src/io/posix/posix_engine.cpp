@@ -64,7 +64,8 @@ class PosixEngine final : public IoEngine {
 
   Result<size_t> wait(std::span<IoCompletion> out) override {
     std::unique_lock lock(mu_);
-    if (done_.empty() && in_flight_ == 0) return fail(ErrorCode::kInternal, "wait() with nothing in flight");
+    if (done_.empty() && in_flight_ == 0)
+      return fail(ErrorCode::kInternal, "wait() with nothing in flight");
     completed_.wait(lock, [&] { return !done_.empty(); });
     size_t n = 0;
     while (n < out.size() && !done_.empty()) {
@@ -95,14 +96,16 @@ class PosixEngine final : public IoEngine {
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable queued_, completed_;
-  std::deque<IoRequest> pending_;    // guarded by mu_
-  std::deque<IoCompletion> done_;    // guarded by mu_ when there are workers
-  size_t in_flight_ = 0;             // queued or running, guarded by mu_
+  std::deque<IoRequest> pending_;  // guarded by mu_
+  std::deque<IoCompletion> done_;  // guarded by mu_ when there are workers
+  size_t in_flight_ = 0;           // queued or running, guarded by mu_
   bool stop_ = false;
 };
 
 }  // namespace
 
-std::unique_ptr<IoEngine> make_posix_engine(uint32_t threads) { return std::make_unique<PosixEngine>(threads); }
+std::unique_ptr<IoEngine> make_posix_engine(uint32_t threads) {
+  return std::make_unique<PosixEngine>(threads);
+}
 
 }  // namespace kvtier

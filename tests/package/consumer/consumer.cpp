@@ -39,7 +39,9 @@ int main(int argc, char** argv) {
   }
   auto restored = (*engine)->restore(tokens, kvtier::ChunkedKv{{out.data(), bytes}, n});
   if (!restored || restored->tokens_restored != n || out != kv) {
-    std::fprintf(stderr, "restore: %s\n", restored ? "bytes differ or tokens missing" : restored.error().to_string().c_str());
+    std::fprintf(
+        stderr, "restore: %s\n",
+        restored ? "bytes differ or tokens missing" : restored.error().to_string().c_str());
     return 1;
   }
   std::printf("consumer: saved and restored %llu tokens byte-exact through kvtier %s\n",

@@ -48,7 +48,8 @@ TEST(Keys, TenantsRanksAndModelsAreSeparateNamespaces) {
   EXPECT_NE(base, namespace_key(g, "tenant-a"));
   EXPECT_NE(namespace_key(g, "tenant-a"), namespace_key(g, "tenant-b"));
   EXPECT_NE(base, namespace_key(testing::tiny_geometry(256, 1, 2), ""));
-  EXPECT_NE(namespace_key(testing::tiny_geometry(256, 0, 2), ""), namespace_key(testing::tiny_geometry(256, 1, 2), ""));
+  EXPECT_NE(namespace_key(testing::tiny_geometry(256, 0, 2), ""),
+            namespace_key(testing::tiny_geometry(256, 1, 2), ""));
   EXPECT_NE(base, namespace_key(testing::tiny_geometry(128), ""));
   KvGeometry other = g;
   other.model_id = "tiny-2";

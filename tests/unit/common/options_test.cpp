@@ -66,10 +66,21 @@ TEST(Options, RejectsUnalignedAndInconsistentSizes) {
   EXPECT_EQ(code([](Options&) {}), ErrorCode::kOk);
   EXPECT_EQ(code([](Options& b) { b.root.clear(); }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(code([](Options& b) { b.io_request_bytes = 1000; }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(code([](Options& b) { b.staging_bytes = 4096; b.io_request_bytes = 8192; }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(code([](Options& b) { b.capacity_bytes = 1 << 20; b.segment_bytes = 2 << 20; }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code([](Options& b) {
+              b.staging_bytes = 4096;
+              b.io_request_bytes = 8192;
+            }),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code([](Options& b) {
+              b.capacity_bytes = 1 << 20;
+              b.segment_bytes = 2 << 20;
+            }),
+            ErrorCode::kInvalidArgument);
   // A chunk bigger than a segment cannot be stored.
-  EXPECT_EQ(code([](Options& b) { b.geometry = *geometry_for("llama-3-70b"); b.segment_bytes = 16 << 20; }),
+  EXPECT_EQ(code([](Options& b) {
+              b.geometry = *geometry_for("llama-3-70b");
+              b.segment_bytes = 16 << 20;
+            }),
             ErrorCode::kInvalidArgument);
 }
 

@@ -35,7 +35,11 @@ TEST(DramTier, HoldsPayloadsAndEvictsTheLeastRecentlyUsed) {
   tier.insert({1, 1}, a, 11);
   tier.insert({2, 2}, b, 22);
   tier.insert({3, 3}, c, 33);
-  { auto hit = tier.find({1, 1}, 11); ASSERT_TRUE(hit); EXPECT_TRUE(std::equal(a.begin(), a.end(), hit.payload().begin())); }
+  {
+    auto hit = tier.find({1, 1}, 11);
+    ASSERT_TRUE(hit);
+    EXPECT_TRUE(std::equal(a.begin(), a.end(), hit.payload().begin()));
+  }
   tier.insert({4, 4}, d, 44);  // evicts {2,2}: {1,1} was used more recently
   EXPECT_FALSE(tier.find({2, 2}, 22));
   EXPECT_TRUE(tier.find({1, 1}, 11));
@@ -65,12 +69,12 @@ TEST(DramTier, PinnedSlabsAreNeitherEvictedNorReusedUntilReleased) {
   tier.insert({2, 2}, bytes(64, 2), 22);  // no unpinned slab: not inserted
   EXPECT_FALSE(tier.find({2, 2}, 22));
   const Key128 k{1, 1};
-  tier.erase(std::span(&k, 1));            // erased while read: bytes stay valid for the reader
+  tier.erase(std::span(&k, 1));  // erased while read: bytes stay valid for the reader
   EXPECT_TRUE(std::equal(a.begin(), a.end(), hit.payload().begin()));
-  tier.insert({3, 3}, bytes(64, 3), 33);   // still pinned: nowhere to go
+  tier.insert({3, 3}, bytes(64, 3), 33);  // still pinned: nowhere to go
   EXPECT_FALSE(tier.find({3, 3}, 33));
   hit.reset();
-  tier.insert({3, 3}, bytes(64, 3), 33);   // released: the slab is free again
+  tier.insert({3, 3}, bytes(64, 3), 33);  // released: the slab is free again
   EXPECT_TRUE(tier.find({3, 3}, 33));
 }
 
@@ -105,7 +109,8 @@ TEST(DramTier, CreateRefusesMoreThanAvailableMemoryNamingTheAskAndTheLimit) {
   auto tier = DramTier::create(ask, 4096);
   if (tier) std::_Exit(3);
   std::fprintf(stderr, "%s\n", tier.error().to_string().c_str());
-  std::_Exit(tier.error().code() == ErrorCode::kNoSpace && tier.error().native_error() == ENOMEM ? 0 : 4);
+  std::_Exit(
+      tier.error().code() == ErrorCode::kNoSpace && tier.error().native_error() == ENOMEM ? 0 : 4);
 }
 
 TEST(DramTier, CreateReportsAFailedMappingWithErrnoAndTheAddressSpaceLimit) {
@@ -124,8 +129,10 @@ TEST(DramTier, EngineOpenReportsATierLargerThanMemoryAsNoSpace) {
   auto engine = Engine::open(o);
   ASSERT_FALSE(engine.has_value());
   EXPECT_EQ(engine.error().code(), ErrorCode::kNoSpace) << engine.error().to_string();
-  EXPECT_NE(engine.error().message().find("1099511627776"), std::string::npos) << engine.error().to_string();
-  EXPECT_NE(engine.error().message().find("MemAvailable"), std::string::npos) << engine.error().to_string();
+  EXPECT_NE(engine.error().message().find("1099511627776"), std::string::npos)
+      << engine.error().to_string();
+  EXPECT_NE(engine.error().message().find("MemAvailable"), std::string::npos)
+      << engine.error().to_string();
 }
 
 }  // namespace

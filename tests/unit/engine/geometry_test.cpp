@@ -47,10 +47,20 @@ TEST(Geometry, ValidateRejectsZeroAbsurdAndOverflowingShapes) {
   EXPECT_EQ(bad([](KvGeometry& b) { b.tp_rank = 1; }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(bad([](KvGeometry& b) { b.model_id.clear(); }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(bad([](KvGeometry& b) { b.chunk_tokens = 0; }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(bad([](KvGeometry& b) { b.head_dim = 3; b.kv_heads = 1; b.element_bytes = 1; }),
+  EXPECT_EQ(bad([](KvGeometry& b) {
+              b.head_dim = 3;
+              b.kv_heads = 1;
+              b.element_bytes = 1;
+            }),
             ErrorCode::kInvalidArgument);
   // 1024 layers x 1024 heads x 4096 dims x 4 bytes x 65536 tokens would overflow a chunk's size.
-  EXPECT_EQ(bad([](KvGeometry& b) { b.layers = 1024; b.kv_heads = 1024; b.head_dim = 4096; b.element_bytes = 4; b.chunk_tokens = 65536; }),
+  EXPECT_EQ(bad([](KvGeometry& b) {
+              b.layers = 1024;
+              b.kv_heads = 1024;
+              b.head_dim = 4096;
+              b.element_bytes = 4;
+              b.chunk_tokens = 65536;
+            }),
             ErrorCode::kInvalidArgument);
 }
 

@@ -24,13 +24,23 @@ TEST(StatFields, TheTableDescribesEveryFieldOfStatsOnce) {
     EXPECT_TRUE(std::regex_match(std::string(f.name), std::regex("[a-z][a-z0-9_]*"))) << f.name;
     switch (f.kind) {
       case StatField::Kind::kCounter:
-      case StatField::Kind::kGauge: ASSERT_NE(f.number, nullptr); bytes += sizeof(uint64_t); break;
-      case StatField::Kind::kText: ASSERT_NE(f.text, nullptr); bytes += sizeof(std::string); break;
-      case StatField::Kind::kHistogram: ASSERT_NE(f.histogram, nullptr); bytes += sizeof(LatencyHistogram); break;
+      case StatField::Kind::kGauge:
+        ASSERT_NE(f.number, nullptr);
+        bytes += sizeof(uint64_t);
+        break;
+      case StatField::Kind::kText:
+        ASSERT_NE(f.text, nullptr);
+        bytes += sizeof(std::string);
+        break;
+      case StatField::Kind::kHistogram:
+        ASSERT_NE(f.histogram, nullptr);
+        bytes += sizeof(LatencyHistogram);
+        break;
     }
   }
   // Every member is 8-byte aligned, so a field added to Stats but not to the table shows here.
-  EXPECT_EQ(bytes, sizeof(Stats)) << "Stats has a field stat_fields() does not list (or the other way round)";
+  EXPECT_EQ(bytes, sizeof(Stats))
+      << "Stats has a field stat_fields() does not list (or the other way round)";
   // Distinct members: write a different value through each pointer and read them all back.
   Stats s;
   uint64_t v = 1;
@@ -39,13 +49,15 @@ TEST(StatFields, TheTableDescribesEveryFieldOfStatsOnce) {
   }
   v = 1;
   for (const StatField& f : stat_fields()) {
-    if (f.number != nullptr) EXPECT_EQ(s.*f.number, v++) << f.name << " shares its member with another field";
+    if (f.number != nullptr)
+      EXPECT_EQ(s.*f.number, v++) << f.name << " shares its member with another field";
   }
 }
 
 /// Samples of a Prometheus text exposition: "name{labels}" -> value; fails on a malformed line.
 std::map<std::string, double> parse_prometheus(const std::string& text) {
-  static const std::regex sample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? ([-+0-9.eE]+|\+Inf|NaN)$)");
+  static const std::regex sample(
+      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*\})? ([-+0-9.eE]+|\+Inf|NaN)$)");
   static const std::regex meta(R"(^# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .+$)");
   std::map<std::string, double> out;
   std::istringstream in(text);
@@ -76,14 +88,17 @@ TEST(StatFields, PrometheusTextCarriesEveryFieldWithItsValueAndLabels) {
   size_t listed = 0;
   for (const StatField& f : stat_fields()) {
     const std::string n(f.name);
-    if (f.kind == StatField::Kind::kCounter) listed += samples.count("kvtier_" + n + R"(_total{rank="0"})");
+    if (f.kind == StatField::Kind::kCounter)
+      listed += samples.count("kvtier_" + n + R"(_total{rank="0"})");
     if (f.kind == StatField::Kind::kGauge) listed += samples.count("kvtier_" + n + R"({rank="0"})");
-    if (f.kind == StatField::Kind::kHistogram) listed += samples.count("kvtier_" + n + R"(_seconds_count{rank="0"})");
+    if (f.kind == StatField::Kind::kHistogram)
+      listed += samples.count("kvtier_" + n + R"(_seconds_count{rank="0"})");
     if (f.kind == StatField::Kind::kText) ++listed;  // in kvtier_info's labels, checked below
   }
   EXPECT_EQ(listed, stat_fields().size());
   bool info = false;
-  for (const auto& [k, v] : samples) info = info || k.find(R"(io_engine="io_uring \"quoted\"")") != std::string::npos;
+  for (const auto& [k, v] : samples)
+    info = info || k.find(R"(io_engine="io_uring \"quoted\"")") != std::string::npos;
   EXPECT_TRUE(info) << "text fields are kvtier_info labels, escaped";
 }
 
@@ -99,7 +114,7 @@ TEST(EngineStats, HitsMissesAndLatenciesAreCountedPerTier) {
   synthetic::fill_kv(g, tokens, kv.span(), 1024);
   ASSERT_OK((*e)->save(tokens, kv.view));
   testing::HostKv out(g, 2048);
-  auto longer = synthetic::tokens(5, 2048);  // the same first 1024, then four chunks never stored
+  auto longer = synthetic::tokens(5, 2048);    // the same first 1024, then four chunks never stored
   ASSERT_OK((*e)->restore(longer, out.view));  // from the DRAM tier
   Stats s = (*e)->stats();
   EXPECT_EQ(s.dram_hits, 4u);

@@ -2,18 +2,18 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #include "io/pipeline.hpp"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
 #include <set>
 #include <thread>
-#include <atomic>
-#include <chrono>
 
 #include "common/posix.hpp"
 #include "test_util.hpp"
@@ -34,7 +34,8 @@ class FaultyEngine final : public IoEngine {
       done_.push_back({r.tag, forced});
       return {};
     }
-    uint32_t len = forced > 0 ? static_cast<uint32_t>(std::min<int64_t>(forced, r.length)) : r.length;
+    uint32_t len =
+        forced > 0 ? static_cast<uint32_t>(std::min<int64_t>(forced, r.length)) : r.length;
     ssize_t n = r.write ? ::pwrite(r.fd, r.buffer, len, static_cast<off_t>(r.offset))
                         : ::pread(r.fd, r.buffer, len, static_cast<off_t>(r.offset));
     done_.push_back({r.tag, n < 0 ? -errno : n});
@@ -58,7 +59,8 @@ class FaultyEngine final : public IoEngine {
 
 class CollectSink final : public PieceSink {
  public:
-  explicit CollectSink(std::vector<std::byte>& out, std::span<const Piece> pieces) : out_(out), pieces_(pieces) {}
+  explicit CollectSink(std::vector<std::byte>& out, std::span<const Piece> pieces)
+      : out_(out), pieces_(pieces) {}
   Status consume(size_t index, size_t, std::span<const std::byte> data) override {
     std::memcpy(out_.data() + pieces_[index].offset, data.data(), data.size());
     ++consumed;
@@ -122,7 +124,9 @@ TEST_F(PipelineTest, EioStopsThePipelineWithAnIoError) {
   std::vector<std::byte> got(data_.size());
   CollectSink sink(got, pieces_);
   FaultyEngine engine;
-  engine.fault = [](const IoRequest& r, int) -> int64_t { return r.offset == (5 << 16) ? -EIO : 0; };
+  engine.fault = [](const IoRequest& r, int) -> int64_t {
+    return r.offset == (5 << 16) ? -EIO : 0;
+  };
   Status st = run_pipeline(engine, pieces_, spans_, false, sink);
   EXPECT_EQ(st.code(), ErrorCode::kIo);
   EXPECT_EQ(st.native_error(), EIO);
@@ -132,7 +136,9 @@ TEST_F(PipelineTest, EioStopsThePipelineWithAnIoError) {
 TEST_F(PipelineTest, EnospcOnWriteIsNoSpace) {
   CollectSink sink(data_, pieces_);
   FaultyEngine engine;
-  engine.fault = [](const IoRequest& r, int) -> int64_t { return r.offset >= (8 << 16) ? -ENOSPC : 0; };
+  engine.fault = [](const IoRequest& r, int) -> int64_t {
+    return r.offset >= (8 << 16) ? -ENOSPC : 0;
+  };
   EXPECT_EQ(run_pipeline(engine, pieces_, spans_, true, sink).code(), ErrorCode::kNoSpace);
 }
 
@@ -227,7 +233,11 @@ TEST(RunOnThreads, RunsEveryPieceOnceAndReleasesEverySlotItUsed) {
   std::vector<std::atomic<int>> releases(4);
   std::atomic<int> concurrent{0}, most{0};
   Status st = run_on_threads(
-      runs.size(), lease, [&](size_t slot) { ++releases[slot]; return Status{}; },
+      runs.size(), lease,
+      [&](size_t slot) {
+        ++releases[slot];
+        return Status{};
+      },
       [&](size_t piece, size_t slot) {
         EXPECT_LT(slot, 4u);
         const int now = ++concurrent;
@@ -283,7 +293,7 @@ TEST(RunOnThreads, HandsSlotsBackToAWaitingOperationAndStillFinishes) {
   ASSERT_TRUE(st.ok()) << st.to_string();
   b.join();
   for (auto& r : runs) EXPECT_EQ(r.load(), 1);  // no piece lost to a yield
-  EXPECT_GE(b_slots.load(), 4u);  // b got its half while a ran
+  EXPECT_GE(b_slots.load(), 4u);                // b got its half while a ran
 }
 
 TEST(IoEngines, ThreadedPosixEngineMovesEveryPieceAndReportsErrors) {

@@ -30,12 +30,15 @@ TEST(Diskstats, ReadsTheCountersOfOneDevice) {
 
 TEST(Diskstats, MissingDeviceAndGarbageAreErrors) {
   EXPECT_EQ(parse_diskstats(kDiskstats, "sdz").error().code(), ErrorCode::kNotFound);
-  EXPECT_EQ(parse_diskstats(kDiskstats, "vd").error().code(), ErrorCode::kNotFound);  // no prefix match
-  EXPECT_EQ(parse_diskstats(" 8 0 sda x 0 0 0 0 0 0 0\n", "sda").error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(parse_diskstats(kDiskstats, "vd").error().code(),
+            ErrorCode::kNotFound);  // no prefix match
+  EXPECT_EQ(parse_diskstats(" 8 0 sda x 0 0 0 0 0 0 0\n", "sda").error().code(),
+            ErrorCode::kInvalidArgument);
 }
 
 TEST(ProcStat, MachineCpuBusyAndTotal) {
-  auto c = parse_proc_stat("cpu  303725 0 73144 969179 78239 0 2860 9789 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n");
+  auto c = parse_proc_stat(
+      "cpu  303725 0 73144 969179 78239 0 2860 9789 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n");
   ASSERT_OK(c);
   EXPECT_EQ(c->busy, 303725u + 0 + 73144 + 0 + 2860 + 9789);
   EXPECT_EQ(c->total, c->busy + 969179 + 78239);
@@ -44,8 +47,10 @@ TEST(ProcStat, MachineCpuBusyAndTotal) {
 }
 
 TEST(ProcStat, ProcessTicksSurviveAwkwardCommandNames) {
-  // Fields after the name: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
-  auto t = parse_process_ticks("4242 (kv (tier) x) R 1 2 3 0 -1 4194304 125 0 0 0 70 30 0 0 20 0 1\n");
+  // Fields after the name: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+  // utime stime
+  auto t =
+      parse_process_ticks("4242 (kv (tier) x) R 1 2 3 0 -1 4194304 125 0 0 0 70 30 0 0 20 0 1\n");
   ASSERT_OK(t);
   EXPECT_EQ(*t, 100u);
   EXPECT_FALSE(parse_process_ticks("garbage").has_value());
@@ -57,8 +62,8 @@ TEST(Window, DeltaIsClippedToTheWindowEdgesByInterpolation) {
   EXPECT_DOUBLE_EQ(*delta_in_window(s, 1, 3), 110);
   EXPECT_DOUBLE_EQ(*delta_in_window(s, 0.5, 2.5), 155);  // 50 + 100 + 5
   EXPECT_DOUBLE_EQ(*delta_in_window(s, 2, 2), 0);
-  EXPECT_FALSE(delta_in_window(s, -1, 2).has_value());   // before the first sample
-  EXPECT_FALSE(delta_in_window(s, 1, 5).has_value());    // after the last
+  EXPECT_FALSE(delta_in_window(s, -1, 2).has_value());  // before the first sample
+  EXPECT_FALSE(delta_in_window(s, 1, 5).has_value());   // after the last
   std::vector<Sample> backwards = {{0, 0}, {2, 1}, {1, 2}};
   EXPECT_FALSE(delta_in_window(backwards, 0, 1).has_value());
 }
@@ -74,7 +79,8 @@ TEST(BlockDevice, FindsTheDiskHoldingAPath) {
   EXPECT_FALSE(dev.has_value());
   testing::TempDir dir;
   auto disk = block_device_of(dir.str());
-  if (!disk) GTEST_SKIP() << "no block device under the test directory: " << disk.error().to_string();
+  if (!disk)
+    GTEST_SKIP() << "no block device under the test directory: " << disk.error().to_string();
   auto text = read_file("/proc/diskstats");
   ASSERT_OK(text);
   EXPECT_OK(parse_diskstats(*text, *disk)) << *disk;

@@ -24,7 +24,9 @@ TEST(UnwrappedCounter, AddsIncrementsAcrossWraps) {
 }
 
 // Intel's uncore IMC format and CAS events as sysfs writes them.
-const PmuFormat kImc = {{"event", "config:0-7"}, {"umask", "config:8-15"}, {"edge", "config:18"},
+const PmuFormat kImc = {{"event", "config:0-7"},
+                        {"umask", "config:8-15"},
+                        {"edge", "config:18"},
                         {"thresh", "config:24-31"}};
 
 TEST(PmuEvent, EncodesSysfsSpecsUnderTheirFormat) {
@@ -37,10 +39,12 @@ TEST(PmuEvent, EncodesSysfsSpecsUnderTheirFormat) {
 }
 
 TEST(PmuEvent, RejectsWhatItCannotEncode) {
-  EXPECT_EQ(encode_pmu_event("event=0x100", kImc).error().code(), ErrorCode::kInvalidArgument);  // 9 bits in 8
+  EXPECT_EQ(encode_pmu_event("event=0x100", kImc).error().code(),
+            ErrorCode::kInvalidArgument);  // 9 bits in 8
   EXPECT_EQ(encode_pmu_event("colour=1", kImc).error().code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(encode_pmu_event("event=zz", kImc).error().code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(encode_pmu_event("x=1", {{"x", "config1:0-3"}}).error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(encode_pmu_event("x=1", {{"x", "config1:0-3"}}).error().code(),
+            ErrorCode::kInvalidArgument);
 }
 
 TEST(MemoryTraffic, MachinesWithoutImcCountersSaySo) {
@@ -63,13 +67,15 @@ TEST(MemoryTraffic, MachinesWithoutImcCountersSaySo) {
   auto refused = MemoryTraffic::open(dir.str());
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code(), ErrorCode::kNotSupported);
-  EXPECT_NE(refused.error().message().find("perf_event_open"), std::string::npos) << refused.error().to_string();
+  EXPECT_NE(refused.error().message().find("perf_event_open"), std::string::npos)
+      << refused.error().to_string();
 }
 
 TEST(PcieRxSampler, NoGpuToSampleIsAnErrorNotACrash) {
   auto s = PcieRxSampler::start({}, std::chrono::milliseconds(5));
   ASSERT_FALSE(s);  // without NVML: kNotSupported; with it: nothing to sample
-  EXPECT_TRUE(s.error().code() == ErrorCode::kNotSupported || s.error().code() == ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(s.error().code() == ErrorCode::kNotSupported ||
+              s.error().code() == ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -27,7 +27,9 @@ constexpr uint64_t kMiB = uint64_t{1} << 20;
 class DrivesTest : public ::testing::Test {
  protected:
   /// Drive i's root directory.
-  std::string root(size_t i) const { return (dir_.path() / fmt::format("{}drive{}", prefix_, i)).string(); }
+  std::string root(size_t i) const {
+    return (dir_.path() / fmt::format("{}drive{}", prefix_, i)).string();
+  }
   std::string rank_dir(size_t i) const { return root(i) + "/rank0of1"; }
 
   Options options(std::vector<size_t> drives, uint64_t capacity = 256 * kMiB) const {
@@ -41,7 +43,9 @@ class DrivesTest : public ::testing::Test {
     return Store::open(options(std::move(drives), capacity), log_);
   }
   /// A valid record of `tokens` tokens (reopening checks sizes against the geometry).
-  uint64_t record_size(uint32_t tokens) const { return kBlock + align_up(geometry_.bytes_for_tokens(tokens)); }
+  uint64_t record_size(uint32_t tokens) const {
+    return kBlock + align_up(geometry_.bytes_for_tokens(tokens));
+  }
   /// Stores `count` records of 240 tokens under keys from `first`; returns key -> drive.
   std::map<uint64_t, uint32_t> store(Store& s, uint64_t first, size_t count) {
     std::map<uint64_t, uint32_t> where;
@@ -143,7 +147,8 @@ TEST_F(DrivesTest, MissingDriveKeepsItsRecordsAsMissesUntilItIsBack) {
   auto s = open({1, 0});
   ASSERT_OK(s);
   for (auto [key, drive] : where) EXPECT_TRUE((*s)->find({key, ~key}).has_value()) << "key " << key;
-  for (uint64_t key = 5000; key < 5060; ++key) EXPECT_TRUE((*s)->find({key, ~key}).has_value()) << "key " << key;
+  for (uint64_t key = 5000; key < 5060; ++key)
+    EXPECT_TRUE((*s)->find({key, ~key}).has_value()) << "key " << key;
   EXPECT_EQ(stats(**s).drives_offline, 0u);
   EXPECT_EQ(stats(**s).offline_records, 0u);
 }
@@ -212,7 +217,8 @@ TEST_F(DrivesTest, CapacityIsPerDrive) {
     auto ids = list_segments(rank_dir(d));
     ASSERT_OK(ids);
     uint64_t bytes = 0;
-    for (uint32_t id : *ids) bytes += fs::file_size(fmt::format("{}/{}", rank_dir(d), segment_name(id)));
+    for (uint32_t id : *ids)
+      bytes += fs::file_size(fmt::format("{}/{}", rank_dir(d), segment_name(id)));
     EXPECT_LE(bytes, 80 * kMiB) << "drive " << d;
     EXPECT_GE(ids->size(), 3u) << "drive " << d << " left unused";
   }
@@ -224,7 +230,8 @@ TEST_F(DrivesTest, FullFileSystemSendsNewSegmentsToTheOtherDrives) {
   fs::create_directories(root(1));
   // A drive whose file system holds two segments, far less than the capacity says.
   if (::mount("tmpfs", root(1).c_str(), "tmpfs", 0, "size=40m") != 0) {
-    GTEST_SKIP() << "cannot mount a small tmpfs here (" << std::strerror(errno) << "); needs CAP_SYS_ADMIN";
+    GTEST_SKIP() << "cannot mount a small tmpfs here (" << std::strerror(errno)
+                 << "); needs CAP_SYS_ADMIN";
   }
   struct Unmount {
     std::string path;
@@ -238,7 +245,8 @@ TEST_F(DrivesTest, FullFileSystemSendsNewSegmentsToTheOtherDrives) {
   EXPECT_NE(stats(**s).drive_problem.find("full"), std::string::npos) << stats(**s).drive_problem;
   EXPECT_EQ(stats(**s).evicted_segments, 0u);
   for (uint64_t save = 0; save < 8; ++save) {
-    for (uint64_t key = save * 1000; key < save * 1000 + 60; ++key) EXPECT_TRUE((*s)->find({key, ~key}).has_value());
+    for (uint64_t key = save * 1000; key < save * 1000 + 60; ++key)
+      EXPECT_TRUE((*s)->find({key, ~key}).has_value());
   }
 }
 
@@ -252,7 +260,8 @@ TEST_F(DrivesTest, RefusesListsThatAreNotOneStore) {
   ASSERT_FALSE(no_home.has_value());
   auto no_home_two = open({1, 3});
   ASSERT_FALSE(no_home_two.has_value());
-  EXPECT_EQ(no_home_two.error().code(), ErrorCode::kInvalidArgument) << no_home_two.error().to_string();
+  EXPECT_EQ(no_home_two.error().code(), ErrorCode::kInvalidArgument)
+      << no_home_two.error().to_string();
   EXPECT_NE(no_home_two.error().message().find("not among"), std::string::npos);
   { ASSERT_OK(open({3, 4})); }
   auto foreign = open({0, 4});  // drive 4 is store 3's

@@ -52,7 +52,8 @@ TEST(IndexLog, TornLastEntryIsCutNotFatal) {
   ASSERT_OK(log->append(std::span(&e, 1)));
   std::string second;
   encode_journal_entry({JournalOp::kAdd, meta(2, 1, 8192), 0}, second);
-  append_raw(dir.str() + "/index.journal", second.substr(0, second.size() / 2));  // crash mid-append
+  append_raw(dir.str() + "/index.journal",
+             second.substr(0, second.size() / 2));  // crash mid-append
   auto loaded = IndexLog::load(dir.str());
   ASSERT_OK(loaded);
   EXPECT_FALSE(loaded->needs_rebuild);

@@ -40,7 +40,8 @@ TEST(IndexRecency, UseEntriesReplayLatestFirstAndADropForgetsThem) {
   testing::TempDir dir;
   auto log = IndexLog::open(dir.str(), 0);
   ASSERT_OK(log);
-  ASSERT_OK(log->checkpoint(std::vector<RecordMeta>{meta(1, 3), meta(2, 4)}, std::vector<SegmentUse>{{3, 10}}));
+  ASSERT_OK(log->checkpoint(std::vector<RecordMeta>{meta(1, 3), meta(2, 4)},
+                            std::vector<SegmentUse>{{3, 10}}));
   std::vector<JournalEntry> entries = {{JournalOp::kUse, {}, 3, 50},
                                        {JournalOp::kUse, {}, 3, 40},  // never moves a use back
                                        {JournalOp::kUse, {}, 4, 60},

@@ -57,7 +57,8 @@ TEST(RecordFormat, OtherGeometryOrVersionIsRefused) {
   std::vector<std::byte> block(kBlock);
   encode_header(sample_meta(g), g, Key128{5, 6}, block);
   RecordMeta out;
-  EXPECT_EQ(decode_header(block, testing::tiny_geometry(256, 1, 2), out).code(), ErrorCode::kGeometryMismatch);
+  EXPECT_EQ(decode_header(block, testing::tiny_geometry(256, 1, 2), out).code(),
+            ErrorCode::kGeometryMismatch);
   // Rewrite the version and re-seal the header checksum: a well-formed header of another version.
   RecordHeader h;
   std::memcpy(&h, block.data(), sizeof(h));

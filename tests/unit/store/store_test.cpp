@@ -59,7 +59,8 @@ TEST_F(StoreTest, ReservationThatCannotFitBesideOtherWritersEvictsNothing) {
   auto refused = s->reserve(std::vector<uint64_t>(12, 4 * kMiB));
   ASSERT_FALSE(refused.has_value());
   EXPECT_EQ(refused.error().code(), ErrorCode::kCapacity);
-  EXPECT_NE(refused.error().message().find("in use by writers"), std::string::npos) << refused.error().to_string();
+  EXPECT_NE(refused.error().message().find("in use by writers"), std::string::npos)
+      << refused.error().to_string();
   for (uint64_t k = 100; k < 104; ++k) EXPECT_TRUE(s->contains({k, k})) << k;
   Stats stats;
   s->fill_stats(stats);

@@ -11,9 +11,11 @@ namespace {
 
 // One thread per 8-byte word; consecutive threads walk one row, so accesses coalesce.
 template <bool kCheck>
-__global__ void fill_or_check(PagedCache c, const int32_t* ids, uint64_t tokens, unsigned long long* first_bad) {
+__global__ void fill_or_check(PagedCache c, const int32_t* ids, uint64_t tokens,
+                              unsigned long long* first_bad) {
   const uint64_t total = tokens * 2 * c.layer_count * c.row_words;
-  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < total; i += uint64_t{gridDim.x} * blockDim.x) {
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < total;
+       i += uint64_t{gridDim.x} * blockDim.x) {
     const uint64_t w = i % c.row_words;
     const uint64_t r = i / c.row_words;
     const uint64_t t = r % tokens;
@@ -21,7 +23,8 @@ __global__ void fill_or_check(PagedCache c, const int32_t* ids, uint64_t tokens,
     const uint32_t kv = static_cast<uint32_t>(block / c.layer_count);
     const uint32_t layer = static_cast<uint32_t>(block % c.layer_count);
     const uint64_t slot = uint64_t(c.table[t / c.block_size]) * c.block_size + t % c.block_size;
-    uint64_t* row = c.layers[layer] + (uint64_t{kv} * c.num_blocks * c.block_size + slot) * c.row_words;
+    uint64_t* row =
+        c.layers[layer] + (uint64_t{kv} * c.num_blocks * c.block_size + slot) * c.row_words;
     const uint64_t v = synthetic::row_word(synthetic::row_seed(ids[t], t, block), w);
     if constexpr (kCheck) {
       if (row[w] != v) atomicMin(first_bad, static_cast<unsigned long long>(t));
@@ -37,13 +40,15 @@ constexpr unsigned kBlocks = 132 * 16;  // enough to fill an H200; the loop stri
 }  // namespace
 
 int launch_fill(const PagedCache& cache, const int32_t* ids, uint64_t tokens, void* stream) {
-  fill_or_check<false><<<kBlocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(cache, ids, tokens, nullptr);
+  fill_or_check<false>
+      <<<kBlocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(cache, ids, tokens, nullptr);
   return static_cast<int>(cudaGetLastError());
 }
 
-int launch_check(const PagedCache& cache, const int32_t* ids, uint64_t tokens, unsigned long long* first_bad,
-                 void* stream) {
-  fill_or_check<true><<<kBlocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(cache, ids, tokens, first_bad);
+int launch_check(const PagedCache& cache, const int32_t* ids, uint64_t tokens,
+                 unsigned long long* first_bad, void* stream) {
+  fill_or_check<true>
+      <<<kBlocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(cache, ids, tokens, first_bad);
   return static_cast<int>(cudaGetLastError());
 }
 

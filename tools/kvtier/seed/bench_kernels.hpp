@@ -22,7 +22,7 @@ struct PagedCache {
 int launch_fill(const PagedCache& cache, const int32_t* ids, uint64_t tokens, void* stream);
 
 /// Lowers *first_bad (device) to the first token whose KV differs. Returns a cudaError_t.
-int launch_check(const PagedCache& cache, const int32_t* ids, uint64_t tokens, unsigned long long* first_bad,
-                 void* stream);
+int launch_check(const PagedCache& cache, const int32_t* ids, uint64_t tokens,
+                 unsigned long long* first_bad, void* stream);
 
 }  // namespace kvtier::seed::cuda

@@ -19,18 +19,21 @@ namespace kvtier::seed {
 namespace {
 
 Status too_long(uint64_t tokens) {
-  return {ErrorCode::kInvalidArgument, fmt::format("bench KV: {} tokens do not fit the cache", tokens)};
+  return {ErrorCode::kInvalidArgument,
+          fmt::format("bench KV: {} tokens do not fit the cache", tokens)};
 }
 
 class HostBenchKv final : public BenchKv {
  public:
   HostBenchKv(const KvGeometry& g, uint64_t max_tokens) : g_(g) {
-    const uint32_t blocks = static_cast<uint32_t>((max_tokens + kBenchBlockSize - 1) / kBenchBlockSize);
+    const uint32_t blocks =
+        static_cast<uint32_t>((max_tokens + kBenchBlockSize - 1) / kBenchBlockSize);
     layer_bytes_ = uint64_t{2} * blocks * kBenchBlockSize * g.row_bytes();
     table_ = shuffled_blocks(blocks);
     for (uint32_t l = 0; l < g.layers; ++l) {
       layers_.emplace_back(new std::byte[layer_bytes_]);
-      std::memset(layers_.back().get(), 0, layer_bytes_);  // resident, as a serving engine's cache is
+      std::memset(layers_.back().get(), 0,
+                  layer_bytes_);  // resident, as a serving engine's cache is
       view_.layers.push_back({layers_.back().get(), layer_bytes_, MemoryKind::kHost, 0});
     }
     view_.block_table = table_;
@@ -39,17 +42,20 @@ class HostBenchKv final : public BenchKv {
     view_.layout = PagedLayout::kKvFirst;
   }
 
-  std::string describe() const override { return "host (host-emulated device; KV lands in host memory)"; }
+  std::string describe() const override {
+    return "host (host-emulated device; KV lands in host memory)";
+  }
   std::string pci_bus_id() const override { return {}; }
   const PagedKv& view() const override { return view_; }
 
   Status prefill(std::span<const Token> ids) override {
     if (ids.size() > uint64_t{view_.num_blocks} * kBenchBlockSize) return too_long(ids.size());
     synthetic::parallel_tokens(ids.size(), [&](uint64_t first, uint64_t last) {
-      for (uint64_t t = first; t < last; ++t) visit_rows(ids, t, [](uint64_t* row, uint64_t w, uint64_t v) {
-        row[w] = v;
-        return true;
-      });
+      for (uint64_t t = first; t < last; ++t)
+        visit_rows(ids, t, [](uint64_t* row, uint64_t w, uint64_t v) {
+          row[w] = v;
+          return true;
+        });
     });
     return {};
   }
@@ -76,11 +82,13 @@ class HostBenchKv final : public BenchKv {
   std::string copy_ceiling_name() const override { return "host memcpy (one thread)"; }
 
   Result<uint64_t> first_mismatch(std::span<const Token> ids) override {
-    if (ids.size() > uint64_t{view_.num_blocks} * kBenchBlockSize) return fail(too_long(ids.size()));
+    if (ids.size() > uint64_t{view_.num_blocks} * kBenchBlockSize)
+      return fail(too_long(ids.size()));
     std::atomic<uint64_t> bad{ids.size()};
     synthetic::parallel_tokens(ids.size(), [&](uint64_t first, uint64_t last) {
       for (uint64_t t = first; t < last && t < bad; ++t) {
-        if (!visit_rows(ids, t, [](uint64_t* row, uint64_t w, uint64_t v) { return row[w] == v; })) {
+        if (!visit_rows(ids, t,
+                        [](uint64_t* row, uint64_t w, uint64_t v) { return row[w] == v; })) {
           uint64_t seen = bad;
           while (t < seen && !bad.compare_exchange_weak(seen, t)) {
           }
@@ -97,12 +105,14 @@ class HostBenchKv final : public BenchKv {
   template <typename Fn>
   bool visit_rows(std::span<const Token> ids, uint64_t t, Fn&& fn) {
     const uint64_t words = g_.row_bytes() / 8;
-    const uint64_t slot = uint64_t(table_[t / kBenchBlockSize]) * kBenchBlockSize + t % kBenchBlockSize;
+    const uint64_t slot =
+        uint64_t(table_[t / kBenchBlockSize]) * kBenchBlockSize + t % kBenchBlockSize;
     for (uint32_t kv = 0; kv < 2; ++kv) {
       for (uint32_t l = 0; l < g_.layers; ++l) {
         const uint64_t block = uint64_t{kv} * g_.layers + l;
-        auto* row = reinterpret_cast<uint64_t*>(layers_[l].get() +
-                                                (uint64_t{kv} * view_.num_blocks * kBenchBlockSize + slot) * g_.row_bytes());
+        auto* row = reinterpret_cast<uint64_t*>(
+            layers_[l].get() +
+            (uint64_t{kv} * view_.num_blocks * kBenchBlockSize + slot) * g_.row_bytes());
         const uint64_t seed = synthetic::row_seed(ids[t], t, block);
         for (uint64_t w = 0; w < words; ++w) {
           if (!fn(row, w, synthetic::row_word(seed, w))) return false;
@@ -130,14 +140,16 @@ std::vector<int32_t> shuffled_blocks(uint32_t blocks) {
   return table;
 }
 
-Result<std::unique_ptr<BenchKv>> BenchKv::create(const KvGeometry& g, uint64_t max_tokens, std::string_view device,
-                                                 int gpu) {
-  if (g.row_bytes() % 8 != 0) return fail(ErrorCode::kInvalidArgument, "bench KV: row bytes not a multiple of 8");
+Result<std::unique_ptr<BenchKv>> BenchKv::create(const KvGeometry& g, uint64_t max_tokens,
+                                                 std::string_view device, int gpu) {
+  if (g.row_bytes() % 8 != 0)
+    return fail(ErrorCode::kInvalidArgument, "bench KV: row bytes not a multiple of 8");
   if (device == "cuda" || device == "auto") {
     auto cuda = make_cuda_bench_kv(g, max_tokens, gpu);
     if (cuda || device == "cuda") return cuda;
   } else if (device != "host") {
-    return fail(ErrorCode::kInvalidArgument, fmt::format("--device '{}': expected auto, cuda or host", device));
+    return fail(ErrorCode::kInvalidArgument,
+                fmt::format("--device '{}': expected auto, cuda or host", device));
   }
   return std::unique_ptr<BenchKv>(new HostBenchKv(g, max_tokens));
 }

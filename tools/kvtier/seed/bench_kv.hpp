@@ -19,8 +19,10 @@ namespace kvtier::seed {
 
 class BenchKv {
  public:
-  /// `device`: "host", "cuda" or "auto" (CUDA where a GPU is usable, else host). `gpu`: CUDA device.
-  [[nodiscard]] static Result<std::unique_ptr<BenchKv>> create(const KvGeometry& g, uint64_t max_tokens,
+  /// `device`: "host", "cuda" or "auto" (CUDA where a GPU is usable, else host). `gpu`: CUDA
+  /// device.
+  [[nodiscard]] static Result<std::unique_ptr<BenchKv>> create(const KvGeometry& g,
+                                                               uint64_t max_tokens,
                                                                std::string_view device, int gpu);
   virtual ~BenchKv() = default;
   /// "cuda:0 (NVIDIA H200)" or "host (host-emulated device)".
@@ -49,6 +51,7 @@ inline constexpr uint32_t kBenchBlockSize = 16;
 std::vector<int32_t> shuffled_blocks(uint32_t blocks);
 
 /// The CUDA implementation; kNotSupported where this build or machine has no usable GPU.
-Result<std::unique_ptr<BenchKv>> make_cuda_bench_kv(const KvGeometry& g, uint64_t max_tokens, int gpu);
+Result<std::unique_ptr<BenchKv>> make_cuda_bench_kv(const KvGeometry& g, uint64_t max_tokens,
+                                                    int gpu);
 
 }  // namespace kvtier::seed

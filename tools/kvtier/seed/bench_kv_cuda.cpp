@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 
 #include "bench_kernels.hpp"
-#include "common/try.hpp"
 #include "bench_kv.hpp"
+#include "common/try.hpp"
 
 namespace kvtier::seed {
 namespace {
@@ -34,7 +34,8 @@ class CudaBenchKv final : public BenchKv {
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
-  static Result<std::unique_ptr<BenchKv>> create(const KvGeometry& g, uint64_t max_tokens, int gpu) {
+  static Result<std::unique_ptr<BenchKv>> create(const KvGeometry& g, uint64_t max_tokens,
+                                                 int gpu) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
       cudaGetLastError();
@@ -49,24 +50,34 @@ class CudaBenchKv final : public BenchKv {
     KVTIER_TRY(cuda_ok(cudaDeviceGetPCIBusId(bus, sizeof(bus), kv->gpu_), "cudaDeviceGetPCIBusId"));
     kv->name_ = fmt::format("cuda:{} ({})", kv->gpu_, prop.name);
     kv->bus_ = bus;
-    const uint32_t blocks = static_cast<uint32_t>((max_tokens + kBenchBlockSize - 1) / kBenchBlockSize);
+    const uint32_t blocks =
+        static_cast<uint32_t>((max_tokens + kBenchBlockSize - 1) / kBenchBlockSize);
     kv->layer_bytes_ = uint64_t{2} * blocks * kBenchBlockSize * g.row_bytes();
     kv->table_ = shuffled_blocks(blocks);
     for (uint32_t l = 0; l < g.layers; ++l) {
       void* p = nullptr;
       KVTIER_TRY(cuda_ok(cudaMalloc(&p, kv->layer_bytes_), "allocating the paged KV cache"));
       kv->layers_.push_back(p);
-      kv->view_.layers.push_back({static_cast<std::byte*>(p), kv->layer_bytes_, MemoryKind::kCuda, kv->gpu_});
+      kv->view_.layers.push_back(
+          {static_cast<std::byte*>(p), kv->layer_bytes_, MemoryKind::kCuda, kv->gpu_});
     }
     KVTIER_TRY(cuda_ok(cudaMalloc(&kv->layer_ptrs_, g.layers * sizeof(void*)), "cudaMalloc"));
-    KVTIER_TRY(cuda_ok(cudaMemcpy(kv->layer_ptrs_, kv->layers_.data(), g.layers * sizeof(void*), cudaMemcpyHostToDevice),
+    KVTIER_TRY(cuda_ok(cudaMemcpy(kv->layer_ptrs_, kv->layers_.data(), g.layers * sizeof(void*),
+                                  cudaMemcpyHostToDevice),
                        "cudaMemcpy"));
     KVTIER_TRY(cuda_ok(cudaMalloc(&kv->table_dev_, blocks * sizeof(int32_t)), "cudaMalloc"));
-    KVTIER_TRY(cuda_ok(cudaMemcpy(kv->table_dev_, kv->table_.data(), blocks * sizeof(int32_t), cudaMemcpyHostToDevice),
+    KVTIER_TRY(cuda_ok(cudaMemcpy(kv->table_dev_, kv->table_.data(), blocks * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice),
                        "cudaMemcpy"));
-    KVTIER_TRY(cuda_ok(cudaMalloc(&kv->ids_dev_, uint64_t{blocks} * kBenchBlockSize * sizeof(int32_t)), "cudaMalloc"));
+    KVTIER_TRY(
+        cuda_ok(cudaMalloc(&kv->ids_dev_, uint64_t{blocks} * kBenchBlockSize * sizeof(int32_t)),
+                "cudaMalloc"));
     KVTIER_TRY(cuda_ok(cudaMalloc(&kv->bad_dev_, sizeof(unsigned long long)), "cudaMalloc"));
-    kv->cache_ = {static_cast<uint64_t* const*>(kv->layer_ptrs_), kv->table_dev_, g.layers, blocks, kBenchBlockSize,
+    kv->cache_ = {static_cast<uint64_t* const*>(kv->layer_ptrs_),
+                  kv->table_dev_,
+                  g.layers,
+                  blocks,
+                  kBenchBlockSize,
                   static_cast<uint32_t>(g.row_bytes() / 8)};
     kv->view_.block_table = kv->table_;
     kv->view_.block_size = kBenchBlockSize;
@@ -82,8 +93,9 @@ class CudaBenchKv final : public BenchKv {
 
   Status prefill(std::span<const Token> ids) override {
     KVTIER_TRY(upload(ids));
-    KVTIER_TRY(cuda_ok(static_cast<cudaError_t>(cuda::launch_fill(cache_, ids_dev_, ids.size(), nullptr)),
-                       "prefill stand-in kernel"));
+    KVTIER_TRY(
+        cuda_ok(static_cast<cudaError_t>(cuda::launch_fill(cache_, ids_dev_, ids.size(), nullptr)),
+                "prefill stand-in kernel"));
     return cuda_ok(cudaDeviceSynchronize(), "prefill stand-in kernel");
   }
 
@@ -100,27 +112,34 @@ class CudaBenchKv final : public BenchKv {
       KVTIER_TRY(cuda_ok(cudaHostAlloc(&pinned_, kPiece, cudaHostAllocDefault), "cudaHostAlloc"));
       std::memset(pinned_, 1, kPiece);
       KVTIER_TRY(cuda_ok(cudaMalloc(&scratch_, kPiece), "cudaMalloc"));
-      KVTIER_TRY(cuda_ok(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
-      KVTIER_TRY(cuda_ok(cudaMemcpy(scratch_, pinned_, kPiece, cudaMemcpyHostToDevice), "warm-up copy"));
+      KVTIER_TRY(
+          cuda_ok(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
+      KVTIER_TRY(
+          cuda_ok(cudaMemcpy(scratch_, pinned_, kPiece, cudaMemcpyHostToDevice), "warm-up copy"));
     }
     const auto t0 = std::chrono::steady_clock::now();
     for (uint64_t done = 0; done < bytes; done += kPiece) {
-      KVTIER_TRY(cuda_ok(cudaMemcpyAsync(scratch_, pinned_, std::min(kPiece, bytes - done), cudaMemcpyHostToDevice,
-                                         stream_),
+      KVTIER_TRY(cuda_ok(cudaMemcpyAsync(scratch_, pinned_, std::min(kPiece, bytes - done),
+                                         cudaMemcpyHostToDevice, stream_),
                          "pinned H2D copy"));
     }
     KVTIER_TRY(cuda_ok(cudaStreamSynchronize(stream_), "pinned H2D copy"));
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  std::string copy_ceiling_name() const override { return "pinned host-to-device copy (cudaMemcpyAsync)"; }
+  std::string copy_ceiling_name() const override {
+    return "pinned host-to-device copy (cudaMemcpyAsync)";
+  }
 
   Result<uint64_t> first_mismatch(std::span<const Token> ids) override {
     KVTIER_TRY(upload(ids));
     unsigned long long bad = ids.size();
-    KVTIER_TRY(cuda_ok(cudaMemcpy(bad_dev_, &bad, sizeof(bad), cudaMemcpyHostToDevice), "cudaMemcpy"));
-    KVTIER_TRY(cuda_ok(static_cast<cudaError_t>(cuda::launch_check(cache_, ids_dev_, ids.size(), bad_dev_, nullptr)),
+    KVTIER_TRY(
+        cuda_ok(cudaMemcpy(bad_dev_, &bad, sizeof(bad), cudaMemcpyHostToDevice), "cudaMemcpy"));
+    KVTIER_TRY(cuda_ok(static_cast<cudaError_t>(
+                           cuda::launch_check(cache_, ids_dev_, ids.size(), bad_dev_, nullptr)),
                        "check kernel"));
-    KVTIER_TRY(cuda_ok(cudaMemcpy(&bad, bad_dev_, sizeof(bad), cudaMemcpyDeviceToHost), "check kernel"));
+    KVTIER_TRY(
+        cuda_ok(cudaMemcpy(&bad, bad_dev_, sizeof(bad), cudaMemcpyDeviceToHost), "check kernel"));
     return static_cast<uint64_t>(bad);
   }
 
@@ -130,9 +149,11 @@ class CudaBenchKv final : public BenchKv {
   Status upload(std::span<const Token> ids) {
     KVTIER_TRY(cuda_ok(cudaSetDevice(gpu_), "cudaSetDevice"));
     if (ids.size() > uint64_t{view_.num_blocks} * kBenchBlockSize) {
-      return {ErrorCode::kInvalidArgument, fmt::format("bench KV: {} tokens do not fit the cache", ids.size())};
+      return {ErrorCode::kInvalidArgument,
+              fmt::format("bench KV: {} tokens do not fit the cache", ids.size())};
     }
-    return cuda_ok(cudaMemcpy(ids_dev_, ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice), "uploading token ids");
+    return cuda_ok(cudaMemcpy(ids_dev_, ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice),
+                   "uploading token ids");
   }
 
   int gpu_ = 0;
@@ -153,7 +174,8 @@ class CudaBenchKv final : public BenchKv {
 
 }  // namespace
 
-Result<std::unique_ptr<BenchKv>> make_cuda_bench_kv(const KvGeometry& g, uint64_t max_tokens, int gpu) {
+Result<std::unique_ptr<BenchKv>> make_cuda_bench_kv(const KvGeometry& g, uint64_t max_tokens,
+                                                    int gpu) {
   return CudaBenchKv::create(g, max_tokens, gpu);
 }
 

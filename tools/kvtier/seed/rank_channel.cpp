@@ -53,33 +53,41 @@ RankChannel::~RankChannel() {
 Status RankChannel::send(const nlohmann::ordered_json& command) {
   const std::string line = command.dump() + "\n";
   if (std::fputs(line.c_str(), to_) < 0 || std::fflush(to_) != 0) {
-    return {ErrorCode::kIo, fmt::format("rank process {} is gone (write: {})", pid_, std::strerror(errno))};
+    return {ErrorCode::kIo,
+            fmt::format("rank process {} is gone (write: {})", pid_, std::strerror(errno))};
   }
   return {};
 }
 
 Result<nlohmann::ordered_json> RankChannel::receive() {
   std::string line;
-  for (int c = std::fgetc(from_); c != EOF && c != '\n'; c = std::fgetc(from_)) line.push_back(static_cast<char>(c));
-  if (line.empty()) return fail(ErrorCode::kIo, fmt::format("rank process {} exited without replying", pid_));
+  for (int c = std::fgetc(from_); c != EOF && c != '\n'; c = std::fgetc(from_))
+    line.push_back(static_cast<char>(c));
+  if (line.empty())
+    return fail(ErrorCode::kIo, fmt::format("rank process {} exited without replying", pid_));
   auto reply = nlohmann::ordered_json::parse(line, nullptr, false);
-  if (reply.is_discarded()) return fail(ErrorCode::kInternal, fmt::format("rank process {}: bad reply '{}'", pid_, line));
+  if (reply.is_discarded())
+    return fail(ErrorCode::kInternal, fmt::format("rank process {}: bad reply '{}'", pid_, line));
   if (!reply.value("ok", false)) {
-    const auto code = static_cast<ErrorCode>(reply.value("code", static_cast<int>(ErrorCode::kInternal)));
+    const auto code =
+        static_cast<ErrorCode>(reply.value("code", static_cast<int>(ErrorCode::kInternal)));
     return fail(code, fmt::format("rank process {}: {}", pid_, reply.value("error", "failed")));
   }
   return reply;
 }
 
-Result<std::vector<nlohmann::ordered_json>> broadcast(std::vector<std::unique_ptr<RankChannel>>& ranks,
-                                                      const nlohmann::ordered_json& command) {
+Result<std::vector<nlohmann::ordered_json>> broadcast(
+    std::vector<std::unique_ptr<RankChannel>>& ranks, const nlohmann::ordered_json& command) {
   for (auto& r : ranks) KVTIER_TRY(r->send(command));
   std::vector<nlohmann::ordered_json> replies;
   Status first;
   for (auto& r : ranks) {
-    auto reply = r->receive();  // read every reply even after a failure, so the next command lines up
-    if (reply) replies.push_back(std::move(*reply));
-    else if (first.ok()) first = reply.error();
+    auto reply =
+        r->receive();  // read every reply even after a failure, so the next command lines up
+    if (reply)
+      replies.push_back(std::move(*reply));
+    else if (first.ok())
+      first = reply.error();
   }
   if (!first.ok()) return fail(first);
   return replies;

@@ -17,8 +17,10 @@ namespace kvtier::seed {
 
 class RankChannel {
  public:
-  /// Starts `argv` (argv[0] is the executable) with pipes on its stdin and stdout; its stderr is ours.
-  [[nodiscard]] static Result<std::unique_ptr<RankChannel>> spawn(const std::vector<std::string>& argv);
+  /// Starts `argv` (argv[0] is the executable) with pipes on its stdin and stdout; its stderr is
+  /// ours.
+  [[nodiscard]] static Result<std::unique_ptr<RankChannel>> spawn(
+      const std::vector<std::string>& argv);
   ~RankChannel();  // closes stdin (the rank exits) and reaps it
 
   [[nodiscard]] Status send(const nlohmann::ordered_json& command);
@@ -34,7 +36,7 @@ class RankChannel {
 };
 
 /// Sends `command` to every rank, then collects every reply (so the ranks work concurrently).
-[[nodiscard]] Result<std::vector<nlohmann::ordered_json>> broadcast(std::vector<std::unique_ptr<RankChannel>>& ranks,
-                                                                    const nlohmann::ordered_json& command);
+[[nodiscard]] Result<std::vector<nlohmann::ordered_json>> broadcast(
+    std::vector<std::unique_ptr<RankChannel>>& ranks, const nlohmann::ordered_json& command);
 
 }  // namespace kvtier::seed

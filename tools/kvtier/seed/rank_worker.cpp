@@ -19,34 +19,44 @@ namespace {
 using Json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 class Worker {
  public:
   explicit Worker(const RankArgs& args) : args_(args) {}
 
   Json start() {
-    auto g = geometry_for(args_.store.model, args_.store.tp_rank, args_.store.tp_world, args_.store.chunk_tokens);
+    auto g = geometry_for(args_.store.model, args_.store.tp_rank, args_.store.tp_world,
+                          args_.store.chunk_tokens);
     if (!g) return error(g.error());
     geometry_ = *g;
     auto kv = BenchKv::create(geometry_, args_.max_tokens, args_.device, args_.gpu);
     if (!kv) return error(kv.error());
     kv_ = std::move(*kv);
-    return Json{{"ok", true}, {"device", kv_->describe()}, {"pci_bus_id", kv_->pci_bus_id()},
-                {"pid", ::getpid()}, {"kv_bytes_per_token", geometry_.bytes_per_token()}};
+    return Json{{"ok", true},
+                {"device", kv_->describe()},
+                {"pci_bus_id", kv_->pci_bus_id()},
+                {"pid", ::getpid()},
+                {"kv_bytes_per_token", geometry_.bytes_per_token()}};
   }
 
   Json handle(const Json& cmd) {
     const std::string op = cmd.value("op", "");
     if (op.ends_with("_many")) return handle_many(op, cmd);
-    if (op == "open") return open(cmd.value("path", "direct"), cmd.value("dram_bytes", uint64_t{0}));
+    if (op == "open")
+      return open(cmd.value("path", "direct"), cmd.value("dram_bytes", uint64_t{0}));
     if (op == "poison") return done(single().poison());
     if (op == "drop") return engine_ ? done(engine_->drop_page_cache()) : Json{{"ok", true}};
-    if (!engine_) return error({ErrorCode::kInvalidArgument, fmt::format("'{}' before 'open'", op)});
-    const auto ids = synthetic::tokens(cmd.value("seed", uint64_t{0}), cmd.value("tokens", uint64_t{0}));
+    if (!engine_)
+      return error({ErrorCode::kInvalidArgument, fmt::format("'{}' before 'open'", op)});
+    const auto ids =
+        synthetic::tokens(cmd.value("seed", uint64_t{0}), cmd.value("tokens", uint64_t{0}));
     if (op == "prefill_save") return prefill_save(ids);
     if (op == "restore") return restore(ids, ids.size());
-    if (op == "warm") {  // first-use costs (CUDA, pinned staging, cuFile, the copy buffers) outside windows
+    if (op == "warm") {  // first-use costs (CUDA, pinned staging, cuFile, the copy buffers) outside
+                         // windows
       if (auto c = single().copy_ceiling(0); !c) return error(c.error());
       return restore(ids, std::min<size_t>(ids.size(), geometry_.chunk_tokens));
     }
@@ -103,8 +113,11 @@ class Worker {
     t0 = Clock::now();
     auto saved = engine_->save(ids, single().view());
     if (!saved) return error(saved.error());
-    return Json{{"ok", true}, {"prefill_seconds", prefill_s}, {"save_seconds", since(t0)},
-                {"chunks_written", saved->chunks_written}, {"bytes_written", saved->bytes_written},
+    return Json{{"ok", true},
+                {"prefill_seconds", prefill_s},
+                {"save_seconds", since(t0)},
+                {"chunks_written", saved->chunks_written},
+                {"bytes_written", saved->bytes_written},
                 {"dram_records", engine_->stats().dram_records}};
   }
 
@@ -135,12 +148,16 @@ class Worker {
 
   // Concurrent restores: session i of the list goes to cache i, on thread i.
   Json handle_many(const std::string& op, const Json& cmd) {
-    if (!engine_ && op != "poison_many") return error({ErrorCode::kInvalidArgument, fmt::format("'{}' before 'open'", op)});
+    if (!engine_ && op != "poison_many")
+      return error({ErrorCode::kInvalidArgument, fmt::format("'{}' before 'open'", op)});
     std::vector<std::vector<Token>> ids;
-    for (const Json& s : cmd.at("sessions")) ids.push_back(synthetic::tokens(s.value("seed", uint64_t{0}), s.value("tokens", uint64_t{0})));
+    for (const Json& s : cmd.at("sessions"))
+      ids.push_back(
+          synthetic::tokens(s.value("seed", uint64_t{0}), s.value("tokens", uint64_t{0})));
     while (caches_.size() < ids.size()) {
-      auto kv = caches_.empty() ? Result<std::unique_ptr<BenchKv>>(std::move(kv_))
-                                : BenchKv::create(geometry_, args_.max_tokens, args_.device, args_.gpu);
+      auto kv = caches_.empty()
+                    ? Result<std::unique_ptr<BenchKv>>(std::move(kv_))
+                    : BenchKv::create(geometry_, args_.max_tokens, args_.device, args_.gpu);
       if (!kv) return error(kv.error());
       caches_.push_back(std::move(*kv));
     }
@@ -154,7 +171,8 @@ class Worker {
           results[i] = done(kv.poison());
         } else if (op == "check_many") {
           auto bad = kv.first_mismatch(ids[i]);
-          results[i] = bad ? Json{{"ok", true}, {"exact", *bad == ids[i].size()}} : error(bad.error());
+          results[i] =
+              bad ? Json{{"ok", true}, {"exact", *bad == ids[i].size()}} : error(bad.error());
         } else if (op == "ceiling_many") {
           auto c = engine_->measure_read_ceiling(ids[i]);
           results[i] = c ? Json{{"ok", true}, {"seconds", c->seconds}} : error(c.error());
@@ -162,9 +180,12 @@ class Worker {
           auto t0 = Clock::now();
           auto r = engine_->restore(ids[i], kv.view());
           const double seconds = since(t0);
-          results[i] = r ? Json{{"ok", true}, {"seconds", seconds}, {"tokens_restored", r->tokens_restored},
+          results[i] = r ? Json{{"ok", true},
+                                {"seconds", seconds},
+                                {"tokens_restored", r->tokens_restored},
                                 {"kv_bytes", geometry_.bytes_for_tokens(r->tokens_restored)},
-                                {"bytes_read", r->bytes_read}, {"host_bytes", r->host_bytes}}
+                                {"bytes_read", r->bytes_read},
+                                {"host_bytes", r->host_bytes}}
                          : error(r.error());
         } else {
           results[i] = error({ErrorCode::kInvalidArgument, fmt::format("unknown op '{}'", op)});
@@ -172,7 +193,8 @@ class Worker {
       });
     }
     for (auto& t : threads) t.join();
-    Json out = {{"ok", true}, {"results", Json::array()},
+    Json out = {{"ok", true},
+                {"results", Json::array()},
                 {"gds_restores", engine_ ? engine_->stats().gds_restores - gds_before : 0}};
     for (Json& r : results) {
       if (!r.value("ok", false)) return r;
@@ -199,7 +221,8 @@ void add_rank_flags(CLI::App& cmd, RankArgs& args) {
       ->required()
       ->transform(cli::whole_number(1, cli::kMaxTokens));
   cmd.add_option("--device", args.device, "auto, cuda or host");
-  cmd.add_option("--gpu", args.gpu, "CUDA device of this rank")->transform(cli::whole_number(0, INT32_MAX));
+  cmd.add_option("--gpu", args.gpu, "CUDA device of this rank")
+      ->transform(cli::whole_number(0, INT32_MAX));
 }
 
 int run_rank_worker(const RankArgs& args) {

@@ -6,7 +6,8 @@
 //
 // Commands: {"op":"open","path":P,"dram_bytes":N}  {"op":"prefill_save","seed":S,"tokens":T}
 // {"op":"poison"}  {"op":"drop"}  {"op":"restore","seed":S,"tokens":T}  {"op":"check",...}
-// {"op":"ceiling",...}  {"op":"warm",...}  {"op":"quit"}. Every reply has "ok" and, when not ok, "error".
+// {"op":"ceiling",...}  {"op":"warm",...}  {"op":"quit"}. Every reply has "ok" and, when not ok,
+// "error".
 #pragma once
 
 #include <cstdint>

@@ -22,12 +22,16 @@ uint64_t ticks_of(const std::string& pid) {
 
 }  // namespace
 
-Samplers::Samplers(std::vector<std::string> devices, std::vector<pid_t> pids) : pids_(std::move(pids)) {
+Samplers::Samplers(std::vector<std::string> devices, std::vector<pid_t> pids)
+    : pids_(std::move(pids)) {
   for (auto& d : devices) {
-    if (!d.empty() && std::find(devices_.begin(), devices_.end(), d) == devices_.end()) devices_.push_back(d);
+    if (!d.empty() && std::find(devices_.begin(), devices_.end(), d) == devices_.end())
+      devices_.push_back(d);
   }
-  if (auto m = metrics::MemoryTraffic::open()) memory_ = std::move(*m);
-  else memory_note_ = m.error().message();
+  if (auto m = metrics::MemoryTraffic::open())
+    memory_ = std::move(*m);
+  else
+    memory_note_ = m.error().message();
 }
 
 void Samplers::start_pcie(const std::vector<std::string>& bus_ids) {
@@ -40,8 +44,10 @@ void Samplers::start_pcie(const std::vector<std::string>& bus_ids) {
     return;
   }
   auto s = metrics::PcieRxSampler::start(gpus, std::chrono::microseconds(2000));
-  if (s) pcie_ = std::move(*s);
-  else pcie_note_ = s.error().message();
+  if (s)
+    pcie_ = std::move(*s);
+  else
+    pcie_note_ = s.error().message();
 }
 
 Edge Samplers::read() {
@@ -82,7 +88,8 @@ nlohmann::ordered_json Samplers::describe() const {
   for (const auto& d : devices_) disks += (disks.empty() ? "" : "+") + d;
   nlohmann::ordered_json d = {
       {"disk", disks.empty() ? "unknown" : disks},
-      {"dram", memory_ ? memory_->source() : "accounted from the data path, not measured (" + memory_note_ + ")"},
+      {"dram", memory_ ? memory_->source()
+                       : "accounted from the data path, not measured (" + memory_note_ + ")"},
       {"dram_measured", memory_ != nullptr},
       {"pcie", pcie_ ? pcie_->source() : "not measured: " + pcie_note_}};
   // Only a sampler has an interval: 0.0 would read as one that sampled continuously.

@@ -57,8 +57,9 @@ class SeedRun {
       : self_(std::move(self)), store_(std::move(store)), flags_(std::move(flags)) {}
 
   Result<int> run(const std::string& command_line) {
-    KVTIER_ASSIGN_OR_RETURN(sessions_, make_sessions(WorkloadSpec{flags_.sessions, flags_.tokens_min,
-                                                                  flags_.tokens_max, flags_.seed}));
+    KVTIER_ASSIGN_OR_RETURN(
+        sessions_, make_sessions(WorkloadSpec{flags_.sessions, flags_.tokens_min, flags_.tokens_max,
+                                              flags_.seed}));
     KVTIER_EXPECTS(flags_.ranks >= 1 && flags_.ranks <= 8, "--ranks must be 1..8");
     for (const auto& p : split_list(flags_.paths)) KVTIER_TRY(check_path(p));
     for (const auto& p : split_list(flags_.sweep_paths)) KVTIER_TRY(check_path(p));
@@ -66,7 +67,8 @@ class SeedRun {
     for (const auto& c : split_list(flags_.chunk_sweep)) {
       const unsigned long v = std::strtoul(c.c_str(), nullptr, 10);
       KVTIER_EXPECTS(v > 0 && v <= 1u << 20, fmt::format("--chunk-sweep: bad chunk size '{}'", c));
-      if (std::find(chunks.begin(), chunks.end(), v) == chunks.end()) chunks.push_back(static_cast<uint32_t>(v));
+      if (std::find(chunks.begin(), chunks.end(), v) == chunks.end())
+        chunks.push_back(static_cast<uint32_t>(v));
     }
     if (flags_.out.empty()) {
       char stamp[32];
@@ -75,11 +77,16 @@ class SeedRun {
       flags_.out = fmt::format("kvtier-seed-{}", stamp);
     }
     fs::create_directories(flags_.out);
-    fio_ = std::make_unique<SeedFio>(flags_.fio, flags_.fio_depth, (fs::path(flags_.out) / "fio").string());
+    fio_ = std::make_unique<SeedFio>(flags_.fio, flags_.fio_depth,
+                                     (fs::path(flags_.out) / "fio").string());
     out_["command"] = command_line;
-    out_["workload"] = {{"sessions", sessions_.size()}, {"tokens_min", flags_.tokens_min},
-                        {"tokens_max", flags_.tokens_max}, {"seed", flags_.seed}, {"ranks", flags_.ranks},
-                        {"model", store_.model}, {"chunk_tokens", store_.chunk_tokens}};
+    out_["workload"] = {{"sessions", sessions_.size()},
+                        {"tokens_min", flags_.tokens_min},
+                        {"tokens_max", flags_.tokens_max},
+                        {"seed", flags_.seed},
+                        {"ranks", flags_.ranks},
+                        {"model", store_.model},
+                        {"chunk_tokens", store_.chunk_tokens}};
     for (const SessionSpec& s : sessions_) out_["workload"]["session_tokens"].push_back(s.tokens);
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress and results interleave in logs in order
     std::printf("kvtier bench --workload seed (%s)\n", KVTIER_VERSION_STRING);
@@ -92,7 +99,8 @@ class SeedRun {
     } else {
       for (uint32_t chunk : chunks) {
         const bool main = chunk == chunks.front();
-        KVTIER_TRY(run_chunk(chunk, main ? split_list(flags_.paths) : split_list(flags_.sweep_paths), main));
+        KVTIER_TRY(run_chunk(
+            chunk, main ? split_list(flags_.paths) : split_list(flags_.sweep_paths), main));
       }
     }
     out_["headline"] = device_headline(machine_);
@@ -105,12 +113,14 @@ class SeedRun {
     const bool concurrent = !flags_.concurrency.empty();
     Json summary = concurrent ? summarize_concurrency(rows_, load_alone_gbps_) : summarize(rows_);
     out_["summary"] = summary;
-    if (concurrent) out_["host_load"] = {{"threads", flags_.host_load}, {"alone_gbps", load_alone_gbps_}};
+    if (concurrent)
+      out_["host_load"] = {{"threads", flags_.host_load}, {"alone_gbps", load_alone_gbps_}};
     const std::string json_path = (fs::path(flags_.out) / "seed.json").string();
     std::ofstream(json_path) << out_.dump(2) << "\n";
     write_csv(rows_, (fs::path(flags_.out) / "seed.csv").string());
-    const std::string table = concurrent ? render_concurrency_table(summary, machine_, gds_notes_)
-                                         : render_table(summary, machine_, gds_notes_, fio_->json());
+    const std::string table = concurrent
+                                  ? render_concurrency_table(summary, machine_, gds_notes_)
+                                  : render_table(summary, machine_, gds_notes_, fio_->json());
     std::ofstream(fs::path(flags_.out) / "table.md") << table;
     std::printf("\n%s\n", table.c_str());
     std::printf("results: %s (seed.json, seed.csv, table.md)\n", flags_.out.c_str());
@@ -124,7 +134,8 @@ class SeedRun {
  private:
   static Status check_path(const std::string& p) {
     if (p == "posix" || p == "gds" || p == "dram" || p == "buffered") return {};
-    return {ErrorCode::kInvalidArgument, fmt::format("path '{}': expected posix, gds, dram or buffered", p)};
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("path '{}': expected posix, gds, dram or buffered", p)};
   }
 
   uint64_t max_tokens() const {
@@ -133,15 +144,36 @@ class SeedRun {
     return m;
   }
 
-  Result<std::vector<std::unique_ptr<RankChannel>>> start_ranks(const std::string& root, uint32_t chunk) {
+  Result<std::vector<std::unique_ptr<RankChannel>>> start_ranks(const std::string& root,
+                                                                uint32_t chunk) {
     std::vector<std::unique_ptr<RankChannel>> ranks;
     for (uint32_t r = 0; r < flags_.ranks; ++r) {
-      std::vector<std::string> argv = {self_, "bench-rank", "--store", root, "--model", store_.model,
-                                       "--tp-rank", std::to_string(r), "--tp-world", std::to_string(flags_.ranks),
-                                       "--chunk-tokens", std::to_string(chunk), "--capacity", store_.capacity,
-                                       "--segment-size", store_.segment, "--request-size", store_.request,
-                                       "--staging", store_.staging, "--max-tokens", std::to_string(max_tokens()),
-                                       "--device", flags_.device, "--gpu", std::to_string(r)};
+      std::vector<std::string> argv = {self_,
+                                       "bench-rank",
+                                       "--store",
+                                       root,
+                                       "--model",
+                                       store_.model,
+                                       "--tp-rank",
+                                       std::to_string(r),
+                                       "--tp-world",
+                                       std::to_string(flags_.ranks),
+                                       "--chunk-tokens",
+                                       std::to_string(chunk),
+                                       "--capacity",
+                                       store_.capacity,
+                                       "--segment-size",
+                                       store_.segment,
+                                       "--request-size",
+                                       store_.request,
+                                       "--staging",
+                                       store_.staging,
+                                       "--max-tokens",
+                                       std::to_string(max_tokens()),
+                                       "--device",
+                                       flags_.device,
+                                       "--gpu",
+                                       std::to_string(r)};
       KVTIER_ASSIGN_OR_RETURN(auto ch, RankChannel::spawn(argv));
       ranks.push_back(std::move(ch));
     }
@@ -168,7 +200,8 @@ class SeedRun {
     uint64_t available = 0;
     if (auto m = read_file("/proc/meminfo")) {
       const auto at = m->find("MemAvailable:");
-      if (at != std::string::npos) available = std::strtoull(m->c_str() + at + 13, nullptr, 10) * 1024;
+      if (at != std::string::npos)
+        available = std::strtoull(m->c_str() + at + 13, nullptr, 10) * 1024;
     }
     const uint64_t cap = available * 6 / 10 / flags_.ranks;
     return std::min(working_set, cap);
@@ -185,7 +218,8 @@ class SeedRun {
   /// comma-separated as the rank processes' --store takes them.
   std::string stage_root(const std::string& name) const {
     std::string root;
-    for (const auto& dir : split_list(store_.root)) root += (root.empty() ? "" : ",") + (fs::path(dir) / name).string();
+    for (const auto& dir : split_list(store_.root))
+      root += (root.empty() ? "" : ",") + (fs::path(dir) / name).string();
     return root;
   }
 
@@ -238,8 +272,9 @@ class SeedRun {
     KVTIER_TRY(open_all(ranks, path, dram));
     // The DRAM configuration's unique phase: the sessions saved again fill its tier.
     if (path == "dram") KVTIER_TRY(phase(ranks, samplers, "unique", path, chunk, "prefill_save"));
-    KVTIER_TRY(status_of(
-        broadcast(ranks, Json{{"op", "warm"}, {"seed", sessions_[0].seed}, {"tokens", sessions_[0].tokens}})));
+    KVTIER_TRY(status_of(broadcast(
+        ranks,
+        Json{{"op", "warm"}, {"seed", sessions_[0].seed}, {"tokens", sessions_[0].tokens}})));
     return true;
   }
 
@@ -249,8 +284,9 @@ class SeedRun {
     auto& ranks = stage.ranks;
     Samplers& samplers = *stage.samplers;
     const bool gpu = stage.gpu;
-    std::printf("\n== chunk %u tokens: %zu sessions x %u ranks, %s; store %s\n", chunk, sessions_.size(),
-                flags_.ranks, hello_.front().value("device", "").c_str(), root.c_str());
+    std::printf("\n== chunk %u tokens: %zu sessions x %u ranks, %s; store %s\n", chunk,
+                sessions_.size(), flags_.ranks, hello_.front().value("device", "").c_str(),
+                root.c_str());
 
     // Unique phase: prefill stand-in + save, through the O_DIRECT path.
     KVTIER_TRY(open_all(ranks, "posix", 0));
@@ -277,8 +313,9 @@ class SeedRun {
     }
     const uint64_t most = *std::max_element(levels.begin(), levels.end());
     if (sessions_.size() < most) {
-      KVTIER_ASSIGN_OR_RETURN(sessions_, make_sessions(WorkloadSpec{most, flags_.tokens_min, flags_.tokens_max,
-                                                                    flags_.seed}));
+      KVTIER_ASSIGN_OR_RETURN(
+          sessions_,
+          make_sessions(WorkloadSpec{most, flags_.tokens_min, flags_.tokens_max, flags_.seed}));
     }
     const uint32_t chunk = store_.chunk_tokens;
     const std::string root = stage_root("seed-concurrency");
@@ -286,8 +323,9 @@ class SeedRun {
     auto& ranks = stage.ranks;
     Samplers& samplers = *stage.samplers;
     const bool gpu = stage.gpu;
-    std::printf("\n== concurrency %s: %zu sessions x %u ranks, %s; store %s\n", flags_.concurrency.c_str(),
-                sessions_.size(), flags_.ranks, hello_.front().value("device", "").c_str(), root.c_str());
+    std::printf("\n== concurrency %s: %zu sessions x %u ranks, %s; store %s\n",
+                flags_.concurrency.c_str(), sessions_.size(), flags_.ranks,
+                hello_.front().value("device", "").c_str(), root.c_str());
     KVTIER_TRY(open_all(ranks, "posix", 0));
     KVTIER_TRY(phase(ranks, samplers, "unique", "posix", chunk, "prefill_save"));
     std::unique_ptr<HostLoad> load;
@@ -295,8 +333,8 @@ class SeedRun {
       load = std::make_unique<HostLoad>(flags_.host_load, uint64_t{512} << 20);
       std::this_thread::sleep_for(std::chrono::milliseconds(500));  // buffers allocated and touched
       load_alone_gbps_ = load->rate_over(std::chrono::seconds(2)) / 1e9;
-      std::printf("-- host load: %u threads copying, %.2f GB/s alone (read + write)\n", flags_.host_load,
-                  load_alone_gbps_);
+      std::printf("-- host load: %u threads copying, %.2f GB/s alone (read + write)\n",
+                  flags_.host_load, load_alone_gbps_);
     }
     for (const std::string& path : split_list(flags_.paths)) {
       KVTIER_ASSIGN_OR_RETURN(bool ready, prepare_path(ranks, samplers, path, chunk, gpu));
@@ -344,8 +382,12 @@ class SeedRun {
       KVTIER_ASSIGN_OR_RETURN(Window w, window(ranks, samplers, many("restore_many")));
       const uint64_t load1 = load != nullptr ? load->bytes() : 0;
       if (ceiling_here && round % 2 == 1) KVTIER_TRY(measure_ceiling());
-      Json row = {{"config", path}, {"concurrency", n}, {"phase", "concurrent"}, {"request", round},
-                  {"chunk_tokens", store_.chunk_tokens}, {"kv_bytes", kv_bytes}};
+      Json row = {{"config", path},
+                  {"concurrency", n},
+                  {"phase", "concurrent"},
+                  {"request", round},
+                  {"chunk_tokens", store_.chunk_tokens},
+                  {"kv_bytes", kv_bytes}};
       // A TP request is done when its last rank is: a session's latency is its slowest rank's.
       std::vector<double> latency(n, 0);
       uint64_t restored = 0, host = 0;
@@ -380,15 +422,22 @@ class SeedRun {
     return {};
   }
 
-  Status open_all(std::vector<std::unique_ptr<RankChannel>>& ranks, const std::string& path, uint64_t dram) {
-    KVTIER_ASSIGN_OR_RETURN(auto replies, broadcast(ranks, Json{{"op", "open"}, {"path", path == "posix" || path == "dram" ? "direct" : path},
-                                                               {"dram_bytes", dram}}));
+  Status open_all(std::vector<std::unique_ptr<RankChannel>>& ranks, const std::string& path,
+                  uint64_t dram) {
+    KVTIER_ASSIGN_OR_RETURN(
+        auto replies,
+        broadcast(ranks, Json{{"op", "open"},
+                              {"path", path == "posix" || path == "dram" ? "direct" : path},
+                              {"dram_bytes", dram}}));
     const std::string fallback = replies[0].value("fallback", "");
     const std::string line = fmt::format(
         "-- {}: {}{}{}", path, replies[0].value("io_engine", ""),
-        dram > 0 ? fmt::format(", DRAM tier {} per rank", cli::human_bytes(static_cast<double>(dram))) : "",
+        dram > 0
+            ? fmt::format(", DRAM tier {} per rank", cli::human_bytes(static_cast<double>(dram)))
+            : "",
         fallback.empty() ? "" : ", fallback: " + fallback);
-    // posix opens for the unique phase and again for its repeat phase: the same line twice says nothing.
+    // posix opens for the unique phase and again for its repeat phase: the same line twice says
+    // nothing.
     if (announced_.insert(line).second) std::printf("%s\n", line.c_str());
     return {};
   }
@@ -400,7 +449,8 @@ class SeedRun {
     std::vector<Json> replies;
   };
 
-  Result<Window> window(std::vector<std::unique_ptr<RankChannel>>& ranks, Samplers& samplers, const Json& command) {
+  Result<Window> window(std::vector<std::unique_ptr<RankChannel>>& ranks, Samplers& samplers,
+                        const Json& command) {
     Window w;
     w.before = samplers.read();
     w.t0 = metrics::steady_seconds();
@@ -414,41 +464,50 @@ class SeedRun {
   static void record_window(Json& row, const Window& w, const Samplers& samplers) {
     const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
     row["seconds"] = w.t1 - w.t0;
-    row["disk_read_bytes"] = static_cast<double>(w.after.disk.bytes_read() - w.before.disk.bytes_read());
-    row["disk_write_bytes"] = static_cast<double>(w.after.disk.bytes_written() - w.before.disk.bytes_written());
+    row["disk_read_bytes"] =
+        static_cast<double>(w.after.disk.bytes_read() - w.before.disk.bytes_read());
+    row["disk_write_bytes"] =
+        static_cast<double>(w.after.disk.bytes_written() - w.before.disk.bytes_written());
     row["machine_core_seconds"] = static_cast<double>(w.after.cpu.busy - w.before.cpu.busy) / tick;
-    row["kvtier_core_seconds"] = static_cast<double>(w.after.kvtier_ticks - w.before.kvtier_ticks) / tick;
-    if (w.before.dram_bytes && w.after.dram_bytes) row["host_bytes_measured"] = *w.after.dram_bytes - *w.before.dram_bytes;
+    row["kvtier_core_seconds"] =
+        static_cast<double>(w.after.kvtier_ticks - w.before.kvtier_ticks) / tick;
+    if (w.before.dram_bytes && w.after.dram_bytes)
+      row["host_bytes_measured"] = *w.after.dram_bytes - *w.before.dram_bytes;
     samplers.settle();  // the PCIe sampler needs a sample past the window's end
     if (auto p = samplers.pcie_bytes(w.t0, w.t1)) row["pcie_rx_bytes"] = *p;
   }
 
-  Status phase(std::vector<std::unique_ptr<RankChannel>>& ranks, Samplers& samplers, const std::string& kind,
-               const std::string& path, uint32_t chunk, const std::string& op) {
+  Status phase(std::vector<std::unique_ptr<RankChannel>>& ranks, Samplers& samplers,
+               const std::string& kind, const std::string& path, uint32_t chunk,
+               const std::string& op) {
     cli::Progress progress(fmt::format("{} phase ({}, chunk {})", kind, path, chunk));
     const bool repeat = kind == "repeat";
-    const bool ceiling_here = repeat && path != "buffered";  // buffered engines cannot read O_DIRECT
+    const bool ceiling_here =
+        repeat && path != "buffered";  // buffered engines cannot read O_DIRECT
     for (size_t i = 0; i < sessions_.size(); ++i) {
       const SessionSpec& s = sessions_[i];
       const Json session = {{"seed", s.seed}, {"tokens", s.tokens}};
-      Json row = {{"config", path}, {"chunk_tokens", chunk}, {"phase", kind}, {"request", i},
-                  {"tokens", s.tokens}, {"kv_bytes", session_kv_bytes(s)}};
+      Json row = {{"config", path}, {"chunk_tokens", chunk}, {"phase", kind},
+                  {"request", i},   {"tokens", s.tokens},    {"kv_bytes", session_kv_bytes(s)}};
       auto with_op = [&](const char* name) {
         Json c = session;
         c["op"] = name;
         return c;
       };
-      if (repeat) {  // the session is evicted from GPU memory, and no byte may come from the page cache
+      if (repeat) {  // the session is evicted from GPU memory, and no byte may come from the page
+                     // cache
         KVTIER_TRY(status_of(broadcast(ranks, Json{{"op", "poison"}})));
       }
       KVTIER_TRY(dropper_.drop(ranks));
       std::optional<double> ceiling;
-      // The DRAM tier's ceiling is the host-to-device link, the disk paths' the drive's O_DIRECT read.
+      // The DRAM tier's ceiling is the host-to-device link, the disk paths' the drive's O_DIRECT
+      // read.
       const bool link = path == "dram";
       std::optional<FioRead> fio;
       auto measure_raw = [&]() -> Status {
         KVTIER_TRY(dropper_.drop(ranks));
-        KVTIER_ASSIGN_OR_RETURN(Window c, window(ranks, samplers, with_op(link ? "copy_ceiling" : "ceiling")));
+        KVTIER_ASSIGN_OR_RETURN(
+            Window c, window(ranks, samplers, with_op(link ? "copy_ceiling" : "ceiling")));
         ceiling = c.t1 - c.t0;
         if (link) ceiling_names_[path] = c.replies[0].value("what", "");
         return dropper_.drop(ranks);
@@ -525,7 +584,8 @@ class SeedRun {
       }
     }
     uint64_t mem_kb = 0;
-    if (auto m = read_file("/proc/meminfo")) mem_kb = std::strtoull(m->c_str() + m->find(':') + 1, nullptr, 10);
+    if (auto m = read_file("/proc/meminfo"))
+      mem_kb = std::strtoull(m->c_str() + m->find(':') + 1, nullptr, 10);
     machine_ = {{"kernel", fmt::format("{} {}", u.sysname, u.release)},
                 {"cpu", cpu},
                 {"cores", std::thread::hardware_concurrency()},

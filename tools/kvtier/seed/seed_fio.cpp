@@ -13,15 +13,17 @@ namespace kvtier::seed {
 
 using Json = nlohmann::ordered_json;
 
-SeedFio::SeedFio(const std::string& binary, unsigned depth, const std::string& work_dir) : depth_(depth) {
+SeedFio::SeedFio(const std::string& binary, unsigned depth, const std::string& work_dir)
+    : depth_(depth) {
   if (binary == "off") {
     json_ = {{"error", "--fio off: no independent ceiling in this run"}};
     return;
   }
   auto found = cli::FioCeiling::find(binary, work_dir);
   if (!found) {
-    std::printf("WARNING: %s; ratios are then against kvtier's own raw read, not an independent ceiling\n",
-                found.error().message().c_str());
+    std::printf(
+        "WARNING: %s; ratios are then against kvtier's own raw read, not an independent ceiling\n",
+        found.error().message().c_str());
     json_ = {{"error", found.error().message()}};
     return;
   }
@@ -29,8 +31,8 @@ SeedFio::SeedFio(const std::string& binary, unsigned depth, const std::string& w
   json_ = {{"version", fio_->version()}};
 }
 
-std::optional<cli::FioRead> SeedFio::measure(std::vector<std::unique_ptr<RankChannel>>& ranks, const Json& session,
-                                             CacheDropper& dropper) {
+std::optional<cli::FioRead> SeedFio::measure(std::vector<std::unique_ptr<RankChannel>>& ranks,
+                                             const Json& session, CacheDropper& dropper) {
   if (!fio_) return std::nullopt;
   auto r = read(ranks, session, dropper);
   if (r) return *r;
@@ -38,8 +40,8 @@ std::optional<cli::FioRead> SeedFio::measure(std::vector<std::unique_ptr<RankCha
   return std::nullopt;
 }
 
-Result<cli::FioRead> SeedFio::read(std::vector<std::unique_ptr<RankChannel>>& ranks, const Json& session,
-                                   CacheDropper& dropper) {
+Result<cli::FioRead> SeedFio::read(std::vector<std::unique_ptr<RankChannel>>& ranks,
+                                   const Json& session, CacheDropper& dropper) {
   Json op = session;
   op["op"] = "extents";
   KVTIER_ASSIGN_OR_RETURN(auto replies, broadcast(ranks, op));
@@ -49,7 +51,8 @@ Result<cli::FioRead> SeedFio::read(std::vector<std::unique_ptr<RankChannel>>& ra
     request = r["request_bytes"].get<uint64_t>();
     std::vector<FileExtent> rank;
     for (const Json& x : r["extents"]) {
-      rank.push_back(FileExtent{x[0].get<std::string>(), x[1].get<uint64_t>(), x[2].get<uint64_t>()});
+      rank.push_back(
+          FileExtent{x[0].get<std::string>(), x[1].get<uint64_t>(), x[2].get<uint64_t>()});
     }
     for (auto& drive : cli::split_by_device(rank)) streams.push_back(std::move(drive));
   }
@@ -71,11 +74,14 @@ Status SeedFio::calibrate(const std::vector<std::vector<FileExtent>>& streams, u
     sweep.push_back({{"depth", r.depth}, {"gb_per_s", r.gbps()}});
     line += fmt::format(" {}:{:.2f}", r.depth, r.gbps());
   }
-  json_ = {{"version", fio_->version()}, {"engine", fio_->engine()}, {"depth", fio_->depth()},
-           {"request_bytes", request}, {"streams", streams.size()}, {"depth_sweep", sweep}, {"what", fio_->describe()}};
-  std::printf("-- fio ceiling: %s, %zu streams (ranks x drives); GB/s of all streams by depth per stream:%s -> "
-              "depth %u\n",
-              fio_->version().c_str(), streams.size(), line.c_str(), fio_->depth());
+  json_ = {{"version", fio_->version()}, {"engine", fio_->engine()},  {"depth", fio_->depth()},
+           {"request_bytes", request},   {"streams", streams.size()}, {"depth_sweep", sweep},
+           {"what", fio_->describe()}};
+  std::printf(
+      "-- fio ceiling: %s, %zu streams (ranks x drives); GB/s of all streams by depth per "
+      "stream:%s -> "
+      "depth %u\n",
+      fio_->version().c_str(), streams.size(), line.c_str(), fio_->depth());
   return {};
 }
 

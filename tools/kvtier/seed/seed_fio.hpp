@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// The seed benchmark's independent ceiling: fio reading each request's file ranges on every rank and
-// drive at once (fio_ceiling.hpp), its depth chosen on the first request.
+// The seed benchmark's independent ceiling: fio reading each request's file ranges on every rank
+// and drive at once (fio_ceiling.hpp), its depth chosen on the first request.
 #pragma once
 
 #include <memory>
@@ -21,7 +21,8 @@ namespace kvtier::seed {
 /// console and kept in json(), and a run where fio never ran has no FIO column. Not thread-safe.
 class SeedFio {
  public:
-  /// `binary` "off": no fio this run. `depth` 0: the fastest of cli::kFioDepths on the first request.
+  /// `binary` "off": no fio this run. `depth` 0: the fastest of cli::kFioDepths on the first
+  /// request.
   SeedFio(const std::string& binary, unsigned depth, const std::string& work_dir);
 
   /// fio's time for the reads every rank's restore of `session` makes (page cache dropped first);
@@ -32,8 +33,8 @@ class SeedFio {
   [[nodiscard]] const nlohmann::ordered_json& json() const { return json_; }
 
  private:
-  Result<cli::FioRead> read(std::vector<std::unique_ptr<RankChannel>>& ranks, const nlohmann::ordered_json& session,
-                            CacheDropper& dropper);
+  Result<cli::FioRead> read(std::vector<std::unique_ptr<RankChannel>>& ranks,
+                            const nlohmann::ordered_json& session, CacheDropper& dropper);
   Status calibrate(const std::vector<std::vector<FileExtent>>& streams, uint64_t request);
   void failed(const Status& st);
 

@@ -26,19 +26,20 @@ namespace kvtier::seed {
 /// measured by fio in the same run (`fio`: seed.json's "fio"), ratio to kvtier's own raw read of
 /// the same records (attribution), accounted host bytes per KV byte, byte-exact count. Headed by
 /// device_headline(machine); `machine["samplers"]` says what was measured.
-[[nodiscard]] std::string render_table(const nlohmann::ordered_json& summary, const nlohmann::ordered_json& machine,
-                                       const std::map<std::string, std::string>& cufile,
-                                       const nlohmann::ordered_json& fio = nlohmann::ordered_json::object());
+[[nodiscard]] std::string render_table(
+    const nlohmann::ordered_json& summary, const nlohmann::ordered_json& machine,
+    const std::map<std::string, std::string>& cufile,
+    const nlohmann::ordered_json& fio = nlohmann::ordered_json::object());
 
 /// Per (config, concurrency N): aggregate restore GB/s (all sessions of a round over its window),
-/// the drive's ceiling for the same sessions read raw at once, p50 and p99 session latency over every
-/// restore of that level, CPU per restore, accounted host bytes, and the background load's bandwidth
-/// during the windows against `load_alone_gbps` (0: no load ran).
-[[nodiscard]] nlohmann::ordered_json summarize_concurrency(const std::vector<nlohmann::ordered_json>& rows,
-                                                           double load_alone_gbps);
-[[nodiscard]] std::string render_concurrency_table(const nlohmann::ordered_json& summary,
-                                                   const nlohmann::ordered_json& machine,
-                                                   const std::map<std::string, std::string>& cufile);
+/// the drive's ceiling for the same sessions read raw at once, p50 and p99 session latency over
+/// every restore of that level, CPU per restore, accounted host bytes, and the background load's
+/// bandwidth during the windows against `load_alone_gbps` (0: no load ran).
+[[nodiscard]] nlohmann::ordered_json summarize_concurrency(
+    const std::vector<nlohmann::ordered_json>& rows, double load_alone_gbps);
+[[nodiscard]] std::string render_concurrency_table(
+    const nlohmann::ordered_json& summary, const nlohmann::ordered_json& machine,
+    const std::map<std::string, std::string>& cufile);
 
 /// The p-quantile (0..1) of `values`, interpolating between neighbours; 0 for none.
 [[nodiscard]] double quantile(std::vector<double> values, double p);
@@ -54,6 +55,7 @@ enum class ReportOutcome { kMade, kNoScript, kNoMatplotlib, kFailed };
 
 /// The store device's model as the kernel lists it (`sys`: the sysfs root), else "unknown (why)":
 /// virtual and device-mapper disks list none, and an empty model line reads as a bug.
-[[nodiscard]] std::string store_device_model(const Result<std::string>& device, const std::string& sys = "/sys");
+[[nodiscard]] std::string store_device_model(const Result<std::string>& device,
+                                             const std::string& sys = "/sys");
 
 }  // namespace kvtier::seed

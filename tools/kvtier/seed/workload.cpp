@@ -9,12 +9,14 @@
 namespace kvtier::seed {
 
 Result<std::vector<SessionSpec>> make_sessions(const WorkloadSpec& spec) {
-  if (spec.sessions == 0) return fail(ErrorCode::kInvalidArgument, "workload: --sessions must be > 0");
+  if (spec.sessions == 0)
+    return fail(ErrorCode::kInvalidArgument, "workload: --sessions must be > 0");
   if (spec.tokens_min == 0 || spec.tokens_min > spec.tokens_max) {
-    return fail(ErrorCode::kInvalidArgument,
-                fmt::format("workload: token range [{}, {}] is empty", spec.tokens_min, spec.tokens_max));
+    return fail(ErrorCode::kInvalidArgument, fmt::format("workload: token range [{}, {}] is empty",
+                                                         spec.tokens_min, spec.tokens_max));
   }
-  if (spec.sessions > 100000) return fail(ErrorCode::kInvalidArgument, "workload: --sessions over 100000");
+  if (spec.sessions > 100000)
+    return fail(ErrorCode::kInvalidArgument, "workload: --sessions over 100000");
   std::mt19937_64 rng(spec.seed);
   std::uniform_int_distribution<uint64_t> count(spec.tokens_min, spec.tokens_max);
   std::vector<SessionSpec> out;

@@ -12,7 +12,7 @@
 namespace kvtier::seed {
 
 struct SessionSpec {
-  uint64_t seed = 0;    ///< token ids: synthetic::tokens(seed, tokens)
+  uint64_t seed = 0;  ///< token ids: synthetic::tokens(seed, tokens)
   uint64_t tokens = 0;
 };
 
@@ -24,8 +24,9 @@ struct WorkloadSpec {
 };
 
 /// The unique sessions, in request order; the repeat phase requests them again in the same order.
-/// Token counts are drawn uniformly from [tokens_min, tokens_max] by a generator seeded with `seed`,
-/// with the two ends always present (for two or more sessions) so the range is the one asked for.
+/// Token counts are drawn uniformly from [tokens_min, tokens_max] by a generator seeded with
+/// `seed`, with the two ends always present (for two or more sessions) so the range is the one
+/// asked for.
 [[nodiscard]] Result<std::vector<SessionSpec>> make_sessions(const WorkloadSpec& spec);
 
 }  // namespace kvtier::seed
