@@ -13,6 +13,8 @@ packages=(cmake ninja-build g++ python3-matplotlib liburing-dev libxxhash-dev li
 packages+=(fio)
 # hiredis: the Redis Cluster remote tier; redis-server and redis-cli: its tests start real clusters.
 packages+=(libhiredis-dev redis-server redis-tools)
+# clang-format-14: tools/check_format.sh (CI) checks the C++ against .clang-format with it.
+packages+=(clang-format-14)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -42,6 +42,8 @@ stage "layers: no include points up them (tools/check_layers.sh, docs/architectu
 tools/check_layers.sh
 stage "release: setup and build"
 tools/setup.sh release
+stage "format: every C++ and CUDA file as .clang-format says (tools/check_format.sh)"
+tools/check_format.sh --all
 stage "release: tests"
 ctest --preset release -j "$(nproc)" "$@"
 if [ "$all" = 1 ]; then
