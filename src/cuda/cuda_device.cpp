@@ -133,8 +133,12 @@ class CudaTransfer final : public DeviceTransfer {
     for (SlotResources& s : t->slots_) {
       KVTIER_TRY(cuda_status(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking),
                              "cudaStreamCreate"));
-      KVTIER_TRY(cuda_status(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming),
-                             "cudaEventCreate"));
+      // Blocking sync: a host thread waiting for a slot's copy sleeps instead of spinning a core
+      // (CUDA's default wait spins while there are fewer contexts than cores), and a restore's
+      // waits add up to a whole copy per request when few requests are in flight.
+      KVTIER_TRY(cuda_status(
+          cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming | cudaEventBlockingSync),
+          "cudaEventCreate"));
       KVTIER_ASSIGN_OR_RETURN(s.staging, DeviceBuffer::allocate(slot_bytes));
     }
     KVTIER_TRY(t->order_after(target.stream));
