@@ -487,7 +487,8 @@ NB_MODULE(_kvtier, m) {
       [](const std::variant<std::string, std::vector<std::string>>& root,
          const kvtier::KvGeometry& geometry, const std::string& io, const std::string& capacity,
          const std::string& dram, const std::string& staging, const std::string& tenant,
-         const std::string& remote, const std::string& remote_password_env, uint64_t remote_ttl) {
+         const std::string& remote, const std::string& remote_password_env, uint64_t remote_ttl,
+         const std::string& request_size, bool read_only) {
         kvtier::Options o;
         if (const auto* one = std::get_if<std::string>(&root)) {
           o.root = *one;
@@ -503,6 +504,8 @@ NB_MODULE(_kvtier, m) {
         o.capacity_bytes = unwrap(kvtier::parse_size(capacity));
         o.dram_bytes = unwrap(kvtier::parse_size(dram));
         o.staging_bytes = unwrap(kvtier::parse_size(staging));
+        o.io_request_bytes = unwrap(kvtier::parse_size(request_size));
+        o.read_only = read_only;
         o.tenant = tenant;
         o.remote.seeds = remote;
         o.remote.password_env = remote_password_env;
@@ -512,14 +515,16 @@ NB_MODULE(_kvtier, m) {
       },
       "root"_a, "geometry"_a, "io"_a = "auto", "capacity"_a = "0", "dram"_a = "0",
       "staging"_a = "0", "tenant"_a = "", "remote"_a = "", "remote_password_env"_a = "",
-      "remote_ttl"_a = 0,
+      "remote_ttl"_a = 0, "request_size"_a = "0", "read_only"_a = false,
       "Opens (or creates) the rank's store under root: a directory, or a list of them, one per "
       "drive (the store "
       "spreads its segments over them; capacity is per drive). io: auto, posix, buffered or gds. "
       "Sizes take K/M/G/T. "
       "remote: Redis Cluster seeds, redis://host:port[,host:port...] (a shared tier behind the "
       "local store); "
-      "remote_password_env: the environment variable holding its password; remote_ttl: seconds.");
+      "remote_password_env: the environment variable holding its password; remote_ttl: seconds. "
+      "request_size: bytes per read or write request (0: 16M); read_only: open beside a writer "
+      "process to look (lookup, stats), never writing.");
 
   nb::class_<kvtier::Engine>(m, "Engine", nb::is_weak_referenceable())
       .def(

@@ -127,6 +127,30 @@ class EngineTest(unittest.TestCase):
             np.testing.assert_array_equal(out, kv)
             del e
 
+    def test_request_size_and_a_read_only_reader_beside_the_writer(self):
+        tokens = self.rng.integers(0, 150000, size=700, dtype=np.int64)
+        kv = session(self.rng, self.g, 700)
+        self.engine.save(tokens, kv)
+        # a small request size splits every record into several reads; the bytes still check out
+        with tempfile.TemporaryDirectory(dir=os.environ.get("KVTIER_TEST_DIR")) as d:
+            e = kvtier.open(d, self.g, io="posix", request_size="8K", staging="64K")
+            e.save(tokens, kv)
+            out = np.zeros_like(kv)
+            self.assertEqual(e.restore(tokens, out)["tokens_restored"], 700)
+            np.testing.assert_array_equal(out, kv)
+            del e
+        with self.assertRaises(kvtier.Error):
+            kvtier.open(self.dir.name, self.g, io="posix", request_size="12 parsecs")
+        # a reader next to the open writer: it sees and restores what was saved, and cannot write
+        reader = kvtier.open(self.dir.name, self.g, io="posix", read_only=True)
+        self.assertEqual(reader.lookup(tokens), 700)
+        out = np.zeros_like(kv)
+        self.assertEqual(reader.restore(tokens, out)["tokens_restored"], 700)
+        np.testing.assert_array_equal(out, kv)
+        with self.assertRaises(kvtier.Error):
+            reader.save(self.rng.integers(0, 150000, size=64, dtype=np.int64), session(self.rng, self.g, 64))
+        del reader
+
     def test_corrupt_record_is_a_miss(self):
         tokens = list(range(640))
         kv = session(self.rng, self.g, 640)
