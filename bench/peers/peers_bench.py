@@ -45,6 +45,13 @@ def cpu_seconds():
     return r.ru_utime + r.ru_stime
 
 
+def parse_size(text):
+    """Bytes of '16M', '4K', '1G' or a plain number, as kvtier's options take them."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    return int(t[:-1]) * units[t[-1]] if t and t[-1] in units else int(t)
+
+
 def drop_file_cache(paths):
     """Cold reads: drop_caches as root, and fadvise(DONTNEED) on each file either way."""
     try:
@@ -114,13 +121,16 @@ class Setup:
         self.engines = {}
         self.lmcache = {}  # backend -> LMCachePeer, stored on first use
         self.warm = args.warm
+        self.request = parse_size(args.request_size)
+        self.staging = args.staging
 
     def engine(self, io, dram="0"):
         """Both ranks' engines for I/O path `io` (and DRAM tier size), each over a store of its own
         (written once; the engines stay open for the whole run)."""
         name = io if dram == "0" else f"{io}+dram"
         if name not in self.engines:
-            es = [kvtier.open(os.path.join(self.dir, f"kvtier-{name}"), g, io=io, capacity="30G", dram=dram)
+            es = [kvtier.open(os.path.join(self.dir, f"kvtier-{name}"), g, io=io, capacity="30G", dram=dram,
+                              request_size=str(self.request), staging=self.staging)
                   for g in self.geometries]
             for r, e in enumerate(es):
                 e.save(self.tokens, self.kv[r])
@@ -335,7 +345,7 @@ def fio_streams(s: Setup, which):
 def measure_fio(s: Setup, which):
     """fio's time for the same reads, page cache dropped; the depth is chosen on the first call."""
     streams = fio_streams(s, which)
-    request = 16 << 20
+    request = s.request
     paths = [p for st in streams for p, _, _ in st]
     if s.fio.depth is None:
         sweep = {}
@@ -383,6 +393,8 @@ def main():
                     "the DRAM tier against the page cache")
     ap.add_argument("--warm", action="store_true", help="files in the page cache: kvtier's DRAM tier against "
                     "peers reading a warm page cache; ceiling = pinned host-to-device copy")
+    ap.add_argument("--request-size", default="16M", help="kvtier's request size, and fio's (both ceilings)")
+    ap.add_argument("--staging", default="0", help="kvtier's staging per rank (0: its default, 128M)")
     ap.add_argument("--fio", default="fio", help="fio executable for the drive's ceiling (cold runs)")
     ap.add_argument("--from-json", help="only re-render table and figure from a peers.json of an earlier run")
     ap.add_argument("--cufile-mode", help="with --from-json, for runs that did not record it: what kvtier "
@@ -415,7 +427,7 @@ def main():
         ceilings = [("ceiling (pinned H2D)", measure_h2d, "one pinned host-to-device copy of the same bytes")]
     else:
         s.fio = Fio(args.fio, os.path.join(args.out, "fio"))
-        what = f"{s.fio.version}, io_uring, O_DIRECT, 16 MiB requests, one job per rank, depth swept on round 0"
+        what = f"{s.fio.version}, io_uring, O_DIRECT, {args.request_size} requests, one job per rank, depth swept on round 0"
         ceilings = [("ceiling fio (kvtier's records)", lambda s: measure_fio(s, "kvtier"),
                      f"{what}: replays kvtier's reads"),
                     ("ceiling fio (plain files)", lambda s: measure_fio(s, "plain"), f"{what}: the plain files"),

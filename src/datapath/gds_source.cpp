@@ -1,13 +1,32 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // The cuFile byte source: synchronous cuFile reads, one thread per leased device buffer.
+#include <map>
 #include <unordered_map>
+#include <vector>
 
 #include "common/try.hpp"
 #include "datapath/byte_source.hpp"
 
 namespace kvtier {
 namespace {
+
+/// The pieces' order with consecutive ones on different drives, each drive's own in file order: a
+/// store over several drives places whole segments on one drive, so reading in record order would
+/// keep every thread on one drive at a time.
+std::vector<size_t> interleaved_by_drive(std::span<const Piece> pieces,
+                                         const std::unordered_map<int, const SegmentFile*>& files) {
+  std::map<uint32_t, std::vector<size_t>> by_drive;
+  for (size_t p = 0; p < pieces.size(); ++p) by_drive[files.at(pieces[p].fd)->drive].push_back(p);
+  std::vector<size_t> order;
+  order.reserve(pieces.size());
+  for (size_t k = 0; order.size() < pieces.size(); ++k) {
+    for (const auto& [drive, list] : by_drive) {
+      if (k < list.size()) order.push_back(list[k]);
+    }
+  }
+  return order;
+}
 
 class GdsSource final : public ByteSource {
  public:
@@ -26,7 +45,9 @@ class GdsSource final : public ByteSource {
               StagingPool::Lease& lease, PieceSink& sink, unsigned /*workers*/) override {
     std::unordered_map<int, const SegmentFile*> files;
     for (const LocatedRecord& r : records) files[r.file->fd.get()] = r.file.get();
-    auto body = [&](size_t p, size_t slot) -> Status {
+    const std::vector<size_t> order = interleaved_by_drive(pieces, files);
+    auto body = [&](size_t i, size_t slot) -> Status {
+      const size_t p = order[i];
       const Piece& piece = pieces[p];
       std::byte* buffer = lease.slots()[slot].data();
       KVTIER_TRY(gds_.read(*files.at(piece.fd), buffer, piece.offset, piece.length));
