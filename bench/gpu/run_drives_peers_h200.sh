@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: 2026 kvtier authors
+# The third fast-drive run (docs/perf.md "fast drives"), on RAM-backed loop devices standing in for
+# NVMe (fast_drives.sh), in one call:
+#   1. kvtier over 4 and 2 drives with one request in flight per drive and rank (4 MiB and 16 MiB),
+#      posix and cuFile (compat), fio's aggregate ceiling next to each;
+#   2. the peers (LMCache disk and GDS backends, KvikIO, a naive loader) against kvtier at the
+#      device's best pattern (4 MiB requests, one in flight per rank), fio's ceiling in the same run,
+#      on one drive large enough for every configuration's files;
+#   3. one drive at 4 MiB x 1 and at the defaults: the CPU per GB with blocking-sync waits.
+# Each step is skipped once the call's time is nearly spent, so what ran always comes back.
+# Results: $OUT/summary.txt and $OUT/runs.tar.gz. Env: OUT, SESSIONS (1), BUDGET_S (540).
+set -uo pipefail
+source "$(dirname "$0")/h200_common.sh"
+source "$(dirname "$0")/fast_drives.sh"
+sessions=${SESSIONS:-1}
+budget=${BUDGET_S:-540}
+t0=$(date +%s)
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/build/h200/python:/tmp/site"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+  .whl/*.whl > "$OUT/pip.log" 2>&1 || tail -5 "$OUT/pip.log"
+h200_build || exit 1
+final_out=$OUT
+OUT=/root/drive-results
+rm -rf "$OUT" /root/runs && mkdir -p "$OUT" /root/runs
+trap 'cp "$OUT/summary.txt" "$final_out/" 2>/dev/null; tar -C /root -czf "$final_out/runs.tar.gz" drive-results runs 2>/dev/null' EXIT
+K=build/h200/tools/kvtier/kvtier
+left() { (( $(date +%s) - t0 < budget - ${1:-60} )); }
+say() { echo "$*" | tee -a "$OUT/summary.txt"; }
+say "LABEL: $FAST_DRIVE_LABEL"
+say "commit: $(cat .commit 2>/dev/null || echo unknown)"
+# cufile-python (LMCache's GDS backend) opens "libcufile.so"; the image has only the versioned name.
+so=$(python3 -c "import glob, nvidia, os; print((sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], '**', 'libcufile.so.0'), recursive=True)) + [''])[0])" 2>/dev/null)
+if [ -n "$so" ]; then
+  mkdir -p /tmp/cufile-lib && ln -sf "$so" /tmp/cufile-lib/libcufile.so
+  export LD_LIBRARY_PATH=/tmp/cufile-lib:$LD_LIBRARY_PATH
+fi
+
+seed() {  # seed NAME STORE ARGS...
+  local name=$1 store=$2 start
+  shift 2
+  left 70 || { say "== $name: skipped (time)"; return; }
+  start=$(date +%s)
+  stdbuf -oL "$K" bench --workload seed --store "$store" --sessions "$sessions" --tokens 100000 --keep \
+    --no-report --out "/root/runs/$name" "$@" 2>&1 | grep -v "%$" > "$OUT/$name.txt"
+  say "== $name (--store $store $*): $(( $(date +%s) - start )) s"
+  grep -E "^\| (posix|gds)|fio ceiling|WARNING|ERROR" "$OUT/$name.txt" | tee -a "$OUT/summary.txt"
+}
+
+# 1. Several drives, one request in flight per drive and rank.
+drop_fast_drives 2>/dev/null
+make_fast_drives 4 22 | tee -a "$OUT/summary.txt" || exit 1
+four=/mnt/fast0/m,/mnt/fast1/m,/mnt/fast2/m,/mnt/fast3/m
+seed four-4M-x1 $four --paths posix,gds --request-size 4M --staging 16M
+rm -rf /mnt/fast*/m
+seed four-16M-x1 $four --paths posix --request-size 16M --staging 64M
+rm -rf /mnt/fast*/m
+seed two-4M-x1 /mnt/fast0/m,/mnt/fast1/m --paths posix,gds --request-size 4M --staging 8M
+drop_fast_drives
+# 2. The peers on one drive holding kvtier's store, the plain files and LMCache's two backends' files.
+make_fast_drives 1 46 | tee -a "$OUT/summary.txt" || exit 1
+start=$(date +%s)
+timeout $(( budget - 110 - ($(date +%s) - t0) )) python3 bench/peers/peers_bench.py --dir /mnt/fast0/peers \
+  --out "$OUT/peers" --repeats 2 --request-size 4M --staging 4M \
+  --configs "kvtier posix,kvikio compat,kvikio cufile,naive torch,lmcache disk,lmcache gds" \
+  > "$OUT/peers.txt" 2>&1
+say "== peers (one drive, kvtier at 4M x 1): rc $? in $(( $(date +%s) - start )) s"
+grep -vE "^W1203|Warning" "$OUT/peers/table.md" 2>/dev/null | tee -a "$OUT/summary.txt"
+rm -rf /mnt/fast0/peers
+
+# 3. One drive: CPU per GB with blocking-sync waits, at 4 MiB x 1 and at the defaults.
+seed one-4M-x1 /mnt/fast0/s --paths posix --request-size 4M --staging 4M
+rm -rf /mnt/fast0/s
+seed one-default /mnt/fast0/s --paths posix
+drop_fast_drives
+say "total: $(( $(date +%s) - t0 )) s"
