@@ -42,11 +42,14 @@ class ByteSource {
   [[nodiscard]] virtual uint64_t host_bytes(uint64_t bytes) const = 0;
 };
 
+/// Makes the I/O engine of one read that goes through `slots` (the staging slots it reads into)
+/// in `pieces` requests.
+using EngineMaker = std::function<std::unique_ptr<IoEngine>(FixedBuffers slots, size_t pieces)>;
+
 /// O_DIRECT (or buffered, as the store's files were opened) through `make_engine`'s I/O engine into
 /// host staging.
-std::unique_ptr<ByteSource> make_posix_source(
-    StagingPool& staging, bool direct,
-    std::function<std::unique_ptr<IoEngine>(size_t slots)> make_engine);
+std::unique_ptr<ByteSource> make_posix_source(StagingPool& staging, bool direct,
+                                              EngineMaker make_engine);
 
 /// cuFile into `gds`'s registered device buffers.
 std::unique_ptr<ByteSource> make_gds_source(GdsContext& gds);

@@ -27,7 +27,12 @@ DataPath::DataPath(IoPath path, uint64_t staging_bytes, uint64_t request_bytes,
   }
   if (path_ == IoPath::kGds) note_gds_without_gpu();
   if (!fallback_.empty()) fallbacks_ = 1;
-  posix_ = make_posix_source(*staging_, direct_, [this](size_t slots) { return io_engine(slots); });
+  posix_ = make_posix_source(*staging_, direct_, [this](FixedBuffers slots, size_t pieces) {
+    // Registering pins the slots once for the read; worth it only where slots are reused.
+    std::string ignored;  // the reason was logged and recorded when the data path was made
+    return make_io_engine(path_, static_cast<uint32_t>(slots.size()), ignored,
+                          pieces > slots.size() ? slots : FixedBuffers{});
+  });
 }
 
 void DataPath::note_gds_without_gpu() {

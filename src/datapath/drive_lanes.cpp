@@ -64,10 +64,9 @@ size_t drives_of(std::span<const LocatedRecord> records) {
   return drives.size();
 }
 
-Status read_across_drives(
-    std::span<const LocatedRecord> records, std::span<const Piece> pieces,
-    StagingPool::Lease& lease, PieceSink& sink, unsigned workers,
-    const std::function<std::unique_ptr<IoEngine>(size_t slots)>& make_engine) {
+Status read_across_drives(std::span<const LocatedRecord> records, std::span<const Piece> pieces,
+                          StagingPool::Lease& lease, PieceSink& sink, unsigned workers,
+                          const EngineMaker& make_engine) {
   std::unordered_map<int, uint32_t> drive_of_fd;
   std::map<uint32_t, size_t> lane_of_drive;
   for (const LocatedRecord& r : records) {
@@ -95,8 +94,9 @@ Status read_across_drives(
     if (l.pieces.empty()) return;
     LaneSink lane_sink(sink, l.global, l.slot_base);
     LaneYield lane_yield(lease, yield_mu, l.slot_base);
-    auto io = make_engine(l.slots);
-    l.status = run_pipeline(*io, l.pieces, lease.slots().subspan(l.slot_base, l.slots),
+    const FixedBuffers slots = lease.slots().subspan(l.slot_base, l.slots);
+    auto io = make_engine(slots, l.pieces.size());
+    l.status = run_pipeline(*io, l.pieces, slots,
                             /*write=*/false, lane_sink, lane_workers, &lane_yield);
   };
   std::vector<std::thread> threads;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 
+#include "datapath/byte_source.hpp"
 #include "io/io_engine.hpp"
 #include "io/pipeline.hpp"
 #include "store/store.hpp"
@@ -23,9 +24,9 @@ namespace kvtier {
 /// only: the others read on, so a failing drive costs only its own records. Returns the first
 /// error. The sink sees the pieces' and slots' indices into `pieces` and `lease`, as run_pipeline
 /// gives them.
-[[nodiscard]] Status read_across_drives(
-    std::span<const LocatedRecord> records, std::span<const Piece> pieces,
-    StagingPool::Lease& lease, PieceSink& sink, unsigned workers,
-    const std::function<std::unique_ptr<IoEngine>(size_t slots)>& make_engine);
+[[nodiscard]] Status read_across_drives(std::span<const LocatedRecord> records,
+                                        std::span<const Piece> pieces, StagingPool::Lease& lease,
+                                        PieceSink& sink, unsigned workers,
+                                        const EngineMaker& make_engine);
 
 }  // namespace kvtier

@@ -9,8 +9,7 @@ namespace {
 
 class PosixSource final : public ByteSource {
  public:
-  PosixSource(StagingPool& staging, bool direct,
-              std::function<std::unique_ptr<IoEngine>(size_t)> make_engine)
+  PosixSource(StagingPool& staging, bool direct, EngineMaker make_engine)
       : staging_(staging), direct_(direct), make_engine_(std::move(make_engine)) {}
 
   std::string_view name() const override { return direct_ ? "O_DIRECT" : "buffered"; }
@@ -23,7 +22,7 @@ class PosixSource final : public ByteSource {
     if (drives_of(records) > 1 && lease.slots().size() > 1) {
       return read_across_drives(records, pieces, lease, sink, workers, make_engine_);
     }
-    auto io = make_engine_(lease.slots().size());
+    auto io = make_engine_(lease.slots(), pieces.size());
     return run_pipeline(*io, pieces, lease.slots(), /*write=*/false, sink, workers, &lease);
   }
 
@@ -34,14 +33,13 @@ class PosixSource final : public ByteSource {
  private:
   StagingPool& staging_;
   bool direct_;
-  std::function<std::unique_ptr<IoEngine>(size_t)> make_engine_;
+  EngineMaker make_engine_;
 };
 
 }  // namespace
 
-std::unique_ptr<ByteSource> make_posix_source(
-    StagingPool& staging, bool direct,
-    std::function<std::unique_ptr<IoEngine>(size_t slots)> make_engine) {
+std::unique_ptr<ByteSource> make_posix_source(StagingPool& staging, bool direct,
+                                              EngineMaker make_engine) {
   return std::make_unique<PosixSource>(staging, direct, std::move(make_engine));
 }
 

@@ -39,6 +39,8 @@ class IoEngine {
   [[nodiscard]] virtual uint32_t depth() const = 0;
   /// Queues a request; it may start at once or at submit().
   [[nodiscard]] virtual Status enqueue(const IoRequest& request) = 0;
+  /// How many buffers the kernel holds registered for this engine (make_uring_engine's `fixed`).
+  [[nodiscard]] virtual size_t fixed_buffers() const { return 0; }
   /// Starts every queued request.
   [[nodiscard]] virtual Status submit() = 0;
   /// Waits until at least one request has completed; writes up to out.size() completions.
@@ -49,12 +51,21 @@ class IoEngine {
 /// else on `threads` threads (one request in flight each).
 std::unique_ptr<IoEngine> make_posix_engine(uint32_t threads = 1);
 
+/// Buffers an engine may register with the kernel for its life (io_uring's fixed buffers): a
+/// request inside one of them then skips pinning its pages on every read or write.
+using FixedBuffers = std::span<const std::span<std::byte>>;
+
 /// io_uring with `depth` entries; kNotSupported where the kernel or sandbox refuses io_uring.
-[[nodiscard]] Result<std::unique_ptr<IoEngine>> make_uring_engine(uint32_t depth);
+/// `fixed` are registered when the kernel allows it (a locked-memory limit may refuse: requests
+/// then go as plain ones).
+[[nodiscard]] Result<std::unique_ptr<IoEngine>> make_uring_engine(uint32_t depth,
+                                                                  FixedBuffers fixed = {});
 
 /// The engine for `path` ("auto"/"direct" prefer io_uring, "buffered" uses pread/pwrite). When
-/// io_uring is unavailable, `fallback` says why and the POSIX engine is returned.
-std::unique_ptr<IoEngine> make_io_engine(IoPath path, uint32_t depth, std::string& fallback);
+/// io_uring is unavailable, `fallback` says why and the POSIX engine is returned. `fixed`: as for
+/// make_uring_engine (the POSIX engine has nothing to register).
+std::unique_ptr<IoEngine> make_io_engine(IoPath path, uint32_t depth, std::string& fallback,
+                                         FixedBuffers fixed = {});
 
 /// Fault-injection seam for tests: while set, every engine make_io_engine() returns is passed
 /// through `wrap` first (which may wrap it in one that fails or shortens requests). Empty: off.

@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -344,6 +345,40 @@ TEST(IoEngines, UringAndPosixMoveTheSameBytes) {
   EXPECT_EQ(got, data);
   if (!fallback.empty()) GTEST_SKIP() << "io_uring unavailable here: " << fallback;
   EXPECT_EQ(uring->name(), "io_uring");
+}
+
+TEST(IoEngines, UringWithFixedBuffersMovesTheSameBytesInsideAndOutsideThem) {
+  testing::TempDir dir;
+  auto fd = open_file(dir.str() + "/f", O_RDWR | O_CREAT);
+  ASSERT_OK(fd);
+  std::mt19937_64 rng(testing::test_seed());
+  std::vector<std::byte> data(1 << 20);
+  for (std::byte& b : data) b = static_cast<std::byte>(rng());
+  std::vector<Piece> pieces;
+  split_into_pieces(fd->get(), 0, data.size(), 48 << 10, pieces);  // not a power of two
+  std::vector<AlignedBuffer> bufs;
+  std::vector<std::span<std::byte>> spans;
+  for (int i = 0; i < 3; ++i) spans.push_back(bufs.emplace_back(64 << 10).span());
+  // Two of the three slots registered: requests into the third go as plain ones.
+  const FixedBuffers fixed = std::span(spans).first(2);
+  std::string fallback;
+  auto writer_engine = make_io_engine(IoPath::kDirect, 3, fallback, fixed);
+  if (!fallback.empty()) GTEST_SKIP() << "io_uring unavailable here: " << fallback;
+  CollectSink writer(data, pieces);
+  ASSERT_OK(run_pipeline(*writer_engine, pieces, spans, true, writer));
+  std::vector<std::byte> got(data.size());
+  CollectSink reader(got, pieces);
+  auto reader_engine = make_io_engine(IoPath::kDirect, 3, fallback, fixed);
+  ASSERT_OK(run_pipeline(*reader_engine, pieces, spans, false, reader));
+  EXPECT_EQ(got, data);
+  std::vector<std::byte> plain(data.size());
+  CollectSink check(plain, pieces);
+  auto posix = make_posix_engine();
+  ASSERT_OK(run_pipeline(*posix, pieces, spans, false, check));
+  EXPECT_EQ(plain, data);
+  // Root, or a locked-memory limit of at least 128 KiB, lets the kernel register them.
+  if (reader_engine->fixed_buffers() == 0) GTEST_SKIP() << "the kernel refused to register them";
+  EXPECT_EQ(reader_engine->fixed_buffers(), 2u);
 }
 
 }  // namespace
