@@ -43,3 +43,39 @@ drop_fast_drives() {
   done
   rm -f /dev/shm/fast*.img
 }
+
+# make_striped_drive N GIB: one drive striped (device-mapper "striped", 512 KiB chunks) over N
+# RAM-backed loop devices of GIB each, ext4, mounted on /mnt/stripe with the cuFile udev entry: what
+# a server's RAID 0 over several NVMe drives looks like to a reader of one file. Needs dmsetup
+# (.deps carries it) and the kernel's dm-mod.
+make_striped_drive() {
+  local n=$1 gib=$2 i dev devs=() table sectors mm
+  command -v dmsetup >/dev/null || { echo "make_striped_drive: no dmsetup" >&2; return 1; }
+  for ((i = 0; i < n; i++)); do
+    truncate -s "${gib}G" "/dev/shm/stripe$i.img"
+    devs+=("$(losetup --direct-io=on -f --show "/dev/shm/stripe$i.img")")
+  done
+  sectors=$(( n * gib * 2097152 ))
+  table="0 $sectors striped $n 1024"
+  for dev in "${devs[@]}"; do table+=" $dev 0"; done
+  DM_DISABLE_UDEV=1 dmsetup create kvstripe --noudevsync --table "$table" || return 1
+  mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0,stride=128,stripe_width=$(( 128 * n )) \
+    /dev/mapper/kvstripe || return 1
+  mkdir -p /mnt/stripe && mount /dev/mapper/kvstripe /mnt/stripe || return 1
+  mm=$(mountpoint -d /mnt/stripe)
+  mkdir -p /run/udev/data
+  printf 'E:ID_FS_USAGE=filesystem\nE:ID_FS_TYPE=ext4\nE:DEVTYPE=disk\n' > "/run/udev/data/b$mm"
+  echo "striped drive: dm-striped over ${devs[*]} (512 KiB chunks), $(( n * gib )) GiB on /mnt/stripe: $FAST_DRIVE_LABEL, $n of them striped"
+}
+
+# drop_striped_drive: unmounts it and frees its loop devices (their RAM back).
+drop_striped_drive() {
+  local f dev
+  mountpoint -q /mnt/stripe && umount /mnt/stripe
+  DM_DISABLE_UDEV=1 dmsetup remove --noudevsync kvstripe 2>/dev/null
+  for f in /dev/shm/stripe*.img; do
+    [ -e "$f" ] || continue
+    for dev in $(losetup -j "$f" -O NAME -n); do losetup -d "$dev"; done
+    rm -f "$f"
+  done
+}

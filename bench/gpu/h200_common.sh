@@ -49,3 +49,39 @@ h200_gds_tests() {
     build/h200/tests/kvtier_gpu_tests > "$OUT/gpu_tests.log" 2>&1
   grep -E "gds:|FAILED|PASSED|Failure" -A3 "$OUT/gpu_tests.log" | tail -12
 }
+
+# The peers' Python environment: the wheels of .whl/ (bench/gpu/fetch_peer_wheels.sh) under
+# /tmp/site, kvtier's module from build/h200, and the unversioned libcufile.so that cufile-python
+# (LMCache's GDS backend) opens, which the image has only under its versioned name.
+h200_python_env() {
+  local so
+  export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/build/h200/python:/tmp/site"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl > "$OUT/pip.log" 2>&1 || tail -5 "$OUT/pip.log"
+  so=$(python3 -c "import glob, nvidia, os; print((sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], '**', 'libcufile.so.0'), recursive=True)) + [''])[0])" 2>/dev/null)
+  if [ -n "$so" ]; then
+    mkdir -p /tmp/cufile-lib && ln -sf "$so" /tmp/cufile-lib/libcufile.so
+    export LD_LIBRARY_PATH=/tmp/cufile-lib:$LD_LIBRARY_PATH
+  fi
+}
+
+# h200_seed NAME STORE ARGS...: the seed workload (100K tokens, $SESSIONS sessions, default 1) on
+# STORE into /root/runs/NAME, its table rows appended to $OUT/summary.txt; skipped once fewer than
+# 70 s of the call's budget are left (h200_left).
+h200_seed() {
+  local name=$1 store=$2 start
+  shift 2
+  h200_left 70 || { echo "== $name: skipped (time)" | tee -a "$OUT/summary.txt"; return; }
+  start=$(date +%s)
+  mkdir -p /root/runs
+  stdbuf -oL build/h200/tools/kvtier/kvtier bench --workload seed --store "$store" \
+    --sessions "${SESSIONS:-1}" --tokens 100000 --keep --no-report --out "/root/runs/$name" "$@" 2>&1 \
+    | grep -v "%$" > "$OUT/$name.txt"
+  echo "== $name (--store $store $*): $(( $(date +%s) - start )) s" | tee -a "$OUT/summary.txt"
+  grep -E "^\| (posix|gds|dram)|fio ceiling|WARNING|ERROR" "$OUT/$name.txt" | tee -a "$OUT/summary.txt"
+}
+
+# h200_left [MARGIN]: whether more than MARGIN seconds (default 60) of the call's budget are left:
+# BUDGET_S seconds (default 540) from when this file was sourced.
+H200_T0=$(date +%s)
+h200_left() { (( $(date +%s) - H200_T0 < ${BUDGET_S:-540} - ${1:-60} )); }

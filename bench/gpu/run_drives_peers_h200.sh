@@ -14,54 +14,30 @@
 set -uo pipefail
 source "$(dirname "$0")/h200_common.sh"
 source "$(dirname "$0")/fast_drives.sh"
-sessions=${SESSIONS:-1}
-budget=${BUDGET_S:-540}
-t0=$(date +%s)
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/build/h200/python:/tmp/site"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  .whl/*.whl > "$OUT/pip.log" 2>&1 || tail -5 "$OUT/pip.log"
+h200_python_env
 h200_build || exit 1
 final_out=$OUT
 OUT=/root/drive-results
 rm -rf "$OUT" /root/runs && mkdir -p "$OUT" /root/runs
 trap 'cp "$OUT/summary.txt" "$final_out/" 2>/dev/null; tar -C /root -czf "$final_out/runs.tar.gz" drive-results runs 2>/dev/null' EXIT
-K=build/h200/tools/kvtier/kvtier
-left() { (( $(date +%s) - t0 < budget - ${1:-60} )); }
 say() { echo "$*" | tee -a "$OUT/summary.txt"; }
 say "LABEL: $FAST_DRIVE_LABEL"
 say "commit: $(cat .commit 2>/dev/null || echo unknown)"
-# cufile-python (LMCache's GDS backend) opens "libcufile.so"; the image has only the versioned name.
-so=$(python3 -c "import glob, nvidia, os; print((sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], '**', 'libcufile.so.0'), recursive=True)) + [''])[0])" 2>/dev/null)
-if [ -n "$so" ]; then
-  mkdir -p /tmp/cufile-lib && ln -sf "$so" /tmp/cufile-lib/libcufile.so
-  export LD_LIBRARY_PATH=/tmp/cufile-lib:$LD_LIBRARY_PATH
-fi
-
-seed() {  # seed NAME STORE ARGS...
-  local name=$1 store=$2 start
-  shift 2
-  left 70 || { say "== $name: skipped (time)"; return; }
-  start=$(date +%s)
-  stdbuf -oL "$K" bench --workload seed --store "$store" --sessions "$sessions" --tokens 100000 --keep \
-    --no-report --out "/root/runs/$name" "$@" 2>&1 | grep -v "%$" > "$OUT/$name.txt"
-  say "== $name (--store $store $*): $(( $(date +%s) - start )) s"
-  grep -E "^\| (posix|gds)|fio ceiling|WARNING|ERROR" "$OUT/$name.txt" | tee -a "$OUT/summary.txt"
-}
 
 # 1. Several drives, one request in flight per drive and rank.
 drop_fast_drives 2>/dev/null
 make_fast_drives 4 22 | tee -a "$OUT/summary.txt" || exit 1
 four=/mnt/fast0/m,/mnt/fast1/m,/mnt/fast2/m,/mnt/fast3/m
-seed four-4M-x1 $four --paths posix,gds --request-size 4M --staging 16M
+h200_seed four-4M-x1 $four --paths posix,gds --request-size 4M --staging 16M
 rm -rf /mnt/fast*/m
-seed four-16M-x1 $four --paths posix --request-size 16M --staging 64M
+h200_seed four-16M-x1 $four --paths posix --request-size 16M --staging 64M
 rm -rf /mnt/fast*/m
-seed two-4M-x1 /mnt/fast0/m,/mnt/fast1/m --paths posix,gds --request-size 4M --staging 8M
+h200_seed two-4M-x1 /mnt/fast0/m,/mnt/fast1/m --paths posix,gds --request-size 4M --staging 8M
 drop_fast_drives
 # 2. The peers on one drive holding kvtier's store, the plain files and LMCache's two backends' files.
 make_fast_drives 1 46 | tee -a "$OUT/summary.txt" || exit 1
 start=$(date +%s)
-timeout $(( budget - 110 - ($(date +%s) - t0) )) python3 bench/peers/peers_bench.py --dir /mnt/fast0/peers \
+timeout $(( ${BUDGET_S:-540} - 110 - ($(date +%s) - H200_T0) )) python3 bench/peers/peers_bench.py --dir /mnt/fast0/peers \
   --out "$OUT/peers" --repeats 2 --request-size 4M --staging 4M \
   --configs "kvtier posix,kvikio compat,kvikio cufile,naive torch,lmcache disk,lmcache gds" \
   > "$OUT/peers.txt" 2>&1
@@ -70,8 +46,8 @@ grep -vE "^W1203|Warning" "$OUT/peers/table.md" 2>/dev/null | tee -a "$OUT/summa
 rm -rf /mnt/fast0/peers
 
 # 3. One drive: CPU per GB with blocking-sync waits, at 4 MiB x 1 and at the defaults.
-seed one-4M-x1 /mnt/fast0/s --paths posix --request-size 4M --staging 4M
+h200_seed one-4M-x1 /mnt/fast0/s --paths posix --request-size 4M --staging 4M
 rm -rf /mnt/fast0/s
-seed one-default /mnt/fast0/s --paths posix
+h200_seed one-default /mnt/fast0/s --paths posix
 drop_fast_drives
-say "total: $(( $(date +%s) - t0 )) s"
+say "total: $(( $(date +%s) - H200_T0 )) s"
