@@ -117,10 +117,10 @@ GdsContext* DataPath::gds_for(int device) const {
   return gds_refused_ ? nullptr : gds_.get();
 }
 
-ByteSource& DataPath::source_for(const KvTarget* destination) {
-  if (destination != nullptr && destination->kind != MemoryKind::kCuda) note_host_memory();
-  if (destination != nullptr && destination->kind == MemoryKind::kCuda &&
-      gds_for(destination->device) != nullptr) {
+ByteSource& DataPath::source_for(const KvTarget* kv, bool through_host) {
+  if (kv != nullptr && kv->kind != MemoryKind::kCuda) note_host_memory();
+  if (kv != nullptr && kv->kind == MemoryKind::kCuda && !through_host &&
+      gds_for(kv->device) != nullptr) {
     return *gds_source_;
   }
   return *posix_;
@@ -157,11 +157,6 @@ void DataPath::refuse_gds(const Status& why) {
   fallback_ = "GDS: " + why.to_string();
   gds_refused_ = true;
   ++fallbacks_;
-}
-
-std::unique_ptr<IoEngine> DataPath::io_engine(size_t slots) const {
-  std::string ignored;  // the reason was logged and recorded when the data path was made
-  return make_io_engine(path_, static_cast<uint32_t>(slots), ignored);
 }
 
 std::string DataPath::fallback() const {

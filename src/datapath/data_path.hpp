@@ -36,19 +36,18 @@ class DataPath {
 
   /// The device that can address `kind` memory (CUDA started on first use).
   [[nodiscard]] Result<Device*> device_for(MemoryKind kind) const;
-  /// The source restores into `destination` read from: cuFile where it is in use for that device,
-  /// else the POSIX source (O_DIRECT or buffered, as the store's files were opened).
-  [[nodiscard]] ByteSource& source_for(const KvTarget* destination);
+  /// The source a restore into (or a save from) `kv` reads from (writes to): cuFile where it is in
+  /// use for that device, else the POSIX source (O_DIRECT or buffered, as the store's files were
+  /// opened). `through_host`: the bytes must pass through host memory anyway (a save's
+  /// write-through into the DRAM tier), so POSIX.
+  [[nodiscard]] ByteSource& source_for(const KvTarget* kv, bool through_host = false);
   /// The POSIX source: verify, the read ceiling, and every fallback.
   [[nodiscard]] ByteSource& posix_source() { return *posix_; }
-  /// The cuFile context saves from CUDA memory write through, or null.
-  [[nodiscard]] GdsContext* gds_for(int device) const;
   /// Records that cuFile refused the store's files (`why`); later operations use POSIX.
   void refuse_gds(const Status& why);
   /// Counts a transfer of host-memory KV under IoPath::kGds as a fallback, and says why once:
   /// GPUDirect Storage moves GPU memory only.
   void note_host_memory();
-  [[nodiscard]] std::unique_ptr<IoEngine> io_engine(size_t slots) const;
   [[nodiscard]] StagingPool& staging() { return *staging_; }
   [[nodiscard]] bool direct() const { return direct_; }
 
@@ -65,6 +64,8 @@ class DataPath {
   /// Under IoPath::kGds: records at open that there is no GPU for cuFile to reach.
   void note_gds_without_gpu();
   std::string start_gds(int device) const;
+  /// The cuFile context for `device` (started on first use), or null where cuFile is not in use.
+  [[nodiscard]] GdsContext* gds_for(int device) const;
   std::vector<std::span<std::byte>> pinned_memory() const;
 
   IoPath path_;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// The cuFile byte source: synchronous cuFile reads, one thread per leased device buffer.
+// The cuFile byte source: synchronous cuFile reads and writes, one thread per leased device buffer.
 #include <map>
 #include <unordered_map>
 #include <vector>
@@ -34,7 +34,7 @@ class GdsSource final : public ByteSource {
 
   std::string_view name() const override { return "cuFile"; }
   StagingPool& staging() override { return gds_.buffers(); }
-  bool device_resident() const override { return true; }
+  Landing landing() const override { return Landing::kDevice; }
 
   Status prepare(std::span<const LocatedRecord> records) override {
     for (const LocatedRecord& r : records) KVTIER_TRY(gds_.attach(r.file));
@@ -42,9 +42,8 @@ class GdsSource final : public ByteSource {
   }
 
   Status read(std::span<const LocatedRecord> records, std::span<const Piece> pieces,
-              StagingPool::Lease& lease, PieceSink& sink, unsigned /*workers*/) override {
-    std::unordered_map<int, const SegmentFile*> files;
-    for (const LocatedRecord& r : records) files[r.file->fd.get()] = r.file.get();
+              StagingPool::Lease& lease, RecordSink& sink, unsigned /*workers*/) override {
+    const auto files = files_of(records);
     const std::vector<size_t> order = interleaved_by_drive(pieces, files);
     auto body = [&](size_t i, size_t slot) -> Status {
       const size_t p = order[i];
@@ -57,6 +56,19 @@ class GdsSource final : public ByteSource {
         pieces.size(), lease, [&](size_t slot) { return sink.release(slot); }, body);
   }
 
+  Status write(std::span<const LocatedRecord> records, std::span<const Piece> pieces,
+               StagingPool::Lease& lease, RecordSink& sink) override {
+    const auto files = files_of(records);
+    auto body = [&](size_t p, size_t slot) -> Status {
+      const Piece& piece = pieces[p];
+      std::byte* buffer = lease.slots()[slot].data();
+      KVTIER_TRY(sink.fill(p, slot, std::span<std::byte>(buffer, piece.length)));
+      return gds_.write(*files.at(piece.fd), buffer, piece.offset, piece.length);
+    };
+    return run_on_threads(
+        pieces.size(), lease, [&](size_t slot) { return sink.release(slot); }, body);
+  }
+
   // Peer-to-peer, payload never touches host memory; in compat mode cuFile reads into its own host
   // bounce buffers and copies those to the device.
   uint64_t host_bytes(uint64_t bytes) const override {
@@ -64,6 +76,13 @@ class GdsSource final : public ByteSource {
   }
 
  private:
+  static std::unordered_map<int, const SegmentFile*> files_of(
+      std::span<const LocatedRecord> records) {
+    std::unordered_map<int, const SegmentFile*> files;
+    for (const LocatedRecord& r : records) files[r.file->fd.get()] = r.file.get();
+    return files;
+  }
+
   GdsContext& gds_;
 };
 

@@ -14,16 +14,22 @@ class PosixSource final : public ByteSource {
 
   std::string_view name() const override { return direct_ ? "O_DIRECT" : "buffered"; }
   StagingPool& staging() override { return staging_; }
-  bool device_resident() const override { return false; }
+  Landing landing() const override { return Landing::kHostStaging; }
 
   Status read(std::span<const LocatedRecord> records, std::span<const Piece> pieces,
-              StagingPool::Lease& lease, PieceSink& sink, unsigned workers) override {
+              StagingPool::Lease& lease, RecordSink& sink, unsigned workers) override {
     // A store over several drives reads them all at once, each within its share of the staging.
     if (drives_of(records) > 1 && lease.slots().size() > 1) {
       return read_across_drives(records, pieces, lease, sink, workers, make_engine_);
     }
     auto io = make_engine_(lease.slots(), pieces.size());
     return run_pipeline(*io, pieces, lease.slots(), /*write=*/false, sink, workers, &lease);
+  }
+
+  Status write(std::span<const LocatedRecord> /*records*/, std::span<const Piece> pieces,
+               StagingPool::Lease& lease, RecordSink& sink) override {
+    auto io = make_engine_(lease.slots(), pieces.size());
+    return run_pipeline(*io, pieces, lease.slots(), /*write=*/true, sink, 0, &lease);
   }
 
   // O_DIRECT: the drive's DMA writes staging once. Buffered: it writes the page cache, and the

@@ -17,7 +17,6 @@
 #include "engine/dram_tier.hpp"
 #include "engine/record_io.hpp"
 #include "engine/remote_tier.hpp"
-#include "io/gds/gds.hpp"
 #include "io/pipeline.hpp"
 #include "kvtier/engine.hpp"
 #include "store/store.hpp"
@@ -32,16 +31,8 @@ enum class RecheckOutcome : uint8_t {
   kIntactNotPlaced,  ///< verified on the host, but placing it failed: the record stays, a miss
 };
 
-/// What a read found of one record (restore.cpp).
+/// What a read found of one record (read_route.hpp).
 enum class RecordState : uint8_t;
-
-/// A verified payload in host memory to place into a destination.
-struct PayloadToPlace {
-  std::span<const std::byte> payload;
-  uint64_t first_token = 0;
-  uint32_t token_count = 0;
-  uint32_t record = 0;  ///< its checksum slot in the transfer
-};
 
 /// Latencies of one kind of operation, recorded from any thread.
 class LatencyRecorder {
@@ -113,7 +104,7 @@ class Engine::Impl {
   std::unique_ptr<DataPath> data_;  // devices, byte sources, staging
   Key128 namespace_;
 
-  /// What reading a list of records found (defined in restore.cpp).
+  /// What reading a list of records found (defined in read_route.hpp).
   struct ReadOutcome;
   /// What one pipelined batch of GETs from the remote tier brought (defined in remote_restore.cpp).
   struct RemoteFetch;
@@ -137,21 +128,18 @@ class Engine::Impl {
   Result<ReadOutcome> read_records(ByteSource& source, std::span<const LocatedRecord> records,
                                    const KvTarget* destination, const ProgressFn& progress,
                                    std::span<const uint64_t> first_tokens = {});
-  /// Restores the records the DRAM tier holds (hits[r] set) into `destination`; returns, per hit,
-  /// whether its bytes checked out (a bad copy is erased and read from disk instead).
-  Result<std::vector<bool>> restore_from_dram(std::span<const LocatedRecord> records,
-                                              std::vector<DramTier::Hit>& hits,
-                                              const KvTarget& destination, uint64_t& host_bytes);
-  /// Copies `payloads` (host memory) into `destination` through its device, `slots` pieces in
-  /// flight; returns the kvsum partial sums computed where they landed, one per transfer record,
-  /// and the host memory traffic of the copies.
-  struct Placed {
-    std::vector<uint64_t> sums;
-    uint64_t host_bytes = 0;
-  };
-  Result<Placed> place_payloads(const KvTarget& destination,
-                                std::span<const PayloadToPlace> payloads, size_t records,
-                                size_t slots);
+  /// Places payloads the engine holds in host memory (`payloads[i]` that of `records[i]`, whose
+  /// header was checked, or stood for by the DRAM tier's key and checksum) into `destination`
+  /// through the read route, verified where they land.
+  Result<ReadOutcome> read_payloads(std::span<const LocatedRecord> records,
+                                    std::vector<std::span<const std::byte>> payloads,
+                                    std::span<const uint64_t> first_tokens,
+                                    const KvTarget& destination);
+  /// Restores those of `records` (record r at token r * chunk) the DRAM tier holds into
+  /// `destination`, setting served[r] for each whose bytes checked out (a bad copy is erased from
+  /// the tier, to be read from disk instead).
+  Status restore_from_dram(std::span<const LocatedRecord> records, const KvTarget& destination,
+                           std::vector<bool>& served, uint64_t& host_bytes);
   /// Re-read before drop (recheck.cpp): reads each of `records`, which failed a check, once more
   /// through the page cache and verifies it on the host; a verified one is placed into
   /// `destination` (when given) at its first token and verified again there.
@@ -171,13 +159,21 @@ class Engine::Impl {
   /// from `source`.
   Status refresh_dram(std::span<const std::pair<RecordMeta, uint64_t>> present,
                       const KvTarget& source);
-  /// Writes the pieces of `plan` through cuFile from registered device buffers, each built on the
-  /// GPU (payload gathered from `source`, headers copied up, padding cleared). kNotSupported when
-  /// cuFile refuses the files before anything was written (the caller writes them the POSIX way).
-  Status write_records_gds(const IoPlan& plan, std::span<const RecordMeta> records,
-                           std::span<const uint64_t> first_tokens,
-                           std::span<const Placement> placements, DeviceTransfer& transfer,
-                           size_t slots, GdsContext& gds);
+  /// The records of one save (defined in save.cpp).
+  struct SaveBatch;
+  /// Splits the chunks of `tokens` into those stored (`present`, with their first tokens; counted
+  /// in `result`) and those to write (`batch`).
+  void split_save(std::span<const Token> tokens, SaveBatch& batch,
+                  std::vector<std::pair<RecordMeta, uint64_t>>& present, SaveResult& result);
+  /// Checksums the batch's records on the device, places them in the store, plans their pieces
+  /// and reserves their DRAM tier slabs.
+  Status place_batch(SaveBatch& batch, DeviceTransfer& transfer);
+  /// The one write route: builds each piece of `batch` in `target`'s staging (payload gathered
+  /// from the transfer's KV, headers, padding) and writes it, on at most `slots` of the transfer's
+  /// slots. kNotSupported when the target refuses the files before anything was written (the
+  /// caller writes them the POSIX way).
+  Status write_records(ByteSource& target, const SaveBatch& batch, DeviceTransfer& transfer,
+                       size_t slots);
 
   /// Remote tier (remote_*.cpp): restores the chunks of `tokens` from `first_chunk` on that the
   /// cluster holds and that verify, into `destination`; returns how many (a prefix). Failures are

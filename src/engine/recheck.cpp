@@ -12,32 +12,9 @@
 #include "common/checksum.hpp"
 #include "common/posix.hpp"
 #include "common/try.hpp"
-#include "engine/engine_impl.hpp"
+#include "engine/read_route.hpp"
 
 namespace kvtier {
-
-Result<Engine::Impl::Placed> Engine::Impl::place_payloads(const KvTarget& destination,
-                                                          std::span<const PayloadToPlace> payloads,
-                                                          size_t records, size_t slots) {
-  KVTIER_ASSIGN_OR_RETURN(Device * device, data_->device_for(destination.kind));
-  const uint64_t piece = data_->staging().slot_bytes();
-  KVTIER_ASSIGN_OR_RETURN(auto transfer, device->begin(destination, records, slots, piece));
-  size_t next_slot = 0;
-  for (const PayloadToPlace& p : payloads) {
-    for (uint64_t at = 0; at < p.payload.size(); at += piece) {
-      const uint64_t n = std::min<uint64_t>(piece, p.payload.size() - at);
-      const size_t slot = next_slot++ % slots;
-      KVTIER_TRY(transfer->release(slot));
-      const PieceSpan span{0, at, n, p.first_token, p.token_count, p.record};
-      KVTIER_TRY(transfer->scatter(slot, p.payload.subspan(at, n), std::span(&span, 1)));
-    }
-  }
-  Placed placed;
-  KVTIER_ASSIGN_OR_RETURN(placed.sums, transfer->finish());
-  counters_.device_copy_bytes += transfer->device_copy_bytes();
-  placed.host_bytes = transfer->host_memory_bytes();
-  return placed;
-}
 
 std::vector<RecheckOutcome> Engine::Impl::recheck(std::span<const LocatedRecord> records,
                                                   std::span<const uint64_t> first_tokens,
@@ -67,11 +44,12 @@ std::vector<RecheckOutcome> Engine::Impl::recheck(std::span<const LocatedRecord>
     out[i] = RecheckOutcome::kIntact;
     if (destination == nullptr) continue;
     // Verified here; placed through the device and verified again where it lands.
-    const PayloadToPlace place{payload, first_tokens[i], m.token_count, 0};
-    auto placed = place_payloads(*destination, std::span(&place, 1), 1, 1);
-    if (!placed || kvsum::finish(placed->sums[0], m.payload_bytes) != m.payload_checksum) {
+    auto placed =
+        read_payloads(records.subspan(i, 1), {payload}, first_tokens.subspan(i, 1), *destination);
+    const Status failed = placed ? placed->status : placed.error();
+    if (!failed.ok() || placed->state(0, m) != RecordState::kIntact) {
       KVTIER_LOG(log_, kWarn, "a record verified on its re-read failed again where it landed: {}",
-                 placed ? "checksum mismatch on the device" : placed.error().to_string());
+                 failed.ok() ? "checksum mismatch on the device" : failed.to_string());
       out[i] = RecheckOutcome::kIntactNotPlaced;
     }
   }

@@ -14,7 +14,7 @@
 #include "common/checksum.hpp"
 #include "common/posix.hpp"
 #include "common/try.hpp"
-#include "engine/engine_impl.hpp"
+#include "engine/read_route.hpp"
 #include "engine/remote_tier.hpp"
 
 namespace kvtier {
@@ -113,7 +113,9 @@ uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, std::span<const Token>
   remote_->note(outcomes);
   // The prefix the cluster holds, with headers that check out.
   std::vector<RecordMeta> metas;
-  std::vector<PayloadToPlace> payloads;
+  std::vector<LocatedRecord> located;
+  std::vector<std::span<const std::byte>> payloads;
+  std::vector<uint64_t> first_tokens;
   for (size_t j = 0; j < count; ++j) {
     const uint64_t first = (fetched.begin + j) * chunk;
     const auto tokens_here =
@@ -132,21 +134,20 @@ uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, std::span<const Token>
       break;
     }
     metas.push_back(*meta);
-    payloads.push_back(
-        {std::span(values[j].bytes).subspan(kBlock), first, tokens_here, static_cast<uint32_t>(j)});
+    located.push_back({*meta, nullptr});  // no file: the payload is in host memory
+    payloads.push_back(std::span<const std::byte>(values[j].bytes).subspan(kBlock));
+    first_tokens.push_back(first);
   }
   if (payloads.empty()) return 0;
-  auto placed = place_payloads(destination, payloads, count, data_->staging().slot_count());
-  if (!placed) {
-    result.problem =
-        placed.error().with_context("placing records from the remote tier").to_string();
+  auto placed = read_payloads(located, std::move(payloads), first_tokens, destination);
+  const Status failed = placed ? placed->status : placed.error();
+  if (!failed.ok()) {
+    result.problem = failed.with_context("placing records from the remote tier").to_string();
     return 0;
   }
   result.host_bytes += placed->host_bytes;
   size_t intact = 0;
-  while (intact < metas.size() &&
-         kvsum::finish(placed->sums[intact], metas[intact].payload_bytes) ==
-             metas[intact].payload_checksum) {
+  while (intact < metas.size() && placed->state(intact, metas[intact]) == RecordState::kIntact) {
     ++intact;
   }
   if (intact < metas.size()) remote_->counters.rejected++;

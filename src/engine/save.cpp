@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// Engine::save: checksum, place, gather into staging, write, fdatasync, journal.
+// Engine::save and the one write route: checksum, place, build each piece in the target's staging
+// (host slots or device buffers), write, fdatasync, journal.
 #include <array>
 #include <atomic>
 #include <cstring>
@@ -60,35 +61,44 @@ struct WritePiece {
   }
 };
 
-/// Fills write pieces in host staging: header blocks, payload gathered from the source by the
-/// device, padding.
-class GatherSink final : public PieceSink {
+/// Builds each write piece in the target's staging: header blocks, payload gathered from the
+/// source by the device, padding. In host staging the payload also goes into the DRAM tier's
+/// reserved slabs (write-through) while it is there; in device memory (cuFile) the device builds
+/// the whole piece. Thread-safe across pieces.
+class GatherSink final : public RecordSink {
  public:
   GatherSink(const IoPlan& plan, std::span<const RecordMeta> records,
              std::span<const uint64_t> first_tokens, const KvGeometry& g, const Key128& ns,
-             DeviceTransfer& transfer, std::span<const std::optional<DramTier::Reservation>> tier)
+             DeviceTransfer& transfer, Landing landing,
+             std::span<const std::optional<DramTier::Reservation>> tier)
       : plan_(plan),
         records_(records),
         first_tokens_(first_tokens),
         g_(g),
         ns_(ns),
         transfer_(transfer),
+        landing_(landing),
         tier_(tier) {}
 
   Status fill(size_t index, size_t slot, std::span<std::byte> data) override {
-    piece_.describe(plan_, records_, first_tokens_, g_, ns_, index);
-    for (const auto& [at, bytes] : piece_.headers)
+    WritePiece piece;
+    piece.describe(plan_, records_, first_tokens_, g_, ns_, index);
+    if (landing_ == Landing::kDevice) {
+      return transfer_.stage_device(slot, data.data(), piece.spans, piece.headers, piece.padding);
+    }
+    for (const auto& [at, bytes] : piece.headers)
       std::memcpy(data.data() + at, bytes.data(), bytes.size());
-    for (const auto& [at, n] : piece_.padding) std::memset(data.data() + at, 0, n);
-    KVTIER_TRY(transfer_.gather(slot, data, piece_.spans));
-    // Write-through into the DRAM tier while the bytes are in staging.
-    for (const PieceSpan& span : piece_.spans) {
+    for (const auto& [at, n] : piece.padding) std::memset(data.data() + at, 0, n);
+    KVTIER_TRY(transfer_.gather(slot, data, piece.spans));
+    for (const PieceSpan& span : piece.spans) {
       if (const auto& r = tier_[span.record]) {
         std::memcpy(r->data + span.payload_offset, data.data() + span.piece_offset, span.bytes);
       }
     }
     return {};
   }
+
+  Status release(size_t slot) override { return transfer_.release(slot); }
 
  private:
   const IoPlan& plan_;
@@ -97,11 +107,20 @@ class GatherSink final : public PieceSink {
   const KvGeometry& g_;
   const Key128& ns_;
   DeviceTransfer& transfer_;
+  Landing landing_;
   std::span<const std::optional<DramTier::Reservation>> tier_;
-  WritePiece piece_;  // fill() runs on the pipeline's I/O thread only (writes have no workers)
 };
 
 }  // namespace
+
+struct Engine::Impl::SaveBatch {
+  std::vector<RecordMeta> records;  // placed by place_batch()
+  std::vector<uint64_t> first_tokens;
+  std::vector<Placement> placements;
+  std::vector<LocatedRecord> located;  // records with their files
+  IoPlan plan;
+  std::vector<std::optional<DramTier::Reservation>> tier;  // write-through slabs, per record
+};
 
 // A session saved again is hot: its stored chunks the DRAM tier lacks are copied in from the
 // caller's KV (it is the same KV: the tier publishes them under the stored checksum, and every
@@ -138,32 +157,71 @@ Status Engine::Impl::refresh_dram(std::span<const std::pair<RecordMeta, uint64_t
   return {};
 }
 
-Status Engine::Impl::write_records_gds(const IoPlan& plan, std::span<const RecordMeta> records,
-                                       std::span<const uint64_t> first_tokens,
-                                       std::span<const Placement> placements,
-                                       DeviceTransfer& transfer, size_t slots, GdsContext& gds) {
-  std::unordered_map<int, const SegmentFile*> files;
-  for (const Placement& p : placements) {
-    KVTIER_TRY(gds.attach(p.file));
-    files[p.file->fd.get()] = p.file.get();
-  }
-  const KvGeometry& g = options_.geometry;
-  // This save's share of the engine's registered buffers, no more than the transfer has slots for.
-  StagingPool::Lease lease = gds.buffers().acquire(std::min(slots, plan.pieces.size()));
-  auto body = [&](size_t p, size_t slot) -> Status {
-    WritePiece parts;
-    parts.describe(plan, records, first_tokens, g, namespace_, p);
-    const Piece& piece = plan.pieces[p];
-    std::byte* buffer = lease.slots()[slot].data();
-    KVTIER_TRY(transfer.stage_device(slot, buffer, parts.spans, parts.headers, parts.padding));
-    return gds.write(*files.at(piece.fd), buffer, piece.offset, piece.length);
-  };
-  Status st = run_on_threads(
-      plan.pieces.size(), lease, [&](size_t slot) { return transfer.release(slot); }, body);
-  // cuFile refused the files above, before anything was written; an error here is an I/O error
-  // (never a reason to write the same records again the POSIX way).
+Status Engine::Impl::write_records(ByteSource& target, const SaveBatch& batch,
+                                   DeviceTransfer& transfer, size_t slots) {
+  KVTIER_TRY(target.prepare(batch.located));
+  // This save's share of the target's staging, no more than the transfer has slots for.
+  StagingPool::Lease lease = target.staging().acquire(std::min(slots, batch.plan.pieces.size()));
+  GatherSink sink(batch.plan, batch.records, batch.first_tokens, options_.geometry, namespace_,
+                  transfer, target.landing(), batch.tier);
+  Status st = target.write(batch.located, batch.plan.pieces, lease, sink);
+  // Only prepare() refuses files, before anything was written; an error here is an I/O error
+  // (never a reason to write the same records again another way).
   if (st.code() == ErrorCode::kNotSupported) return Status(ErrorCode::kIo, st.message());
+  if (st.ok() && target.landing() == Landing::kDevice) counters_.gds_saves++;
   return st;
+}
+
+void Engine::Impl::split_save(std::span<const Token> tokens, SaveBatch& batch,
+                              std::vector<std::pair<RecordMeta, uint64_t>>& present,
+                              SaveResult& result) {
+  const KvGeometry& g = options_.geometry;
+  const std::vector<Key128> keys = chain_keys(namespace_, tokens, g.chunk_tokens);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const uint64_t first = i * uint64_t{g.chunk_tokens};
+    if (auto stored = store_->find(keys[i])) {
+      ++result.chunks_present;
+      present.emplace_back(stored->meta, first);
+      continue;
+    }
+    RecordMeta m;
+    m.key = keys[i];
+    m.parent = i == 0 ? namespace_ : keys[i - 1];
+    m.token_count =
+        static_cast<uint32_t>(std::min<uint64_t>(g.chunk_tokens, tokens.size() - first));
+    m.payload_bytes = g.bytes_for_tokens(m.token_count);
+    batch.records.push_back(m);
+    batch.first_tokens.push_back(first);
+  }
+}
+
+Status Engine::Impl::place_batch(SaveBatch& batch, DeviceTransfer& transfer) {
+  std::vector<RecordMeta>& records = batch.records;
+  std::vector<RecordRange> ranges;
+  for (size_t i = 0; i < records.size(); ++i)
+    ranges.push_back({batch.first_tokens[i], records[i].token_count});
+  KVTIER_ASSIGN_OR_RETURN(std::vector<uint64_t> sums, transfer.record_sums(ranges));
+  std::vector<uint64_t> sizes;
+  for (size_t i = 0; i < records.size(); ++i) {
+    records[i].payload_checksum = kvsum::finish(sums[i], records[i].payload_bytes);
+    sizes.push_back(records[i].record_bytes());
+  }
+  KVTIER_ASSIGN_OR_RETURN(batch.placements, store_->reserve(sizes));
+  std::vector<int> fds;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const Placement& at = batch.placements[i];
+    records[i].segment = at.file->id;
+    records[i].offset = at.offset;
+    records[i].sequence = at.sequence;
+    fds.push_back(at.file->fd.get());
+    batch.located.push_back({records[i], at.file});
+  }
+  batch.plan = plan_io(records, fds, data_->staging().slot_bytes());
+  batch.tier.resize(records.size());
+  if (dram_) {
+    for (auto& r : batch.tier) r = dram_->reserve();
+  }
+  return {};
 }
 
 Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTarget& source) {
@@ -172,92 +230,41 @@ Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTar
   KVTIER_EXPECTS(source.params.capacity_tokens >= tokens.size(),
                  fmt::format("save source: room for {} tokens, {} given",
                              source.params.capacity_tokens, tokens.size()));
-  const KvGeometry& g = options_.geometry;
-  const std::vector<Key128> keys = chain_keys(namespace_, tokens, g.chunk_tokens);
   SaveResult result;
   result.tokens_stored = tokens.size();
-  std::vector<RecordMeta> records;
-  std::vector<uint64_t> first_tokens;
-  std::vector<RecordRange> ranges;
+  SaveBatch batch;
   std::vector<std::pair<RecordMeta, uint64_t>> present;  // stored records and their first tokens
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (auto stored = store_->find(keys[i])) {
-      ++result.chunks_present;
-      present.emplace_back(stored->meta, i * uint64_t{g.chunk_tokens});
-      continue;
-    }
-    RecordMeta m;
-    m.key = keys[i];
-    m.parent = i == 0 ? namespace_ : keys[i - 1];
-    const uint64_t first = i * uint64_t{g.chunk_tokens};
-    m.token_count =
-        static_cast<uint32_t>(std::min<uint64_t>(g.chunk_tokens, tokens.size() - first));
-    m.payload_bytes = g.bytes_for_tokens(m.token_count);
-    records.push_back(m);
-    first_tokens.push_back(first);
-    ranges.push_back({first, m.token_count});
-  }
+  split_save(tokens, batch, present, result);
   counters_.saves++;
   if (dram_ && !present.empty()) KVTIER_TRY(refresh_dram(present, source));
+  const std::vector<RecordMeta>& records = batch.records;
   if (records.empty()) return result;
 
   KVTIER_ASSIGN_OR_RETURN(Device * device, data_->device_for(source.kind));
-  StagingPool::Lease lease = data_->staging().acquire(records.size() * 2);
-  KVTIER_ASSIGN_OR_RETURN(auto transfer, device->begin(source, records.size(), lease.slots().size(),
-                                                       data_->staging().slot_bytes()));
-  KVTIER_ASSIGN_OR_RETURN(std::vector<uint64_t> sums, transfer->record_sums(ranges));
-  std::vector<uint64_t> sizes;
-  for (size_t i = 0; i < records.size(); ++i) {
-    records[i].payload_checksum = kvsum::finish(sums[i], records[i].payload_bytes);
-    sizes.push_back(records[i].record_bytes());
-  }
-  KVTIER_ASSIGN_OR_RETURN(std::vector<Placement> placements, store_->reserve(sizes));
-  std::vector<int> fds;
-  for (size_t i = 0; i < records.size(); ++i) {
-    records[i].segment = placements[i].file->id;
-    records[i].offset = placements[i].offset;
-    records[i].sequence = placements[i].sequence;
-    fds.push_back(placements[i].file->fd.get());
-  }
-  const IoPlan plan = plan_io(records, fds, data_->staging().slot_bytes());
-  std::vector<std::optional<DramTier::Reservation>> tier(records.size());
-  if (dram_) {
-    for (auto& r : tier) r = dram_->reserve();
-  }
   // GPU memory to the file through cuFile where restores use it too; the DRAM tier's write-through
   // needs the bytes in host memory, so with a tier saves take the POSIX path.
-  if (source.kind != MemoryKind::kCuda) data_->note_host_memory();
-  GdsContext* gds =
-      source.kind == MemoryKind::kCuda && !dram_ ? data_->gds_for(source.device) : nullptr;
-  Status written;
-  bool posix = gds == nullptr;
-  if (gds != nullptr) {
-    written = write_records_gds(plan, records, first_tokens, placements, *transfer,
-                                lease.slots().size(), *gds);
-    if (written.ok()) counters_.gds_saves++;
-    if (written.code() ==
-        ErrorCode::kNotSupported) {  // cuFile refused the files: said once, then POSIX
-      data_->refuse_gds(written);
-      posix = true;
-    }
-  }
-  if (posix) {
-    GatherSink sink(plan, records, first_tokens, g, namespace_, *transfer, tier);
-    auto io = data_->io_engine(lease.slots().size());
-    written = run_pipeline(*io, plan.pieces, lease.slots(), /*write=*/true, sink, 0, &lease);
+  ByteSource& target = data_->source_for(&source, /*through_host=*/dram_ != nullptr);
+  const size_t slots = std::min(records.size() * 2, target.staging().slot_count());
+  KVTIER_ASSIGN_OR_RETURN(
+      auto transfer, device->begin(source, records.size(), slots, data_->staging().slot_bytes()));
+  KVTIER_TRY(place_batch(batch, *transfer));
+  Status written = write_records(target, batch, *transfer, slots);
+  if (written.code() == ErrorCode::kNotSupported && &target != &data_->posix_source()) {
+    data_->refuse_gds(written);  // cuFile refused the files: said once, then POSIX
+    written = write_records(data_->posix_source(), batch, *transfer, slots);
   }
   counters_.device_copy_bytes += transfer->device_copy_bytes();
   if (written.ok())
-    written = store_->commit(records, placements);
+    written = store_->commit(records, batch.placements);
   else
-    store_->abort(placements);
+    store_->abort(batch.placements);
   for (size_t i = 0; i < records.size() && dram_; ++i) {
-    if (!tier[i]) continue;
+    if (!batch.tier[i]) continue;
     if (written.ok()) {
-      dram_->publish(*tier[i], records[i].key, records[i].payload_bytes,
+      dram_->publish(*batch.tier[i], records[i].key, records[i].payload_bytes,
                      records[i].payload_checksum);
     } else {
-      dram_->abandon(*tier[i]);
+      dram_->abandon(*batch.tier[i]);
     }
   }
   if (!written.ok()) return fail(written.with_context(fmt::format("save to {}", store_->dir())));
