@@ -10,23 +10,12 @@
 #include <fmt/format.h>
 
 #include "common/try.hpp"
+#include "cuda/cuda_status.hpp"
 #include "cuda/kernels.hpp"
 #include "device/device.hpp"
 
 namespace kvtier {
 namespace {
-
-/// The CUDA error domain.
-Status cuda_status(cudaError_t err, std::string_view context) {
-  if (err == cudaSuccess) return {};
-  return Status(ErrorCode::kDevice,
-                fmt::format("{}: {} ({})", context, cudaGetErrorString(err), cudaGetErrorName(err)),
-                static_cast<int>(err));
-}
-
-Status launched(int err, std::string_view what) {
-  return cuda_status(static_cast<cudaError_t>(err), what);
-}
 
 /// Device memory owned by one pointer; freed without checking (destructors must not fail).
 class DeviceBuffer {
@@ -188,9 +177,9 @@ class CudaTransfer final : public DeviceTransfer {
     }
     std::vector<cuda::ScatterJob> jobs;
     for (const PieceSpan& span : spans) jobs.push_back({s.staging.get() + span.piece_offset, span});
-    KVTIER_TRY(launched(cuda::launch_scatter(jobs.data(), jobs.size(), params_,
-                                             sums_.get<unsigned long long>(), s.stream),
-                        "scatter kernel"));
+    KVTIER_TRY(cuda_status(cuda::launch_scatter(jobs.data(), jobs.size(), params_,
+                                                sums_.get<unsigned long long>(), s.stream),
+                           "scatter kernel"));
     KVTIER_TRY(cuda_status(cudaEventRecord(s.done, s.stream), "cudaEventRecord"));
     s.pending = true;
     return {};
@@ -204,9 +193,9 @@ class CudaTransfer final : public DeviceTransfer {
     for (const PieceSpan& span : spans) {
       jobs.push_back({reinterpret_cast<const uint8_t*>(device_piece) + span.piece_offset, span});
     }
-    KVTIER_TRY(launched(cuda::launch_scatter(jobs.data(), jobs.size(), params_,
-                                             sums_.get<unsigned long long>(), s.stream),
-                        "scatter kernel"));
+    KVTIER_TRY(cuda_status(cuda::launch_scatter(jobs.data(), jobs.size(), params_,
+                                                sums_.get<unsigned long long>(), s.stream),
+                           "scatter kernel"));
     KVTIER_TRY(cuda_status(cudaEventRecord(s.done, s.stream), "cudaEventRecord"));
     s.pending = true;
     return {};
@@ -227,7 +216,7 @@ class CudaTransfer final : public DeviceTransfer {
     KVTIER_TRY(select());
     SlotResources& s = slots_[slot];
     for (const PieceSpan& span : spans) {
-      KVTIER_TRY(launched(
+      KVTIER_TRY(cuda_status(
           cuda::launch_gather(s.staging.get() + span.piece_offset, span, params_, s.stream),
           "gather kernel"));
       KVTIER_TRY(cuda_status(
@@ -246,8 +235,8 @@ class CudaTransfer final : public DeviceTransfer {
     SlotResources& s = slots_[slot];
     auto* dst = reinterpret_cast<uint8_t*>(device_piece);
     for (const PieceSpan& span : spans) {
-      KVTIER_TRY(launched(cuda::launch_gather(dst + span.piece_offset, span, params_, s.stream),
-                          "gather kernel"));
+      KVTIER_TRY(cuda_status(cuda::launch_gather(dst + span.piece_offset, span, params_, s.stream),
+                             "gather kernel"));
     }
     for (const auto& [at, bytes] : host_parts) {
       KVTIER_TRY(cuda_status(
@@ -287,9 +276,9 @@ class CudaTransfer final : public DeviceTransfer {
         cuda_status(cudaMemsetAsync(sums.get(), 0, records.size() * 8, stream), "cudaMemset"));
     for (size_t i = 0; i < records.size(); ++i) {
       KVTIER_TRY(
-          launched(cuda::launch_record_sum(records[i].first_token, records[i].token_count, params_,
-                                           sums.get<unsigned long long>() + i, stream),
-                   "checksum kernel"));
+          cuda_status(cuda::launch_record_sum(records[i].first_token, records[i].token_count,
+                                              params_, sums.get<unsigned long long>() + i, stream),
+                      "checksum kernel"));
     }
     std::vector<uint64_t> out(records.size());
     KVTIER_TRY(cuda_status(
@@ -327,6 +316,22 @@ class CudaDevice final : public Device {
                                                 size_t slots, size_t slot_bytes) override {
     KVTIER_ASSIGN_OR_RETURN(auto t, CudaTransfer::create(target, records, slots, slot_bytes));
     return std::unique_ptr<DeviceTransfer>(std::move(t));
+  }
+
+  Status make_current(int device) override {
+    return cuda_status(cudaSetDevice(device), fmt::format("cudaSetDevice({})", device));
+  }
+
+  Result<std::shared_ptr<std::byte>> allocate(int device, size_t bytes) override {
+    KVTIER_TRY(make_current(device));
+    void* p = nullptr;
+    KVTIER_TRY(cuda_status(cudaMalloc(&p, bytes),
+                           fmt::format("cudaMalloc({}) on CUDA device {}", bytes, device)));
+    // Freed with its own device current, from whichever thread lets go of it last.
+    return std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [device](std::byte* q) {
+      cudaSetDevice(device);
+      cudaFree(q);
+    });
   }
 
   Status register_staging(std::span<std::byte> memory) override {

@@ -129,7 +129,18 @@ ByteSource& DataPath::source_for(const KvTarget* kv, bool through_host) {
 std::string DataPath::start_gds(int device) const {
   if (path_ != IoPath::kGds && path_ != IoPath::kAuto)
     return fmt::format("not used (I/O path {})", io_path_name(path_));
-  auto gds = GdsContext::create(device, staging_->slot_count(), staging_->slot_bytes());
+  // cuFile's buffers live on the GPU, allocated by the CUDA device (only src/cuda calls CUDA).
+  GdsContext::Gpu gpu{[this, device]() -> Status {
+                        std::call_once(cuda_once_, [this] { start_cuda(); });
+                        if (!cuda_device_)
+                          return {ErrorCode::kNotSupported, "no CUDA device: " + cuda_unavailable_};
+                        return cuda_device_->make_current(device);
+                      },
+                      [this, device](size_t bytes) -> Result<std::shared_ptr<std::byte>> {
+                        if (!cuda_device_) return fail(ErrorCode::kNotSupported, "no CUDA device");
+                        return cuda_device_->allocate(device, bytes);
+                      }};
+  auto gds = GdsContext::create(std::move(gpu), staging_->slot_count(), staging_->slot_bytes());
   if (!gds) {
     std::string note = fmt::format("unavailable, restores use O_DIRECT + host bounce: {}",
                                    gds.error().to_string());

@@ -37,7 +37,8 @@ class GdsSource final : public ByteSource {
   Landing landing() const override { return Landing::kDevice; }
 
   Status prepare(std::span<const LocatedRecord> records) override {
-    for (const LocatedRecord& r : records) KVTIER_TRY(gds_.attach(r.file));
+    for (const LocatedRecord& r : records)
+      KVTIER_TRY(gds_.attach(r.file->fd.get(), r.file->path, r.file));
     return {};
   }
 
@@ -49,21 +50,20 @@ class GdsSource final : public ByteSource {
       const size_t p = order[i];
       const Piece& piece = pieces[p];
       std::byte* buffer = lease.slots()[slot].data();
-      KVTIER_TRY(gds_.read(*files.at(piece.fd), buffer, piece.offset, piece.length));
+      KVTIER_TRY(gds_.read(piece.fd, buffer, piece.offset, piece.length));
       return sink.consume(p, slot, std::span<const std::byte>(buffer, piece.length));
     };
     return run_on_threads(
         pieces.size(), lease, [&](size_t slot) { return sink.release(slot); }, body);
   }
 
-  Status write(std::span<const LocatedRecord> records, std::span<const Piece> pieces,
+  Status write(std::span<const LocatedRecord> /*records*/, std::span<const Piece> pieces,
                StagingPool::Lease& lease, RecordSink& sink) override {
-    const auto files = files_of(records);
     auto body = [&](size_t p, size_t slot) -> Status {
       const Piece& piece = pieces[p];
       std::byte* buffer = lease.slots()[slot].data();
       KVTIER_TRY(sink.fill(p, slot, std::span<std::byte>(buffer, piece.length)));
-      return gds_.write(*files.at(piece.fd), buffer, piece.offset, piece.length);
+      return gds_.write(piece.fd, buffer, piece.offset, piece.length);
     };
     return run_on_threads(
         pieces.size(), lease, [&](size_t slot) { return sink.release(slot); }, body);

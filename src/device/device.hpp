@@ -93,6 +93,15 @@ class Device {
   [[nodiscard]] virtual Result<std::unique_ptr<DeviceTransfer>> begin(const KvTarget& target,
                                                                       size_t records, size_t slots,
                                                                       size_t slot_bytes) = 0;
+  /// Memory of GPU `device` for another library to register and use (cuFile's staging buffers),
+  /// freed there by its last owner. kNotSupported where this device has no memory of its own.
+  [[nodiscard]] virtual Result<std::shared_ptr<std::byte>> allocate(int /*device*/,
+                                                                    size_t /*bytes*/) {
+    return fail(ErrorCode::kNotSupported, "this device has no memory of its own");
+  }
+  /// Makes GPU `device` current on the calling thread, for a library that acts on the current one
+  /// (cuFile).
+  [[nodiscard]] virtual Status make_current(int /*device*/) { return {}; }
   /// Pins host staging memory once so copies from it can run asynchronously.
   [[nodiscard]] virtual Status register_staging(std::span<std::byte> /*memory*/) { return {}; }
   /// Undoes register_staging() before the memory is freed.

@@ -3,7 +3,8 @@
 # SPDX-FileCopyrightText: 2026 kvtier authors
 # tools/check_layers.sh on the repository (passes) and on copies of it with one fault each: an
 # upward include, an include between directories of one layer, a public header including src/, a
-# directory without a layer, and a known exception that no longer exists. Each must fail, naming it.
+# directory without a layer, a known exception that no longer exists, a CUDA runtime call or header
+# outside src/cuda/. Each must fail, naming it.
 # Usage: check_layers_test.sh <repository root>
 set -u
 repo="$1"
@@ -44,8 +45,19 @@ fresh
 mkdir -p "$work/r/src/newdir"
 expect 1 "src/newdir/ has no layer" "unknown directory"
 fresh
-sed -i 's|#include "store/segment.hpp"|#include "common/posix.hpp"|' "$work/r/src/io/gds/gds.hpp"
+sed -i 's|^declare -A debt=()|declare -A debt=(["src/io/gds/gds.hpp -> store/segment.hpp"]=1)|' \
+  "$work/r/tools/check_layers.sh"
 expect 1 "known debt 'src/io/gds/gds.hpp -> store/segment.hpp' is gone" "stale exception"
+fresh
+printf 'void f() { cudaDeviceSynchronize(); }\n' >>"$work/r/src/io/pipeline.cpp"
+expect 1 "src/io/pipeline.cpp:" "a CUDA call outside src/cuda/"
+fresh
+sed -i '0,/^#include </s//#include <cuda_runtime_api.h>\n#include </' "$work/r/src/engine/save.cpp"
+expect 1 "src/engine/save.cpp:" "a CUDA header outside src/cuda/"
+fresh
+printf '// cudaMalloc(bytes) is what the CUDA device does\n' >>"$work/r/src/io/pipeline.cpp"
+printf 'void g() { cudaDeviceSynchronize(); }\n' >>"$work/r/src/cuda/cuda_status.cpp"
+expect 0 "every include points down the layers" "CUDA named in a comment, and called under src/cuda/"
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -2,7 +2,6 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // The cuFile shim: dlopen of libcufile.so.0 so one binary starts on machines without it, typed
 // against the real cufile.h.
-#include <cuda_runtime.h>
 #include <cufile.h>
 #include <dlfcn.h>
 
@@ -16,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "common/posix.hpp"
 #include "common/try.hpp"
 #include "io/gds/gds.hpp"
 
@@ -141,22 +141,27 @@ bool gds_compiled_in() { return true; }
 
 class GdsContext::Impl {
  public:
+  /// A registered file, and its owner's hold on it (kept open while registered).
+  struct Handle {
+    CUfileHandle_t handle;
+    std::string path;
+    std::shared_ptr<const void> keep_open;
+  };
+
   const CuFileApi* api = nullptr;
-  int device = 0;
+  Gpu gpu;
   GdsMode mode;
-  std::vector<void*> buffers;
+  std::vector<std::shared_ptr<std::byte>> memory;  // freed after being deregistered below
   std::vector<bool> registered;
-  std::unique_ptr<StagingPool> pool;  // over `buffers`, once all are registered
+  std::unique_ptr<StagingPool> pool;  // over `memory`, once all of it is registered
   std::mutex mu;
-  std::unordered_map<const SegmentFile*, std::pair<CUfileHandle_t, std::shared_ptr<SegmentFile>>>
-      handles;
+  std::unordered_map<int, Handle> handles;  // by fd
 
   ~Impl() {
-    cudaSetDevice(device);
-    for (auto& [file, entry] : handles) api->handle_deregister(entry.first);
-    for (size_t i = 0; i < buffers.size(); ++i) {
-      if (registered[i]) api->buf_deregister(buffers[i]);
-      cudaFree(buffers[i]);
+    if (gpu.make_current) (void)gpu.make_current();
+    for (auto& [fd, entry] : handles) api->handle_deregister(entry.handle);
+    for (size_t i = 0; i < memory.size(); ++i) {
+      if (registered[i]) api->buf_deregister(memory[i].get());
     }
   }
 };
@@ -164,28 +169,27 @@ class GdsContext::Impl {
 GdsContext::GdsContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GdsContext::~GdsContext() = default;
 
-Result<std::unique_ptr<GdsContext>> GdsContext::create(int device, size_t buffers,
+Result<std::unique_ptr<GdsContext>> GdsContext::create(Gpu gpu, size_t buffers,
                                                        size_t buffer_bytes) {
   KVTIER_ASSIGN_OR_RETURN(const CuFileApi* api, cufile_api());
   auto impl = std::make_unique<Impl>();
   impl->api = api;
-  impl->device = device;
-  if (cudaSetDevice(device) != cudaSuccess) return fail(ErrorCode::kDevice, "cudaSetDevice failed");
+  impl->gpu = std::move(gpu);
+  KVTIER_TRY(impl->gpu.make_current());
   KVTIER_TRY(driver_acquire(*api));
   CUfileDrvProps_t props{};
   KVTIER_TRY(cufile_status(api->driver_get_properties(&props), "cuFileDriverGetProperties"));
   impl->mode = mode_of(props);
   for (size_t i = 0; i < buffers; ++i) {
-    void* p = nullptr;
-    if (cudaMalloc(&p, buffer_bytes) != cudaSuccess)
-      return fail(ErrorCode::kDevice, "cudaMalloc of GDS staging");
-    impl->buffers.push_back(p);
+    KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<std::byte> memory, impl->gpu.allocate(buffer_bytes));
+    impl->memory.push_back(memory);
     impl->registered.push_back(false);
-    KVTIER_TRY(cufile_status(api->buf_register(p, buffer_bytes, 0), "cuFileBufRegister"));
+    KVTIER_TRY(
+        cufile_status(api->buf_register(memory.get(), buffer_bytes, 0), "cuFileBufRegister"));
     impl->registered.back() = true;
   }
   std::vector<std::span<std::byte>> slots;
-  for (void* p : impl->buffers) slots.emplace_back(static_cast<std::byte*>(p), buffer_bytes);
+  for (const auto& m : impl->memory) slots.emplace_back(m.get(), buffer_bytes);
   impl->pool = std::make_unique<StagingPool>(std::move(slots), buffer_bytes);
   return std::unique_ptr<GdsContext>(new GdsContext(std::move(impl)));
 }
@@ -193,14 +197,15 @@ Result<std::unique_ptr<GdsContext>> GdsContext::create(int device, size_t buffer
 const GdsMode& GdsContext::mode() const { return impl_->mode; }
 StagingPool& GdsContext::buffers() { return *impl_->pool; }
 
-Status GdsContext::attach(const std::shared_ptr<SegmentFile>& file) {
+Status GdsContext::attach(int fd, const std::string& path, std::shared_ptr<const void> keep_open) {
   std::lock_guard lock(impl_->mu);
-  if (impl_->handles.contains(file.get())) return {};
-  // Segments the store has since evicted are held open only by this map: deregister and let them
-  // go, so their disk space comes back (the caller holds a reference to every file it is using).
+  if (impl_->handles.contains(fd)) return {};
+  // Files their owner has since let go of (segments the store evicted) are held open only by this
+  // map: deregister and let them go, so their disk space comes back (the caller holds every file it
+  // is using, so none of those goes, and no fd in the map is closed and reused while there).
   for (auto it = impl_->handles.begin(); it != impl_->handles.end();) {
-    if (it->second.second.use_count() == 1) {
-      impl_->api->handle_deregister(it->second.first);
+    if (it->second.keep_open.use_count() == 1) {
+      impl_->api->handle_deregister(it->second.handle);
       it = impl_->handles.erase(it);
     } else {
       ++it;
@@ -208,10 +213,10 @@ Status GdsContext::attach(const std::shared_ptr<SegmentFile>& file) {
   }
   CUfileDescr_t descr{};
   descr.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
-  descr.handle.fd = file->fd.get();
+  descr.handle.fd = fd;
   CUfileHandle_t handle{};
   Status st = cufile_status(impl_->api->handle_register(&handle, &descr),
-                            fmt::format("cuFileHandleRegister({})", file->path));
+                            fmt::format("cuFileHandleRegister({})", path));
   if (!st.ok() && st.native_error() == CU_FILE_HANDLE_NOT_REGISTERED) {
     // Seen where the machine has no udev database: cuFile looks up the block device's
     // ID_FS_USAGE through libudev and gives up. Say what is missing.
@@ -220,21 +225,22 @@ Status GdsContext::attach(const std::shared_ptr<SegmentFile>& file) {
         "/run/udev/data, populated for it?)");
   }
   if (!st.ok()) return st;
-  impl_->handles.emplace(file.get(), std::pair{handle, file});
+  impl_->handles.emplace(fd, Impl::Handle{handle, path, std::move(keep_open)});
   return {};
 }
 
 // cuFileRead or cuFileWrite of [offset, offset + bytes) against `buffer`, looping over short
 // transfers.
-Status GdsContext::transfer(const SegmentFile& file, std::byte* buffer, uint64_t offset,
-                            size_t bytes, bool write) {
+Status GdsContext::transfer(int fd, std::byte* buffer, uint64_t offset, size_t bytes, bool write) {
   CUfileHandle_t handle;
+  std::string path;
   {
     std::lock_guard lock(impl_->mu);
-    auto it = impl_->handles.find(&file);
+    auto it = impl_->handles.find(fd);
     if (it == impl_->handles.end())
       return {ErrorCode::kInternal, "GDS I/O on a file that was not attached"};
-    handle = it->second.first;
+    handle = it->second.handle;
+    path = it->second.path;
   }
   const char* what = write ? "cuFileWrite" : "cuFileRead";
   size_t done = 0;
@@ -245,29 +251,27 @@ Status GdsContext::transfer(const SegmentFile& file, std::byte* buffer, uint64_t
               : impl_->api->read(handle, buffer, bytes - done, static_cast<off_t>(offset + done),
                                  static_cast<off_t>(done));
     if (n < 0 && (n == -EINTR || n == -EAGAIN)) continue;
-    if (n == -1) return posix_error(errno, fmt::format("{} of {}", what, file.path));
+    if (n == -1) return posix_error(errno, fmt::format("{} of {}", what, path));
     if (n < 0) {
-      return Status(ErrorCode::kIo, fmt::format("{} of {}: cuFile error {}", what, file.path, -n),
+      return Status(ErrorCode::kIo, fmt::format("{} of {}: cuFile error {}", what, path, -n),
                     static_cast<int>(-n));
     }
     if (n == 0) {
-      return write
-                 ? Status(ErrorCode::kIo, fmt::format("cuFileWrite of {} wrote nothing", file.path))
-                 : Status(ErrorCode::kCorrupt,
-                          "segment file ends before a record does (short GDS read)");
+      return write ? Status(ErrorCode::kIo, fmt::format("cuFileWrite of {} wrote nothing", path))
+                   : Status(ErrorCode::kCorrupt,
+                            "segment file ends before a record does (short GDS read)");
     }
     done += static_cast<size_t>(n);
   }
   return {};
 }
 
-Status GdsContext::read(const SegmentFile& file, std::byte* buffer, uint64_t offset, size_t bytes) {
-  return transfer(file, buffer, offset, bytes, /*write=*/false);
+Status GdsContext::read(int fd, std::byte* buffer, uint64_t offset, size_t bytes) {
+  return transfer(fd, buffer, offset, bytes, /*write=*/false);
 }
 
-Status GdsContext::write(const SegmentFile& file, std::byte* buffer, uint64_t offset,
-                         size_t bytes) {
-  return transfer(file, buffer, offset, bytes, /*write=*/true);
+Status GdsContext::write(int fd, std::byte* buffer, uint64_t offset, size_t bytes) {
+  return transfer(fd, buffer, offset, bytes, /*write=*/true);
 }
 
 std::string GdsContext::io_counts() const {

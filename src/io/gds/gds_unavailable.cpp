@@ -12,7 +12,7 @@ bool gds_compiled_in() { return false; }
 GdsContext::GdsContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GdsContext::~GdsContext() = default;
 
-Result<std::unique_ptr<GdsContext>> GdsContext::create(int, size_t, size_t) {
+Result<std::unique_ptr<GdsContext>> GdsContext::create(Gpu, size_t, size_t) {
   return fail(ErrorCode::kNotSupported,
               "kvtier was built without cufile.h (CUDA toolkit or the nvidia-cufile package)");
 }
@@ -25,13 +25,13 @@ StagingPool& GdsContext::buffers() {
   static StagingPool none(std::vector<std::span<std::byte>>{}, 0);  // never reached: create() fails
   return none;
 }
-Status GdsContext::attach(const std::shared_ptr<SegmentFile>&) {
+Status GdsContext::attach(int, const std::string&, std::shared_ptr<const void>) {
   return {ErrorCode::kNotSupported, "no cuFile"};
 }
-Status GdsContext::read(const SegmentFile&, std::byte*, uint64_t, size_t) {
+Status GdsContext::read(int, std::byte*, uint64_t, size_t) {
   return {ErrorCode::kNotSupported, "no cuFile"};
 }
-Status GdsContext::write(const SegmentFile&, std::byte*, uint64_t, size_t) {
+Status GdsContext::write(int, std::byte*, uint64_t, size_t) {
   return {ErrorCode::kNotSupported, "no cuFile"};
 }
 std::string GdsContext::io_counts() const { return {}; }
