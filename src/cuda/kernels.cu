@@ -2,71 +2,20 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // KV scatter/gather between device staging and the caller's KV memory in any layout, with the
 // kvsum64 checksum computed where the data lands. The checksum and layout formulas are the host's
-// own (store/checksum.hpp, device/kv_layout.hpp), compiled for the device: bit-identical by
+// own (common/checksum.hpp, device/kv_layout.hpp), compiled for the device: bit-identical by
 // construction.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
 #include "common/checksum.hpp"
-#include "cuda/fast_div.hpp"
+#include "cuda/fast_layout.hpp"
 #include "cuda/kernels.hpp"
 
 namespace kvtier::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-/// What the fast kernels need to place 16-byte vectors of a record's payload.
-struct FastLayout {
-  KvLayoutParams p;
-  FastDiv vectors_per_row;  // row_bytes / 16
-  FastDiv layers;
-  FastDiv block_size;
-  FastDiv head_vectors;  // head_bytes / 16
-
-  explicit FastLayout(const KvLayoutParams& params)
-      : p(params),
-        vectors_per_row(static_cast<uint32_t>(params.row_bytes / 16)),
-        layers(params.layers),
-        block_size(params.block_size == 0 ? 1 : params.block_size),
-        head_vectors(params.head_bytes / 16) {}
-
-  /// Address of payload vector `v` (16-byte units from the payload start) of a record of `tokens`
-  /// tokens whose first is `first_token`. Same placement as kv_address() in device/kv_layout.hpp,
-  /// null for a skipped block as there.
-  __device__ __forceinline__ uint8_t* address(uint32_t v, uint32_t first_token,
-                                              const FastDiv& tokens) const {
-    const uint32_t row = vectors_per_row.div(v);
-    const uint32_t col_vec = v - row * vectors_per_row.d;
-    const uint32_t block = tokens.div(row);
-    const uint32_t token = first_token + (row - block * tokens.d);
-    const uint32_t kv = layers.div(block);
-    const uint32_t layer = block - kv * layers.d;
-    if (p.form == KvForm::kContiguous) {
-      return p.base +
-             ((uint64_t{kv} * p.layers + layer) * p.capacity_tokens + token) * p.row_bytes +
-             uint64_t{col_vec} * 16;
-    }
-    const uint32_t bi = block_size.div(token);
-    const uint64_t in = token - bi * block_size.d;
-    const int32_t entry = p.block_table[bi];
-    if (entry < 0) return nullptr;
-    const uint64_t blk = static_cast<uint64_t>(entry);
-    uint8_t* base = p.layer_base[layer];
-    if (p.form == KvForm::kPagedKvFirst) {
-      return base + ((uint64_t{kv} * p.num_blocks + blk) * p.block_size + in) * p.row_bytes +
-             uint64_t{col_vec} * 16;
-    }
-    if (p.form == KvForm::kPagedBlockFirst) {
-      return base + ((blk * 2 + kv) * p.block_size + in) * p.row_bytes + uint64_t{col_vec} * 16;
-    }
-    const uint32_t head = head_vectors.div(col_vec);
-    const uint32_t within = col_vec - head * head_vectors.d;
-    return base + ((blk * p.heads + head) * p.block_size + in) * 2 * p.head_bytes +
-           uint64_t{kv} * p.head_bytes + uint64_t{within} * 16;
-  }
-};
 
 __device__ __forceinline__ unsigned long long block_sum(unsigned long long v) {
   __shared__ unsigned long long warp_sums[kThreads / 32];

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // Where each byte of a record's payload lands in the caller's KV memory, for every supported
-// layout. Compiled by both the host compiler and nvcc: the host-emulated device and the CUDA
-// kernels share these formulas, so the two cannot disagree about a layout.
+// layout. Compiled by both the host compiler and nvcc (C++17 there: nothing newer here): the
+// host-emulated device and the CUDA kernels call the same kv_address_by(), so the two cannot
+// disagree about a layout.
 #pragma once
 
 #include <cstdint>
 
+// A function both compilers build: for the host and the device under nvcc, a plain inline one
+// under g++ (which knows no __host__ or __device__).
 #if defined(__CUDACC__)
 #define KVTIER_HD __host__ __device__ __forceinline__
 #else
@@ -44,18 +47,31 @@ KVTIER_HD uint64_t contiguous_run(const KvLayoutParams& p) {
   return p.form == KvForm::kPagedPackedHeads ? p.head_bytes : p.row_bytes;
 }
 
-/// Address of byte `col` of the row of (`kv`, `layer`, `token`); null where the block table skips
-/// the token (a negative entry: restores only).
-KVTIER_HD uint8_t* kv_address(const KvLayoutParams& p, uint32_t kv, uint32_t layer, uint64_t token,
-                              uint64_t col) {
+/// The divisions the placement below needs, by plain division (the host). The kernels pass their
+/// own (multiply-and-shift by a divisor fixed per launch, same quotients) to the same formulas.
+struct PlainDivide {
+  uint64_t block_size;
+  uint64_t head_bytes;
+  KVTIER_HD uint64_t block_of(uint64_t token) const { return token / block_size; }
+  KVTIER_HD uint64_t head_of(uint64_t col) const { return col / head_bytes; }
+};
+
+/// Address of byte `col` of the row of (`kv`, `layer`, `token`), the divisions done by `div`
+/// (`block_of(token)`: token / block_size; `head_of(col)`: col / head_bytes); null where the block
+/// table skips the token (a negative entry: restores only). The one statement of every layout's
+/// placement: the host device and the CUDA kernels both use it.
+template <typename Divide>
+KVTIER_HD uint8_t* kv_address_by(const KvLayoutParams& p, const Divide& div, uint32_t kv,
+                                 uint32_t layer, uint64_t token, uint64_t col) {
   if (p.form == KvForm::kContiguous) {
     return p.base +
            (((uint64_t{kv} * p.layers + layer) * p.capacity_tokens + token) * p.row_bytes + col);
   }
-  const int32_t entry = p.block_table[token / p.block_size];
+  const uint64_t index = div.block_of(token);
+  const int32_t entry = p.block_table[index];
   if (entry < 0) return nullptr;
   const uint64_t block = static_cast<uint64_t>(entry);
-  const uint64_t in = token % p.block_size;
+  const uint64_t in = token - index * p.block_size;
   uint8_t* layer_base = p.layer_base[layer];
   switch (p.form) {
     case KvForm::kPagedKvFirst:
@@ -64,8 +80,8 @@ KVTIER_HD uint8_t* kv_address(const KvLayoutParams& p, uint32_t kv, uint32_t lay
     case KvForm::kPagedBlockFirst:
       return layer_base + (((block * 2 + kv) * p.block_size + in) * p.row_bytes + col);
     case KvForm::kPagedPackedHeads: {
-      const uint64_t head = col / p.head_bytes;
-      const uint64_t within = col % p.head_bytes;
+      const uint64_t head = div.head_of(col);
+      const uint64_t within = col - head * p.head_bytes;
       return layer_base + (((block * p.heads + head) * p.block_size + in) * 2 * p.head_bytes +
                            uint64_t{kv} * p.head_bytes + within);
     }
@@ -73,6 +89,12 @@ KVTIER_HD uint8_t* kv_address(const KvLayoutParams& p, uint32_t kv, uint32_t lay
       break;
   }
   return nullptr;
+}
+
+/// kv_address_by() with plain division.
+KVTIER_HD uint8_t* kv_address(const KvLayoutParams& p, uint32_t kv, uint32_t layer, uint64_t token,
+                              uint64_t col) {
+  return kv_address_by(p, PlainDivide{p.block_size, p.head_bytes}, kv, layer, token, col);
 }
 
 /// Payload bytes of one record that sit in one staging piece.
