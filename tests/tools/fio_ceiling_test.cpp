@@ -53,12 +53,16 @@ TEST(FioSplit, ExtentsGoToOneStreamPerDeviceInOrder) {
 TEST(FioReport, AStreamsTimeIsItsJobsSumAndTheSlowestStreamIsTheReads) {
   const std::vector<FioJob> jobs = {{"s0e0", 0, 100}, {"s0e0t", 0, 4}, {"s1e0", 1, 50}};
   auto t = parse_fio_report(R"(note: three jobs
-{"jobs": [{"jobname": "s0e0", "error": 0, "job_runtime": 1200, "read": {"io_bytes": 100}},
-          {"jobname": "s0e0t", "error": 0, "job_runtime": 100, "read": {"io_bytes": 4}},
+{"jobs": [{"jobname": "s0e0", "error": 0, "job_runtime": 1200, "read": {"io_bytes": 100},
+           "usr_cpu": 1.0, "sys_cpu": 24.0},
+          {"jobname": "s0e0t", "error": 0, "job_runtime": 100, "read": {"io_bytes": 4},
+           "usr_cpu": 0.0, "sys_cpu": 50.0},
           {"jobname": "s1e0", "error": 0, "job_runtime": 1250, "read": {"io_bytes": 50}}]})",
                             jobs);
   ASSERT_OK(t);
-  EXPECT_DOUBLE_EQ(*t, 1.3);
+  EXPECT_DOUBLE_EQ(t->seconds, 1.3);
+  // 25% of 1.2 s, 50% of 0.1 s, and nothing reported for the third job.
+  EXPECT_DOUBLE_EQ(t->cpu_seconds, 0.35);
 }
 
 TEST(FioReport, AShortReadAFailedOrMissingJobNoJsonOrNoTimeIsAnError) {

@@ -105,7 +105,7 @@ TEST(SeedSummary, MediansOfPerWindowRatesAndRatiosToTheCeiling) {
   EXPECT_NE(table.find("| posix | 256 | 2,000 ms | 2.00 GB/s | 4.00 GB/s | n/a |"),
             std::string::npos)
       << table;
-  EXPECT_NE(table.find("| 0.125 core-s | 2.00 |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| 0.125 core-s | n/a | 2.00 |"), std::string::npos) << table;
   EXPECT_NE(table.find("accounted"), std::string::npos);
 }
 
@@ -113,9 +113,12 @@ TEST(SeedSummary, RatiosToFioArePerRequestOrAgainstTheRunsMedianFioRate) {
   std::vector<Json> rows;
   // posix: 4 GB restored in 2, 4 and 8 s; fio replayed the same reads in 1, 2 and 2 s; kvtier's
   // own raw read took 1.5 s each time.
-  for (auto [t, f] : {std::pair{2.0, 1.0}, {4.0, 2.0}, {8.0, 2.0}}) {
+  // fio's own CPU for the 4 GB it read: 0.2, 0.4 and 0.1 core-s.
+  for (auto [t, f, c] : {std::tuple{2.0, 1.0, 0.2}, {4.0, 2.0, 0.4}, {8.0, 2.0, 0.1}}) {
     Json r = repeat_row("posix", t, 4e9, 1.5);
     r["fio_seconds"] = f;
+    r["fio_bytes"] = 4e9;
+    r["fio_core_seconds"] = c;
     rows.push_back(r);
   }
   rows.push_back(repeat_row("buffered", 4, 4e9, std::nullopt));  // no fio of its own
@@ -127,12 +130,14 @@ TEST(SeedSummary, RatiosToFioArePerRequestOrAgainstTheRunsMedianFioRate) {
   EXPECT_DOUBLE_EQ(s[0]["ratio_to_fio"].get<double>(), 0.5);        // median of 1/2, 2/4, 2/8
   EXPECT_DOUBLE_EQ(s[0]["fio_kv_gbps"].get<double>(), 2.0);         // median of 4, 2, 2 GB/s
   EXPECT_DOUBLE_EQ(s[0]["ratio_to_ceiling"].get<double>(), 0.375);  // the raw read: 1.5/4
+  EXPECT_DOUBLE_EQ(s[0]["fio_core_s_per_gb"].get<double>(), 0.05);  // median of .05, .1, .025
   EXPECT_DOUBLE_EQ(s[1]["ratio_to_fio"].get<double>(), 0.5);        // 1 GB/s against the run's 2
   EXPECT_FALSE(s[2].contains("ratio_to_fio"));
   const Json fio = {{"what", "fio-3.33 replaying"},
                     {"depth_sweep", {{{"depth", 1}, {"gb_per_s", 1.5}}}}};
   const std::string table = render_table(s, Json::object(), {}, fio);
-  EXPECT_NE(table.find("| 2.00 | 0.50x | 2.67 | 0.38x |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| 0.050 core-s | 1.00 | 2.00 | 0.50x | 2.67 | 0.38x |"), std::string::npos)
+      << table;
   EXPECT_NE(table.find("fio-3.33 replaying"), std::string::npos);
   const std::string without = render_table(s, Json::object(), {}, {{"error", "fio not found"}});
   EXPECT_NE(without.find("NOT MEASURED in this run (fio not found)"), std::string::npos);

@@ -118,7 +118,7 @@ Result<std::string> fio_job_file(const std::vector<std::vector<FileExtent>>& str
   return file;
 }
 
-Result<double> parse_fio_report(const std::string& text, const std::vector<FioJob>& jobs) {
+Result<FioRead> parse_fio_report(const std::string& text, const std::vector<FioJob>& jobs) {
   // fio may print notes before its JSON.
   const size_t start = text.find('{');
   if (start == std::string::npos)
@@ -129,6 +129,7 @@ Result<double> parse_fio_report(const std::string& text, const std::vector<FioJo
                 "fio's output is not its JSON report: " + fio_lines(text));
   }
   std::vector<double> stream_ms;
+  double cpu_ms = 0;
   size_t seen = 0;
   for (const auto& job : json["jobs"]) {
     const std::string name = job.value("jobname", "");
@@ -146,7 +147,9 @@ Result<double> parse_fio_report(const std::string& text, const std::vector<FioJo
                   fmt::format("fio job {} read {} bytes of {}", name, read, want->bytes));
     }
     if (stream_ms.size() <= want->stream) stream_ms.resize(want->stream + 1, 0);
-    stream_ms[want->stream] += job.value("job_runtime", 0.0);
+    const double runtime_ms = job.value("job_runtime", 0.0);
+    stream_ms[want->stream] += runtime_ms;
+    cpu_ms += (job.value("usr_cpu", 0.0) + job.value("sys_cpu", 0.0)) / 100 * runtime_ms;
   }
   if (seen != jobs.size()) {
     return fail(ErrorCode::kIo, fmt::format("fio reported {} of its {} jobs", seen, jobs.size()));
@@ -154,7 +157,10 @@ Result<double> parse_fio_report(const std::string& text, const std::vector<FioJo
   const double ms = stream_ms.empty() ? 0 : *std::max_element(stream_ms.begin(), stream_ms.end());
   if (ms <= 0)
     return fail(ErrorCode::kInvalidArgument, "fio read for under a millisecond: too short to time");
-  return ms / 1e3;
+  FioRead read;
+  read.seconds = ms / 1e3;
+  read.cpu_seconds = cpu_ms / 1e3;
+  return read;
 }
 
 Result<FioCeiling> FioCeiling::find(const std::string& binary, const std::string& work_dir) {
@@ -191,7 +197,9 @@ Result<FioRead> FioCeiling::run(const std::vector<std::vector<FileExtent>>& stre
   const int rc = run_program({binary_, "--readonly", "--output-format=json", job_path}, out);
   const std::string text = slurp(out);
   if (rc != 0) return fail(ErrorCode::kIo, fmt::format("fio exited {}: {}", rc, fio_lines(text)));
-  KVTIER_ASSIGN_OR_RETURN(result.seconds, parse_fio_report(text, jobs));
+  KVTIER_ASSIGN_OR_RETURN(const FioRead parsed, parse_fio_report(text, jobs));
+  result.seconds = parsed.seconds;
+  result.cpu_seconds = parsed.cpu_seconds;
   return result;
 }
 

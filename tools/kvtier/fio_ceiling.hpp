@@ -18,6 +18,9 @@ struct FioRead {
   uint64_t bytes = 0;  ///< What the streams cover (every byte is read: parse_fio_report checks).
   double seconds = 0;  ///< The slowest stream's time on fio's clock (parse_fio_report()).
   unsigned depth = 0;  ///< Requests in flight per stream.
+  /// fio's own user + system core-seconds over its jobs (usr_cpu and sys_cpu of job_runtime): what
+  /// reading these ranges costs a reader, on this device, before any work of kvtier's.
+  double cpu_seconds = 0;
   [[nodiscard]] double gbps() const {
     return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0;
   }
@@ -92,8 +95,8 @@ struct FioJob {
 /// Reads fio's JSON report of `jobs`: every job must have read exactly its bytes (else kIo); a
 /// stream's time is the sum of its jobs' job_runtime (fio's clock, its start-up and the gaps
 /// between chained jobs left out: the ceiling errs fast, never slow); returns the slowest stream's
-/// seconds.
-[[nodiscard]] Result<double> parse_fio_report(const std::string& json,
-                                              const std::vector<FioJob>& jobs);
+/// seconds and the jobs' CPU time (bytes and depth are the caller's).
+[[nodiscard]] Result<FioRead> parse_fio_report(const std::string& json,
+                                               const std::vector<FioJob>& jobs);
 
 }  // namespace kvtier::cli

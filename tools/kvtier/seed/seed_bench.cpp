@@ -527,6 +527,7 @@ class SeedRun {
       if (fio) {
         row["fio_seconds"] = fio->seconds;
         row["fio_bytes"] = fio->bytes;
+        row["fio_core_seconds"] = fio->cpu_seconds;
       }
       if (repeat) {
         uint64_t host = 0, read = 0, restored = 0, dram_hits = 0, misses = 0;

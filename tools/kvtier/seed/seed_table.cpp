@@ -233,6 +233,12 @@ Json summarize(const std::vector<Json>& rows) {
           if (!c || !k || *k <= 0) return std::nullopt;
           return *c / (*k / 1e9);
         }));
+    put(s, "fio_core_s_per_gb", median_of(members, [](const Json& r) -> std::optional<double> {
+          auto c = field(r, "fio_core_seconds");
+          auto b = field(r, "fio_bytes");
+          if (!c || !b || *b <= 0) return std::nullopt;
+          return *c / (*b / 1e9);
+        }));
     put(s, "kv_gbps", median_of(members, rate("kv_bytes")), 1e-9);
     put(s, "disk_bytes_per_kv_byte", median_of(members, [](const Json& r) -> std::optional<double> {
           auto d = field(r, "disk_read_bytes");
@@ -337,23 +343,29 @@ std::string render_table(const Json& summary, const Json& machine,
   t += fmt::format(
       "| CONFIGURATION | CHUNK | RESTORE | DISK READ | DRAM BW ({}) | PCIE RX | CPU / REQ | CORES "
       "BUSY | "
-      "KVTIER CPU / GB | RESTORE GB/s | FIO GB/s | RATIO (FIO) | RAW READ GB/s | RATIO (RAW) | "
+      "KVTIER CPU / GB | FIO CPU / GB | RESTORE GB/s | FIO GB/s | RATIO (FIO) | RAW READ GB/s | "
+      "RATIO (RAW) | "
       "HOST B / KV B | "
       "BYTE-EXACT |\n",
       measured ? "measured" : "accounted");
-  t += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  t += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Json& s : summary) {
     if (s["phase"] != "repeat") continue;
     const std::string name = config_name(s, cufile);
     t += fmt::format(
         "| {} | {} | {} ms | {} GB/s | {} GB/s | {} | {} core-s | {} | {} core-s | {} | {} | {} | "
+        "{} "
+        "| "
         "{} | {} | {} | {}/{} |\n",
         name, s["chunk_tokens"].get<int>(), thousands(cell(s, "restore_ms", "{:.0f}")),
         cell(s, "disk_read_gbps", "{:.2f}"),
         cell(s, measured ? "dram_measured_gbps" : "dram_accounted_gbps", "{:.2f}"),
         s["pcie_rx_gbps"].is_null() ? std::string("n/a") : cell(s, "pcie_rx_gbps", "{:.2f} GB/s"),
         cell(s, "cpu_core_s", "{:.2f}"), cell(s, "cpu_cores_busy", "{:.2f}"),
-        cell(s, "kvtier_core_s_per_gb", "{:.3f}"), cell(s, "kv_gbps", "{:.2f}"),
+        cell(s, "kvtier_core_s_per_gb", "{:.3f}"),
+        s.contains("fio_core_s_per_gb") ? cell(s, "fio_core_s_per_gb", "{:.3f} core-s")
+                                        : std::string("n/a"),
+        cell(s, "kv_gbps", "{:.2f}"),
         s.contains("fio_kv_gbps") ? cell(s, "fio_kv_gbps", "{:.2f}") : std::string("n/a"),
         s.contains("ratio_to_fio") ? cell(s, "ratio_to_fio", "{:.2f}x") : std::string("n/a"),
         cell(s, "ceiling_kv_gbps", "{:.2f}"), cell(s, "ratio_to_ceiling", "{:.2f}x"),
@@ -372,7 +384,9 @@ std::string render_table(const Json& summary, const Json& machine,
        "RAM-backed "
        "loop device this includes its reads, which are CPU copies). KVTIER CPU / GB: the rank "
        "processes' "
-       "user + system time in the window per GB of KV restored. FIO: the drive's "
+       "user + system time in the window per GB of KV restored. FIO CPU / GB: fio's own user + "
+       "system time per GB reading the same ranges (what the reads alone cost a reader on this "
+       "device: on a RAM-backed loop device mostly the kernel's). FIO: the drive's "
        "ceiling, KV bytes over the time " +
        fio_ceiling_text(fio) +
        ". RAW READ: KV bytes over kvtier's own raw "
