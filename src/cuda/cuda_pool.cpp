@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#include "cuda/cuda_pool.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "common/try.hpp"
+#include "cuda/cuda_status.hpp"
+
+namespace kvtier {
+
+Result<DeviceBuffer> DeviceBuffer::allocate(size_t bytes) {
+  DeviceBuffer b;
+  const size_t n = std::max<size_t>(bytes, 16);
+  KVTIER_TRY(cuda_status(cudaMalloc(&b.ptr_, n), fmt::format("cudaMalloc({})", bytes)));
+  b.bytes_ = n;
+  return b;
+}
+
+void DeviceBuffer::reset() noexcept {
+  if (ptr_ != nullptr) cudaFree(ptr_);
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
+CudaSlot::~CudaSlot() {
+  if (stream != nullptr) cudaStreamSynchronize(stream);
+  if (done != nullptr) cudaEventDestroy(done);
+  if (stream != nullptr) cudaStreamDestroy(stream);
+}
+
+CudaScratch::~CudaScratch() {
+  if (stream != nullptr) cudaStreamSynchronize(stream);
+  if (event != nullptr) cudaEventDestroy(event);
+  if (stream != nullptr) cudaStreamDestroy(stream);
+}
+
+CudaPool::~CudaPool() {
+  // Freed on its own GPU, whichever thread closes the engine.
+  cudaSetDevice(device_);
+  slots_.clear();
+  scratch_.clear();
+}
+
+Result<std::vector<std::unique_ptr<CudaSlot>>> CudaPool::take_slots(size_t count, size_t bytes) {
+  std::vector<std::unique_ptr<CudaSlot>> out;
+  {
+    std::lock_guard lock(mu_);
+    while (out.size() < count && !slots_.empty()) {
+      out.push_back(std::move(slots_.back()));
+      slots_.pop_back();
+    }
+  }
+  for (auto& s : out) {
+    if (s->staging.size() < bytes) {  // the engine's slot size grew: a larger buffer
+      s->staging.reset();
+      KVTIER_ASSIGN_OR_RETURN(s->staging, DeviceBuffer::allocate(bytes));
+    }
+  }
+  while (out.size() < count) {
+    auto s = std::make_unique<CudaSlot>();
+    // Every slot's stream is non-blocking: nothing orders it after the legacy default stream (a
+    // transfer orders its slots after the caller's stream itself).
+    KVTIER_TRY(cuda_status(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking),
+                           "cudaStreamCreate"));
+    // Blocking sync: a host thread waiting for a slot's copy sleeps instead of spinning a core
+    // (CUDA's default wait spins while there are fewer contexts than cores), and a restore's
+    // waits add up to a whole copy per request when few requests are in flight.
+    KVTIER_TRY(cuda_status(
+        cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming | cudaEventBlockingSync),
+        "cudaEventCreate"));
+    KVTIER_ASSIGN_OR_RETURN(s->staging, DeviceBuffer::allocate(bytes));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Result<std::unique_ptr<CudaScratch>> CudaPool::take_scratch(size_t bytes) {
+  std::unique_ptr<CudaScratch> s;
+  {
+    std::lock_guard lock(mu_);
+    if (!scratch_.empty()) {
+      s = std::move(scratch_.back());
+      scratch_.pop_back();
+    }
+  }
+  if (!s) {
+    s = std::make_unique<CudaScratch>();
+    KVTIER_TRY(cuda_status(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking),
+                           "cudaStreamCreate"));
+    KVTIER_TRY(cuda_status(
+        cudaEventCreateWithFlags(&s->event, cudaEventDisableTiming | cudaEventBlockingSync),
+        "cudaEventCreate"));
+  }
+  if (s->memory.size() < bytes) {
+    s->memory.reset();
+    // Room to grow: transfers of a few more records or blocks than this one reuse it as it is.
+    KVTIER_ASSIGN_OR_RETURN(s->memory, DeviceBuffer::allocate(bytes + bytes / 2));
+  }
+  return s;
+}
+
+void CudaPool::put(std::vector<std::unique_ptr<CudaSlot>> slots,
+                   std::unique_ptr<CudaScratch> scratch) {
+  std::lock_guard lock(mu_);
+  for (auto& s : slots) {
+    if (s) slots_.push_back(std::move(s));
+  }
+  if (scratch) scratch_.push_back(std::move(scratch));
+}
+
+}  // namespace kvtier
