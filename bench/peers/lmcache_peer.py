@@ -49,7 +49,7 @@ class LMCachePeer:
 
         self.s, self.backend, self.world = s, backend, world
         self.builder = LMCacheEngineBuilder
-        self.root = os.path.join(s.dir, f"lmcache-{backend}")
+        self.roots = [os.path.join(s.rank_dir(r), f"lmcache-{backend}") for r in range(world)]
         _, layers, tokens, heads, dim = s.kv[0].shape
         self.layers, self.tokens = layers, tokens
         if tokens % BLOCK:
@@ -58,7 +58,7 @@ class LMCachePeer:
         self.slots = torch.arange(tokens, dtype=torch.long, device="cuda")
         self.engines, self.ids = [], []
         for r in range(world):
-            path = os.path.join(self.root, f"rank{r}")
+            path = os.path.join(self.roots[r], f"rank{r}")
             os.makedirs(path, exist_ok=True)
             common = dict(chunk_size=CHUNK, local_cpu=False, save_unfull_chunk=True,
                           lmcache_instance_id=f"kvtier-peers-{backend}-r{r}")
@@ -103,7 +103,7 @@ class LMCachePeer:
                 time.sleep(0.05)
 
     def files(self):
-        return _files_under(self.root)
+        return [f for root in sorted(set(self.roots)) for f in _files_under(root)]
 
     def zero(self):
         for caches in self.out:

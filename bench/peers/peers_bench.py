@@ -111,7 +111,13 @@ class Setup:
         self.out = [torch.empty_like(k) for k in self.kv]
         self.bytes = sum(k.numel() * k.element_size() for k in self.kv)
         self.fio, self.fio_sweep = None, None  # cold runs: set in main
-        self.files = [os.path.join(self.dir, f"plain-rank{r}.kv") for r in range(WORLD)]
+        # Several drives: kvtier's store spreads over all of them; a peer reads one file per rank,
+        # so rank r's files (plain, LMCache's) go on drive r (mod the count), as LMCache's
+        # per-GPU disk paths place them.
+        self.drive_dirs = [os.path.join(d, "peers") for d in args.drives.split(",")] if args.drives else [self.dir]
+        for d in self.drive_dirs:
+            os.makedirs(d, exist_ok=True)
+        self.files = [os.path.join(self.rank_dir(r), f"plain-rank{r}.kv") for r in range(WORLD)]
         for r, path in enumerate(self.files):
             host = self.kv[r].view(torch.uint8).flatten().cpu().numpy()
             with open(path, "wb") as f:
@@ -124,12 +130,17 @@ class Setup:
         self.request = parse_size(args.request_size)
         self.staging = args.staging
 
+    def rank_dir(self, r):
+        """Where rank r's own files go (a peer's, one file per rank)."""
+        return self.drive_dirs[r % len(self.drive_dirs)]
+
     def engine(self, io, dram="0"):
         """Both ranks' engines for I/O path `io` (and DRAM tier size), each over a store of its own
         (written once; the engines stay open for the whole run)."""
         name = io if dram == "0" else f"{io}+dram"
         if name not in self.engines:
-            es = [kvtier.open(os.path.join(self.dir, f"kvtier-{name}"), g, io=io, capacity="30G", dram=dram,
+            roots = [os.path.join(d, f"kvtier-{name}") for d in self.drive_dirs]
+            es = [kvtier.open(roots if len(roots) > 1 else roots[0], g, io=io, capacity="30G", dram=dram,
                               request_size=str(self.request), staging=self.staging)
                   for g in self.geometries]
             for r, e in enumerate(es):
@@ -337,7 +348,14 @@ class Fio:
 def fio_streams(s: Setup, which):
     """Per rank, the file ranges a configuration reads: kvtier's records, or the plain files."""
     if which == "kvtier":
-        return [e.read_extents(s.tokens) for e in s.engine("posix")]
+        # one stream per rank and drive, as kvtier reads a store over several drives at once
+        streams = []
+        for e in s.engine("posix"):
+            by_drive = {}
+            for extent in e.read_extents(s.tokens):
+                by_drive.setdefault(os.stat(extent[0]).st_dev, []).append(extent)
+            streams += list(by_drive.values())
+        return streams
     # O_DIRECT reads whole 4 KiB blocks: a plain file's last partial block (if any) is left out.
     return [[(p, 0, os.path.getsize(p) // 4096 * 4096)] for p in s.files]
 
@@ -393,6 +411,8 @@ def main():
                     "the DRAM tier against the page cache")
     ap.add_argument("--warm", action="store_true", help="files in the page cache: kvtier's DRAM tier against "
                     "peers reading a warm page cache; ceiling = pinned host-to-device copy")
+    ap.add_argument("--drives", help="comma-separated directories, one per drive: kvtier's store over all of "
+                    "them, rank r's peer files on drive r mod their count (default: everything in --dir)")
     ap.add_argument("--request-size", default="16M", help="kvtier's request size, and fio's (both ceilings)")
     ap.add_argument("--staging", default="0", help="kvtier's staging per rank (0: its default, 128M)")
     ap.add_argument("--fio", default="fio", help="fio executable for the drive's ceiling (cold runs)")
@@ -427,7 +447,7 @@ def main():
         ceilings = [("ceiling (pinned H2D)", measure_h2d, "one pinned host-to-device copy of the same bytes")]
     else:
         s.fio = Fio(args.fio, os.path.join(args.out, "fio"))
-        what = f"{s.fio.version}, io_uring, O_DIRECT, {args.request_size} requests, one job per rank, depth swept on round 0"
+        what = f"{s.fio.version}, io_uring, O_DIRECT, {args.request_size} requests, one stream per rank (kvtier's: per rank and drive), depth swept on round 0"
         ceilings = [("ceiling fio (kvtier's records)", lambda s: measure_fio(s, "kvtier"),
                      f"{what}: replays kvtier's reads"),
                     ("ceiling fio (plain files)", lambda s: measure_fio(s, "plain"), f"{what}: the plain files"),
@@ -457,6 +477,7 @@ def main():
     summary = summarize(rows, s.bytes, machine_cufile)
     with open(os.path.join(args.out, "peers.json"), "w") as f:
         json.dump({"command": " ".join(sys.argv), "warm": args.warm, "cufile": machine_cufile, "gpu": torch.cuda.get_device_name(), "kv_bytes": s.bytes,
+                   "drives": s.drive_dirs,
                    "fio": None if args.warm else {"version": s.fio.version, "depth": s.fio.depth,
                                                   "depth_sweep_gbps": s.fio_sweep},
                    "tokens": args.tokens, "rows": rows, "summary": summary}, f, indent=1)
