@@ -12,6 +12,7 @@
 set -uo pipefail
 source "$(dirname "$0")/h200_common.sh"
 source "$(dirname "$0")/fast_drives.sh"
+# dmsetup: from the image, or unpacked from a .deb in .deps (dmsetup, libdevmapper1.02.1)
 export PATH="/tmp/deps/sbin:$PATH" LD_LIBRARY_PATH="/tmp/deps/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH"
 h200_python_env
 h200_build || exit 1
