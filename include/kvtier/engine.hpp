@@ -56,6 +56,12 @@ struct FileExtent {
   uint64_t length = 0;
 };
 
+/// A record's key in the remote tier and the size of the value a restore expects under it.
+struct RemoteRecordKey {
+  std::string key;
+  uint64_t value_bytes = 0;
+};
+
 /// @brief The kvtier facade: saves a session's KV under chained prefix keys, finds the longest
 /// stored prefix of a token sequence, restores it, evicts it.
 ///
@@ -110,6 +116,12 @@ class KVTIER_EXPORT Engine {
   /// `tokens` is empty), records back to back in one file merged, in the order a restore reads
   /// them: so that an independent tool (fio, dd) can measure the drive on exactly those bytes.
   [[nodiscard]] Result<std::vector<FileExtent>> read_extents(std::span<const Token> tokens = {});
+
+  /// @brief The remote tier's keys of every chunk of `tokens` (whether stored or not), in the
+  /// order a restore asks for them, with each value's expected size: so that an independent
+  /// client can measure the cluster on exactly the values a restore reads. kInvalidArgument
+  /// without a remote tier.
+  [[nodiscard]] Result<std::vector<RemoteRecordKey>> remote_keys(std::span<const Token> tokens);
 
   /// @brief Drops the store files' pages from the page cache (posix_fadvise DONTNEED), so the next
   /// buffered read comes from the device.

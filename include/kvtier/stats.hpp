@@ -89,8 +89,12 @@ struct Stats {
       0;  ///< Records not written behind or not promoted: the queue was full.
   uint64_t remote_write_errors = 0;  ///< Records whose write to the cluster failed.
   uint64_t remote_promoted = 0;      ///< Remote hits copied into the local store.
-  uint64_t drives = 0;               ///< Drives the store spans (1 for a one-directory store).
-  uint64_t drives_offline = 0;       ///< Drives of the store missing or unreadable since open.
+  /// Records queued for the cluster (write-behind) or for the local store (promotion), the one in
+  /// progress included: 0 once every save so far has reached the cluster or been counted as a drop
+  /// or an error.
+  uint64_t remote_pending = 0;
+  uint64_t drives = 0;          ///< Drives the store spans (1 for a one-directory store).
+  uint64_t drives_offline = 0;  ///< Drives of the store missing or unreadable since open.
   uint64_t offline_records =
       0;                      ///< Records on missing drives: kept in the index, misses until back.
   uint64_t drive_misses = 0;  ///< Lookups and restores stopped at a record on a missing drive.

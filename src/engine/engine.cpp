@@ -218,6 +218,9 @@ Result<CeilingResult> Engine::measure_read_ceiling(std::span<const Token> tokens
 Result<std::vector<FileExtent>> Engine::read_extents(std::span<const Token> tokens) {
   return guarded([&] { return impl_->read_extents(tokens); });
 }
+Result<std::vector<RemoteRecordKey>> Engine::remote_keys(std::span<const Token> tokens) {
+  return guarded([&] { return impl_->remote_keys(tokens); });
+}
 Status Engine::drop_page_cache() {
   try {
     return impl_->drop_page_cache();

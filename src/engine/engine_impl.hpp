@@ -88,6 +88,8 @@ class Engine::Impl {
   Result<VerifyReport> verify(const ProgressFn& progress);
   Result<CeilingResult> measure_read_ceiling(std::span<const Token> tokens);
   Result<std::vector<FileExtent>> read_extents(std::span<const Token> tokens);
+  /// The cluster keys and value sizes of `tokens`' chunks (Engine::remote_keys).
+  Result<std::vector<RemoteRecordKey>> remote_keys(std::span<const Token> tokens) const;
   Status drop_page_cache();
   Stats stats() const;
 

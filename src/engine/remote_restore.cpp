@@ -160,6 +160,19 @@ uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, std::span<const Token>
   return intact;
 }
 
+Result<std::vector<RemoteRecordKey>> Engine::Impl::remote_keys(
+    std::span<const Token> tokens) const {
+  KVTIER_EXPECTS(remote_ != nullptr, "remote_keys: the engine has no remote tier");
+  const KvGeometry& g = options_.geometry;
+  const std::vector<Key128> keys = chain_keys(namespace_, tokens, g.chunk_tokens);
+  std::vector<RemoteRecordKey> out;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const uint64_t here = std::min<uint64_t>(g.chunk_tokens, tokens.size() - i * g.chunk_tokens);
+    out.push_back({remote_key(keys[i]), kBlock + g.bytes_for_tokens(here)});
+  }
+  return out;
+}
+
 void Engine::Impl::promote(std::vector<RecordMeta> metas,
                            std::vector<std::vector<std::byte>> values) {
   const uint64_t count = metas.size();

@@ -146,6 +146,7 @@ void RemoteTier::fill_stats(Stats& stats) const {
   {
     std::lock_guard lock(mu_);
     stats.remote = reason_;
+    stats.remote_pending = queued_records_;
   }
   stats.remote_hits = counters.hits;
   stats.remote_absent = counters.absent;

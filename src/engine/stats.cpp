@@ -85,6 +85,8 @@ constexpr StatField kFields[] = {
     counter("remote_write_errors", &Stats::remote_write_errors,
             "records whose write to the cluster failed"),
     counter("remote_promoted", &Stats::remote_promoted, "remote hits copied into the local store"),
+    gauge("remote_pending", &Stats::remote_pending,
+          "records waiting to be written to the cluster or promoted"),
     gauge("drives", &Stats::drives, "drives the store spans"),
     gauge("drives_offline", &Stats::drives_offline,
           "drives of the store missing or unreadable since open"),
