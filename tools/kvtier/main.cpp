@@ -16,6 +16,7 @@
 #include "cli_common.hpp"
 #include "seed/rank_worker.hpp"
 #include "seed/seed_bench.hpp"
+#include "shared/shared_bench.hpp"
 
 namespace {
 
@@ -119,8 +120,12 @@ void BenchCommand::add_to(CLI::App& app) {
   cmd = app.add_subcommand("bench", "Save and restore sessions against the drive's read ceiling");
   // The I/O path of each restore is what --paths names, and a DRAM tier only what --dram-bytes
   // gives the seed workload's dram configuration: --io and --dram would change nothing.
-  flags.add_to(
-      *cmd, {.tenant = true, .layout = true, .io_path = false, .io_tuning = true, .dram = false});
+  flags.add_to(*cmd, {.tenant = true,
+                      .layout = true,
+                      .io_path = false,
+                      .io_tuning = true,
+                      .dram = false,
+                      .remote = true});
   cmd->get_option("--store")->description(
       "Where the benchmark's stores are made (pairs: <DIR>/bench-<pid>; seed: "
       "<DIR>/seed-chunk<N>), deleted "
@@ -132,8 +137,10 @@ void BenchCommand::add_to(CLI::App& app) {
       ->default_str("auto");
   cmd->add_option("--workload", workload,
                   "pairs: restore/ceiling pairs in this process (host memory); seed: the reference "
-                  "evaluation (unique then repeat phase, one process per rank, Table 1, figures)")
-      ->check(CLI::IsMember({"pairs", "seed"}));
+                  "evaluation (unique then repeat phase, one process per rank, Table 1, figures); "
+                  "shared: node A saves into a Redis Cluster (--remote), node B restores from it, "
+                  "against a raw GET ceiling and its own store")
+      ->check(CLI::IsMember({"pairs", "seed", "shared"}));
   sessions_opt = cmd->add_option("--sessions", bench.sessions,
                                  "Sessions (pairs; seed: unique prompts, default 20)")
                      ->transform(whole_number(1, kMaxBenchSessions));
@@ -147,20 +154,24 @@ void BenchCommand::add_to(CLI::App& app) {
       ->transform(whole_number(1, kMaxTokens));
   cmd->add_option("--seed", bench.seed, "Seed of the workload (token ids and session lengths)")
       ->transform(whole_number(0, kMaxSeed));
-  cmd->add_option("--repeat", bench.repeat, "pairs: restore/ceiling pairs per session and path")
+  cmd->add_option(
+         "--repeat", bench.repeat,
+         "pairs: restore/ceiling pairs per session and path; shared: rounds of (a) cluster, (b) "
+         "ceiling, (c) local per session")
       ->transform(whole_number(1, kMaxCount));
   paths_opt = cmd->add_option(
       "--paths", bench.paths,
       "Configurations, comma-separated. pairs: direct, buffered; seed: posix, gds, dram, "
       "buffered (default all four)");
-  cmd->add_option("--ranks", seed.ranks, "seed: tensor-parallel ranks, one process each")
+  cmd->add_option("--ranks", seed.ranks,
+                  "seed, shared: tensor-parallel ranks, one process each (per node)")
       ->transform(whole_number(1, 8));
   cmd->add_option("--chunk-sweep", seed.chunk_sweep,
                   "seed: more chunk sizes to run the --sweep-paths at, e.g. "
                   "64,1024 (default: none)");
   cmd->add_option("--sweep-paths", seed.sweep_paths, "seed: configurations of the chunk sweep");
   cmd->add_option("--device", seed.device,
-                  "seed: where the paged KV cache lives: auto, cuda or host");
+                  "seed, shared: where the paged KV cache lives: auto, cuda or host");
   cmd->add_option(
       "--dram-bytes", seed.dram_bytes,
       "seed: DRAM tier per rank for the dram configuration (auto: the working set, at most 60% of "
@@ -174,7 +185,8 @@ void BenchCommand::add_to(CLI::App& app) {
                   "during restores "
                   "(0: none)")
       ->transform(whole_number(0, 1024));
-  cmd->add_option("--out", seed.out, "seed: output directory")->default_str("kvtier-seed-<time>");
+  cmd->add_option("--out", seed.out, "seed, shared: output directory")
+      ->default_str("kvtier-seed-<time>, kvtier-shared-<time>");
   cmd->add_flag("--no-report", no_report, "seed: skip the figures and report (seed_report.py)");
   cmd->add_option("--json", bench.json,
                   "pairs: write results as JSON to this file (default: none)");
@@ -191,7 +203,13 @@ void BenchCommand::add_to(CLI::App& app) {
 }
 
 int BenchCommand::run(int argc, char** argv) {
-  if (workload != "seed") {
+  if (workload != "shared" && !flags.remote.empty()) {
+    return report({kvtier::ErrorCode::kInvalidArgument,
+                   "bench: --remote is for --workload shared (the other workloads have no remote "
+                   "tier)"},
+                  "bench");
+  }
+  if (workload != "seed" && workload != "shared") {
     if (flags.root.find(',') != std::string::npos) {
       return report(
           {kvtier::ErrorCode::kInvalidArgument,
@@ -220,6 +238,12 @@ int BenchCommand::run(int argc, char** argv) {
   seed.report = !no_report;
   std::string command_line;
   for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
+  if (workload == "shared") {
+    kvtier::shared::SharedFlags shared{seed.sessions, seed.tokens_min, seed.tokens_max, seed.seed,
+                                       seed.ranks,    bench.repeat,    seed.device,     seed.out,
+                                       seed.keep,     seed.report};
+    return kvtier::shared::run_shared_bench(self_executable(argv[0]), flags, shared, command_line);
+  }
   return kvtier::seed::run_seed_bench(self_executable(argv[0]), flags, seed, command_line);
 }
 

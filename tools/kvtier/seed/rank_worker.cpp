@@ -2,8 +2,12 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #include "rank_worker.hpp"
 
+#include <sys/resource.h>
+
 #include <chrono>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -11,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_kv.hpp"
+#include "raw_get.hpp"
 #include "synthetic.hpp"
 
 namespace kvtier::seed {
@@ -21,6 +26,14 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+/// This process's CPU time, every thread: what kvtier costs a node per restore.
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
 }
 
 class Worker {
@@ -45,20 +58,22 @@ class Worker {
   Json handle(const Json& cmd) {
     const std::string op = cmd.value("op", "");
     if (op.ends_with("_many")) return handle_many(op, cmd);
-    if (op == "open")
-      return open(cmd.value("path", "direct"), cmd.value("dram_bytes", uint64_t{0}));
+    if (op == "open" || op == "open_local") return open(cmd, op == "open_local");
     if (op == "poison") return done(single().poison());
-    if (op == "drop") return engine_ ? done(engine_->drop_page_cache()) : Json{{"ok", true}};
-    if (!engine_)
-      return error({ErrorCode::kInvalidArgument, fmt::format("'{}' before 'open'", op)});
+    // "engine": "local" picks the second engine (open_local) where both are open.
+    std::unique_ptr<Engine>& engine = cmd.value("engine", "") == "local" ? local_ : engine_;
+    if (op == "drop") return engine ? done(engine->drop_page_cache()) : Json{{"ok", true}};
+    if (!engine) return error({ErrorCode::kInvalidArgument, fmt::format("'{}' before 'open'", op)});
     const auto ids =
         synthetic::tokens(cmd.value("seed", uint64_t{0}), cmd.value("tokens", uint64_t{0}));
-    if (op == "prefill_save") return prefill_save(ids);
-    if (op == "restore") return restore(ids, ids.size());
+    if (op == "prefill_save") return prefill_save(*engine, ids);
+    if (op == "restore") return restore(*engine, ids, ids.size());
+    if (op == "remote_drain") return remote_drain(*engine);
+    if (op == "remote_ceiling") return remote_ceiling(ids);
     if (op == "warm") {  // first-use costs (CUDA, pinned staging, cuFile, the copy buffers) outside
                          // windows
       if (auto c = single().copy_ceiling(0); !c) return error(c.error());
-      return restore(ids, std::min<size_t>(ids.size(), geometry_.chunk_tokens));
+      return restore(*engine, ids, std::min<size_t>(ids.size(), geometry_.chunk_tokens));
     }
     if (op == "check") {
       auto bad = single().first_mismatch(ids);
@@ -91,48 +106,127 @@ class Worker {
   }
   static Json done(const Status& st) { return st.ok() ? Json{{"ok", true}} : error(st); }
 
-  Json open(const std::string& path, uint64_t dram_bytes) {
-    engine_.reset();  // one engine per rank store at a time (the store is locked)
+  // "open": the engine of --store, with the remote tier when "remote" is true ("promote": false
+  // keeps cluster hits out of the local store, so every restore of a session reads the cluster).
+  // "open_local" (local=true): a second engine on a store of its own (each --store directory plus
+  // "-local"), never remote, for the same sessions restored from this node's drive.
+  Json open(const Json& cmd, bool local) {
+    std::unique_ptr<Engine>& slot = local ? local_ : engine_;
+    slot.reset();  // one engine per rank store at a time (the store is locked)
     cli::StoreFlags flags = args_.store;
-    flags.io = path;
+    flags.io = cmd.value("path", "direct");
+    if (local) {
+      std::string roots;
+      std::stringstream in(flags.root);
+      for (std::string dir; std::getline(in, dir, ',');)
+        roots += (roots.empty() ? "" : ",") + dir + "-local";
+      flags.root = roots;
+    }
+    if (local || !cmd.value("remote", false)) flags.remote.clear();
     auto options = flags.options(true);
     if (!options) return error(options.error());
-    options->dram_bytes = dram_bytes;
-    if (auto r = options->resolved()) request_bytes_ = r->io_request_bytes;
+    options->dram_bytes = cmd.value("dram_bytes", uint64_t{0});
+    // A hit that would pass the promotion queue's byte bound is served, not promoted: one byte
+    // (0 is refused) passes every record.
+    if (!cmd.value("promote", true)) options->remote.queue_bytes = 1;
+    if (auto r = options->resolved()) {
+      request_bytes_ = r->io_request_bytes;
+      if (!local) options_ = *r;
+    }
     auto engine = Engine::open(*options);
     if (!engine) return error(engine.error());
-    engine_ = std::move(*engine);
-    const Stats s = engine_->stats();
-    return Json{{"ok", true}, {"io_engine", s.io_engine}, {"fallback", s.io_fallback}};
+    slot = std::move(*engine);
+    const Stats s = slot->stats();
+    return Json{{"ok", true},
+                {"io_engine", s.io_engine},
+                {"fallback", s.io_fallback},
+                {"remote", s.remote},
+                {"staging_bytes", options_.staging_bytes},
+                {"connections_per_node", options_.remote.connections_per_node}};
   }
 
-  Json prefill_save(std::span<const Token> ids) {
+  /// Waits until everything saved so far has been written behind to the cluster (or dropped or
+  /// failed, which the reply counts).
+  Json remote_drain(Engine& engine) {
+    const auto t0 = Clock::now();
+    Stats s = engine.stats();
+    while (s.remote_pending > 0) {
+      if (since(t0) > 3600)
+        return error({ErrorCode::kIo, "remote_drain: write-behind still pending after an hour"});
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      s = engine.stats();
+    }
+    return Json{{"ok", true},
+                {"seconds", since(t0)},
+                {"remote", s.remote},
+                {"remote_writes", s.remote_writes},
+                {"remote_write_drops", s.remote_write_drops},
+                {"remote_write_errors", s.remote_write_errors}};
+  }
+
+  /// The raw GET ceiling (raw_get.hpp) on exactly the keys a restore of `ids` asks for, with the
+  /// engine's connections per node and bytes in flight: two batches of half the staging pool.
+  Json remote_ceiling(std::span<const Token> ids) {
+    auto keys = engine_->remote_keys(ids);
+    if (!keys) return error(keys.error());
+    if (!raw_) {
+      shared::RawGetConfig config{args_.store.remote, remote_password(),
+                                  options_.remote.connections_per_node};
+      auto raw = shared::RawGet::create(config);
+      if (!raw) return error(raw.error());
+      raw_ = std::move(*raw);
+    }
+    const uint64_t value = keys->empty() ? 1 : keys->front().value_bytes;
+    const uint64_t batch = std::max<uint64_t>(1, options_.staging_bytes / 2 / value);
+    auto r = raw_->run(*keys, 2 * batch);
+    if (!r) return error(r.error());
+    return Json{{"ok", true},          {"seconds", r->seconds},         {"bytes", r->bytes},
+                {"values", r->values}, {"cpu_seconds", r->cpu_seconds}, {"nodes", r->nodes},
+                {"depth", r->depth}};
+  }
+
+  std::string remote_password() const {
+    std::string password;
+    if (!args_.store.remote_password_env.empty()) {
+      const char* v = std::getenv(args_.store.remote_password_env.c_str());
+      password = v != nullptr ? v : "";
+    } else if (!args_.store.remote_password_file.empty()) {
+      std::ifstream in(args_.store.remote_password_file);
+      std::getline(in, password);
+    }
+    return password;
+  }
+
+  Json prefill_save(Engine& engine, std::span<const Token> ids) {
     auto t0 = Clock::now();
     if (Status st = single().prefill(ids); !st.ok()) return error(st);
     const double prefill_s = since(t0);
     t0 = Clock::now();
-    auto saved = engine_->save(ids, single().view());
+    auto saved = engine.save(ids, single().view());
     if (!saved) return error(saved.error());
     return Json{{"ok", true},
                 {"prefill_seconds", prefill_s},
                 {"save_seconds", since(t0)},
                 {"chunks_written", saved->chunks_written},
                 {"bytes_written", saved->bytes_written},
-                {"dram_records", engine_->stats().dram_records}};
+                {"dram_records", engine.stats().dram_records}};
   }
 
   // Lookup to all KV in place and verified (kvtier checks every payload checksum where it lands).
-  Json restore(std::span<const Token> ids, size_t n) {
-    const Stats before = engine_->stats();
+  Json restore(Engine& engine, std::span<const Token> ids, size_t n) {
+    const Stats before = engine.stats();
+    const double cpu0 = cpu_seconds();
     auto t0 = Clock::now();
-    auto hit = engine_->lookup(ids.first(n));
+    auto hit = engine.lookup(ids.first(n));
     if (!hit) return error(hit.error());
-    auto r = engine_->restore(ids.first(n), single().view());
+    auto r = engine.restore(ids.first(n), single().view());
     const double seconds = since(t0);
+    const double cpu = cpu_seconds() - cpu0;
     if (!r) return error(r.error());
-    const Stats after = engine_->stats();
+    const Stats after = engine.stats();
     return Json{{"ok", true},
                 {"seconds", seconds},
+                {"cpu_seconds", cpu},
                 {"lookup_tokens", *hit},
                 {"tokens_restored", r->tokens_restored},
                 {"kv_bytes", geometry_.bytes_for_tokens(r->tokens_restored)},
@@ -141,6 +235,11 @@ class Worker {
                 {"checksum_misses", r->checksum_misses},
                 {"problem", r->problem},
                 {"dram_hits", after.dram_hits - before.dram_hits},
+                {"remote_hits", after.remote_hits - before.remote_hits},
+                {"remote_misses", (after.remote_absent - before.remote_absent) +
+                                      (after.remote_errors - before.remote_errors) +
+                                      (after.remote_rejected - before.remote_rejected)},
+                {"remote", after.remote},
                 {"via_gds", after.gds_restores > before.gds_restores},
                 {"gds", after.gds},
                 {"fallback", after.io_fallback}};
@@ -210,13 +309,16 @@ class Worker {
   std::unique_ptr<BenchKv> kv_;
   std::vector<std::unique_ptr<BenchKv>> caches_;
   std::unique_ptr<Engine> engine_;
-  uint64_t request_bytes_ = 0;  // the engine's read request size, which fio reads in too
+  std::unique_ptr<Engine> local_;        // open_local's engine
+  Options options_;                      // engine_'s, resolved
+  std::unique_ptr<shared::RawGet> raw_;  // the raw GET ceiling's connections, kept across rounds
+  uint64_t request_bytes_ = 0;           // the engine's read request size, which fio reads in too
 };
 
 }  // namespace
 
 void add_rank_flags(CLI::App& cmd, RankArgs& args) {
-  args.store.add_to(cmd);
+  args.store.add_to(cmd, {.remote = true});
   cmd.add_option("--max-tokens", args.max_tokens, "Capacity of the rank's paged KV cache")
       ->required()
       ->transform(cli::whole_number(1, cli::kMaxTokens));

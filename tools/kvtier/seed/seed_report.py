@@ -5,6 +5,7 @@
 
 Usage: seed_report.py <run directory>   (kvtier bench --workload seed runs it at the end)
 Writes fig1_disk_read.png .. fig5_cpu.png, fig6_chunk_sweep.png (when swept) and report.md.
+A shared run's directory (shared.json, bench --workload shared) gets fig_shared.png and report.md.
 """
 import json
 import sys
@@ -168,8 +169,31 @@ def concurrency_report(run, data):
     print(f"report: {run / 'report.md'} and {len(names)} figures")
 
 
+def shared_report(run, data):
+    w = data["workload"]
+    names = {"cluster": "(a) from the cluster", "ceiling": "(b) raw GET ceiling", "local": "(c) own store"}
+    rows = [dict(s, config=names.get(s["config"], s["config"])) for s in data["summary"]]
+    for r in rows:
+        r["cpu_ms_per_gb"] = r["cpu_core_s_per_gb"] * 1000
+    common = (f"Medians of {w['rounds']} round(s) x {w['sessions']} session(s) of {w['tokens_min']}-{w['tokens_max']} "
+              f"tokens ({w['model']}, TP {w['ranks']}); KV into {data['machine']['device']}.")
+    bar_figure(run / "fig_shared.png", rows, "gbps", "Node B's restore of node A's sessions",
+               "Session KV bytes over the slowest rank's time; the ceiling GETs the same values over the same "
+               "connections without verifying or placing them. " + common, "GB/s", {})
+    bar_figure(run / "fig_shared_cpu.png", rows, "cpu_ms_per_gb", "Node B's CPU per GB restored",
+               "Process CPU time (getrusage, every thread) of node B's rank processes; the cluster's servers "
+               "are not counted. " + common, "core-ms/GB", {}, "{:.0f}")
+    lines = ["# kvtier shared (two nodes, one Redis Cluster)", "", f"Command: `{data.get('command', '')}`", "",
+             (run / "table.md").read_text(), "", "![fig_shared](fig_shared.png)", "",
+             "![fig_shared_cpu](fig_shared_cpu.png)"]
+    (run / "report.md").write_text("\n".join(lines) + "\n")
+    print(f"report: {run / 'report.md'} and 2 figures")
+
+
 def main():
     run = Path(sys.argv[1])
+    if (run / "shared.json").exists() and not (run / "seed.json").exists():
+        return shared_report(run, json.loads((run / "shared.json").read_text()))
     data = json.loads((run / "seed.json").read_text())
     if data.get("mode") == "concurrency":
         return concurrency_report(run, data)
