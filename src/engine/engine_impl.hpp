@@ -188,9 +188,8 @@ class Engine::Impl {
                         std::span<const Key128> keys, const KvTarget& destination,
                         RestoreResult& result);
   /// Copies verified remote records (header + payload) into the local store, in the background.
-  void promote(std::vector<RecordMeta> metas, std::vector<std::vector<std::byte>> values);
-  Status promote_now(std::span<const RecordMeta> metas,
-                     std::span<const std::vector<std::byte>> values);
+  void promote(std::vector<RecordMeta> metas, std::vector<remote::OwnedValue> values);
+  Status promote_now(std::span<const RecordMeta> metas, std::span<const remote::OwnedValue> values);
   /// Queues the durable records of a save for the cluster; never blocks.
   void write_behind(std::span<const RecordMeta> records);
   void write_behind_now(std::span<const Key128> keys);

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // Restores from the remote tier: the chunks past the local prefix, fetched in pipelined batches no
-// larger than the staging pool, checked like a record read from disk (header for this key and
-// geometry, then the payload checksum where it lands), and promoted into the local store in the
-// background.
+// larger than the staging pool, each value copied once out of hiredis's read buffer into a reused
+// buffer of the tier's arena (bounded by the staging pool's size), checked like a record read from
+// disk (header for this key and geometry, then the payload checksum where it lands), and promoted
+// into the local store in the background.
 #include <cstring>
 #include <functional>
 #include <future>
@@ -22,7 +23,7 @@ namespace kvtier {
 /// block then its payload (no padding).
 struct Engine::Impl::RemoteFetch {
   struct Value {
-    std::vector<std::byte> bytes;
+    remote::OwnedValue value;  // the reply itself: no copy between the socket and placement
     bool arrived = false;
   };
   size_t begin = 0;
@@ -35,18 +36,22 @@ namespace {
 
 using RemoteFetch = Engine::Impl::RemoteFetch;
 
-RemoteFetch fetch(remote::ClusterClient& client, std::span<const Key128> keys, size_t begin,
-                  size_t stop) {
+RemoteFetch fetch(remote::ClusterClient& client, RemoteArena& arena, std::span<const Key128> keys,
+                  size_t begin, size_t stop) {
   RemoteFetch f;
   f.begin = begin;
   f.stop = stop;
   std::vector<std::string> names;
   for (size_t i = begin; i < stop; ++i) names.push_back(remote_key(keys[i]));
   f.values.resize(names.size());
-  f.outcomes = client.get(names, [&f](size_t i, std::span<const std::byte> bytes) {
-    f.values[i].bytes.assign(bytes.begin(), bytes.end());
-    f.values[i].arrived = true;
-  });
+  const remote::ValueAllocator allocate = [&arena](size_t, size_t len) { return arena.lend(len); };
+  f.outcomes = client.get_owned(
+      names,
+      [&f](size_t i, remote::OwnedValue value) {
+        f.values[i].value = std::move(value);
+        f.values[i].arrived = true;
+      },
+      &allocate);
   return f;
 }
 
@@ -54,9 +59,10 @@ RemoteFetch fetch(remote::ClusterClient& client, std::span<const Key128> keys, s
 std::optional<RecordMeta> check_value(const RemoteFetch::Value& value, const Key128& want,
                                       uint32_t tokens, const KvGeometry& g) {
   const uint64_t payload = g.bytes_for_tokens(tokens);
-  if (!value.arrived || value.bytes.size() != kBlock + payload) return std::nullopt;
+  const std::span<const std::byte> bytes = value.value.bytes;
+  if (!value.arrived || bytes.size() != kBlock + payload) return std::nullopt;
   RecordMeta got;
-  if (!decode_header(std::span(value.bytes).first(kBlock), g, got).ok()) return std::nullopt;
+  if (!decode_header(bytes.first(kBlock), g, got).ok()) return std::nullopt;
   if (got.key != want || got.token_count != tokens || got.payload_bytes != payload)
     return std::nullopt;
   return got;
@@ -85,10 +91,13 @@ uint64_t Engine::Impl::restore_from_remote(std::span<const Token> tokens, size_t
   const uint64_t window =
       std::max<uint64_t>(1, data_->staging().slot_bytes() * data_->staging().slot_count() / 2 /
                                 (kBlock + g.bytes_for_tokens(g.chunk_tokens)));
+  const uint64_t pool_bytes = data_->staging().slot_bytes() * data_->staging().slot_count();
+  const std::shared_ptr<RemoteArena> arena =
+      remote_->arena(kBlock + g.bytes_for_tokens(g.chunk_tokens), pool_bytes);
   uint64_t served = 0;
   auto start = [&](size_t begin) {
-    return std::async(std::launch::async, fetch, std::ref(*client), std::span<const Key128>(keys),
-                      begin, std::min<size_t>(end, begin + window));
+    return std::async(std::launch::async, fetch, std::ref(*client), std::ref(*arena),
+                      std::span<const Key128>(keys), begin, std::min<size_t>(end, begin + window));
   };
   std::future<RemoteFetch> next = start(first_chunk);
   for (size_t begin = first_chunk; begin < end; begin += window) {
@@ -135,7 +144,7 @@ uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, std::span<const Token>
     }
     metas.push_back(*meta);
     located.push_back({*meta, nullptr});  // no file: the payload is in host memory
-    payloads.push_back(std::span<const std::byte>(values[j].bytes).subspan(kBlock));
+    payloads.push_back(values[j].value.bytes.subspan(kBlock));
     first_tokens.push_back(first);
   }
   if (payloads.empty()) return 0;
@@ -154,8 +163,8 @@ uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, std::span<const Token>
   remote_->counters.hits += intact;
   for (size_t j = 0; j < intact; ++j) result.tokens_restored += metas[j].token_count;
   metas.resize(intact);
-  std::vector<std::vector<std::byte>> verified;
-  for (size_t j = 0; j < intact; ++j) verified.push_back(std::move(values[j].bytes));
+  std::vector<remote::OwnedValue> verified;
+  for (size_t j = 0; j < intact; ++j) verified.push_back(std::move(values[j].value));
   promote(std::move(metas), std::move(verified));
   return intact;
 }
@@ -173,12 +182,11 @@ Result<std::vector<RemoteRecordKey>> Engine::Impl::remote_keys(
   return out;
 }
 
-void Engine::Impl::promote(std::vector<RecordMeta> metas,
-                           std::vector<std::vector<std::byte>> values) {
+void Engine::Impl::promote(std::vector<RecordMeta> metas, std::vector<remote::OwnedValue> values) {
   const uint64_t count = metas.size();
   if (count == 0) return;
   uint64_t bytes = 0;
-  for (const auto& v : values) bytes += v.size();
+  for (const auto& v : values) bytes += v.bytes.size();
   remote_->post(count, bytes, [this, metas = std::move(metas), values = std::move(values)] {
     Status st = promote_now(metas, values);
     if (st.ok()) {
@@ -191,13 +199,13 @@ void Engine::Impl::promote(std::vector<RecordMeta> metas,
 }
 
 Status Engine::Impl::promote_now(std::span<const RecordMeta> fetched,
-                                 std::span<const std::vector<std::byte>> values) {
+                                 std::span<const remote::OwnedValue> values) {
   std::vector<RecordMeta> records;
-  std::vector<const std::vector<std::byte>*> bytes;
+  std::vector<const std::byte*> bytes;
   for (size_t i = 0; i < fetched.size(); ++i) {
     if (store_->contains(fetched[i].key)) continue;  // saved or promoted meanwhile
     records.push_back(fetched[i]);
-    bytes.push_back(&values[i]);
+    bytes.push_back(values[i].bytes.data());
   }
   if (records.empty()) return {};
   std::vector<uint64_t> sizes;
@@ -214,7 +222,7 @@ Status Engine::Impl::promote_now(std::span<const RecordMeta> fetched,
     const std::span<std::byte> record = buffer.span().first(m.record_bytes());
     // A header of this store's own (its sequence), the payload as it verified, zero padding.
     encode_header(m, options_.geometry, namespace_, record.first(kBlock));
-    std::memcpy(record.data() + kBlock, bytes[i]->data() + kBlock, m.payload_bytes);
+    std::memcpy(record.data() + kBlock, bytes[i] + kBlock, m.payload_bytes);
     std::memset(record.data() + kBlock + m.payload_bytes, 0,
                 record.size() - kBlock - m.payload_bytes);
     written = pwrite_full(placements[i].file->fd.get(), record, m.offset);

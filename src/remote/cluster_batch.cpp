@@ -54,10 +54,22 @@ struct ReplyHandler {
   RoundResult& result;
   const Endpoint& asked;
 
-  void handle(const Item& item, const redisReply& reply) {
+  void handle(const Item& item, ReplyPtr& owned, ValueBuffer& landed) {
+    const redisReply& reply = *owned;
     KeyOutcome& outcome = out[item.index];
     if (reply.type == REDIS_REPLY_STRING && request.op == Request::Op::kGet) {
-      (*request.sink)(item.index, std::as_bytes(std::span(reply.str, reply.len)));
+      if (reply.str == nullptr && request.owned_sink != nullptr) {  // landed in caller memory
+        (*request.owned_sink)(item.index, OwnedValue{landed.bytes, std::move(landed.owner)});
+        outcome = KeyOutcome{KeyState::kDone, {}};
+        return;
+      }
+      const auto bytes = std::as_bytes(std::span(reply.str, reply.len));
+      if (request.owned_sink != nullptr) {
+        (*request.owned_sink)(item.index,
+                              OwnedValue{bytes, std::shared_ptr<const void>(std::move(owned))});
+      } else {
+        (*request.sink)(item.index, bytes);
+      }
       outcome = KeyOutcome{KeyState::kDone, {}};
     } else if (reply.type == REDIS_REPLY_NIL) {
       outcome = KeyOutcome{KeyState::kAbsent, {}};
@@ -138,12 +150,15 @@ RoundResult ClusterClient::Impl::send(NodePool& pool, std::span<const Item> item
         return lost(i, asking.error());
       }
     }
-    auto reply = (*connection)->read();
+    ValueBuffer landed;
+    auto reply = request.allocate != nullptr
+                     ? (*connection)->read_value(*request.allocate, items[i].index, landed)
+                     : (*connection)->read();
     if (!reply) {
       pool.release(std::move(*connection));
       return lost(i, reply.error());
     }
-    handler.handle(items[i], **reply);
+    handler.handle(items[i], *reply, landed);
   }
   pool.release(std::move(*connection));
   return result;

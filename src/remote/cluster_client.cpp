@@ -134,6 +134,17 @@ std::vector<KeyOutcome> ClusterClient::get(std::span<const std::string> keys,
   return impl_->run(request);
 }
 
+std::vector<KeyOutcome> ClusterClient::get_owned(std::span<const std::string> keys,
+                                                 const OwnedValueSink& sink,
+                                                 const ValueAllocator* allocate) {
+  Request request;
+  request.op = Request::Op::kGet;
+  request.keys = keys;
+  request.owned_sink = &sink;
+  request.allocate = allocate;
+  return impl_->run(request);
+}
+
 std::vector<KeyOutcome> ClusterClient::set(std::span<const std::string> keys,
                                            std::span<const std::span<const std::byte>> values,
                                            std::chrono::milliseconds ttl) {

@@ -44,6 +44,25 @@ struct KeyOutcome {
 /// concurrently for different indexes). The bytes are valid only during the call.
 using ValueSink = std::function<void(size_t index, std::span<const std::byte> value)>;
 
+/// A GET's value where the client received it, handed over without a copy: `bytes` stay valid as
+/// long as `owner` (the reply) is held.
+struct OwnedValue {
+  std::span<const std::byte> bytes;
+  std::shared_ptr<const void> owner;
+};
+/// Receives a GET's value to keep; called as a ValueSink is.
+using OwnedValueSink = std::function<void(size_t index, OwnedValue value)>;
+
+/// Memory for a GET's value: exactly `len` writable bytes and what keeps them, or an empty span.
+struct ValueBuffer {
+  std::span<std::byte> bytes;
+  std::shared_ptr<const void> owner;
+};
+/// Where the value of key `index`, `len` bytes long, should land as it is parsed off the socket
+/// (one copy, out of hiredis's read buffer); an empty span lets hiredis allocate it as usual.
+/// Called from worker threads, concurrently.
+using ValueAllocator = std::function<ValueBuffer(size_t index, size_t len)>;
+
 struct ClientCounters {
   uint64_t moved = 0;      // MOVED redirections followed
   uint64_t ask = 0;        // ASK redirections followed
@@ -70,6 +89,11 @@ class ClusterClient {
   /// GETs every key; each found value goes to `sink`.
   [[nodiscard]] std::vector<KeyOutcome> get(std::span<const std::string> keys,
                                             const ValueSink& sink);
+  /// GETs every key; each found value goes to `sink` as the reply holding it (no copy), for a
+  /// caller that keeps values past the call (a restore checks, places and promotes them).
+  [[nodiscard]] std::vector<KeyOutcome> get_owned(std::span<const std::string> keys,
+                                                  const OwnedValueSink& sink,
+                                                  const ValueAllocator* allocate = nullptr);
   /// SETs keys[i] to values[i], with a time to live when ttl > 0.
   [[nodiscard]] std::vector<KeyOutcome> set(std::span<const std::string> keys,
                                             std::span<const std::span<const std::byte>> values,

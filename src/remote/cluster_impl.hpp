@@ -22,7 +22,9 @@ struct Request {
   std::span<const std::string> keys;
   std::span<const std::span<const std::byte>> values;  // kSet only
   std::string ttl_ms;                                  // kSet only; "" = no expiry
-  const ValueSink* sink = nullptr;                     // kGet only
+  const ValueSink* sink = nullptr;                     // kGet: sink or owned_sink
+  const OwnedValueSink* owned_sink = nullptr;
+  const ValueAllocator* allocate = nullptr;  // kGet with owned_sink: where values land
 };
 
 /// A key still to send; `ask` is the node an ASK redirection named for this one attempt.

@@ -3,6 +3,8 @@
 #include "remote/connection.hpp"
 
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include <fmt/format.h>
@@ -52,7 +54,39 @@ Result<std::unique_ptr<Connection>> Connection::open(const Endpoint& endpoint,
   return connection;
 }
 
+Connection::Connection(redisContext* context, Endpoint endpoint)
+    : context_(context), endpoint_(std::move(endpoint)), hook_(std::make_unique<ReaderHook>()) {
+  // The reader's constructors are swapped for ones that can land a GET's value in caller memory;
+  // everything else they build as before.
+  if (context_->reader != nullptr && context_->reader->fn != nullptr) {
+    hook_->original = context_->reader->fn;
+    hook_->functions = *hook_->original;
+    hook_->functions.createString = &Connection::create_string;
+    context_->reader->fn = &hook_->functions;
+    context_->reader->privdata = hook_.get();
+  }
+}
+
 Connection::~Connection() { redisFree(context_); }
+
+void* Connection::create_string(const redisReadTask* task, char* str, size_t len) {
+  auto* hook = static_cast<ReaderHook*>(task->privdata);
+  if (hook->allocate != nullptr && task->parent == nullptr && task->type == REDIS_REPLY_STRING) {
+    ValueBuffer buffer = (*hook->allocate)(hook->index, len);
+    if (buffer.bytes.size() == len) {
+      // A reply without str (freeReplyObject frees a null str as nothing); the bytes are in
+      // `landed` until read_value() hands them over.
+      auto* reply = static_cast<redisReply*>(std::calloc(1, sizeof(redisReply)));
+      if (reply == nullptr) return nullptr;
+      reply->type = REDIS_REPLY_STRING;
+      reply->len = len;
+      if (len > 0) std::memcpy(buffer.bytes.data(), str, len);
+      hook->landed = std::move(buffer);
+      return reply;
+    }
+  }
+  return hook->original->createString(task, str, len);
+}
 
 Status Connection::context_error(std::string_view what) {
   broken_ = true;
@@ -89,6 +123,18 @@ Result<ReplyPtr> Connection::read() {
     return fail(context_error("read"));
   }
   return ReplyPtr(static_cast<redisReply*>(reply));
+}
+
+Result<ReplyPtr> Connection::read_value(const ValueAllocator& allocate, size_t index,
+                                        ValueBuffer& landed) {
+  if (hook_->original == nullptr) return read();
+  hook_->allocate = &allocate;
+  hook_->index = index;
+  auto reply = read();
+  hook_->allocate = nullptr;
+  landed = std::move(hook_->landed);
+  hook_->landed = {};
+  return reply;
 }
 
 Result<ReplyPtr> Connection::command(std::span<const std::string_view> argv) {

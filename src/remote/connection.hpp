@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "kvtier/status.hpp"
+#include "remote/cluster_client.hpp"
 #include "remote/endpoint.hpp"
 
 namespace kvtier::remote {
@@ -39,6 +40,11 @@ class Connection {
   [[nodiscard]] Status append(std::span<const std::string_view> argv);
   /// Sends what is queued (first call) and reads the next reply.
   [[nodiscard]] Result<ReplyPtr> read();
+  /// Reads the next reply, which answers a GET of key `index`: a value goes into the memory
+  /// `allocate` gives for it, handed back in `landed`, and the reply's str is null; where it gives
+  /// none, the reply holds the value as read() does.
+  [[nodiscard]] Result<ReplyPtr> read_value(const ValueAllocator& allocate, size_t index,
+                                            ValueBuffer& landed);
   /// append() then read().
   [[nodiscard]] Result<ReplyPtr> command(std::span<const std::string_view> argv);
 
@@ -46,11 +52,22 @@ class Connection {
   [[nodiscard]] const Endpoint& endpoint() const { return endpoint_; }
 
  private:
-  Connection(redisContext* context, Endpoint endpoint)
-      : context_(context), endpoint_(std::move(endpoint)) {}
+  Connection(redisContext* context, Endpoint endpoint);
   Status context_error(std::string_view what);
 
+  /// hiredis's reply constructors, but top-level string replies land where `allocate` says
+  /// (reader_hook.cpp). Reached through the reader's privdata, which points here.
+  struct ReaderHook {
+    const redisReplyObjectFunctions* original = nullptr;
+    redisReplyObjectFunctions functions{};
+    const ValueAllocator* allocate = nullptr;  // set only during read_value()
+    size_t index = 0;
+    ValueBuffer landed;
+  };
+  static void* create_string(const redisReadTask* task, char* str, size_t len);
+
   redisContext* context_;
+  std::unique_ptr<ReaderHook> hook_;
   Endpoint endpoint_;
   bool broken_ = false;
 };

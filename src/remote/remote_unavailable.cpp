@@ -21,6 +21,11 @@ std::vector<KeyOutcome> ClusterClient::get(std::span<const std::string> keys,
                                            const ValueSink& /*sink*/) {
   return std::vector<KeyOutcome>(keys.size());
 }
+std::vector<KeyOutcome> ClusterClient::get_owned(std::span<const std::string> keys,
+                                                 const OwnedValueSink& /*sink*/,
+                                                 const ValueAllocator* /*allocate*/) {
+  return std::vector<KeyOutcome>(keys.size());
+}
 std::vector<KeyOutcome> ClusterClient::set(std::span<const std::string> keys,
                                            std::span<const std::span<const std::byte>> /*values*/,
                                            std::chrono::milliseconds /*ttl*/) {
