@@ -8,12 +8,35 @@ for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
 export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 # fio (bench/gpu/build_fio.sh): the benchmarks' independent ceiling.
 [ -x .deps/fio ] && export PATH="$PWD/.deps:$PATH"
+# redis-server and redis-cli (.deps, fetch_debs.sh): after the image's own programs in PATH.
+export PATH="$PATH:/tmp/deps/usr/bin"
+
+# hiredis through pkg-config: Debian's hiredis.pc names /usr (and libdir /usr/lib); a copy that
+# names /tmp/deps instead, ahead in PKG_CONFIG_PATH. kvtier includes <hiredis/hiredis.h>, so its
+# parent directory goes into the flags too. pkgconf from .deps where the image has no pkg-config.
+h200_hiredis_pc() {
+  local pc=/tmp/deps/usr/lib/x86_64-linux-gnu/pkgconfig/hiredis.pc
+  [ -f "$pc" ] || return 0
+  mkdir -p /tmp/deps/pkgconfig
+  sed -e 's#^prefix=/usr$#prefix=/tmp/deps/usr#' \
+      -e 's#^libdir=.*#libdir=/tmp/deps/usr/lib/x86_64-linux-gnu#' \
+      -e 's#^includedir=/usr/#includedir=/tmp/deps/usr/#' \
+      -e 's#^Cflags: -I${includedir}#Cflags: -I${includedir} -I/tmp/deps/usr/include#' \
+      "$pc" > /tmp/deps/pkgconfig/hiredis.pc
+  export PKG_CONFIG_PATH="/tmp/deps/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  if ! command -v pkg-config >/dev/null && [ -x /tmp/deps/usr/bin/pkgconf ]; then
+    H200_PKG_CONFIG=(-DPKG_CONFIG_EXECUTABLE=/tmp/deps/usr/bin/pkgconf)
+  fi
+}
+H200_PKG_CONFIG=()
+h200_hiredis_pc
 
 # Configures build/h200 once (kept while the machine stays warm) and builds it.
 h200_build() {
   if [ ! -f build/h200/build.ninja ]; then
     cmake -S . -B build/h200 -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=/tmp/deps/usr \
       -DCMAKE_CUDA_ARCHITECTURES=90 -DKVTIER_WITH_CUDA=ON -DKVTIER_WITH_IO_URING=ON \
+      -DKVTIER_WITH_REDIS="${KVTIER_WITH_REDIS:-AUTO}" "${H200_PKG_CONFIG[@]}" \
       -DPython_EXECUTABLE="$(command -v python3)" > "$OUT/configure.log" 2>&1 \
       || { tail -30 "$OUT/configure.log"; return 1; }
   fi
