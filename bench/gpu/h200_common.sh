@@ -108,3 +108,15 @@ h200_seed() {
 # BUDGET_S seconds (default 540) from when this file was sourced.
 H200_T0=$(date +%s)
 h200_left() { (( $(date +%s) - H200_T0 < ${BUDGET_S:-540} - ${1:-60} )); }
+
+# h200_results NAME: results go to /root/NAME (OUT from here on), with `say` appending to its
+# summary.txt; at exit the summary and a tarball of /root/NAME and /root/runs (the seed runs) land
+# in the call's own OUT, which the device tool returns (at most 8 files).
+h200_results() {
+  H200_FINAL_OUT=$OUT
+  OUT=/root/$1
+  rm -rf "$OUT" /root/runs && mkdir -p "$OUT" /root/runs
+  trap "cp '$OUT/summary.txt' '$H200_FINAL_OUT/' 2>/dev/null; tar -C /root -czf '$H200_FINAL_OUT/runs.tar.gz' '$1' runs 2>/dev/null" EXIT
+  say "commit: $(cat .commit 2>/dev/null || echo unknown)"
+}
+say() { echo "$*" | tee -a "$OUT/summary.txt"; }

@@ -16,13 +16,8 @@ source "$(dirname "$0")/h200_common.sh"
 source "$(dirname "$0")/fast_drives.sh"
 h200_python_env
 h200_build || exit 1
-final_out=$OUT
-OUT=/root/drive-results
-rm -rf "$OUT" /root/runs && mkdir -p "$OUT" /root/runs
-trap 'cp "$OUT/summary.txt" "$final_out/" 2>/dev/null; tar -C /root -czf "$final_out/runs.tar.gz" drive-results runs 2>/dev/null' EXIT
-say() { echo "$*" | tee -a "$OUT/summary.txt"; }
+h200_results drive-results
 say "LABEL: $FAST_DRIVE_LABEL"
-say "commit: $(cat .commit 2>/dev/null || echo unknown)"
 
 # 1. Several drives, one request in flight per drive and rank.
 drop_fast_drives 2>/dev/null

@@ -11,12 +11,7 @@ source "$(dirname "$0")/h200_common.sh"
 source "$(dirname "$0")/fast_drives.sh"
 h200_python_env
 h200_build || exit 1
-final_out=$OUT
-OUT=/root/peers-results
-rm -rf "$OUT" && mkdir -p "$OUT"
-trap 'cp "$OUT/summary.txt" "$final_out/" 2>/dev/null; tar -C /root -czf "$final_out/runs.tar.gz" peers-results 2>/dev/null' EXIT
-say() { echo "$*" | tee -a "$OUT/summary.txt"; }
-say "commit: $(cat .commit 2>/dev/null || echo unknown)"
+h200_results peers-results
 h200_tests 2>&1 | tee -a "$OUT/summary.txt"
 h200_udev_entry
 h200_gds_tests 2>&1 | tee -a "$OUT/summary.txt"

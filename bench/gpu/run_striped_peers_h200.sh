@@ -16,13 +16,8 @@ source "$(dirname "$0")/fast_drives.sh"
 export PATH="/tmp/deps/sbin:$PATH" LD_LIBRARY_PATH="/tmp/deps/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH"
 h200_python_env
 h200_build || exit 1
-final_out=$OUT
-OUT=/root/stripe-results
-rm -rf "$OUT" /root/runs && mkdir -p "$OUT" /root/runs
-trap 'cp "$OUT/summary.txt" "$final_out/" 2>/dev/null; tar -C /root -czf "$final_out/runs.tar.gz" stripe-results runs 2>/dev/null' EXIT
-say() { echo "$*" | tee -a "$OUT/summary.txt"; }
+h200_results stripe-results
 say "LABEL: $FAST_DRIVE_LABEL"
-say "commit: $(cat .commit 2>/dev/null || echo unknown)"
 
 # 1. The peers on four drives striped into one.
 drop_striped_drive 2>/dev/null

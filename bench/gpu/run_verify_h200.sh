@@ -13,13 +13,8 @@ source "$here/h200_common.sh"
 if [ -f build/h200/CMakeCache.txt ] && ! grep -q "^HIREDIS_FOUND:INTERNAL=1" build/h200/CMakeCache.txt; then
   rm -f build/h200/build.ninja
 fi
-KVTIER_WITH_REDIS=ON h200_build 2>&1 | tee "$OUT/summary.txt" || exit 1
-final_out=$OUT
-OUT=/root/verify-results
-rm -rf "$OUT" /root/runs && mkdir -p "$OUT" /root/runs
-trap 'cp "$OUT/summary.txt" "$final_out/" 2>/dev/null; tar -C /root -czf "$final_out/runs.tar.gz" verify-results runs 2>/dev/null' EXIT
-say() { echo "$*" | tee -a "$OUT/summary.txt"; }
-say "commit: $(cat .commit 2>/dev/null || echo unknown)"
+KVTIER_WITH_REDIS=ON h200_build || exit 1
+h200_results verify-results
 h200_tests 2>&1 | tee -a "$OUT/summary.txt"
 h200_udev_entry
 h200_gds_tests 2>&1 | tee -a "$OUT/summary.txt"
