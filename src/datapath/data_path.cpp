@@ -9,13 +9,13 @@
 namespace kvtier {
 
 DataPath::DataPath(IoPath path, uint64_t staging_bytes, uint64_t request_bytes,
-                   std::span<std::byte> pinned_extra, bool direct, std::string open_fallback,
-                   const Logger& log)
+                   std::vector<std::span<std::byte>> pinned_extra, bool direct,
+                   std::string open_fallback, const Logger& log)
     : path_(path),
       log_(log),
       direct_(direct),
       staging_(std::make_unique<StagingPool>(staging_bytes, request_bytes)),
-      pinned_extra_(pinned_extra),
+      pinned_extra_(std::move(pinned_extra)),
       host_device_(make_host_device()),
       fallback_(std::move(open_fallback)) {
   std::string engine_fallback;
@@ -71,7 +71,9 @@ DataPath::~DataPath() {
 
 std::vector<std::span<std::byte>> DataPath::pinned_memory() const {
   std::vector<std::span<std::byte>> out = staging_->all_slots();
-  if (!pinned_extra_.empty()) out.push_back(pinned_extra_);
+  for (std::span<std::byte> m : pinned_extra_) {
+    if (!m.empty()) out.push_back(m);
+  }
   return out;
 }
 

@@ -25,10 +25,11 @@ namespace kvtier {
 class DataPath {
  public:
   /// `pinned_extra`: host memory besides staging that copies to a GPU start from (the DRAM tier's
-  /// arena), pinned with the staging when the CUDA device starts. `direct`: the store's files are
+  /// arena), pinned with the staging when the CUDA device starts;
+  /// it must outlive the DataPath. `direct`: the store's files are
   /// open with O_DIRECT; `open_fallback`: why the store or I/O engine did not get what was asked.
   DataPath(IoPath path, uint64_t staging_bytes, uint64_t request_bytes,
-           std::span<std::byte> pinned_extra, bool direct, std::string open_fallback,
+           std::vector<std::span<std::byte>> pinned_extra, bool direct, std::string open_fallback,
            const Logger& log);
   ~DataPath();
   DataPath(const DataPath&) = delete;
@@ -72,7 +73,7 @@ class DataPath {
   const Logger& log_;
   bool direct_;
   std::unique_ptr<StagingPool> staging_;
-  std::span<std::byte> pinned_extra_;
+  std::vector<std::span<std::byte>> pinned_extra_;
   std::unique_ptr<Device> host_device_;
   std::unique_ptr<ByteSource> posix_;
   std::string io_name_;

@@ -55,10 +55,11 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
 
   impl->namespace_ = namespace_key(o.geometry, o.tenant);
 
-  impl->data_ = std::make_unique<DataPath>(
-      o.io_path, o.staging_bytes, o.io_request_bytes,
-      impl->dram_ ? impl->dram_->arena() : std::span<std::byte>(), impl->store_->direct_io(),
-      impl->store_->direct_io_fallback(), impl->log_);
+  std::vector<std::span<std::byte>> pinned;
+  if (impl->dram_) pinned.push_back(impl->dram_->arena());
+  impl->data_ = std::make_unique<DataPath>(o.io_path, o.staging_bytes, o.io_request_bytes,
+                                           std::move(pinned), impl->store_->direct_io(),
+                                           impl->store_->direct_io_fallback(), impl->log_);
   if (!o.remote.seeds.empty()) {
     KVTIER_ASSIGN_OR_RETURN(impl->remote_, RemoteTier::open(o.remote, impl->log_));
   }
