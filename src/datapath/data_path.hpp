@@ -25,7 +25,7 @@ namespace kvtier {
 class DataPath {
  public:
   /// `pinned_extra`: host memory besides staging that copies to a GPU start from (the DRAM tier's
-  /// arena), pinned with the staging when the CUDA device starts;
+  /// arena, the remote tier's value buffers), pinned with the staging when the CUDA device starts;
   /// it must outlive the DataPath. `direct`: the store's files are
   /// open with O_DIRECT; `open_fallback`: why the store or I/O engine did not get what was asked.
   DataPath(IoPath path, uint64_t staging_bytes, uint64_t request_bytes,

@@ -57,6 +57,11 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
 
   std::vector<std::span<std::byte>> pinned;
   if (impl->dram_) pinned.push_back(impl->dram_->arena());
+  if (!o.remote.seeds.empty()) {
+    impl->remote_arena_ = std::make_shared<RemoteArena>(
+        kBlock + o.geometry.bytes_for_tokens(o.geometry.chunk_tokens), o.staging_bytes);
+    pinned.push_back(impl->remote_arena_->memory());
+  }
   impl->data_ = std::make_unique<DataPath>(o.io_path, o.staging_bytes, o.io_request_bytes,
                                            std::move(pinned), impl->store_->direct_io(),
                                            impl->store_->direct_io_fallback(), impl->log_);

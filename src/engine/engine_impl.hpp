@@ -16,6 +16,7 @@
 #include "device/device.hpp"
 #include "engine/dram_tier.hpp"
 #include "engine/record_io.hpp"
+#include "engine/remote_arena.hpp"
 #include "engine/remote_tier.hpp"
 #include "io/pipeline.hpp"
 #include "kvtier/engine.hpp"
@@ -103,6 +104,9 @@ class Engine::Impl {
   Logger log_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<DramTier> dram_;  // null when Options::dram_bytes is 0
+  /// Where remote values land (remote_arena.hpp), the staging pool's size, pinned with it: before
+  /// data_, which unpins it when it goes. Null without a remote tier.
+  std::shared_ptr<RemoteArena> remote_arena_;
   std::unique_ptr<DataPath> data_;  // devices, byte sources, staging
   Key128 namespace_;
 

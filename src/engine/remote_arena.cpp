@@ -2,48 +2,52 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #include "engine/remote_arena.hpp"
 
+#include <algorithm>
+
 namespace kvtier {
 namespace {
 
-/// Owns one lent buffer; hands it back to the arena (if it still exists) when dropped.
+/// One lent slot; handed back to the arena when dropped.
 struct Loan {
   std::weak_ptr<RemoteArena> arena;
-  AlignedBuffer buffer;
+  size_t slot = 0;
   ~Loan() {
-    if (auto a = arena.lock()) a->give_back(std::move(buffer));
+    if (auto a = arena.lock()) a->give_back(slot);
   }
 };
+
+uint64_t page_up(uint64_t bytes) {
+  return (bytes + AlignedBuffer::kAlignment - 1) / AlignedBuffer::kAlignment *
+         AlignedBuffer::kAlignment;
+}
 
 }  // namespace
 
 RemoteArena::RemoteArena(uint64_t value_bytes, uint64_t bound_bytes)
-    : value_bytes_(value_bytes), bound_bytes_(bound_bytes) {}
+    : value_bytes_(value_bytes),
+      stride_(page_up(value_bytes)),
+      memory_(std::max<uint64_t>(1, bound_bytes / stride_) * stride_) {
+  for (size_t s = memory_.size() / stride_; s > 0; --s) free_.push_back(s - 1);
+}
 
 remote::ValueBuffer RemoteArena::lend(size_t len) {
   if (len > value_bytes_) return {};
-  AlignedBuffer buffer;
+  size_t slot = 0;
   {
     std::lock_guard lock(mu_);
-    if (!free_.empty()) {
-      buffer = std::move(free_.back());
-      free_.pop_back();
-    } else if ((made_ + 1) * value_bytes_ <= bound_bytes_) {
-      ++made_;
-    } else {
-      return {};
-    }
+    if (free_.empty()) return {};
+    slot = free_.back();
+    free_.pop_back();
   }
-  if (buffer.size() == 0) buffer = AlignedBuffer(value_bytes_);
   auto loan = std::make_shared<Loan>();
   loan->arena = weak_from_this();
-  loan->buffer = std::move(buffer);
-  const std::span<std::byte> bytes = loan->buffer.span().first(len);
-  return {bytes, std::move(loan)};
+  loan->slot = slot;
+  return {memory_.span().subspan(slot * stride_, len), std::move(loan)};
 }
 
-void RemoteArena::give_back(AlignedBuffer buffer) {
+void RemoteArena::give_back(size_t slot) {
   std::lock_guard lock(mu_);
-  free_.push_back(std::move(buffer));
+  free_.push_back(slot);
 }
 
 }  // namespace kvtier

@@ -91,9 +91,7 @@ uint64_t Engine::Impl::restore_from_remote(std::span<const Token> tokens, size_t
   const uint64_t window =
       std::max<uint64_t>(1, data_->staging().slot_bytes() * data_->staging().slot_count() / 2 /
                                 (kBlock + g.bytes_for_tokens(g.chunk_tokens)));
-  const uint64_t pool_bytes = data_->staging().slot_bytes() * data_->staging().slot_count();
-  const std::shared_ptr<RemoteArena> arena =
-      remote_->arena(kBlock + g.bytes_for_tokens(g.chunk_tokens), pool_bytes);
+  const std::shared_ptr<RemoteArena> arena = remote_arena_;
   uint64_t served = 0;
   auto start = [&](size_t begin) {
     return std::async(std::launch::async, fetch, std::ref(*client), std::ref(*arena),

@@ -137,13 +137,6 @@ void RemoteTier::run() {
   }
 }
 
-std::shared_ptr<RemoteArena> RemoteTier::arena(uint64_t value_bytes, uint64_t bound_bytes) {
-  std::lock_guard lock(mu_);
-  if (!arena_ || arena_->value_bytes() != value_bytes || arena_->bound_bytes() != bound_bytes)
-    arena_ = std::make_shared<RemoteArena>(value_bytes, bound_bytes);
-  return arena_;
-}
-
 void RemoteTier::drain() {
   std::unique_lock lock(mu_);
   idle_.wait(lock, [&] { return queue_.empty() && !busy_; });

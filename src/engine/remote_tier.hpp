@@ -16,7 +16,6 @@
 
 #include "common/keys.hpp"
 #include "common/log.hpp"
-#include "engine/remote_arena.hpp"
 #include "kvtier/options.hpp"
 #include "kvtier/stats.hpp"
 #include "remote/cluster_client.hpp"
@@ -49,9 +48,6 @@ class RemoteTier {
   void note(const std::vector<remote::KeyOutcome>& outcomes);
 
   [[nodiscard]] std::chrono::milliseconds ttl() const { return ttl_; }
-  /// The buffers restores fetch values into: made on first use for values of `value_bytes`, at
-  /// most `bound_bytes` of them (the staging pool's size: the bytes a restore has in flight).
-  [[nodiscard]] std::shared_ptr<RemoteArena> arena(uint64_t value_bytes, uint64_t bound_bytes);
   void fill_stats(Stats& stats) const;
   /// Waits until the queue is empty and the worker idle (tests, and the engine's close).
   void drain();
@@ -78,7 +74,6 @@ class RemoteTier {
   std::shared_ptr<remote::ClusterClient> client_;         // guarded by mu_
   std::chrono::steady_clock::time_point next_connect_{};  // guarded by mu_
   std::string reason_;                                    // guarded by mu_
-  std::shared_ptr<RemoteArena> arena_;                    // guarded by mu_
   struct Work {
     uint64_t records = 0;
     uint64_t bytes = 0;  // what the work holds until it runs
