@@ -14,6 +14,9 @@ mkdir -p .deps .whl
 # workload's cluster (bench/gpu/run_shared_h200.sh), with what they link that the image may lack,
 # and pkgconf, through which CMake finds hiredis.
 (cd .deps && apt-get download libhiredis-dev libhiredis0.14 redis-server redis-tools libjemalloc2 liblzf1   pkgconf-bin libpkgconf3)
+# Libraries redis links that most images carry already: h200_common.sh uses them only where missing.
+mkdir -p .deps/fallback
+(cd .deps/fallback && apt-get download libssl3 libsystemd0 libatomic1)
 python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: --python-version 3.12 \
   --implementation cp -d .whl nanobind==2.9.2
 # fio, the benchmarks' independent ceiling: the image has none (static build, .deps/fio).

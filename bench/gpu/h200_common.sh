@@ -10,6 +10,14 @@ export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 [ -x .deps/fio ] && export PATH="$PWD/.deps:$PATH"
 # redis-server and redis-cli (.deps, fetch_debs.sh): after the image's own programs in PATH.
 export PATH="$PATH:/tmp/deps/usr/bin"
+# Libraries redis links that the image may lack (libssl3, libsystemd0, libatomic1; .deps/fallback):
+# unpacked and searched last, only when the loader cannot find them, so that the image's own
+# versions stay in use by everything else.
+if [ -x /tmp/deps/usr/bin/redis-server ] && ldd /tmp/deps/usr/bin/redis-server | grep -q "not found"; then
+  mkdir -p /tmp/deps-fallback
+  for f in .deps/fallback/*.deb; do [ -f "$f" ] && dpkg -x "$f" /tmp/deps-fallback; done
+  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/tmp/deps-fallback/usr/lib/x86_64-linux-gnu:/tmp/deps-fallback/lib/x86_64-linux-gnu"
+fi
 
 # hiredis through pkg-config: Debian's hiredis.pc names /usr (and libdir /usr/lib); a copy that
 # names /tmp/deps instead, ahead in PKG_CONFIG_PATH. kvtier includes <hiredis/hiredis.h>, so its
