@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// Restores from the remote tier: the chunks past the local prefix, fetched in pipelined batches no
-// larger than the staging pool, each value copied once out of hiredis's read buffer into a reused
-// buffer of the tier's arena (bounded by the staging pool's size), checked like a record read from
-// disk (header for this key and geometry, then the payload checksum where it lands), and promoted
-// into the local store in the background.
+// Restores from the remote tier: the chunks past the local prefix, fetched in pipelined batches
+// with no more than the staging pool's bytes in flight, each value copied once out of hiredis's
+// read buffer into a reused buffer of the tier's arena (bounded by the staging pool's size),
+// checked like a record read from disk (header for this key and geometry, then the payload checksum
+// where it lands), and promoted into the local store in the background.
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <future>
 
@@ -86,25 +87,35 @@ uint64_t Engine::Impl::restore_from_remote(std::span<const Token> tokens, size_t
     remote_->counters.errors += end - first_chunk;
     return 0;
   }
-  // Bytes in flight bounded by the staging pool, as for a read from disk: two batches of half of it
-  // each, the next one fetched while this one is checked and placed.
-  const uint64_t window =
-      std::max<uint64_t>(1, data_->staging().slot_bytes() * data_->staging().slot_count() / 2 /
+  // Bytes in flight bounded by the staging pool, as for a read from disk, and kept near it: small
+  // batches of a quarter of the bound, the next ones sent as soon as the oldest has arrived, so the
+  // cluster's nodes are not left idle while one batch waits for its slowest value.
+  const uint64_t bound =
+      std::max<uint64_t>(1, data_->staging().slot_bytes() * data_->staging().slot_count() /
                                 (kBlock + g.bytes_for_tokens(g.chunk_tokens)));
+  const uint64_t batch = std::max<uint64_t>(1, bound / 4);
+  const size_t depth = std::max<uint64_t>(1, bound / batch);  // the batch being placed included
   const std::shared_ptr<RemoteArena> arena = remote_arena_;
-  uint64_t served = 0;
-  auto start = [&](size_t begin) {
-    return std::async(std::launch::async, fetch, std::ref(*client), std::ref(*arena),
-                      std::span<const Key128>(keys), begin, std::min<size_t>(end, begin + window));
+  std::deque<std::future<RemoteFetch>> outstanding;  // waited for on every way out
+  size_t sent = first_chunk;
+  auto top_up = [&](size_t limit) {
+    while (sent < end && outstanding.size() < limit) {
+      const size_t stop = std::min<size_t>(end, sent + batch);
+      outstanding.push_back(std::async(std::launch::async, fetch, std::ref(*client),
+                                       std::ref(*arena), std::span<const Key128>(keys), sent,
+                                       stop));
+      sent = stop;
+    }
   };
-  std::future<RemoteFetch> next = start(first_chunk);
-  for (size_t begin = first_chunk; begin < end; begin += window) {
-    RemoteFetch current = next.get();
-    if (current.stop < end) next = start(current.stop);
+  uint64_t served = 0;
+  top_up(depth);
+  while (!outstanding.empty()) {
+    RemoteFetch current = outstanding.front().get();
+    outstanding.pop_front();
+    top_up(depth - 1);
     const uint64_t got = place_remote(current, tokens, keys, destination, result);
     served += got;
-    if (got < current.stop - current.begin)
-      break;  // the prefix ends here (a fetch in flight is waited for)
+    if (got < current.stop - current.begin) break;  // the prefix ends here
   }
   return served;
 }

@@ -60,7 +60,9 @@ TEST(EngineRemote, AHitPastThePromotionByteBoundIsServedNotPromoted) {
   TempDir dir_a, dir_b;
   auto a = Engine::open(node_options(dir_a, g, (*cluster)->seeds()));
   Options ob = node_options(dir_b, g, (*cluster)->seeds());
-  ob.remote.queue_bytes = g.bytes_for_tokens(64);  // less than the session's records with headers
+  // Less than any one record with its header, so every batch is past it however many records the
+  // restore fetches at a time.
+  ob.remote.queue_bytes = g.bytes_for_tokens(1);
   auto b = Engine::open(ob);
   ASSERT_OK(a);
   ASSERT_OK(b);
