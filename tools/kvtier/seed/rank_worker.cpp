@@ -327,6 +327,45 @@ void add_rank_flags(CLI::App& cmd, RankArgs& args) {
       ->transform(cli::whole_number(0, INT32_MAX));
 }
 
+std::vector<std::string> rank_command(const std::string& self, const RankArgs& args) {
+  const cli::StoreFlags& store = args.store;
+  std::vector<std::string> argv = {self,
+                                   "bench-rank",
+                                   "--store",
+                                   store.root,
+                                   "--model",
+                                   store.model,
+                                   "--tp-rank",
+                                   std::to_string(store.tp_rank),
+                                   "--tp-world",
+                                   std::to_string(store.tp_world),
+                                   "--chunk-tokens",
+                                   std::to_string(store.chunk_tokens),
+                                   "--capacity",
+                                   store.capacity,
+                                   "--segment-size",
+                                   store.segment,
+                                   "--request-size",
+                                   store.request,
+                                   "--staging",
+                                   store.staging,
+                                   "--max-tokens",
+                                   std::to_string(args.max_tokens),
+                                   "--device",
+                                   args.device,
+                                   "--gpu",
+                                   std::to_string(args.gpu)};
+  if (!store.remote.empty()) {
+    argv.insert(argv.end(),
+                {"--remote", store.remote, "--remote-ttl", std::to_string(store.remote_ttl)});
+  }
+  if (!store.remote_password_env.empty())
+    argv.insert(argv.end(), {"--remote-password-env", store.remote_password_env});
+  if (!store.remote_password_file.empty())
+    argv.insert(argv.end(), {"--remote-password-file", store.remote_password_file});
+  return argv;
+}
+
 int run_rank_worker(const RankArgs& args) {
   Worker worker(args);
   Json hello = worker.start();

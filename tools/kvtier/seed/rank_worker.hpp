@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cli_common.hpp"
 
@@ -26,6 +27,9 @@ struct RankArgs {
 
 /// Adds the hidden `bench-rank` subcommand's flags.
 void add_rank_flags(CLI::App& cmd, RankArgs& args);
+/// The command line that starts the rank `args` describes (`self` is this executable): the
+/// flags add_rank_flags reads, the remote tier's only where `args.store.remote` names one.
+std::vector<std::string> rank_command(const std::string& self, const RankArgs& args);
 
 int run_rank_worker(const RankArgs& args);
 

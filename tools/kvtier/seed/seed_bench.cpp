@@ -25,6 +25,7 @@
 #include "host_load.hpp"
 #include "metrics/counters.hpp"
 #include "rank_channel.hpp"
+#include "rank_worker.hpp"
 #include "samplers.hpp"
 #include "seed_fio.hpp"
 #include "seed_table.hpp"
@@ -148,32 +149,13 @@ class SeedRun {
                                                                 uint32_t chunk) {
     std::vector<std::unique_ptr<RankChannel>> ranks;
     for (uint32_t r = 0; r < flags_.ranks; ++r) {
-      std::vector<std::string> argv = {self_,
-                                       "bench-rank",
-                                       "--store",
-                                       root,
-                                       "--model",
-                                       store_.model,
-                                       "--tp-rank",
-                                       std::to_string(r),
-                                       "--tp-world",
-                                       std::to_string(flags_.ranks),
-                                       "--chunk-tokens",
-                                       std::to_string(chunk),
-                                       "--capacity",
-                                       store_.capacity,
-                                       "--segment-size",
-                                       store_.segment,
-                                       "--request-size",
-                                       store_.request,
-                                       "--staging",
-                                       store_.staging,
-                                       "--max-tokens",
-                                       std::to_string(max_tokens()),
-                                       "--device",
-                                       flags_.device,
-                                       "--gpu",
-                                       std::to_string(r)};
+      RankArgs rank{store_, max_tokens(), flags_.device, static_cast<int>(r)};
+      rank.store.root = root;
+      rank.store.tp_rank = r;
+      rank.store.tp_world = flags_.ranks;
+      rank.store.chunk_tokens = chunk;
+      rank.store.remote.clear();  // the seed workload has no remote tier
+      const std::vector<std::string> argv = rank_command(self_, rank);
       KVTIER_ASSIGN_OR_RETURN(auto ch, RankChannel::spawn(argv));
       ranks.push_back(std::move(ch));
     }

@@ -18,6 +18,7 @@
 #include "common/posix.hpp"
 #include "common/try.hpp"
 #include "rank_channel.hpp"
+#include "rank_worker.hpp"
 #include "samplers.hpp"
 #include "seed_table.hpp"
 #include "workload.hpp"
@@ -92,40 +93,11 @@ class SharedRun {
     for (const auto& s : sessions_) max_tokens = std::max(max_tokens, s.tokens);
     Ranks ranks;
     for (uint32_t r = 0; r < flags_.ranks; ++r) {
-      std::vector<std::string> argv = {self_,
-                                       "bench-rank",
-                                       "--store",
-                                       root,
-                                       "--model",
-                                       store_.model,
-                                       "--tp-rank",
-                                       std::to_string(r),
-                                       "--tp-world",
-                                       std::to_string(flags_.ranks),
-                                       "--chunk-tokens",
-                                       std::to_string(store_.chunk_tokens),
-                                       "--capacity",
-                                       store_.capacity,
-                                       "--segment-size",
-                                       store_.segment,
-                                       "--request-size",
-                                       store_.request,
-                                       "--staging",
-                                       store_.staging,
-                                       "--max-tokens",
-                                       std::to_string(max_tokens),
-                                       "--device",
-                                       flags_.device,
-                                       "--gpu",
-                                       std::to_string(r),
-                                       "--remote",
-                                       store_.remote,
-                                       "--remote-ttl",
-                                       std::to_string(store_.remote_ttl)};
-      if (!store_.remote_password_env.empty())
-        argv.insert(argv.end(), {"--remote-password-env", store_.remote_password_env});
-      if (!store_.remote_password_file.empty())
-        argv.insert(argv.end(), {"--remote-password-file", store_.remote_password_file});
+      seed::RankArgs rank{store_, max_tokens, flags_.device, static_cast<int>(r)};
+      rank.store.root = root;
+      rank.store.tp_rank = r;
+      rank.store.tp_world = flags_.ranks;
+      const std::vector<std::string> argv = seed::rank_command(self_, rank);
       KVTIER_ASSIGN_OR_RETURN(auto ch, RankChannel::spawn(argv));
       ranks.push_back(std::move(ch));
     }
