@@ -243,7 +243,11 @@ TEST(EngineRemote, MasterKilledDuringARestoreLoopGivesNoWrongBytesAndRestoresRes
   const uint64_t n = 64 * 12 + 5;
   TempDir dir_a, dir_b;
   auto a = Engine::open(node_options(dir_a, g, (*cluster)->seeds()));
-  auto b = Engine::open(node_options(dir_b, g, (*cluster)->seeds()));
+  // A staging pool of 15 records, so that a restore's 13 fetch as 5 batches, several outstanding
+  // at once when the master dies.
+  Options ob = node_options(dir_b, g, (*cluster)->seeds());
+  ob.staging_bytes = ob.io_request_bytes;
+  auto b = Engine::open(ob);
   ASSERT_OK(a);
   ASSERT_OK(b);
   std::vector<Session> sessions;
