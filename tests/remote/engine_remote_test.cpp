@@ -140,6 +140,52 @@ TEST(EngineRemote, NodeBRestoresNodeASessionsByteExactForSeveralGeometries) {
   }
 }
 
+// A restore from the cluster keeps up to a staging pool's worth of values in flight in several
+// batches: drawn staging bounds (from 4 records to hundreds), chunk sizes and lengths, each
+// restored byte-exact, then again with one value deleted from the chain, which must end the
+// restore at exactly the prefix before it however many batches past it were in flight.
+TEST(EngineRemote, AnyStagingBoundRestoresExactlyTheClustersPrefix) {
+  auto cluster = RedisCluster::start({});
+  ASSERT_OK(cluster);
+  std::mt19937_64 rng(test_seed());
+  const uint32_t chunks[] = {16, 64, 128, 256};
+  for (int round = 0; round < 6; ++round) {
+    const uint32_t chunk = chunks[rng() % std::size(chunks)];
+    const uint64_t tokens = 1 + rng() % 6000;
+    const uint64_t staging_mib = 1 + rng() % 6;
+    SCOPED_TRACE(::testing::Message() << "chunk " << chunk << " tokens " << tokens << " staging "
+                                      << staging_mib << " MiB");
+    const KvGeometry g = testing::tiny_geometry(chunk);
+    TempDir dir_a;
+    auto a = Engine::open(node_options(dir_a, g, (*cluster)->seeds()));
+    ASSERT_OK(a);
+    const Session s = make_session(g, rng(), tokens);
+    auto saved = (*a)->save(s.tokens, s.kv->view);
+    ASSERT_OK(saved);
+    ASSERT_TRUE(wait_for(**a, &Stats::remote_writes, saved->chunks_written));
+    auto restore_b = [&](uint64_t want) {
+      TempDir dir_b;
+      Options ob = node_options(dir_b, g, (*cluster)->seeds());
+      ob.staging_bytes = staging_mib << 20;
+      auto b = Engine::open(ob);
+      ASSERT_OK(b);
+      testing::HostKv out(g, tokens);
+      auto r = (*b)->restore(s.tokens, out.view);
+      ASSERT_OK(r);
+      EXPECT_EQ(r->tokens_restored, want) << r->problem << " / " << (*b)->stats().remote;
+      EXPECT_EQ(synthetic::first_mismatch(g, std::span(s.tokens).first(want), out.span(), tokens),
+                want);
+    };
+    restore_b(tokens);
+    if (saved->chunks_written < 2) continue;
+    const size_t hole = 1 + rng() % (saved->chunks_written - 1);
+    const std::vector<Key128> keys = chain_keys(namespace_key(g, ""), s.tokens, g.chunk_tokens);
+    const auto del = (*cluster)->cli((*cluster)->ports()[0], {"-c", "del", remote_key(keys[hole])});
+    ASSERT_EQ(del.exit_code, 0) << del.output;
+    restore_b(hole * chunk);
+  }
+}
+
 TEST(EngineRemote, FlippedTruncatedOrForeignValuesAreMissesNeverWrongBytes) {
   auto cluster = RedisCluster::start({});
   ASSERT_OK(cluster);
