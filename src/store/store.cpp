@@ -178,7 +178,9 @@ Result<uint32_t> Store::drive_for_new_segment_locked() {
   for (;;) {
     std::optional<uint32_t> best;
     uint64_t best_used = 0;
-    for (uint32_t d = 0; d < drives_.size(); ++d) {
+    // The least used drive; of equally used ones the first from this rank's own starting place.
+    for (uint32_t i = 0; i < drives_.size(); ++i) {
+      const auto d = static_cast<uint32_t>((first_drive_ + i) % drives_.size());
       if (!drives_[d].available || drives_[d].full) continue;
       const uint64_t used = used_on_locked(d, 1, 1);
       if (used <= capacity_ && (!best || used < best_used)) {

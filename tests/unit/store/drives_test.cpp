@@ -104,6 +104,35 @@ TEST_F(DrivesTest, NewSegmentsSpreadEvenlyOverTheDrives) {
   }
 }
 
+// Two ranks of one model over the same eight drives, five segments each: without a starting place
+// of their own both would fill drives 1-5 (the home drive, holding the index, comes last), and a
+// restore by both ranks at once would leave three drives idle.
+TEST_F(DrivesTest, RanksSharingTheDrivesSpreadTheirSegmentsOverAllOfThem) {
+  constexpr size_t kDrives = 8;
+  std::vector<size_t> list(kDrives);
+  for (size_t i = 0; i < kDrives; ++i) list[i] = i;
+  std::set<size_t> used;
+  std::vector<std::set<size_t>> by_rank(2);
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    geometry_ = testing::tiny_geometry(256, rank, 2);
+    Options o = options(list);
+    o.geometry = geometry_;
+    auto s = Store::open(o, log_);
+    ASSERT_OK(s);
+    // Each save fills one 16 MiB segment (a rank's records are half the model's).
+    const size_t per_segment = 16 * kMiB / record_size(240);
+    for (uint64_t save = 0; save < 5; ++save) store(**s, save * 1000, per_segment);
+    for (size_t i = 0; i < kDrives; ++i) {
+      if (segment_files(fmt::format("{}/rank{}of2", root(i), rank)) == 0) continue;
+      used.insert(i);
+      by_rank[rank].insert(i);
+    }
+  }
+  EXPECT_EQ(by_rank[0].size(), 5u);
+  EXPECT_EQ(by_rank[1].size(), 5u);
+  EXPECT_GE(used.size(), kDrives - 1) << "the ranks' segments share too few drives";
+}
+
 TEST_F(DrivesTest, OneDirectoryStoreWritesNoDriveFiles) {
   auto s = open({0});
   ASSERT_OK(s);
