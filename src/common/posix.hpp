@@ -56,6 +56,9 @@ class UniqueFd {
                                        std::span<const std::byte> bytes);
 /// Bytes the file system has allocated to `fd` (st_blocks x 512: what du counts).
 [[nodiscard]] Result<uint64_t> allocated_bytes(int fd);
+/// Raises this process's soft limit on open files (RLIMIT_NOFILE) to `wanted`, or to the hard
+/// limit where that is lower; never lowers it. Returns the soft limit in force afterwards.
+uint64_t raise_open_file_limit(uint64_t wanted);
 /// Whole file into memory.
 [[nodiscard]] Result<std::string> read_file(const std::string& path);
 

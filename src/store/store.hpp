@@ -141,6 +141,8 @@ class Store {
   Status open_segments_locked(std::span<const std::pair<uint32_t, uint32_t>> ids);
   /// Finds the other drives, probes O_DIRECT on each (`options.io_path` allowing).
   Status open_drives_and_probe(const Options& options, std::span<const std::string> others);
+  /// Raises the open-file limit to what this store keeps open when full, or warns that it cannot.
+  void make_room_for_open_files() const;
   Status adopt_records(std::vector<RecordMeta> records, std::span<const uint32_t> dropped,
                        const std::unordered_map<uint32_t, uint64_t>& uses);
   /// Fixes what the files besides segments may take (lock, manifest, directories, journal budget);

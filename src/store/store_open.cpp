@@ -203,8 +203,24 @@ Result<std::unique_ptr<Store>> Store::open_once(const Options& options, const Lo
   KVTIER_TRY(store->load_or_create_manifest(options, request));
   if (!store->read_only_) store->remove_stale_files();
   KVTIER_TRY(store->open_drives_and_probe(options, others));
+  store->make_room_for_open_files();
   KVTIER_TRY(store->load_index());
   return store;
+}
+
+void Store::make_room_for_open_files() const {
+  // Every segment stays open (its descriptor is what reads and cuFile's handles use): a full store
+  // on large drives holds thousands, past the 1024 many systems give a process by default.
+  constexpr uint64_t kBesideSegments = 256;  // the index files, sockets, the I/O engines, CUDA
+  const uint64_t wanted = drives_.size() * (capacity_ / segment_bytes_ + 8) + kBesideSegments;
+  const uint64_t limit = raise_open_file_limit(wanted);
+  if (limit < wanted) {
+    KVTIER_LOG(*log_, kWarn,
+               "{}: when full this store keeps up to {} files open, but this process may open only "
+               "{} (RLIMIT_NOFILE's hard limit): raise it (ulimit -Hn, LimitNOFILE=) or use larger "
+               "segments, or saves will fail once that many are open",
+               dir_, wanted, limit);
+  }
 }
 
 Status Store::open_drives_and_probe(const Options& options, std::span<const std::string> others) {
