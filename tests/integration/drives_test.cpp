@@ -183,7 +183,9 @@ TEST_F(DrivesEngineTest, DriveFailingItsReadsCostsOnlyItsRecords) {
       served += n;
       total += s.size();
       whole += n == s.size() ? 1 : 0;
-      if (n < s.size()) EXPECT_FALSE(r.problem.empty());
+      if (n < s.size()) {
+        EXPECT_FALSE(r.problem.empty());
+      }
     }
   }
   EXPECT_LT(served, total);
