@@ -33,6 +33,24 @@ make_fast_drives() {
   done
 }
 
+# fast_drives_run RESULTS N GIB: the start of a fast-drive call (h200_common.sh sourced first):
+# build, results under /root/RESULTS (h200_results), the label, and N fresh drives of GIB each.
+fast_drives_run() {
+  h200_build || return 1
+  h200_results "$1"
+  say "LABEL: $FAST_DRIVE_LABEL"
+  drop_fast_drives 2>/dev/null
+  make_fast_drives "$2" "$3" | tee -a "$OUT/summary.txt"
+  return "${PIPESTATUS[0]}"
+}
+
+# fast_drive_list N DIR: the roots /mnt/fast0/DIR,...,/mnt/fast<N-1>/DIR of a store over N drives.
+fast_drive_list() {
+  local i roots=()
+  for ((i = 0; i < $1; i++)); do roots+=("/mnt/fast$i/$2"); done
+  (IFS=,; echo "${roots[*]}")
+}
+
 # drop_fast_drives: unmounts and frees every fast drive (their RAM back).
 drop_fast_drives() {
   local m dev

@@ -10,13 +10,8 @@
 set -uo pipefail
 source "$(dirname "$0")/h200_common.sh"
 source "$(dirname "$0")/fast_drives.sh"
-h200_build || exit 1
-h200_results eight-attr-results
-say "LABEL: $FAST_DRIVE_LABEL"
-drop_fast_drives 2>/dev/null
-make_fast_drives 8 6 | tee -a "$OUT/summary.txt" || exit 1
-eight=$(printf '/mnt/fast%d/m,' 0 1 2 3 4 5 6 7)
-eight=${eight%,}
+fast_drives_run eight-attr-results 8 6 || exit 1
+eight=$(fast_drive_list 8 m)
 h200_seed eight-seg256M-4M-x1 "$eight" --paths posix --request-size 4M --staging 32M --segment-size 256M
 D=build/h200/bench/kvtier_destination_bench
 readers=()

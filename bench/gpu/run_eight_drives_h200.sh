@@ -11,13 +11,8 @@
 set -uo pipefail
 source "$(dirname "$0")/h200_common.sh"
 source "$(dirname "$0")/fast_drives.sh"
-h200_build || exit 1
-h200_results eight-drive-results
-say "LABEL: $FAST_DRIVE_LABEL"
-drop_fast_drives 2>/dev/null
-make_fast_drives 8 6 | tee -a "$OUT/summary.txt" || exit 1
-eight=$(printf '/mnt/fast%d/m,' 0 1 2 3 4 5 6 7)
-eight=${eight%,}
+fast_drives_run eight-drive-results 8 6 || exit 1
+eight=$(fast_drive_list 8 m)
 # One store over the eight drives, written by the first run and read by the others (--keep).
 h200_seed eight-4M-x1 "$eight" --paths posix,gds --request-size 4M --staging 32M
 h200_seed eight-default "$eight" --paths posix

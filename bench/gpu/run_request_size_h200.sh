@@ -9,11 +9,7 @@
 set -uo pipefail
 source "$(dirname "$0")/h200_common.sh"
 source "$(dirname "$0")/fast_drives.sh"
-h200_build || exit 1
-h200_results request-size-results
-say "LABEL: $FAST_DRIVE_LABEL"
-drop_fast_drives 2>/dev/null
-make_fast_drives 1 30 | tee -a "$OUT/summary.txt" || exit 1
+fast_drives_run request-size-results 1 30 || exit 1
 # One store, written by the first run and read by the others (--keep).
 h200_seed one-4M-x1 /mnt/fast0/s --paths posix --request-size 4M --staging 4M
 h200_seed one-8M-x1 /mnt/fast0/s --paths posix --request-size 8M --staging 8M
