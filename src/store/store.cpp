@@ -175,12 +175,18 @@ Result<uint32_t> Store::drive_for_new_segment_locked() {
     KVTIER_TRY(enforce_capacity_locked(1, 0));
     return uint32_t{0};
   }
+  // The ranks of one model share the drives: each starts its search at its own place in the list,
+  // so that their segments, and a restore's reads by all ranks at once, spread over every drive
+  // instead of all ranks filling the same first few.
+  const KvGeometry& g = geometry_;
+  const uint64_t first =
+      g.tp_world > 1 ? drives_.size() * (g.tp_rank % g.tp_world) / g.tp_world : 0;
   for (;;) {
     std::optional<uint32_t> best;
     uint64_t best_used = 0;
-    // The least used drive; of equally used ones the first from this rank's own starting place.
+    // The least used drive; of equally used ones the first from this rank's starting place.
     for (uint32_t i = 0; i < drives_.size(); ++i) {
-      const auto d = static_cast<uint32_t>((first_drive_ + i) % drives_.size());
+      const auto d = static_cast<uint32_t>((first + i) % drives_.size());
       if (!drives_[d].available || drives_[d].full) continue;
       const uint64_t used = used_on_locked(d, 1, 1);
       if (used <= capacity_ && (!best || used < best_used)) {

@@ -212,7 +212,6 @@ class Store {
   // drives_[0] is dir_, the home holding the index; a one-directory store has only it. Fixed at
   // open but for `full`, which is guarded by mu_.
   std::vector<Drive> drives_;
-  uint32_t first_drive_ = 0;  // where this rank's search for the least used drive starts
   std::string store_id_;
   std::vector<std::string> unreachable_;  // listed directories that could not be reached at open
 

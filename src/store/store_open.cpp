@@ -229,13 +229,6 @@ Status Store::open_drives_and_probe(const Options& options, std::span<const std:
   drives_ = std::move(set.drives);
   store_id_ = std::move(set.store_id);
   unreachable_ = std::move(set.unreachable);
-  // The ranks of one model share the drives: each starts its segments at its own place in the
-  // list, so that their segments, and a restore's reads by all ranks at once, spread over every
-  // drive instead of all ranks filling the same first few.
-  const KvGeometry& g = options.geometry;
-  first_drive_ = g.tp_world > 1
-                     ? static_cast<uint32_t>(drives_.size() * (g.tp_rank % g.tp_world) / g.tp_world)
-                     : 0;
   if (options.io_path == IoPath::kBuffered) return {};
   // One O_DIRECT choice for the store: a drive that refuses it makes the whole store buffered.
   direct_ = true;
