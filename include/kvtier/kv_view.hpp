@@ -44,7 +44,10 @@ struct ChunkedKv {
 enum class PagedLayout : uint8_t {
   kKvFirst,      ///< [2, num_blocks, block_size, kv_heads, head_dim] (vLLM flash-attn).
   kBlockFirst,   ///< [num_blocks, 2, block_size, kv_heads, head_dim].
-  kPackedHeads,  ///< [num_blocks, kv_heads, block_size, 2 * head_dim] (vLLM 0.26 packed).
+  kPackedHeads,  ///< [num_blocks, kv_heads, block_size, 2 * head_dim]: vLLM's packed K|V, HND.
+  /// [num_blocks, block_size, kv_heads, 2 * head_dim]: vLLM's packed K|V in its default NHD order
+  /// (vLLM 0.26's FlashAttention, FlashInfer and Triton backends allocate this).
+  kPackedTokens,
 };
 
 /// Block-table entry meaning "leave these tokens alone" on restore: the serving engine already

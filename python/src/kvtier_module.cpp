@@ -123,10 +123,12 @@ kvtier::PagedLayout layout_of(const std::string& name) {
   if (name == "kv_first") return kvtier::PagedLayout::kKvFirst;
   if (name == "block_first") return kvtier::PagedLayout::kBlockFirst;
   if (name == "packed_heads") return kvtier::PagedLayout::kPackedHeads;
+  if (name == "packed_tokens") return kvtier::PagedLayout::kPackedTokens;
   throw PyError({kvtier::ErrorCode::kInvalidArgument,
                  "layout '" + name +
                      "': expected kv_first [2,blocks,bs,H,D], block_first [blocks,2,bs,H,D] or "
-                     "packed_heads [blocks,H,bs,2D]; an unknown layout is refused, never guessed"});
+                     "packed_heads [blocks,H,bs,2D] or packed_tokens [blocks,bs,H,2D]; an unknown "
+                     "layout is refused, never guessed"});
 }
 
 /// A KV argument as a tensor: any dtype, host or CUDA, C-contiguous. Taken without conversion: a
@@ -261,6 +263,8 @@ Expected paged_shape(const Tensor& t, const kvtier::KvGeometry& g, kvtier::Paged
       return {blocks, 2, block_size, g.kv_heads, head_dim_in(t, g)};
     case kvtier::PagedLayout::kPackedHeads:
       return {blocks, g.kv_heads, block_size, head_dim_in(t, g, 2)};
+    case kvtier::PagedLayout::kPackedTokens:
+      return {blocks, block_size, g.kv_heads, head_dim_in(t, g, 2)};
   }
   return {};
 }
@@ -273,6 +277,8 @@ const char* paged_form(kvtier::PagedLayout layout) {
       return "[blocks, 2, block_size, kv_heads, head_dim]";
     case kvtier::PagedLayout::kPackedHeads:
       return "[blocks, kv_heads, block_size, 2 * head_dim]";
+    case kvtier::PagedLayout::kPackedTokens:
+      return "[blocks, block_size, kv_heads, 2 * head_dim]";
   }
   return "";
 }

@@ -19,10 +19,11 @@
 namespace kvtier {
 
 enum class KvForm : uint32_t {
-  kContiguous = 0,        ///< [2, layers, capacity, row]
-  kPagedKvFirst = 1,      ///< per layer [2, num_blocks, block_size, heads, head_dim]
-  kPagedBlockFirst = 2,   ///< per layer [num_blocks, 2, block_size, heads, head_dim]
-  kPagedPackedHeads = 3,  ///< per layer [num_blocks, heads, block_size, 2 * head_dim]
+  kContiguous = 0,         ///< [2, layers, capacity, row]
+  kPagedKvFirst = 1,       ///< per layer [2, num_blocks, block_size, heads, head_dim]
+  kPagedBlockFirst = 2,    ///< per layer [num_blocks, 2, block_size, heads, head_dim]
+  kPagedPackedHeads = 3,   ///< per layer [num_blocks, heads, block_size, 2 * head_dim]
+  kPagedPackedTokens = 4,  ///< per layer [num_blocks, block_size, heads, 2 * head_dim]
 };
 
 /// Plain data describing one KV target; pointers are in the target's address space (host memory
@@ -41,10 +42,15 @@ struct KvLayoutParams {
   uint32_t num_blocks = 0;
 };
 
+/// Whether a form interleaves K and V per head (K then V in one 2 * head_dim run).
+KVTIER_HD bool packs_kv(const KvLayoutParams& p) {
+  return p.form == KvForm::kPagedPackedHeads || p.form == KvForm::kPagedPackedTokens;
+}
+
 /// Bytes that sit next to each other in the target starting at a row boundary: a whole row, or one
-/// head's slice of it in the packed layout.
+/// head's slice of it in the packed layouts.
 KVTIER_HD uint64_t contiguous_run(const KvLayoutParams& p) {
-  return p.form == KvForm::kPagedPackedHeads ? p.head_bytes : p.row_bytes;
+  return packs_kv(p) ? p.head_bytes : p.row_bytes;
 }
 
 /// The divisions the placement below needs, by plain division (the host). The kernels pass their
@@ -83,6 +89,12 @@ KVTIER_HD uint8_t* kv_address_by(const KvLayoutParams& p, const Divide& div, uin
       const uint64_t head = div.head_of(col);
       const uint64_t within = col - head * p.head_bytes;
       return layer_base + (((block * p.heads + head) * p.block_size + in) * 2 * p.head_bytes +
+                           uint64_t{kv} * p.head_bytes + within);
+    }
+    case KvForm::kPagedPackedTokens: {
+      const uint64_t head = div.head_of(col);
+      const uint64_t within = col - head * p.head_bytes;
+      return layer_base + (((block * p.block_size + in) * p.heads + head) * 2 * p.head_bytes +
                            uint64_t{kv} * p.head_bytes + within);
     }
     case KvForm::kContiguous:

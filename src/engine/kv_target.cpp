@@ -26,6 +26,8 @@ KvForm form_of(PagedLayout layout) {
       return KvForm::kPagedBlockFirst;
     case PagedLayout::kPackedHeads:
       return KvForm::kPagedPackedHeads;
+    case PagedLayout::kPackedTokens:
+      return KvForm::kPagedPackedTokens;
   }
   return KvForm::kPagedKvFirst;
 }

@@ -139,8 +139,8 @@ TEST_F(GpuPathTest, EveryPagedLayoutRoundTripsOnTheGpu) {
   for (const Path& path :
        {Path{"direct", IoPath::kDirect, 0}, Path{"buffered", IoPath::kBuffered, 0},
         Path{"gds", IoPath::kGds, 0}, Path{"dram", IoPath::kDirect, 64 << 20}})
-    for (PagedLayout layout :
-         {PagedLayout::kKvFirst, PagedLayout::kBlockFirst, PagedLayout::kPackedHeads}) {
+    for (PagedLayout layout : {PagedLayout::kKvFirst, PagedLayout::kBlockFirst,
+                               PagedLayout::kPackedHeads, PagedLayout::kPackedTokens}) {
       SCOPED_TRACE(std::string(path.name) + " layout " + std::to_string(static_cast<int>(layout)));
       testing::TempDir dir;
       Options o = testing::small_options(dir.str(), g_);

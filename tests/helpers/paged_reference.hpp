@@ -62,6 +62,9 @@ inline void move_row(const KvGeometry& g, PagedLayout layout,
       case PagedLayout::kPackedHeads:  // [nb][H][bs][2*D], K then V in the last dimension
         index = ((blk * H + h) * bs + in) * 2 * Dbytes + kv * Dbytes;
         break;
+      case PagedLayout::kPackedTokens:  // [nb][bs][H][2*D], K then V in the last dimension
+        index = ((blk * bs + in) * H + h) * 2 * Dbytes + kv * Dbytes;
+        break;
     }
     std::byte* p = layers[l].data() + index;
     if (to_paged)

@@ -105,7 +105,8 @@ TEST_P(PagedTest, BadBlockTablesAndShapesAreRefused) {
 INSTANTIATE_TEST_SUITE_P(Layouts, PagedTest,
                          ::testing::Values(LayoutCase{PagedLayout::kKvFirst, "KvFirst"},
                                            LayoutCase{PagedLayout::kBlockFirst, "BlockFirst"},
-                                           LayoutCase{PagedLayout::kPackedHeads, "PackedHeads"}),
+                                           LayoutCase{PagedLayout::kPackedHeads, "PackedHeads"},
+                                           LayoutCase{PagedLayout::kPackedTokens, "PackedTokens"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -65,6 +65,7 @@ class EngineTest(unittest.TestCase):
             "kv_first": (2, blocks, bs, self.g.kv_heads, self.g.head_dim),
             "block_first": (blocks, 2, bs, self.g.kv_heads, self.g.head_dim),
             "packed_heads": (blocks, self.g.kv_heads, bs, 2 * self.g.head_dim),
+            "packed_tokens": (blocks, bs, self.g.kv_heads, 2 * self.g.head_dim),
         }
         kv = session(self.rng, self.g, 500)
         for layout, shape in shapes.items():
@@ -82,6 +83,8 @@ class EngineTest(unittest.TestCase):
                                 got = layers[l][kv_i, b, o]
                             elif layout == "block_first":
                                 got = layers[l][b, kv_i, o]
+                            elif layout == "packed_tokens":
+                                got = layers[l][b, o, :, kv_i * self.g.head_dim:(kv_i + 1) * self.g.head_dim]
                             else:
                                 half = layers[l][b, :, o, :]
                                 got = half[:, kv_i * self.g.head_dim:(kv_i + 1) * self.g.head_dim]
@@ -252,6 +255,8 @@ class EngineTest(unittest.TestCase):
                             f"[2, 2, {bs}, {g.kv_heads}, {g.head_dim}]"),
             "packed_heads": ([np.zeros((blocks, g.kv_heads, bs, g.head_dim), np.uint16)] * g.layers,
                              f"[{blocks}, {g.kv_heads}, {bs}, {2 * g.head_dim}]"),
+            "packed_tokens": ([np.zeros((blocks, g.kv_heads, bs, 2 * g.head_dim), np.uint16)] * g.layers,
+                              f"[{blocks}, {bs}, {g.kv_heads}, {2 * g.head_dim}]"),
         }
         for layout, (layers, want) in bad.items():
             with self.subTest(layout=layout), self.assertRaises(kvtier.Error) as e:

@@ -14,7 +14,7 @@ try:
 except ImportError:  # the dev box and CI have no torch unless the vLLM extra is installed
     torch = None
 
-LAYOUTS = ("kv_first", "block_first", "packed_heads")
+LAYOUTS = ("kv_first", "block_first", "packed_heads", "packed_tokens")
 
 
 def paged_shape(layout, blocks, bs, heads, dim):
@@ -22,6 +22,7 @@ def paged_shape(layout, blocks, bs, heads, dim):
         "kv_first": (2, blocks, bs, heads, dim),
         "block_first": (blocks, 2, bs, heads, dim),
         "packed_heads": (blocks, heads, bs, 2 * dim),
+        "packed_tokens": (blocks, bs, heads, 2 * dim),
     }[layout]
 
 
@@ -31,6 +32,8 @@ def token_kv(layer_tensor, layout, block, offset, kv, dim):
         return layer_tensor[kv, block, offset]
     if layout == "block_first":
         return layer_tensor[block, kv, offset]
+    if layout == "packed_tokens":
+        return layer_tensor[block, offset, :, kv * dim:(kv + 1) * dim]
     return layer_tensor[block, :, offset, kv * dim:(kv + 1) * dim]
 
 

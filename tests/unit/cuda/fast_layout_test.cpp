@@ -55,7 +55,7 @@ struct Target {
 TEST(FastLayout, PlacesEveryVectorWhereTheHostDoesForEveryForm) {
   std::mt19937_64 rng(testing::test_seed());
   for (KvForm form : {KvForm::kContiguous, KvForm::kPagedKvFirst, KvForm::kPagedBlockFirst,
-                      KvForm::kPagedPackedHeads}) {
+                      KvForm::kPagedPackedHeads, KvForm::kPagedPackedTokens}) {
     for (uint32_t block_size : {16u, 5u}) {
       const Target t(form, block_size, rng);
       const FastLayout fast(t.p);
