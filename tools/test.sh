@@ -3,7 +3,7 @@
 # SPDX-FileCopyrightText: 2026 kvtier authors
 # Sets up, builds and runs the whole CPU test suite (GPU tests carry the ctest label `gpu`).
 # Usage: tools/test.sh          the release build's suite (a few minutes)
-#        tools/test.sh --all    also the vLLM connector against vLLM (tools/setup_vllm.sh), the suite
+#        tools/test.sh --all    also the vLLM connector against vLLM 0.34 and 0.26 (tools/setup_vllm.sh), the suite
 #                               under ASan+UBSan and under TSan, and a short fuzz run of every
 #                               libFuzzer target (what CI runs; ~13-15 minutes on 2 cores once the
 #                               vLLM environment exists)
@@ -35,7 +35,7 @@ build_progress() {
 
 # CI also tests the vLLM connector against vLLM itself (a ~6 GB environment, made once).
 if [ "$all" = 1 ]; then
-  stage "vLLM test environment (.venv-vllm; minutes the first time, then skipped)"
+  stage "vLLM test environments (.venv-vllm: the newest, .venv-vllm-0.26; minutes the first time, then skipped)"
   tools/setup_vllm.sh
 fi
 stage "layers: no include points up them (tools/check_layers.sh, docs/architecture.md)"

@@ -14,19 +14,29 @@ What it does, hook by hook:
   blocks, marking the blocks vLLM already holds (its own prefix-cache hit) to be skipped: they are
   verified, never written. ``request_finished`` plans a save of every computed token and defers
   freeing the blocks until the workers report the save done.
-- Worker: ``register_kv_caches`` detects the paged layout from the tensors vLLM registered
-  (``[2, blocks, bs, H, D]``, ``[blocks, 2, bs, H, D]`` or 0.26's packed ``[blocks, H, bs, 2D]``) and
-  refuses anything else with a clear error; it opens the rank's kvtier store. ``start_load_kv``
+- Worker: ``register_kv_caches`` takes the tensors as vLLM allocated them: it reads each layer's
+  logical shape (``[2, blocks, bs, H, D]``, ``[blocks, 2, bs, H, D]`` or 0.26's packed
+  ``[blocks, H, bs, 2D]``) and, from its strides, the order the bytes really lie in (vLLM permutes
+  the logical shape by the backend's stride order: NHD by default, HND when asked). Any order kvtier
+  cannot address (or a tensor with gaps between its blocks) is refused with a clear error; it opens
+  the rank's kvtier store. ``start_load_kv``
   restores synchronously before the forward pass, or in the background when
   ``kvtier.async_load`` is set (reported through ``get_finished``). ``wait_for_save`` hands the
   planned saves to a background thread once the GPU work queued so far is done. A miss or a checksum
   mismatch becomes ``get_block_ids_with_load_errors``: vLLM recomputes those blocks instead of
   serving wrong KV.
 
-Settings (``kv_connector_extra_config``): ``kvtier.root`` (store directory, required),
-``kvtier.io`` (auto, posix, gds, buffered), ``kvtier.capacity``, ``kvtier.dram``, ``kvtier.staging``
-(sizes with K/M/G/T; 0 = kvtier's defaults), ``kvtier.chunk_tokens`` (256; a multiple of the block
-size), ``kvtier.async_load`` (false), ``kvtier.lookup_timeout_ms`` (2000).
+Settings (``kv_connector_extra_config``): ``kvtier.root`` (store directory, required; a list of
+directories spreads the store over several drives, one directory each), ``kvtier.io`` (auto, posix,
+gds, buffered), ``kvtier.capacity`` (per drive), ``kvtier.dram``, ``kvtier.staging``,
+``kvtier.request_size`` (sizes with K/M/G/T; 0 = kvtier's defaults), ``kvtier.remote`` (Redis
+Cluster seeds, ``redis://host:port[,host:port]``: a shared tier behind the local store, looked up
+and restored from like it), ``kvtier.remote_password_env``, ``kvtier.remote_ttl`` (seconds),
+``kvtier.tenant``, ``kvtier.chunk_tokens`` (256; a multiple of the block size),
+``kvtier.async_load`` (false), ``kvtier.lookup_timeout_ms`` (2000), ``kvtier.metrics_port`` (0: none;
+else each worker serves its engine's Prometheus metrics on port + rank, since vLLM's workers are not
+the process that serves ``/metrics``), ``kvtier.trace`` (a file each worker appends one JSON line
+per load and save to: request, tokens, seconds; what the serving benchmark reads).
 
 Requests whose KV depends on more than their token ids (LoRA adapters, a cache salt, multimodal
 inputs, prompt embeddings) are neither looked up nor saved: kvtier keys KV by token ids only.
@@ -34,11 +44,13 @@ inputs, prompt embeddings) are neither looked up nor saved: kvtier keys KV by to
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import re
 import tempfile
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -98,33 +110,67 @@ class KvtierMetadata(KVConnectorMetadata):
 
 @dataclass
 class Settings:
-    root: str
+    roots: list[str]  # one directory per drive; the first holds the index
     io: str = "auto"
     capacity: str = "0"
     dram: str = "0"
     staging: str = "0"
+    request_size: str = "0"
+    remote: str = ""
+    remote_password_env: str = ""
+    remote_ttl: int = 0
+    tenant: str = ""
     chunk_tokens: int = 256
     async_load: bool = False
     lookup_timeout_ms: int = 2000
+    metrics_port: int = 0
+    trace: str = ""
+
+    KEYS = ("kvtier.root", "kvtier.io", "kvtier.capacity", "kvtier.dram", "kvtier.staging",
+            "kvtier.request_size", "kvtier.remote", "kvtier.remote_password_env", "kvtier.remote_ttl",
+            "kvtier.tenant", "kvtier.chunk_tokens", "kvtier.async_load", "kvtier.lookup_timeout_ms",
+            "kvtier.metrics_port", "kvtier.trace")
+
+    @property
+    def root(self) -> str:
+        return self.roots[0]
 
     @staticmethod
     def of(extra: dict[str, Any], block_size: int) -> "Settings":
+        unknown = sorted(k for k in extra if k.startswith("kvtier.") and k not in Settings.KEYS)
+        if unknown:  # a misspelt setting would otherwise be a silent default
+            raise ValueError(f"KvtierConnector: unknown setting(s) {unknown} in kv_connector_extra_config; "
+                             f"known: {list(Settings.KEYS)}")
         root = extra.get("kvtier.root")
-        if not root:
-            raise ValueError("KvtierConnector: kv_connector_extra_config needs 'kvtier.root' (the store directory)")
-        s = Settings(
-            root=os.path.abspath(str(root)),
-            io=str(extra.get("kvtier.io", "auto")),
-            capacity=str(extra.get("kvtier.capacity", "0")),
-            dram=str(extra.get("kvtier.dram", "0")),
-            staging=str(extra.get("kvtier.staging", "0")),
-            chunk_tokens=int(extra.get("kvtier.chunk_tokens", 256)),
-            async_load=str(extra.get("kvtier.async_load", False)).lower() in ("1", "true", "yes"),
-            lookup_timeout_ms=int(extra.get("kvtier.lookup_timeout_ms", 2000)),
-        )
+        roots = [root] if isinstance(root, str) else list(root) if isinstance(root, (list, tuple)) else []
+        if not roots or not all(isinstance(r, str) and r for r in roots):
+            raise ValueError("KvtierConnector: kv_connector_extra_config needs 'kvtier.root': the store "
+                             f"directory, or a list of directories one per drive (got {root!r})")
+        try:
+            s = Settings(
+                roots=[os.path.abspath(r) for r in roots],
+                io=str(extra.get("kvtier.io", "auto")),
+                capacity=str(extra.get("kvtier.capacity", "0")),
+                dram=str(extra.get("kvtier.dram", "0")),
+                staging=str(extra.get("kvtier.staging", "0")),
+                request_size=str(extra.get("kvtier.request_size", "0")),
+                remote=str(extra.get("kvtier.remote", "")),
+                remote_password_env=str(extra.get("kvtier.remote_password_env", "")),
+                remote_ttl=int(extra.get("kvtier.remote_ttl", 0)),
+                tenant=str(extra.get("kvtier.tenant", "")),
+                chunk_tokens=int(extra.get("kvtier.chunk_tokens", 256)),
+                async_load=str(extra.get("kvtier.async_load", False)).lower() in ("1", "true", "yes"),
+                lookup_timeout_ms=int(extra.get("kvtier.lookup_timeout_ms", 2000)),
+                metrics_port=int(extra.get("kvtier.metrics_port", 0)),
+                trace=str(extra.get("kvtier.trace", "")),
+            )
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"KvtierConnector: a setting in kv_connector_extra_config is not a number: {e}") from e
         if s.chunk_tokens <= 0 or s.chunk_tokens % block_size != 0:
             raise ValueError(f"KvtierConnector: kvtier.chunk_tokens ({s.chunk_tokens}) must be a positive multiple "
                              f"of vLLM's block size ({block_size})")
+        if not 0 <= s.metrics_port < 65536:
+            raise ValueError(f"KvtierConnector: kvtier.metrics_port ({s.metrics_port}) is not a port")
         return s
 
 
@@ -133,27 +179,65 @@ class Layout:
     name: str  # kvtier's layout name
     kv_heads: int
     head_dim: int
+    order: tuple[int, ...]  # the permutation of the logical shape that is contiguous in memory
 
 
-def detect_layout(shape: tuple[int, ...], block_size: int, num_blocks: int | None) -> Layout:
-    """The kvtier layout of one layer's paged KV tensor, from its logical shape. Refuses any shape
-    that is not exactly one of the three known layouts (or could be two of them)."""
-    candidates = []
-    if len(shape) == 5 and shape[0] == 2 and shape[2] == block_size:
-        candidates.append(("kv_first", shape[1], shape[3], shape[4]))
-    if len(shape) == 5 and shape[1] == 2 and shape[2] == block_size:
-        candidates.append(("block_first", shape[0], shape[3], shape[4]))
-    if len(shape) == 4 and shape[2] == block_size and shape[3] % 2 == 0:
-        candidates.append(("packed_heads", shape[0], shape[1], shape[3] // 2))
-    if num_blocks is not None:
-        candidates = [c for c in candidates if c[1] == num_blocks]
-    if len(candidates) != 1:
+# The meaning of each dimension: "kv" (K or V), "block", "token" (within a block), "head", "dim"
+# (head_dim elements) or "kvdim" (K then V, 2 * head_dim elements).
+_LOGICAL = (  # the logical shapes vLLM's attention backends report (get_kv_cache_shape)
+    ("kv", "block", "token", "head", "dim"),  # [2, blocks, bs, H, D]
+    ("block", "kv", "token", "head", "dim"),  # [blocks, 2, bs, H, D]
+    ("block", "head", "token", "kvdim"),      # [blocks, H, bs, 2D] (0.26's packed K|V)
+)
+_PHYSICAL = {  # the byte orders kvtier addresses, outermost dimension first
+    ("kv", "block", "token", "head", "dim"): "kv_first",
+    ("block", "kv", "token", "head", "dim"): "block_first",
+    ("block", "head", "token", "kvdim"): "packed_heads",
+    ("block", "token", "head", "kvdim"): "packed_tokens",
+}
+
+
+def _logical_meanings(shape: tuple[int, ...], block_size: int, num_blocks: int | None) -> list[tuple[str, ...]]:
+    out = []
+    for meanings in _LOGICAL:
+        if len(meanings) != len(shape):
+            continue
+        size = dict(zip(meanings, shape))
+        if size.get("kv", 2) != 2 or size["token"] != block_size or size.get("kvdim", 2) % 2:
+            continue
+        if num_blocks is not None and size["block"] != num_blocks:
+            continue
+        out.append(meanings)
+    return out
+
+
+def detect_layout(t: "torch.Tensor | tuple[int, ...]", block_size: int, num_blocks: int | None) -> Layout:
+    """The kvtier layout of one layer's paged KV tensor: its logical shape says what each dimension
+    is, its strides in which order the bytes lie. Refuses a shape that is none of the known ones (or
+    could be two of them), an order kvtier cannot address and a tensor with gaps (padded pages)."""
+    shape = tuple(t.shape) if hasattr(t, "shape") else tuple(t)
+    strides = tuple(t.stride()) if hasattr(t, "stride") else None
+    logical = _logical_meanings(shape, block_size, num_blocks)
+    if len(logical) != 1:
         raise ValueError(
             f"KvtierConnector: KV cache tensor of shape {list(shape)} (block size {block_size}, "
             f"{num_blocks} blocks) is not one known layout: expected [2, blocks, bs, H, D], [blocks, 2, bs, H, D] "
             f"or [blocks, H, bs, 2*D]. kvtier refuses a layout it would have to guess.")
-    name, _, heads, dim = candidates[0]
-    return Layout(name, heads, dim)
+    meanings = logical[0]
+    size = dict(zip(meanings, shape))
+    heads = size["head"]
+    dim = size["dim"] if "dim" in size else size["kvdim"] // 2
+    for physical, name in _PHYSICAL.items():
+        if sorted(physical) != sorted(meanings):
+            continue
+        order = tuple(meanings.index(m) for m in physical)
+        if strides is None or t.permute(order).is_contiguous():
+            return Layout(name, heads, dim, order)
+    described = ", ".join(f"{m} {n} (stride {st})" for m, n, st in zip(meanings, shape, strides))
+    raise ValueError(
+        f"KvtierConnector: KV cache tensor of logical shape {list(shape)} lies in memory in an order kvtier "
+        f"cannot address or with gaps between its blocks ({described}); kvtier reads [2, blocks, bs, H, D], "
+        f"[blocks, 2, bs, H, D], [blocks, H, bs, 2D] and [blocks, bs, H, 2D] laid out densely.")
 
 
 def layer_order(names: list[str]) -> list[str]:
@@ -276,6 +360,7 @@ class KvtierConnector(KVConnectorBase_V1):
         self._matched: dict[str, tuple[int, int]] = {}  # req -> (vLLM's own computed tokens, restorable)
         self._loads: list[LoadPlan] = []
         self._saves: list[SavePlan] = []
+        self._saving: set[str] = set()  # requests whose blocks wait for their save to be reported done
         # worker side
         self._engine: kvtier.Engine | None = None
         self._server: LookupServer | None = None
@@ -329,11 +414,21 @@ class KvtierConnector(KVConnectorBase_V1):
             return False, None
         tokens = list(request.all_token_ids[:computed])
         self._saves.append(SavePlan(request.request_id, tokens, list(block_ids)))
+        self._saving.add(request.request_id)
         return True, None  # the blocks stay until the workers report the save done (get_finished)
+
+    def has_pending_push_work(self) -> bool:
+        # A finished request's save plan reaches the workers only in a later step's metadata, and
+        # its done report only through a later step: vLLM must keep stepping after its last
+        # request ends, or the save never runs and the blocks are never freed.
+        return bool(self._saving)
+
+    def update_connector_output(self, connector_output: Any) -> None:
+        self._saving -= set(getattr(connector_output, "finished_sending", None) or ())
 
     @classmethod
     def get_required_kvcache_layout(cls, vllm_config: "VllmConfig") -> str | None:
-        return "NHD"  # each layer's tensor contiguous in its logical shape, as kvtier addresses it
+        return None  # kvtier reads the layout vLLM chose from the tensors' strides
 
     # ---- worker side ---------------------------------------------------------------------------
 
@@ -341,32 +436,59 @@ class KvtierConnector(KVConnectorBase_V1):
         names = layer_order(list(kv_caches))
         layers = [kv_caches[n] for n in names]
         num_blocks = self._kv_cache_config.num_blocks if self._kv_cache_config is not None else None
-        layout = detect_layout(tuple(layers[0].shape), self._block_size, num_blocks)
+        layout = detect_layout(layers[0], self._block_size, num_blocks)
         for name, t in zip(names, layers):
             if tuple(t.shape) != tuple(layers[0].shape) or t.dtype != layers[0].dtype:
                 raise ValueError(f"KvtierConnector: layer '{name}' has shape {list(t.shape)} {t.dtype}, layer "
                                  f"'{names[0]}' {list(layers[0].shape)} {layers[0].dtype}: one geometry is needed")
-            if not t.is_contiguous():
-                raise ValueError(f"KvtierConnector: KV cache '{name}' is not contiguous in its logical shape "
-                                 f"(strides {t.stride()}); kvtier needs the NHD layout")
+            if detect_layout(t, self._block_size, num_blocks) != layout:
+                raise ValueError(f"KvtierConnector: layer '{name}' lies in memory otherwise (strides {t.stride()}) "
+                                 f"than layer '{names[0]}' (strides {layers[0].stride()}): one layout is needed")
         geometry = kvtier.Geometry.custom(self._model, layers=len(layers), kv_heads=layout.kv_heads,
                                           head_dim=layout.head_dim, element_bytes=layers[0].element_size(),
                                           chunk_tokens=self._settings.chunk_tokens, tp_rank=self._rank,
                                           tp_world=self._world)
         s = self._settings
-        self._engine = kvtier.open(s.root, geometry, io=s.io, capacity=s.capacity, dram=s.dram, staging=s.staging)
-        self._layers, self._layout = layers, layout
+        root = s.roots if len(s.roots) > 1 else s.root
+        self._engine = kvtier.open(root, geometry, io=s.io, capacity=s.capacity, dram=s.dram, staging=s.staging,
+                                   request_size=s.request_size, tenant=s.tenant, remote=s.remote,
+                                   remote_password_env=s.remote_password_env, remote_ttl=s.remote_ttl)
+        # kvtier addresses the bytes in the order they lie: the same memory, viewed densely.
+        self._layers = [t.permute(layout.order) for t in layers]
+        self._layout = layout
         self._server = LookupServer(self._engine, lookup_address(s.root, self._rank))
-        try:  # into prometheus_client's registry: this process's /metrics shows the engine
-            kvtier.metrics.register(self._engine, rank=self._rank, world=self._world)
+        self._serve_metrics()
+        log.info("kvtier connector: rank %d/%d, %d layers, layout %s (logical %s, strides %s), store %s, %s",
+                 self._rank, self._world, len(layers), layout.name, list(layers[0].shape), layers[0].stride(),
+                 self._engine.store_dir, self._engine.stats()["gds"])
+
+    def _serve_metrics(self) -> None:
+        try:
+            import prometheus_client
         except ImportError:
             log.info("kvtier connector: prometheus_client not installed, no metrics")
-        log.info("kvtier connector: rank %d/%d, %d layers, layout %s, store %s, %s", self._rank, self._world,
-                 len(layers), layout.name, self._engine.store_dir, self._engine.stats()["gds"])
+            return
+        # Into this process's default registry (seen where this process serves /metrics) and, with
+        # kvtier.metrics_port, on a port of its own: vLLM's workers run apart from its API server.
+        kvtier.metrics.register(self._engine, rank=str(self._rank), world=str(self._world))
+        if self._settings.metrics_port:
+            port = self._settings.metrics_port + self._rank
+            prometheus_client.start_http_server(port)
+            log.info("kvtier connector: rank %d serves its metrics on :%d/metrics", self._rank, port)
+
+    def _trace(self, **record: Any) -> None:
+        if not self._settings.trace:
+            return
+        line = json.dumps({"rank": self._rank, "time": time.time(), **record})
+        with self._mu, open(self._settings.trace, "a") as f:
+            f.write(line + "\n")
 
     def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
         meta = self._get_connector_metadata()
         assert isinstance(meta, KvtierMetadata)
+        # Saves start here, not in wait_for_save: a finished request's plan arrives in a later step,
+        # often one without a forward pass, where vLLM calls start_load_kv and get_finished only.
+        self._start_saves(meta)
         for plan in meta.loads:
             if plan.asynchronous:
                 with self._mu:
@@ -380,10 +502,14 @@ class KvtierConnector(KVConnectorBase_V1):
         table = table[:needed].copy()
         table[: plan.skip_blocks] = -1  # vLLM's own prefix hit: verified, never written
         restored = 0
+        start = time.perf_counter()
         try:
             r = self._engine.restore_paged(np.asarray(plan.token_ids, dtype=np.int32), self._layers, table,
                                            block_size=self._block_size, layout=self._layout.name)
             restored = r["tokens_restored"]
+            self._trace(event="load", req=plan.req_id, tokens=len(plan.token_ids), restored=restored,
+                        skipped_blocks=plan.skip_blocks, seconds=time.perf_counter() - start,
+                        checksum_misses=r["checksum_misses"])
             if r["checksum_misses"]:
                 log.warning("kvtier: %d chunk(s) of request %s failed their checksum; vLLM recomputes them",
                             r["checksum_misses"], plan.req_id)
@@ -401,13 +527,13 @@ class KvtierConnector(KVConnectorBase_V1):
         return  # saves happen whole, once the request is finished (wait_for_save)
 
     def wait_for_save(self):
-        if not self.has_connector_metadata():
-            return
-        meta = self._get_connector_metadata()
-        assert isinstance(meta, KvtierMetadata)
+        return  # saves run in the background, started by start_load_kv: decoding never waits on them
+
+    def _start_saves(self, meta: KvtierMetadata) -> None:
         if not meta.saves:
             return
-        # The blocks' last writes were queued on this stream: a save reads them only after they land.
+        # The blocks' last writes were queued on this stream by earlier steps: a save reads them
+        # only after they land.
         done = torch.cuda.Event() if self._layers and self._layers[0].is_cuda else None
         if done is not None:
             done.record()
@@ -419,10 +545,13 @@ class KvtierConnector(KVConnectorBase_V1):
         if done is not None:
             done.synchronize()
         needed = -(-len(plan.token_ids) // self._block_size)
+        start = time.perf_counter()
         try:
-            self._engine.save_paged(np.asarray(plan.token_ids, dtype=np.int32), self._layers,
-                                    np.asarray(plan.block_ids[:needed], dtype=np.int32),
-                                    block_size=self._block_size, layout=self._layout.name)
+            chunks = self._engine.save_paged(np.asarray(plan.token_ids, dtype=np.int32), self._layers,
+                                             np.asarray(plan.block_ids[:needed], dtype=np.int32),
+                                             block_size=self._block_size, layout=self._layout.name)
+            self._trace(event="save", req=plan.req_id, tokens=len(plan.token_ids), chunks_written=chunks,
+                        seconds=time.perf_counter() - start)
         except kvtier.Error as e:  # a lost save is a future miss, never wrong KV
             log.warning("kvtier: save of request %s failed: %s", plan.req_id, e)
 

@@ -3,10 +3,14 @@
 """kvtier's vLLM connector, driven the way vLLM's scheduler and worker drive a KVConnectorBase_V1,
 through vLLM's own classes (VllmConfig, KVConnectorFactory, Request, KVCacheBlocks, SchedulerOutput)
 on host tensors: save at finish with deferred freeing, lookup over the workers' sockets, load into
-each paged layout (skipping vLLM's own prefix hit), async load, a corrupted chunk reported as load
-errors, and an unknown layout refused. Skipped where vLLM cannot be imported (see tools/setup.sh
---vllm); no GPU is needed."""
+each paged layout (skipping vLLM's own prefix hit) and into the KV cache tensors exactly as this
+vLLM's model runner makes them for every attention backend it has, in both its KV cache layouts;
+async load, a corrupted chunk reported as load errors, several drives, and unknown layouts or
+settings refused. Skipped where vLLM cannot be imported (see tools/setup_vllm.sh); no GPU is needed.
+Run by CI with the newest vLLM (.venv-vllm) and with 0.26.0 (.venv-vllm-0.26)."""
 import glob
+import importlib
+import json
 import os
 import tempfile
 import time
@@ -16,6 +20,7 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
 try:
     import torch
+    import vllm
     from vllm.config import CacheConfig, DeviceConfig, KVTransferConfig, VllmConfig
     from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
@@ -24,26 +29,76 @@ try:
     from vllm.v1.core.kv_cache_utils import KVCacheBlock
     from vllm.v1.core.sched.output import SchedulerOutput
     from vllm.v1.kv_cache_interface import KVCacheConfig
+    from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request
     VLLM = None
 except ImportError as e:
     VLLM = str(e)
 
 BS, BLOCKS, LAYERS, HEADS, DIM = 16, 96, 3, 2, 64
+# Hand-made layer tensors: vLLM's logical shapes, with the strides vLLM gives them (packed_tokens:
+# the logical [blocks, H, bs, 2D] over NHD storage, vLLM 0.26's default).
 SHAPES = {
-    "kv_first": (2, BLOCKS, BS, HEADS, DIM),
-    "block_first": (BLOCKS, 2, BS, HEADS, DIM),
-    "packed_heads": (BLOCKS, HEADS, BS, 2 * DIM),
+    "kv_first": lambda: torch.zeros(2, BLOCKS, BS, HEADS, DIM, dtype=torch.bfloat16),
+    "block_first": lambda: torch.zeros(BLOCKS, 2, BS, HEADS, DIM, dtype=torch.bfloat16),
+    "packed_heads": lambda: torch.zeros(BLOCKS, HEADS, BS, 2 * DIM, dtype=torch.bfloat16),
+    "packed_tokens": lambda: torch.zeros(BLOCKS, BS, HEADS, 2 * DIM, dtype=torch.bfloat16).permute(0, 2, 1, 3),
 }
 
 
-def row(layer, layout, block, offset, kv):
-    """One token's K (kv=0) or V (kv=1) in a layer tensor, as vLLM's attention backends index it."""
-    if layout == "kv_first":
+def row(layer, block, offset, kv):
+    """One token's K (kv=0) or V (kv=1) in a layer tensor, indexed by its logical shape as vLLM's
+    attention backends index it, whatever order its bytes lie in."""
+    if layer.dim() == 4:  # [blocks, H, bs, 2D]
+        return layer[block, :, offset, kv * DIM:(kv + 1) * DIM]
+    if layer.shape[0] == 2:  # [2, blocks, bs, H, D]
         return layer[kv, block, offset]
-    if layout == "block_first":
-        return layer[block, kv, offset]
-    return layer[block, :, offset, kv * DIM:(kv + 1) * DIM]
+    return layer[block, kv, offset]  # [blocks, 2, bs, H, D]
+
+
+BACKENDS = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "CPU_ATTN", "FLEX_ATTENTION")
+
+
+def vllm_allocations():
+    """{label: make} for every attention backend this vLLM has that stores K and V per token, in
+    each KV cache layout (NHD, HND): the layer tensor made as vLLM's model runner makes it, by the
+    backend's get_kv_cache_shape and get_kv_cache_stride_order and, where this vLLM has it, its own
+    reshape (vllm.v1.worker.gpu.attn_utils). Backends this vLLM cannot import are left out."""
+    from vllm.v1.attention.backends import utils as backend_utils
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+    try:
+        from vllm.v1.kv_cache_interface import FullAttentionSpec
+        from vllm.v1.worker.gpu.attn_utils import _reshape_attention_kv_cache as vllm_reshape
+    except ImportError:
+        vllm_reshape = None
+    out = {}
+    for name in BACKENDS:
+        try:
+            backend = AttentionBackendEnum[name].get_class()
+        except Exception:  # noqa: BLE001 - a backend whose kernels are missing here
+            continue
+        for cache_layout in ("NHD", "HND"):
+            backend_utils.set_kv_cache_layout(cache_layout)
+            try:
+                shape = tuple(backend.get_kv_cache_shape(BLOCKS, BS, HEADS, DIM))
+                try:
+                    order = tuple(backend.get_kv_cache_stride_order())
+                except (AttributeError, NotImplementedError):
+                    order = tuple(range(len(shape)))
+            except Exception:  # noqa: BLE001 - a layout this backend refuses
+                continue
+            finally:
+                backend_utils.set_kv_cache_layout(None)
+
+            def make(shape=shape, order=order):
+                raw = torch.zeros(BLOCKS * 2 * BS * HEADS * DIM * 2, dtype=torch.int8)
+                if vllm_reshape is not None:
+                    spec = FullAttentionSpec(block_size=BS, num_kv_heads=HEADS, head_size=DIM, dtype=torch.bfloat16)
+                    return vllm_reshape(raw, spec, shape, order, BLOCKS, None)
+                inverse = [order.index(i) for i in range(len(order))]
+                return raw.view(torch.bfloat16).view(tuple(shape[i] for i in order)).permute(*inverse)
+            out[f"{name}-{cache_layout}"] = make
+    return out
 
 
 @unittest.skipIf(VLLM is not None, f"vllm is not importable: {VLLM}")
@@ -58,10 +113,10 @@ class ConnectorTest(unittest.TestCase):
             c.shutdown()
         self.dir.cleanup()
 
-    def pair(self, layout, **extra):
+    def pair(self, layout, make=None, root=None, **extra):
         """A scheduler-side and a worker-side connector, made by vLLM's factory from a VllmConfig,
-        over a store of their own."""
-        root = os.path.join(self.dir.name, f"store-{len(self.connectors)}")
+        over a store of their own, with layer tensors made by `make` (default: SHAPES[layout])."""
+        root = root or os.path.join(self.dir.name, f"store-{len(self.connectors)}")
         settings = {"kvtier.root": root, "kvtier.io": "posix", "kvtier.capacity": "256M",
                     "kvtier.lookup_timeout_ms": 5000, **extra}
         config = VllmConfig(
@@ -74,7 +129,8 @@ class ConnectorTest(unittest.TestCase):
         scheduler = KVConnectorFactory.create_connector(config, KVConnectorRole.SCHEDULER, cache_config)
         worker = KVConnectorFactory.create_connector(config, KVConnectorRole.WORKER, cache_config)
         self.connectors += [worker, scheduler]
-        caches = {f"model.layers.{i}.self_attn.attn": torch.zeros(SHAPES[layout], dtype=torch.bfloat16)
+        make = make or SHAPES[layout]
+        caches = {f"model.layers.{i}.self_attn.attn": make()
                   for i in reversed(range(LAYERS))}  # out of order on purpose: layers sort by index
         worker.register_kv_caches(caches)
         layers = [caches[f"model.layers.{i}.self_attn.attn"] for i in range(LAYERS)]
@@ -85,15 +141,19 @@ class ConnectorTest(unittest.TestCase):
         r.num_computed_tokens = computed
         return r
 
-    def step(self, scheduler, worker, finished=()):
-        """One scheduler step's metadata through the worker, as the model runner does it."""
+    def step(self, scheduler, worker, finished=(), forward=False):
+        """One scheduler step's metadata through the worker, as the model runner does it: by
+        default a step without a forward pass (vLLM's kv_connector_no_forward: no wait_for_save),
+        what vLLM runs once the last request has finished."""
         meta = scheduler.build_connector_meta(SchedulerOutput.make_empty())
         worker.bind_connector_metadata(meta)
         worker.start_load_kv(None)
-        worker.wait_for_save()
+        if forward:
+            worker.wait_for_save()
         result = worker.get_finished(set(finished))
         errors = worker.get_block_ids_with_load_errors()
         worker.clear_connector_metadata()
+        scheduler.update_connector_output(KVConnectorOutput(finished_sending=result[0], finished_recving=result[1]))
         return result, errors
 
     def prefill(self, layers, layout, blocks, n):
@@ -102,14 +162,14 @@ class ConnectorTest(unittest.TestCase):
         for layer in range(LAYERS):
             for t in range(n):
                 for k in (0, 1):
-                    row(layers[layer], layout, blocks[t // BS], t % BS, k).copy_(kv[k, layer, t])
+                    row(layers[layer], blocks[t // BS], t % BS, k).copy_(kv[k, layer, t])
         return kv
 
     def assert_holds(self, layers, layout, blocks, kv, first, last):
         for layer in range(LAYERS):
             for t in range(first, last):
                 for k in (0, 1):
-                    got = row(layers[layer], layout, blocks[t // BS], t % BS, k)
+                    got = row(layers[layer], blocks[t // BS], t % BS, k)
                     self.assertTrue(torch.equal(got, kv[k, layer, t]), f"{layout} layer {layer} token {t}")
 
     def save_session(self, scheduler, worker, layers, layout, n=600):
@@ -121,44 +181,66 @@ class ConnectorTest(unittest.TestCase):
         kv = self.prefill(layers, layout, a_blocks, n)
         delay_free, _ = scheduler.request_finished(a, a_blocks)
         self.assertTrue(delay_free)  # blocks held until the save is done
+        # No request is left: vLLM steps on only while the connector says it has work.
+        self.assertTrue(scheduler.has_pending_push_work())
         done, _ = self.step(scheduler, worker, finished={"A"})
         for _ in range(200):
             if done[0]:
                 break
             time.sleep(0.01)
-            done = worker.get_finished(set())
+            done, _ = self.step(scheduler, worker)
         self.assertEqual(done, ({"A"}, None))
+        self.assertFalse(scheduler.has_pending_push_work())
         return tokens, kv
 
     def test_save_lookup_and_load_in_every_layout(self):
         for layout in SHAPES:
             with self.subTest(layout=layout):
-                scheduler, worker, layers = self.pair(layout)
-                tokens, kv = self.save_session(scheduler, worker, layers, layout)
-                # Request B continues the session: 600 stored tokens -> two whole chunks of 256.
-                b = self.request("B", tokens + [7] * 100)
-                self.assertEqual(scheduler.get_num_new_matched_tokens(b, 0), (512, False))
-                b_blocks = list(range(0, 44))
-                scheduler.update_state_after_alloc(b, KVCacheBlocks(([KVCacheBlock(i) for i in b_blocks],)), 512)
-                _, errors = self.step(scheduler, worker)
-                self.assertEqual(errors, set())
-                self.assert_holds(layers, layout, b_blocks, kv, 0, 512)
-                # Request C: vLLM's own prefix cache holds its first 32 tokens (2 blocks, shared with
-                # other requests): kvtier loads the rest and never writes those blocks.
-                c = self.request("C", tokens + [9] * 10)
-                self.assertEqual(scheduler.get_num_new_matched_tokens(c, 32), (480, False))
-                c_blocks = b_blocks[:2] + list(range(44, 44 + 31))
-                for layer in layers:
-                    for blk in c_blocks[:2]:
-                        for k in (0, 1):
-                            for o in range(BS):
-                                row(layer, layout, blk, o, k).fill_(3.0)
-                scheduler.update_state_after_alloc(c, KVCacheBlocks(([KVCacheBlock(i) for i in c_blocks],)), 480)
-                _, errors = self.step(scheduler, worker)
-                self.assertEqual(errors, set())
-                self.assert_holds(layers, layout, c_blocks, kv, 32, 512)
-                for layer in layers:
-                    self.assertTrue(bool((row(layer, layout, c_blocks[0], 0, 0) == 3.0).all()), "a skipped block was written")
+                self.check_save_lookup_and_load(layout)
+
+    def test_save_lookup_and_load_into_every_backends_own_allocation(self):
+        cases = vllm_allocations()
+        print(f"vLLM {vllm.__version__}: {sorted(cases)}")
+        # FLASH_ATTN is what vLLM picks on Hopper; TRITON_ATTN and CPU_ATTN import everywhere.
+        self.assertIn("TRITON_ATTN-NHD", cases)
+        for label, make in cases.items():
+            with self.subTest(backend=label):
+                self.check_save_lookup_and_load(label, make)
+
+    def check_save_lookup_and_load(self, layout, make=None):
+        """A session saved at finish, found by a continuation, loaded into other blocks; then one whose
+        first blocks vLLM holds itself: loaded around them, those blocks never written."""
+        scheduler, worker, layers = self.pair(layout, make)
+        tokens, kv = self.save_session(scheduler, worker, layers, layout)
+        # What the store holds, read back in kvtier's own contiguous form: the KV as vLLM's
+        # indexing wrote it, whatever order the layer's bytes lie in.
+        out = torch.zeros(2, LAYERS, 600, HEADS, DIM, dtype=torch.bfloat16)
+        self.assertEqual(worker._engine.restore(tokens, out)["tokens_restored"], 600)
+        self.assertTrue(torch.equal(out, kv), f"{layout}: the store holds other bytes than the cache")
+        # Request B continues the session: 600 stored tokens -> two whole chunks of 256.
+        b = self.request("B", tokens + [7] * 100)
+        self.assertEqual(scheduler.get_num_new_matched_tokens(b, 0), (512, False))
+        b_blocks = list(range(0, 44))
+        scheduler.update_state_after_alloc(b, KVCacheBlocks(([KVCacheBlock(i) for i in b_blocks],)), 512)
+        _, errors = self.step(scheduler, worker)
+        self.assertEqual(errors, set())
+        self.assert_holds(layers, layout, b_blocks, kv, 0, 512)
+        # Request C: vLLM's own prefix cache holds its first 32 tokens (2 blocks, shared with
+        # other requests): kvtier loads the rest and never writes those blocks.
+        c = self.request("C", tokens + [9] * 10)
+        self.assertEqual(scheduler.get_num_new_matched_tokens(c, 32), (480, False))
+        c_blocks = b_blocks[:2] + list(range(44, 44 + 31))
+        for layer in layers:
+            for blk in c_blocks[:2]:
+                for k in (0, 1):
+                    for o in range(BS):
+                        row(layer, blk, o, k).fill_(3.0)
+        scheduler.update_state_after_alloc(c, KVCacheBlocks(([KVCacheBlock(i) for i in c_blocks],)), 480)
+        _, errors = self.step(scheduler, worker)
+        self.assertEqual(errors, set())
+        self.assert_holds(layers, layout, c_blocks, kv, 32, 512)
+        for layer in layers:
+            self.assertTrue(bool((row(layer, c_blocks[0], 0, 0) == 3.0).all()), "a skipped block was written")
 
     def test_corrupt_chunk_is_reported_as_failed_blocks(self):
         scheduler, worker, layers = self.pair("kv_first")
@@ -218,8 +300,16 @@ class ConnectorTest(unittest.TestCase):
                 with self.assertRaisesRegex(ValueError, "not one known layout"):
                     worker.register_kv_caches({"model.layers.0.attn": torch.zeros(shape, dtype=torch.bfloat16)})
         hnd = torch.zeros(2, BLOCKS, HEADS, BS, DIM, dtype=torch.bfloat16).transpose(2, 3)  # HND storage
-        with self.assertRaisesRegex(ValueError, "not contiguous"):
+        with self.assertRaisesRegex(ValueError, "cannot address"):
             worker.register_kv_caches({"model.layers.0.attn": hnd})
+        # Padded pages (vLLM's page_size_padded): a gap after every block.
+        padded = torch.zeros(BLOCKS, HEADS, BS, 2 * DIM + 8, dtype=torch.bfloat16)[..., : 2 * DIM]
+        with self.assertRaisesRegex(ValueError, "gaps between its blocks"):
+            worker.register_kv_caches({"model.layers.0.attn": padded})
+        # Two layers whose bytes lie in different orders.
+        with self.assertRaisesRegex(ValueError, "one layout is needed"):
+            worker.register_kv_caches({"model.layers.0.attn": SHAPES["packed_heads"](),
+                                       "model.layers.1.attn": SHAPES["packed_tokens"]()})
         bad = KVTransferConfig(kv_connector="KvtierConnector", kv_role="kv_both",
                                kv_connector_module_path="kvtier.vllm_connector",
                                kv_connector_extra_config={"kvtier.root": self.dir.name, "kvtier.chunk_tokens": 100})
@@ -227,6 +317,50 @@ class ConnectorTest(unittest.TestCase):
             KVConnectorFactory.create_connector(
                 VllmConfig(cache_config=CacheConfig(block_size=BS), device_config=DeviceConfig(device="cpu"),
                            kv_transfer_config=bad), KVConnectorRole.SCHEDULER, cache_config)
+        for extra, why in (({"kvtier.roots": [self.dir.name]}, "unknown setting"),
+                           ({"kvtier.root": []}, "needs 'kvtier.root'"),
+                           ({"kvtier.root": self.dir.name, "kvtier.remote_ttl": "soon"}, "not a number"),
+                           ({"kvtier.root": self.dir.name, "kvtier.metrics_port": 70000}, "not a port")):
+            with self.subTest(extra=extra), self.assertRaisesRegex(ValueError, why):
+                KVConnectorFactory.create_connector(
+                    VllmConfig(cache_config=CacheConfig(block_size=BS), device_config=DeviceConfig(device="cpu"),
+                               kv_transfer_config=KVTransferConfig(
+                                   kv_connector="KvtierConnector", kv_role="kv_both",
+                                   kv_connector_module_path="kvtier.vllm_connector",
+                                   kv_connector_extra_config=extra)), KVConnectorRole.SCHEDULER, cache_config)
+
+    def test_several_drives_and_the_trace(self):
+        drives = [os.path.join(self.dir.name, f"drive{i}") for i in range(3)]
+        trace = os.path.join(self.dir.name, "trace.jsonl")
+        scheduler, worker, layers = self.pair("packed_tokens", root=drives, **{"kvtier.trace": trace})
+        self.assertEqual(worker._engine.stats()["drives"], 3)
+        tokens, kv = self.save_session(scheduler, worker, layers, "packed_tokens")
+        b = self.request("B", tokens + [5])
+        self.assertEqual(scheduler.get_num_new_matched_tokens(b, 0), (512, False))
+        b_blocks = list(range(0, 38))
+        scheduler.update_state_after_alloc(b, KVCacheBlocks(([KVCacheBlock(i) for i in b_blocks],)), 512)
+        _, errors = self.step(scheduler, worker)
+        self.assertEqual(errors, set())
+        self.assert_holds(layers, "packed_tokens", b_blocks, kv, 0, 512)
+        with open(trace) as f:
+            events = [json.loads(line) for line in f]
+        self.assertEqual([(e["event"], e["req"], e["tokens"]) for e in events], [("save", "A", 600), ("load", "B", 512)])
+        self.assertEqual(events[1]["restored"], 512)
+
+    def test_worker_metrics_on_a_port_of_their_own(self):
+        import socket
+        import urllib.request
+        with socket.socket() as s:  # a port free right now
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        scheduler, worker, layers = self.pair("kv_first", **{"kvtier.metrics_port": port})
+        self.save_session(scheduler, worker, layers, "kv_first")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        saved = [line for line in text.splitlines()
+                 if line.startswith("kvtier_") and worker._engine.store_dir in line and "chunks_written" in line]
+        self.assertTrue(saved, "the worker's engine is not on its metrics port")
+        self.assertTrue(any(line.rstrip().endswith(" 3.0") for line in saved), saved)  # 600 tokens: 3 chunks
 
 
 if __name__ == "__main__":
