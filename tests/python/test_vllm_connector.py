@@ -60,10 +60,39 @@ BACKENDS = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "CPU_ATTN", "FLEX_ATTENTI
 
 
 def vllm_allocations():
-    """{label: make} for every attention backend this vLLM has that stores K and V per token, in
-    each KV cache layout (NHD, HND): the layer tensor made as vLLM's model runner makes it, by the
-    backend's get_kv_cache_shape and get_kv_cache_stride_order and, where this vLLM has it, its own
-    reshape (vllm.v1.worker.gpu.attn_utils). Backends this vLLM cannot import are left out."""
+    """({label: make}, {label: make}): the layer tensors this vLLM's model runner makes, in every
+    KV cache layout it has, as kvtier must take them and as it must refuse them. Made by vLLM's own
+    code: vLLM 0.34 views one backing allocation per layer as [B, H, N, 2D] in each KVCacheLayout
+    (kv_cache_planning's strides, create_kv_cache_views); 0.26 asks each attention backend for its
+    shape and stride order in NHD and HND and reshapes with its model runner's helper."""
+    try:
+        from vllm.v1.kv_cache_layout import KVCacheLayout
+    except ImportError:
+        return _allocations_by_backend(), {}
+    from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheTensor, compute_layout_strides,
+                                            create_kv_cache_views)
+    spec = FullAttentionSpec(block_size=BS, num_kv_heads=HEADS, head_size=DIM, dtype=torch.bfloat16)
+    page = spec.page_size_bytes
+    names = [f"model.layers.{i}.self_attn.attn" for i in range(LAYERS)]
+    good, refused = {}, {}
+    for layout in KVCacheLayout:
+        block_stride = LAYERS * page if layout.is_block_outermost else None
+        layer_stride, block_stride, *_ = compute_layout_strides(
+            spec, BLOCKS, LAYERS, layout, fixed_strides=(None, block_stride, None, None, None))
+        tensor = KVCacheTensor(size=LAYERS * BLOCKS * page, layers=names, layer_stride=layer_stride,
+                               block_stride=block_stride)
+
+        def make(layout=layout, tensor=tensor, views=[]):  # noqa: B006 - one allocation shared by the layers
+            if not views:
+                raw = torch.zeros(tensor.size, dtype=torch.int8)
+                views.extend(create_kv_cache_views(raw, spec, BLOCKS, layout, tensor))
+            return views.pop(0)
+        # Each layer its own dense [B, N, H, 2D] or [B, H, N, 2D] region: what kvtier addresses.
+        (good if layout.name in ("LBNHC", "LBHNC") else refused)[layout.name] = make
+    return good, refused
+
+
+def _allocations_by_backend():
     from vllm.v1.attention.backends import utils as backend_utils
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
     try:
@@ -198,14 +227,17 @@ class ConnectorTest(unittest.TestCase):
             with self.subTest(layout=layout):
                 self.check_save_lookup_and_load(layout)
 
-    def test_save_lookup_and_load_into_every_backends_own_allocation(self):
-        cases = vllm_allocations()
-        print(f"vLLM {vllm.__version__}: {sorted(cases)}")
-        # FLASH_ATTN is what vLLM picks on Hopper; TRITON_ATTN and CPU_ATTN import everywhere.
-        self.assertIn("TRITON_ATTN-NHD", cases)
-        for label, make in cases.items():
-            with self.subTest(backend=label):
+    def test_save_lookup_and_load_into_vllms_own_allocations(self):
+        good, refused = vllm_allocations()
+        print(f"vLLM {vllm.__version__}: taken {sorted(good)}, refused {sorted(refused)}")
+        # vLLM's default: NHD in 0.26 (FLASH_ATTN is what it picks on Hopper), LBNHC in 0.34.
+        self.assertTrue({"TRITON_ATTN-NHD", "FLASH_ATTN-NHD"} <= set(good) or "LBNHC" in good, sorted(good))
+        for label, make in good.items():
+            with self.subTest(allocation=label):
                 self.check_save_lookup_and_load(label, make)
+        for label, make in refused.items():
+            with self.subTest(allocation=label), self.assertRaisesRegex(ValueError, "cannot address"):
+                self.pair(label, make)
 
     def check_save_lookup_and_load(self, layout, make=None):
         """A session saved at finish, found by a continuation, loaded into other blocks; then one whose
