@@ -21,10 +21,12 @@ What it does, hook by hook:
   cannot address (or a tensor with gaps between its blocks) is refused with a clear error; it opens
   the rank's kvtier store. ``start_load_kv``
   restores synchronously before the forward pass, or in the background when
-  ``kvtier.async_load`` is set (reported through ``get_finished``). ``wait_for_save`` hands the
-  planned saves to a background thread once the GPU work queued so far is done. A miss or a checksum
-  mismatch becomes ``get_block_ids_with_load_errors``: vLLM recomputes those blocks instead of
-  serving wrong KV.
+  ``kvtier.async_load`` is set (reported through ``get_finished``). It also hands the planned
+  saves to a background thread, which starts once the GPU work queued so far is done (vLLM's steps
+  without a forward pass never call ``wait_for_save``); a save keeps only what a failed or pending
+  load left valid. A miss or a checksum mismatch becomes ``get_block_ids_with_load_errors``: vLLM
+  recomputes those blocks instead of serving wrong KV. Only a model whose KV cache is one group of
+  full attention is taken (sliding-window, MLA and hybrid models are refused at start).
 
 Settings (``kv_connector_extra_config``): ``kvtier.root`` (store directory, required; a list of
 directories spreads the store over several drives, one directory each), ``kvtier.io`` (auto, posix,
@@ -339,6 +341,20 @@ def _worker_rank(vllm_config: "VllmConfig") -> tuple[int, int]:
         return pc.rank, world
 
 
+def _check_cache_groups(kv_cache_config: "KVCacheConfig | None") -> None:
+    """kvtier stores per-token KV of full attention: one group of FullAttentionSpec layers. A
+    sliding-window group hands out the null block for tokens outside the window (saved, they would
+    be zeros under real keys), MLA and recurrent state have other shapes: refused, not guessed."""
+    groups = list(getattr(kv_cache_config, "kv_cache_groups", None) or [])
+    if not groups:
+        return  # nothing said: the tensors' shapes are checked at register_kv_caches
+    kinds = [type(g.kv_cache_spec).__name__ for g in groups]
+    if kinds != ["FullAttentionSpec"]:
+        raise ValueError(f"KvtierConnector: this model's KV cache groups are {kinds}; kvtier serves one group of "
+                         "full attention (FullAttentionSpec) only: sliding-window, MLA and hybrid models are not "
+                         "supported yet")
+
+
 def _keyed_by_tokens_only(request: "Request") -> bool:
     return not (request.lora_request or request.cache_salt or request.mm_features
                 or getattr(request, "prompt_embeds", None) is not None)
@@ -366,12 +382,17 @@ class KvtierConnector(KVConnectorBase_V1):
         self._server: LookupServer | None = None
         self._layers: list[torch.Tensor] = []
         self._layout: Layout | None = None
-        self._io = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kvtier-io")
+        self._io = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kvtier-save")
+        # Loads apart from saves: an async load never waits behind a multi-GB save, and a save that
+        # waits for its request's load never holds the thread that load needs.
+        self._load_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvtier-load")
         self._mu = threading.Lock()
         self._pending_loads: dict[str, Future] = {}
         self._pending_saves: dict[str, Future] = {}
         self._finished_seen: set[str] = set()
         self._load_errors: set[int] = set()
+        self._valid: dict[str, int] = {}  # request -> tokens its load left valid, where it fell short
+        _check_cache_groups(kv_cache_config)
         if role == KVConnectorRole.SCHEDULER:
             self._lookup = LookupClient(self._settings.root, self._world, self._settings.lookup_timeout_ms)
 
@@ -381,8 +402,12 @@ class KvtierConnector(KVConnectorBase_V1):
         prompt = request.prompt_token_ids
         if prompt is None or len(prompt) < 2 or not _keyed_by_tokens_only(request):
             return 0, False
-        hit = self._lookup.lookup(np.asarray(prompt[: len(prompt) - 1]))
-        hit -= hit % self._settings.chunk_tokens
+        cached = self._matched.get(request.request_id)
+        if cached is not None and cached[0] == num_computed_tokens:
+            hit = cached[1]  # asked again while it waits to be admitted: no new round trip
+        else:
+            hit = self._lookup.lookup(np.asarray(prompt[: len(prompt) - 1]))
+            hit -= hit % self._settings.chunk_tokens
         self._matched[request.request_id] = (num_computed_tokens, hit)
         if hit <= num_computed_tokens:
             return 0, False
@@ -412,15 +437,18 @@ class KvtierConnector(KVConnectorBase_V1):
         computed = request.num_computed_tokens
         if computed == 0 or not block_ids or not _keyed_by_tokens_only(request):
             return False, None
+        if getattr(request.status, "name", "") == "WAITING_FOR_REMOTE_KVS":
+            # Aborted while its load runs: vLLM holds the blocks for the load already, and the
+            # blocks hold no KV of its own to save.
+            return False, None
         tokens = list(request.all_token_ids[:computed])
         self._saves.append(SavePlan(request.request_id, tokens, list(block_ids)))
         self._saving.add(request.request_id)
         return True, None  # the blocks stay until the workers report the save done (get_finished)
 
     def has_pending_push_work(self) -> bool:
-        # A finished request's save plan reaches the workers only in a later step's metadata, and
-        # its done report only through a later step: vLLM must keep stepping after its last
-        # request ends, or the save never runs and the blocks are never freed.
+        # vLLM keeps stepping while requests wait for their blocks to be freed (0.26, 0.34); said
+        # here too, so that a scheduler that only asks the connector still delivers the plans.
         return bool(self._saving)
 
     def update_connector_output(self, connector_output: Any) -> None:
@@ -480,8 +508,11 @@ class KvtierConnector(KVConnectorBase_V1):
         if not self._settings.trace:
             return
         line = json.dumps({"rank": self._rank, "time": time.time(), **record})
-        with self._mu, open(self._settings.trace, "a") as f:
-            f.write(line + "\n")
+        try:
+            with self._mu, open(self._settings.trace, "a") as f:
+                f.write(line + "\n")
+        except OSError as e:  # the trace is a diagnostic: it never fails a load or a save
+            log.warning("kvtier: cannot write the trace %s: %s", self._settings.trace, e)
 
     def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
         meta = self._get_connector_metadata()
@@ -492,7 +523,7 @@ class KvtierConnector(KVConnectorBase_V1):
         for plan in meta.loads:
             if plan.asynchronous:
                 with self._mu:
-                    self._pending_loads[plan.req_id] = self._io.submit(self._load, plan)
+                    self._pending_loads[plan.req_id] = self._load_pool.submit(self._load, plan)
             else:
                 self._load(plan)
 
@@ -513,18 +544,21 @@ class KvtierConnector(KVConnectorBase_V1):
             if r["checksum_misses"]:
                 log.warning("kvtier: %d chunk(s) of request %s failed their checksum; vLLM recomputes them",
                             r["checksum_misses"], plan.req_id)
-        except kvtier.Error as e:
+        except Exception as e:  # noqa: BLE001 - whatever failed, those blocks are recomputed, never served
             log.warning("kvtier: load of request %s failed: %s; vLLM recomputes it", plan.req_id, e)
         if restored < len(plan.token_ids):
             first_bad = max(restored // self._block_size, plan.skip_blocks)
             with self._mu:
                 self._load_errors.update(plan.block_ids[first_bad:needed])
+                # Until vLLM recomputes them these blocks hold no valid KV: a save of this request
+                # (an abort in this very step) must not store them under their tokens' keys.
+                self._valid[plan.req_id] = first_bad * self._block_size
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         return  # loads complete before the forward pass (or, asynchronous, before vLLM schedules it)
 
     def save_kv_layer(self, layer_name: str, kv_layer: torch.Tensor, attn_metadata: Any, **kwargs: Any) -> None:
-        return  # saves happen whole, once the request is finished (wait_for_save)
+        return  # saves happen whole, once the request is finished (started by start_load_kv)
 
     def wait_for_save(self):
         return  # saves run in the background, started by start_load_kv: decoding never waits on them
@@ -542,29 +576,40 @@ class KvtierConnector(KVConnectorBase_V1):
                 self._pending_saves[plan.req_id] = self._io.submit(self._save, plan, done)
 
     def _save(self, plan: SavePlan, done: "torch.cuda.Event | None") -> None:
-        if done is not None:
-            done.synchronize()
-        needed = -(-len(plan.token_ids) // self._block_size)
+        with self._mu:
+            load = self._pending_loads.get(plan.req_id)
+        if load is not None:
+            load.exception()  # an aborted request's load still writing its blocks: wait for it
+        with self._mu:
+            valid = self._valid.pop(plan.req_id, None)
+        tokens = plan.token_ids if valid is None else plan.token_ids[:valid]
+        if not tokens:
+            return
         start = time.perf_counter()
         try:
-            chunks = self._engine.save_paged(np.asarray(plan.token_ids, dtype=np.int32), self._layers,
+            if done is not None:
+                done.synchronize()
+            needed = -(-len(tokens) // self._block_size)
+            chunks = self._engine.save_paged(np.asarray(tokens, dtype=np.int32), self._layers,
                                              np.asarray(plan.block_ids[:needed], dtype=np.int32),
                                              block_size=self._block_size, layout=self._layout.name)
-            self._trace(event="save", req=plan.req_id, tokens=len(plan.token_ids), chunks_written=chunks,
+            self._trace(event="save", req=plan.req_id, tokens=len(tokens), chunks_written=chunks,
                         seconds=time.perf_counter() - start)
-        except kvtier.Error as e:  # a lost save is a future miss, never wrong KV
+        except Exception as e:  # noqa: BLE001 - a lost save is a future miss, never wrong KV
             log.warning("kvtier: save of request %s failed: %s", plan.req_id, e)
 
     def get_finished(self, finished_req_ids: set[str]) -> tuple[set[str] | None, set[str] | None]:
         with self._mu:
-            self._finished_seen |= finished_req_ids
+            # A finished request's save plan arrives in the same step as its id (start_load_kv runs
+            # first): an id with no save pending now never gets one.
+            self._finished_seen = (self._finished_seen | finished_req_ids) & set(self._pending_saves)
             saved = {r for r, f in self._pending_saves.items() if f.done() and r in self._finished_seen}
             loaded = {r for r, f in self._pending_loads.items() if f.done()}
             for r in saved:
-                self._pending_saves.pop(r).result()
+                self._pending_saves.pop(r)
                 self._finished_seen.discard(r)
             for r in loaded:
-                self._pending_loads.pop(r).result()
+                self._pending_loads.pop(r)
         return saved or None, loaded or None
 
     def get_block_ids_with_load_errors(self) -> set[int]:
@@ -573,6 +618,7 @@ class KvtierConnector(KVConnectorBase_V1):
         return errors
 
     def shutdown(self):
+        self._load_pool.shutdown(wait=True)
         self._io.shutdown(wait=True)
         if self._server is not None:
             self._server.close()

@@ -28,7 +28,8 @@ try:
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
     from vllm.v1.core.kv_cache_utils import KVCacheBlock
     from vllm.v1.core.sched.output import SchedulerOutput
-    from vllm.v1.kv_cache_interface import KVCacheConfig
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, SlidingWindowSpec
+    from vllm.v1.request import RequestStatus
     from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request
     VLLM = None
@@ -292,6 +293,51 @@ class ConnectorTest(unittest.TestCase):
         _, errors = self.step(scheduler, worker)
         self.assertEqual(errors, set(d_blocks[16:32]))  # the second chunk's blocks: vLLM recomputes them
         self.assert_holds(layers, "kv_first", d_blocks, kv, 0, 256)
+        # D is aborted in that very step, its computed tokens still counting the failed load: its
+        # save must not store those blocks (whatever the failed read left there) as that chunk.
+        d.num_computed_tokens = 512
+        self.assertEqual(scheduler.request_finished(d, d_blocks), (True, None))
+        for _ in range(200):
+            done, _ = self.step(scheduler, worker, finished={"D"})
+            if done[0]:
+                break
+            time.sleep(0.01)
+        self.assertEqual(worker._engine.lookup(tokens), 256)
+        out = torch.zeros(2, LAYERS, 600, HEADS, DIM, dtype=torch.bfloat16)
+        self.assertEqual(worker._engine.restore(tokens, out)["tokens_restored"], 256)
+        self.assertTrue(torch.equal(out[:, :, :256], kv[:, :, :256]))
+
+    def test_a_request_aborted_while_its_async_load_runs_is_not_saved(self):
+        scheduler, worker, layers = self.pair("packed_heads", **{"kvtier.async_load": True})
+        tokens, _ = self.save_session(scheduler, worker, layers, "packed_heads")
+        e = self.request("E", tokens + [2, 3])
+        self.assertEqual(scheduler.get_num_new_matched_tokens(e, 0), (512, True))
+        e.status = RequestStatus.WAITING_FOR_REMOTE_KVS
+        e.num_computed_tokens = 512
+        # vLLM holds its blocks for the load already; holding them for a save too would free them twice.
+        self.assertEqual(scheduler.request_finished(e, list(range(32))), (False, None))
+        self.assertFalse(scheduler.has_pending_push_work())
+
+    def test_models_other_than_one_full_attention_group_are_refused(self):
+        config = VllmConfig(
+            cache_config=CacheConfig(block_size=BS), device_config=DeviceConfig(device="cpu"),
+            kv_transfer_config=KVTransferConfig(kv_connector="KvtierConnector", kv_role="kv_both",
+                                                kv_connector_module_path="kvtier.vllm_connector",
+                                                kv_connector_extra_config={"kvtier.root": self.dir.name}))
+        window = SlidingWindowSpec(block_size=BS, num_kv_heads=HEADS, head_size=DIM, dtype=torch.bfloat16,
+                                   sliding_window=128)
+        full = FullAttentionSpec(block_size=BS, num_kv_heads=HEADS, head_size=DIM, dtype=torch.bfloat16)
+        for groups in ([KVCacheGroupSpec(["model.layers.0.attn"], window)],
+                       [KVCacheGroupSpec(["model.layers.0.attn"], full), KVCacheGroupSpec(["model.layers.1.attn"], window)]):
+            cache_config = KVCacheConfig(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=groups)
+            for role in (KVConnectorRole.SCHEDULER, KVConnectorRole.WORKER):
+                with self.subTest(groups=len(groups), role=role), self.assertRaisesRegex(ValueError, "one group of full attention"):
+                    KVConnectorFactory.create_connector(config, role, cache_config)
+
+    def test_a_trace_that_cannot_be_written_fails_nothing(self):
+        scheduler, worker, layers = self.pair("kv_first", **{"kvtier.trace": os.path.join(self.dir.name, "no", "trace")})
+        tokens, kv = self.save_session(scheduler, worker, layers, "kv_first")  # the save reported done
+        self.assertEqual(worker._engine.lookup(tokens), 600)
 
     def test_async_load_is_reported_through_get_finished(self):
         scheduler, worker, layers = self.pair("packed_heads", **{"kvtier.async_load": True})
