@@ -42,11 +42,16 @@ def load(out):
 
 
 def rows(runs):
-    reference = {r["prompt"]: r["output"] for r in runs.get("recompute", {}).get("records", []) if r["phase"] == "repeat"}
+    # The reference output of a prompt: the recompute's first (unique-phase) full prefill.
+    reference = {r["prompt"]: r["output"] for r in runs.get("recompute", {}).get("records", []) if r["phase"] == "unique"}
     out = []
     for name in sorted(runs, key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER)):
         recs = runs[name]["records"]
-        rep = [r for r in recs if r["phase"] == "repeat"]
+        # A repeat whose eviction from vLLM's GPU cache failed may have been a GPU hit: never counted.
+        rep = [r for r in recs if r["phase"] == "repeat" and (r.get("evicted") or name == "gpu-hit")]
+        dropped = sum(1 for r in recs if r["phase"] == "repeat" and not r.get("evicted") and name != "gpu-hit")
+        if dropped:
+            print(f"report: {name}: {dropped} repeat(s) left out, not evicted from vLLM's GPU cache first")
         uni = [r for r in recs if r["phase"] == "unique"]
         if not rep:
             continue

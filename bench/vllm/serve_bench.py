@@ -291,6 +291,9 @@ def run_one(config: str, args) -> None:
 
     async def measure(phase: str, i: int, tokens: list[int], evict: bool) -> None:
         evicted = await reset() if evict else False
+        if evict and not evicted:
+            log(f"{phase} {i}: vLLM's prefix cache could not be reset (blocks still held): this request may be a GPU "
+                "hit; recorded with evicted=false, which report.py leaves out")
         dropped = drop_page_cache() if evict else False
         loads_before = len([e for e in trace_lines() if e["event"] == "load"])
         r = await request(tokens, f"{phase}-{i}-{config}")
