@@ -341,6 +341,19 @@ def _worker_rank(vllm_config: "VllmConfig") -> tuple[int, int]:
         return pc.rank, world
 
 
+def _model_id(vllm_config: "VllmConfig") -> str:
+    """The model part of kvtier's keys: the model, its revision, dtype, quantization and the KV
+    cache dtype all change the KV a prompt produces, so KV saved under one is never a hit under
+    another. A readable stem and a digest of all of it (kvtier takes at most 64 characters)."""
+    mc, cc = vllm_config.model_config, vllm_config.cache_config
+    model = str(getattr(mc, "model", None) or "vllm-model")
+    details = [model, getattr(mc, "revision", None), getattr(mc, "dtype", None), getattr(mc, "quantization", None),
+               getattr(cc, "cache_dtype", None)]
+    digest = hashlib.sha1(repr(details).encode()).hexdigest()[:16]
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", model.rstrip("/").split("/")[-1])[:40]
+    return f"{stem}-{digest}"
+
+
 def _check_cache_groups(kv_cache_config: "KVCacheConfig | None") -> None:
     """kvtier stores per-token KV of full attention: one group of FullAttentionSpec layers. A
     sliding-window group hands out the null block for tokens outside the window (saved, they would
@@ -369,8 +382,7 @@ class KvtierConnector(KVConnectorBase_V1):
         self._block_size = vllm_config.cache_config.block_size
         self._settings = Settings.of(self._kv_transfer_config.kv_connector_extra_config or {}, self._block_size)
         self._rank, self._world = _worker_rank(vllm_config)
-        model = getattr(vllm_config.model_config, "model", None) if vllm_config.model_config else None
-        self._model = str(model or "vllm-model")
+        self._model = _model_id(vllm_config)
         # scheduler side
         self._lookup: LookupClient | None = None
         self._matched: dict[str, tuple[int, int]] = {}  # req -> (vLLM's own computed tokens, restorable)

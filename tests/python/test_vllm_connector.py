@@ -334,6 +334,23 @@ class ConnectorTest(unittest.TestCase):
                 with self.subTest(groups=len(groups), role=role), self.assertRaisesRegex(ValueError, "one group of full attention"):
                     KVConnectorFactory.create_connector(config, role, cache_config)
 
+    def test_kv_of_another_model_dtype_or_kv_cache_dtype_is_keyed_apart(self):
+        from types import SimpleNamespace as NS
+
+        from kvtier.vllm_connector import _model_id
+
+        def config(model="/models/Qwen3-Coder-30B-A3B-Instruct", revision=None, dtype="bfloat16", quant=None, kv="auto"):
+            return NS(model_config=NS(model=model, revision=revision, dtype=dtype, quantization=quant),
+                      cache_config=NS(cache_dtype=kv))
+        base = _model_id(config())
+        self.assertEqual(base, _model_id(config()))  # stable across processes: no object ids in it
+        self.assertTrue(base.startswith("Qwen3-Coder-30B-A3B-Instruct-") and len(base) <= 64, base)
+        others = [config(dtype="float16"), config(kv="fp8_e4m3"), config(kv="fp8_e5m2"), config(revision="v2"),
+                  config(quant="fp8"), config(model="/other/Qwen3-Coder-30B-A3B-Instruct"), config(model="x" * 300)]
+        ids = [_model_id(c) for c in others]
+        self.assertEqual(len(set(ids + [base])), len(others) + 1, ids)
+        self.assertTrue(all(len(i) <= 64 for i in ids))
+
     def test_a_trace_that_cannot_be_written_fails_nothing(self):
         scheduler, worker, layers = self.pair("kv_first", **{"kvtier.trace": os.path.join(self.dir.name, "no", "trace")})
         tokens, kv = self.save_session(scheduler, worker, layers, "kv_first")  # the save reported done
