@@ -334,6 +334,12 @@ def _worker_rank(vllm_config: "VllmConfig") -> tuple[int, int]:
     """(rank, world) of this worker among every worker holding a part of the KV cache."""
     pc = vllm_config.parallel_config
     world = pc.tensor_parallel_size * pc.pipeline_parallel_size
+    # The scheduler reaches its workers over ipc:// sockets named by the store root and the rank:
+    # one node, one data-parallel engine per root.
+    if getattr(pc, "data_parallel_size", 1) > 1 or getattr(pc, "nnodes", 1) > 1:
+        raise ValueError(f"KvtierConnector: data parallel size {getattr(pc, 'data_parallel_size', 1)} over "
+                         f"{getattr(pc, 'nnodes', 1)} node(s): kvtier's connector serves one engine on one node "
+                         "(tensor and pipeline parallel within it); run one engine per store root")
     try:
         from vllm.distributed.parallel_state import get_world_group
         return get_world_group().rank_in_group, world

@@ -21,7 +21,7 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 try:
     import torch
     import vllm
-    from vllm.config import CacheConfig, DeviceConfig, KVTransferConfig, VllmConfig
+    from vllm.config import CacheConfig, DeviceConfig, KVTransferConfig, ParallelConfig, VllmConfig
     from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
     from vllm.sampling_params import SamplingParams
@@ -350,6 +350,18 @@ class ConnectorTest(unittest.TestCase):
         ids = [_model_id(c) for c in others]
         self.assertEqual(len(set(ids + [base])), len(others) + 1, ids)
         self.assertTrue(all(len(i) <= 64 for i in ids))
+
+    def test_data_parallel_or_several_nodes_are_refused(self):
+        for parallel in (ParallelConfig(data_parallel_size=2), ParallelConfig(nnodes=2)):
+            config = VllmConfig(
+                cache_config=CacheConfig(block_size=BS), device_config=DeviceConfig(device="cpu"),
+                parallel_config=parallel,
+                kv_transfer_config=KVTransferConfig(kv_connector="KvtierConnector", kv_role="kv_both",
+                                                    kv_connector_module_path="kvtier.vllm_connector",
+                                                    kv_connector_extra_config={"kvtier.root": self.dir.name}))
+            cache_config = KVCacheConfig(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=[])
+            with self.subTest(parallel=parallel), self.assertRaisesRegex(ValueError, "one engine on one node"):
+                KVConnectorFactory.create_connector(config, KVConnectorRole.SCHEDULER, cache_config)
 
     def test_a_trace_that_cannot_be_written_fails_nothing(self):
         scheduler, worker, layers = self.pair("kv_first", **{"kvtier.trace": os.path.join(self.dir.name, "no", "trace")})
