@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <utility>
@@ -87,6 +88,38 @@ Result<Manifest> parse_manifest(const std::string& text) {
   } catch (const nlohmann::json::exception& e) {
     return fail(ErrorCode::kCorrupt, fmt::format("MANIFEST.json unreadable: {}", e.what()));
   }
+}
+
+// One directory given twice, however it is spelled (X and X/, X/., a symlink to X, a bind mount of
+// X), would be two drives of one store in one place: two drive markers side by side and its
+// capacity counted twice. Refused before anything is written.
+Status refuse_repeated_roots(const Options& options) {
+  namespace fs = std::filesystem;
+  struct Seen {
+    std::string root;
+    fs::path path;  // absolute, with symlinks resolved as far as it exists
+    std::optional<std::pair<dev_t, ino_t>> inode;
+  };
+  std::vector<Seen> seen;
+  std::vector<std::string> roots{options.root};
+  roots.insert(roots.end(), options.extra_roots.begin(), options.extra_roots.end());
+  for (const std::string& root : roots) {
+    std::error_code ec;
+    fs::path path = fs::weakly_canonical(fs::absolute(root, ec), ec);
+    if (ec) path = fs::absolute(root, ec).lexically_normal();
+    if (!path.has_filename() && path.has_parent_path()) path = path.parent_path();
+    std::optional<std::pair<dev_t, ino_t>> inode;
+    if (struct stat st{}; ::stat(root.c_str(), &st) == 0) inode.emplace(st.st_dev, st.st_ino);
+    for (const Seen& s : seen) {
+      if (s.path != path && !(inode && s.inode == inode)) continue;
+      return {ErrorCode::kInvalidArgument,
+              fmt::format("{} and {} are the same directory ({}): listed twice, it would be two "
+                          "drives of one store in one place; list each drive once",
+                          s.root, root, path.string())};
+    }
+    seen.push_back({root, std::move(path), inode});
+  }
+  return {};
 }
 
 /// The rank directory on each drive: root's first, then extra_roots'.
@@ -175,6 +208,7 @@ Result<std::unique_ptr<Store>> Store::open_once(const Options& options, const Lo
   store->log_ = &log;
   store->geometry_ = options.geometry;
   store->capacity_ = options.capacity_bytes;
+  KVTIER_TRY(refuse_repeated_roots(options));
   const std::vector<std::string> rank_dirs = store_dirs(options);
   KVTIER_ASSIGN_OR_RETURN(size_t home,
                           find_home(rank_dirs, options.create_if_missing && !options.read_only));

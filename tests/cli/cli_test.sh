@@ -71,6 +71,10 @@ expect 0 "restored 20000/20000" get --store "$work/d2,$work/d3,$work/d1" "${m[@]
 expect 0 '"drives_offline": 1' stat --store "$work/d1,$work/d3" --model tiny --json
 expect 2 "an empty directory in the list" get --store "$work/d1,,$work/d2" "${m[@]}" --tokens 10
 expect 2 "not among the directories given" get --store "$work/d2" "${m[@]}" --tokens 10
+# One directory listed twice, however it is spelled, is refused before anything is written.
+mkdir -p "$work/dup" && ln -s "$work/dup" "$work/dup-link"
+expect 2 "listed twice" put --store "$work/dup,$work/dup/" "${m[@]}" --tokens 10
+expect 2 "listed twice" put --store "$work/d9,$work/dup,$work/dup-link" "${m[@]}" --tokens 10
 
 # A miss or a short restore says why on stderr, naming the store.
 expect 1 "not found: no stored prefix of these tokens in $s/rank0of1" get "${common[@]}" --tokens 1000 --seed 99

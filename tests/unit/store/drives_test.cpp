@@ -318,5 +318,35 @@ TEST_F(DrivesTest, IndexRebuildWithADriveMissingIsRefused) {
   EXPECT_EQ(segment_files(rank_dir(0)) + segment_files(rank_dir(1)), segments);
 }
 
+// One directory given twice, however it is spelled, would be two drives of one store in one place:
+// two markers in one directory and its capacity counted twice. Refused before anything is written,
+// for a new store as for an existing one.
+TEST_F(DrivesTest, SameDirectoryListedTwiceIsRefusedBeforeAnythingIsWritten) {
+  fs::create_directories(root(0));
+  fs::create_symlink(root(0), root(7));
+  const std::string spellings[] = {
+      root(0), root(0) + "/", root(0) + "/.", root(7),
+      (dir_.path() / "x" / ".." / fmt::format("{}drive0", prefix_)).string()};
+  fs::create_directories(dir_.path() / "x");
+  for (bool existing : {false, true}) {
+    for (const std::string& twice : spellings) {
+      Options o = options({0});
+      o.extra_roots = {root(1), twice};
+      auto refused = Store::open(o, log_);
+      ASSERT_FALSE(refused.has_value()) << twice << (existing ? " (existing store)" : "");
+      EXPECT_EQ(refused.error().code(), ErrorCode::kInvalidArgument) << refused.error().to_string();
+      EXPECT_NE(refused.error().message().find("twice"), std::string::npos)
+          << refused.error().to_string();
+      if (!existing) {
+        EXPECT_FALSE(fs::exists(rank_dir(0))) << "written before refusing " << twice;
+        EXPECT_FALSE(fs::exists(rank_dir(1))) << "written before refusing " << twice;
+      }
+    }
+    if (!existing) {
+      ASSERT_OK(open({0, 1}));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvtier
