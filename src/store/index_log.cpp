@@ -305,12 +305,25 @@ Result<IndexLog> IndexLog::open(const std::string& dir, uint64_t valid_bytes) {
 
 Status IndexLog::append(std::span<const JournalEntry> entries) {
   if (entries.empty()) return {};
+  if (!stuck_.ok()) return stuck_;
   std::string image;
   for (const JournalEntry& e : entries) encode_journal_entry(e, image);
-  KVTIER_TRY(pwrite_full(fd_.get(), std::as_bytes(std::span(image)), journal_bytes_));
-  if (::fdatasync(fd_.get()) != 0) return posix_error(errno, "fdatasync of the index journal");
-  journal_bytes_ += image.size();
-  return {};
+  Status st = pwrite_full(fd_.get(), std::as_bytes(std::span(image)), journal_bytes_);
+  if (st.ok() && ::fdatasync(fd_.get()) != 0) {
+    st = posix_error(errno, "fdatasync of the index journal");
+  }
+  if (st.ok()) {
+    journal_bytes_ += image.size();
+    return {};
+  }
+  // The entries that did land whole would be replayed at the next load: part of a save that
+  // was reported failed would become visible after a restart.
+  if (::ftruncate(fd_.get(), static_cast<off_t>(journal_bytes_)) != 0) {
+    stuck_ =
+        posix_error(errno, "cutting the index journal back after a failed append")
+            .with_context(fmt::format("{} (after: {}); reopen the store", dir_, st.to_string()));
+  }
+  return st;
 }
 
 Status IndexLog::checkpoint(std::span<const RecordMeta> live, std::span<const SegmentUse> uses) {
@@ -321,6 +334,7 @@ Status IndexLog::checkpoint(std::span<const RecordMeta> live, std::span<const Se
   if (::ftruncate(fd_.get(), 0) != 0) return posix_error(errno, "truncating the index journal");
   if (::fdatasync(fd_.get()) != 0) return posix_error(errno, "fdatasync of the index journal");
   journal_bytes_ = 0;
+  stuck_ = {};
   return {};
 }
 

@@ -66,7 +66,11 @@ class IndexLog {
   /// Opens the journal for appending at `valid_bytes` (truncating what lies past it).
   [[nodiscard]] static Result<IndexLog> open(const std::string& dir, uint64_t valid_bytes);
 
-  /// Appends the entries and makes them durable (fdatasync) before returning.
+  /// Appends the entries and makes them durable (fdatasync) before returning. All or none: a
+  /// failed append (a full disk part way, an I/O error) cuts the journal back to where it was, so
+  /// none of its entries is replayed at the next load. When even that fails, every later append
+  /// is refused until a checkpoint empties the journal (entries written after the cut would sit
+  /// behind damage, and be lost with it).
   [[nodiscard]] Status append(std::span<const JournalEntry> entries);
 
   /// Writes a checkpoint of `live` and `uses` atomically, then empties the journal.
@@ -82,6 +86,7 @@ class IndexLog {
   std::string dir_;
   UniqueFd fd_;
   uint64_t journal_bytes_ = 0;
+  Status stuck_;  // why appends are refused; ok while they are not
 };
 
 /// Size of a checkpoint image holding `records` records and `segments` segment uses.

@@ -407,12 +407,27 @@ Status Store::commit(std::span<const RecordMeta> records, std::span<const Placem
     if (!index_.contains(m.key)) entries.push_back({JournalOp::kAdd, m, 0});
   }
   release_locked(placements);
-  return append_locked(entries, [&](const JournalEntry& e) {
+  std::vector<Key128> added;
+  Status st = append_locked(entries, [&](const JournalEntry& e) {
     index_add_locked(e.meta);
     Segment& seg = segments_.at(e.meta.segment);
     seg.saved_use = std::max(seg.saved_use, e.meta.sequence);  // an add records its write as a use
     sequence_ = std::max(sequence_, e.meta.sequence);
+    added.push_back(e.meta.key);
   });
+  if (st.ok() || added.empty()) return st;
+  // A long list goes in several appends, and a later one failed: the save is reported failed, so
+  // the records the earlier ones made visible are dropped again (not counted as evictions).
+  const uint64_t evicted = evicted_records_;
+  Status undone = drop_locked(added);
+  evicted_records_ = evicted;
+  if (!undone.ok()) {
+    KVTIER_LOG(*log_, kWarn,
+               "{}: {} records of a failed save could not be dropped again ({}): they stay, each "
+               "as verified as any other",
+               dir_, added.size(), undone.to_string());
+  }
+  return st;
 }
 
 Status Store::drop(std::span<const Key128> keys) {

@@ -3,7 +3,9 @@
 #include "store/index_log.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <csignal>
 #include <fstream>
 
 #include "test_util.hpp"
@@ -117,6 +119,46 @@ TEST(IndexLog, DecodeRejectsEveryTruncation) {
     EXPECT_EQ(decode_journal_entry(std::as_bytes(std::span(image.data(), n)), out), 0u) << n;
   }
   EXPECT_EQ(decode_journal_entry(std::as_bytes(std::span(image)), out), image.size());
+}
+
+// A disk that fills during an append: the write stops part way through the batch (here at the
+// file-size limit, EFBIG, which cuts a write short exactly as ENOSPC does, and needs no mount).
+// The entries of the failed batch that did land whole must not come back at the next load: the
+// save they belong to was reported failed.
+TEST(IndexLog, AppendCutShortLeavesNoneOfItsEntries) {
+  testing::TempDir dir;
+  auto log = IndexLog::open(dir.str(), 0);
+  ASSERT_OK(log);
+  const JournalEntry first{JournalOp::kAdd, meta(1, 1, 0), 0};
+  ASSERT_OK(log->append(std::span(&first, 1)));
+  const uint64_t entry = journal_entry_bytes(JournalOp::kAdd);
+  std::vector<JournalEntry> batch;
+  for (uint64_t k = 2; k < 6; ++k) batch.push_back({JournalOp::kAdd, meta(k, 1, k * 8192), 0});
+  {
+    // Room for two and a half entries of the four: two land whole, the third is torn.
+    rlimit was{};
+    ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &was), 0);
+    auto* handler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit low = was;
+    low.rlim_cur = entry * 3 + entry / 2;
+    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &low), 0);
+    const Status st = log->append(batch);
+    ::setrlimit(RLIMIT_FSIZE, &was);
+    std::signal(SIGXFSZ, handler);
+    ASSERT_FALSE(st.ok());
+  }
+  auto loaded = IndexLog::load(dir.str());
+  ASSERT_OK(loaded);
+  EXPECT_FALSE(loaded->needs_rebuild) << loaded->problem;
+  ASSERT_EQ(loaded->records.size(), 1u) << "entries of a failed append came back";
+  EXPECT_EQ(loaded->records[0].key, (Key128{1, 1}));
+  // The journal goes on from where it was before the failed append.
+  const JournalEntry next{JournalOp::kAdd, meta(9, 1, 9 * 8192), 0};
+  ASSERT_OK(log->append(std::span(&next, 1)));
+  loaded = IndexLog::load(dir.str());
+  ASSERT_OK(loaded);
+  EXPECT_FALSE(loaded->needs_rebuild) << loaded->problem;
+  EXPECT_EQ(loaded->records.size(), 2u);
 }
 
 }  // namespace
