@@ -95,6 +95,10 @@ struct Stats {
   uint64_t remote_pending = 0;
   uint64_t drives = 0;          ///< Drives the store spans (1 for a one-directory store).
   uint64_t drives_offline = 0;  ///< Drives of the store missing or unreadable since open.
+  /// Drives whose records are served but that take no new segments until the store reopens:
+  /// read-only at open, or a segment could not be made or kept there since (drive_problem says
+  /// why). Saves go to the other drives.
+  uint64_t drives_out_of_placement = 0;
   uint64_t offline_records =
       0;                      ///< Records on missing drives: kept in the index, misses until back.
   uint64_t drive_misses = 0;  ///< Lookups and restores stopped at a record on a missing drive.

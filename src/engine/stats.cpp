@@ -90,6 +90,8 @@ constexpr StatField kFields[] = {
     gauge("drives", &Stats::drives, "drives the store spans"),
     gauge("drives_offline", &Stats::drives_offline,
           "drives of the store missing or unreadable since open"),
+    gauge("drives_out_of_placement", &Stats::drives_out_of_placement,
+          "drives read from but taking no new segments (read-only, gone or failing)"),
     gauge("offline_records", &Stats::offline_records,
           "records on missing drives (misses until back)"),
     counter("drive_misses", &Stats::drive_misses,

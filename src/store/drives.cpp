@@ -261,7 +261,7 @@ Result<DriveSet> open_drives(const std::string& home, std::span<const std::strin
         fmt::format("drive {} of this store is not among the directories given", members.drives[i]);
     if (!set.unreachable.empty())
       why += fmt::format(" (unreachable: {})", fmt::join(set.unreachable, "; "));
-    set.drives.push_back({"", members.drives[i], false, false, why});
+    set.drives.push_back({.dir = "", .id = members.drives[i], .available = false, .problem = why});
     KVTIER_LOG(log, kWarn, "{}: {}; its records are misses until it is back", home, why);
   }
   if (changed && !read_only) KVTIER_TRY(write_members(home, members));

@@ -19,8 +19,14 @@ struct Drive {
   std::string dir;        ///< The rank directory on this drive; empty when not given at open.
   std::string id;         ///< From the drive's marker; empty in a one-directory store.
   bool available = true;  ///< Listed, reachable and this store's.
-  bool full = false;      ///< Its filesystem refused a new segment (ENOSPC) during this session.
   std::string problem;    ///< Why it is not available.
+  /// Why it takes no new segments while its records are still served: read-only at open, or a
+  /// segment could not be made or kept there since (gone, read-only, failing, its file system
+  /// full). Empty while it takes them. Lasts until the store reopens.
+  std::string unwritable;
+
+  /// Whether new segments may go here.
+  [[nodiscard]] bool takes_new_segments() const { return available && unwritable.empty(); }
 };
 
 /// What the drives of a store are. drives[0] is the home: it holds the index and the lock.

@@ -138,6 +138,7 @@ const Store::Segment* Store::lru_locked(std::optional<uint32_t> drive) const {
   const Segment* victim = nullptr;
   for (const auto& [id, seg] : segments_) {
     if (seg.pins > 0 || (drive && seg.drive != *drive)) continue;
+    if (!drive && !drives_[seg.drive].takes_new_segments()) continue;
     if (victim == nullptr || seg.last_use < victim->last_use) victim = &seg;
   }
   return victim;
@@ -146,7 +147,8 @@ const Store::Segment* Store::lru_locked(std::optional<uint32_t> drive) const {
 Status Store::enforce_capacity_locked(uint64_t extra_segments, uint32_t drive) {
   for (uint32_t d = 0; d < drives_.size(); ++d) {
     const uint64_t extra = d == drive ? extra_segments : 0;
-    while (drives_[d].available && used_on_locked(d, extra, extra_segments) > capacity_) {
+    while (drives_[d].takes_new_segments() &&
+           used_on_locked(d, extra, extra_segments) > capacity_) {
       const Segment* victim = lru_locked(d);
       if (victim == nullptr) {
         const uint64_t index =
@@ -162,53 +164,6 @@ Status Store::enforce_capacity_locked(uint64_t extra_segments, uint32_t drive) {
     }
   }
   return {};
-}
-
-uint64_t Store::writable_drives() const {
-  if (drives_.size() <= 1) return 1;
-  return static_cast<uint64_t>(std::count_if(
-      drives_.begin(), drives_.end(), [](const Drive& d) { return d.available && !d.full; }));
-}
-
-Result<uint32_t> Store::drive_for_new_segment_locked() {
-  if (drives_.size() <= 1) {
-    KVTIER_TRY(enforce_capacity_locked(1, 0));
-    return uint32_t{0};
-  }
-  // The ranks of one model share the drives: each starts its search at its own place in the list,
-  // so that their segments, and a restore's reads by all ranks at once, spread over every drive
-  // instead of all ranks filling the same first few.
-  const KvGeometry& g = geometry_;
-  const uint64_t first =
-      g.tp_world > 1 ? drives_.size() * (g.tp_rank % g.tp_world) / g.tp_world : 0;
-  for (;;) {
-    std::optional<uint32_t> best;
-    uint64_t best_used = 0;
-    // The least used drive; of equally used ones the first from this rank's starting place.
-    for (uint32_t i = 0; i < drives_.size(); ++i) {
-      const auto d = static_cast<uint32_t>((first + i) % drives_.size());
-      if (!drives_[d].available || drives_[d].full) continue;
-      const uint64_t used = used_on_locked(d, 1, 1);
-      if (used <= capacity_ && (!best || used < best_used)) {
-        best = d;
-        best_used = used;
-      }
-    }
-    if (best) return *best;
-    // No drive has room: the store's least recently used segment goes, wherever it is, so the
-    // store as a whole keeps what was used last.
-    const Segment* victim = lru_locked(std::nullopt);
-    if (victim == nullptr || writable_drives() == 0) {
-      return fail(
-          ErrorCode::kCapacity,
-          fmt::format(
-              "store {} is full on all of its {} drives ({} writable): {} segments of {} bytes "
-              "in use by writers, capacity {} bytes per drive",
-              dir_, drives_.size(), writable_drives(), segments_.size(), segment_bytes_,
-              capacity_));
-    }
-    KVTIER_TRY(evict_segment_locked(victim->file->id));
-  }
 }
 
 Status Store::evict_segment_locked(uint32_t id) {
@@ -232,54 +187,6 @@ Status Store::evict_segment_locked(uint32_t id) {
   if (active_ == id) active_ = 0;
   KVTIER_LOG(*log_, kDebug, "{}: evicted segment {} ({} records)", dir_, id, records);
   return {};
-}
-
-Result<Store::Segment*> Store::new_segment_locked() {
-  std::shared_ptr<SegmentFile> file;
-  uint32_t drive = 0;
-  while (!file) {
-    KVTIER_ASSIGN_OR_RETURN(drive, drive_for_new_segment_locked());
-    const uint32_t id = next_id_++;
-    if (drives_.size() > 1) {
-      // Recorded before the file exists: with a drive missing at a later open, the ids its
-      // segments hold must not be handed out again (the index's highest id stays above them).
-      const JournalEntry claim{JournalOp::kUse, {}, id, sequence_};
-      KVTIER_TRY(append_locked(std::span(&claim, 1)));
-    }
-    auto made = create_segment(drives_[drive].dir, id, segment_bytes_, direct_);
-    if (!made && made.error().code() == ErrorCode::kNoSpace && drives_.size() > 1) {
-      // The file system is fuller than the capacity says: new segments go to the other drives.
-      KVTIER_LOG(*log_, kWarn, "{}: {}; no new segments on this drive until the store reopens",
-                 drives_[drive].dir, made.error().to_string());
-      drives_[drive].full = true;
-      continue;
-    }
-    if (!made) return fail(made.error());
-    file = std::move(*made);
-  }
-  file->drive = drive;
-  const uint32_t id = file->id;
-  Segment& seg = segments_[id];
-  seg.drive = drive;
-  seg.file = std::move(file);
-  seg.last_use = ++sequence_;
-  active_ = id;
-  ++seg.pins;  // not evictable while its size is checked
-  Status measured = measure_segment_locked(seg);
-  --seg.pins;
-  KVTIER_TRY(measured);
-  return &seg;
-}
-
-Status Store::measure_segment_locked(Segment& seg) {
-  KVTIER_ASSIGN_OR_RETURN(seg.disk_bytes, allocated_bytes(seg.file->fd.get()));
-  if (seg.disk_bytes <= segment_estimate_) return {};
-  // The file system spent more on it than estimated: expect as much of every new segment, and
-  // make room for what this one took beyond the estimate now.
-  KVTIER_LOG(*log_, kInfo, "{}: a segment takes {} bytes on disk, not the {} estimated", dir_,
-             seg.disk_bytes, segment_estimate_);
-  segment_estimate_ = seg.disk_bytes;
-  return enforce_capacity_locked(0);
 }
 
 Store::PlacementPlan Store::plan_placement_locked(std::span<const uint64_t> sizes) const {
@@ -395,8 +302,10 @@ Status Store::commit(std::span<const RecordMeta> records, std::span<const Placem
   std::set<SegmentFile*> synced;
   for (const Placement& p : placements) {
     if (!synced.insert(p.file.get()).second) continue;
-    if (::fdatasync(p.file->fd.get()) != 0) {
-      Status st = posix_error(errno, "fdatasync " + p.file->path);
+    Status st = ::fdatasync(p.file->fd.get()) == 0
+                    ? check_still_linked(*p.file)
+                    : posix_error(errno, "fdatasync " + p.file->path);
+    if (!st.ok()) {
       abort(placements);
       return st;
     }
@@ -583,18 +492,16 @@ void Store::fill_stats(Stats& stats) {
   stats.drives_offline = offline_drives();
   stats.offline_records = offline_.size();
   stats.drive_misses = drive_misses_;
+  stats.drives_out_of_placement =
+      static_cast<uint64_t>(std::count_if(drives_.begin(), drives_.end(), [](const Drive& d) {
+        return d.available && !d.unwritable.empty();
+      }));
   std::vector<std::string> problems;
   for (const Drive& d : drives_) {
     if (!d.available) problems.push_back(d.problem);
-    if (d.full)
-      problems.push_back(fmt::format("{}: file system full, no new segments there", d.dir));
+    if (!d.unwritable.empty()) problems.push_back(d.unwritable);
   }
   stats.drive_problem = fmt::format("{}", fmt::join(problems, "; "));
-}
-
-uint64_t Store::offline_drives() const {
-  return static_cast<uint64_t>(
-      std::count_if(drives_.begin(), drives_.end(), [](const Drive& d) { return !d.available; }));
 }
 
 }  // namespace kvtier

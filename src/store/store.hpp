@@ -160,15 +160,23 @@ class Store {
   Status admit_locked(std::span<const uint64_t> sizes) const;
   /// What drive `drive` takes, `extra_segments` more segments on it and `extra_total` in the store.
   uint64_t used_on_locked(uint32_t drive, uint64_t extra_segments, uint64_t extra_total) const;
-  /// Evicts least recently used segments until every drive fits the capacity, `extra_segments`
-  /// more on drive `drive` counted.
+  /// Makes drive `drive` take no new segments until the store reopens (its records are still
+  /// served), for `why`. The home drive, which holds the index, is never taken out.
+  void take_out_of_placement_locked(uint32_t drive, std::string why);
+  /// A save's segment file deleted while it was written (st_nlink 0: its drive wiped or removed):
+  /// kNotFound naming it, and its drive takes no new segments. Ok when `file` is still linked.
+  Status check_still_linked(const SegmentFile& file);
+  /// Evicts least recently used segments until every drive that takes new segments fits its
+  /// capacity, `extra_segments` more on drive `drive` counted. Drives taking none are left alone:
+  /// evicting there would drop records to free room no segment can use.
   Status enforce_capacity_locked(uint64_t extra_segments, uint32_t drive = 0);
   /// The drive a new segment goes on: the one with the most room, evicting the least recently
   /// used segments of the store when none has room for it.
   Result<uint32_t> drive_for_new_segment_locked();
-  /// The least recently used segment not pinned, on `drive` (any drive when unset); null if none.
+  /// The least recently used segment not pinned, on `drive` (when unset, on any drive taking new
+  /// segments); null if none.
   const Segment* lru_locked(std::optional<uint32_t> drive) const;
-  /// Drives new segments may go on (available, not found full).
+  /// Drives new segments may go on (Drive::takes_new_segments).
   uint64_t writable_drives() const;
   uint64_t offline_drives() const;
   /// Opens the segments of every available drive; `ids` gets them all, ascending.
@@ -210,7 +218,7 @@ class Store {
   std::string read_only_reason_;
 
   // drives_[0] is dir_, the home holding the index; a one-directory store has only it. Fixed at
-  // open but for `full`, which is guarded by mu_.
+  // open but for `unwritable`, which is guarded by mu_.
   std::vector<Drive> drives_;
   std::string store_id_;
   std::vector<std::string> unreachable_;  // listed directories that could not be reached at open

@@ -263,18 +263,40 @@ Status Store::open_drives_and_probe(const Options& options, std::span<const std:
   drives_ = std::move(set.drives);
   store_id_ = std::move(set.store_id);
   unreachable_ = std::move(set.unreachable);
+  // A drive remounted read-only (or one we may not write) is still read: its records are served,
+  // and new segments go to the others. The home is another matter: it holds the index, so the
+  // whole store is then read-only (lock_directory).
+  for (size_t i = 1; i < drives_.size(); ++i) {
+    Drive& d = drives_[i];
+    if (!d.available || ::faccessat(AT_FDCWD, d.dir.c_str(), W_OK, AT_EACCESS) == 0 ||
+        !may_not_write(errno)) {
+      continue;
+    }
+    d.unwritable = fmt::format(
+        "{} is read-only ({}): its records are served, new segments go to "
+        "the other drives",
+        d.dir, std::strerror(errno));
+    KVTIER_LOG(*log_, kWarn, "{}", d.unwritable);
+  }
   if (options.io_path == IoPath::kBuffered) return {};
   // One O_DIRECT choice for the store: a drive that refuses it makes the whole store buffered.
   direct_ = true;
   for (const Drive& d : drives_) {
     if (!direct_ || !d.available) continue;
-    if (!read_only_ && &d != &drives_[0]) {
+    const bool home = &d == &drives_[0];
+    if (!read_only_ && !home && d.unwritable.empty()) {
       for (const char* name : {".direct-io-probe", "DRIVE.json.tmp"}) {
         ::unlink(fmt::format("{}/{}", d.dir, name).c_str());
       }
     }
-    direct_ = read_only_ ? (&d != &drives_[0] || probe_direct_read(d.dir, direct_fallback_))
-                         : probe_direct_io(d.dir, direct_fallback_);
+    if (read_only_) {
+      direct_ = !home || probe_direct_read(d.dir, direct_fallback_);
+    } else if (d.unwritable.empty()) {
+      direct_ = probe_direct_io(d.dir, direct_fallback_);
+    } else if (auto ids = list_segments(d.dir); ids && !ids->empty()) {
+      // Nothing may be written there: an O_DIRECT read of a segment instead.
+      direct_ = probe_direct_read(d.dir, direct_fallback_);
+    }
   }
   if (!direct_) KVTIER_LOG(*log_, kWarn, "falling back to buffered I/O: {}", direct_fallback_);
   return {};
@@ -568,7 +590,20 @@ Status Store::load_index() {
 
 Status Store::open_segments_locked(std::span<const std::pair<uint32_t, uint32_t>> ids) {
   for (auto [id, drive] : ids) {
-    KVTIER_ASSIGN_OR_RETURN(auto file, open_segment(drives_[drive].dir, id, direct_, read_only_));
+    Drive& d = drives_[drive];
+    const bool writable = !read_only_ && d.unwritable.empty();
+    auto opened = open_segment(d.dir, id, direct_, !writable);
+    if (!opened && writable && drive != 0 && may_not_write(opened.error().native_error())) {
+      // A segment file that may not be written (its mode or attributes, a read-only mount under
+      // the drive's directory): read, and its drive takes no new segments.
+      d.unwritable = fmt::format(
+          "{}: {} ({}): its records are served, new segments go to the other "
+          "drives",
+          d.dir, opened.error().message(), std::strerror(opened.error().native_error()));
+      KVTIER_LOG(*log_, kWarn, "{}", d.unwritable);
+      opened = open_segment(d.dir, id, direct_, /*read_only=*/true);
+    }
+    KVTIER_ASSIGN_OR_RETURN(auto file, std::move(opened));
     file->drive = drive;
     Segment& seg = segments_[id];
     seg.drive = drive;
@@ -635,7 +670,8 @@ Status Store::adopt_records(std::vector<RecordMeta> records, std::span<const uin
     }
     seg.saved_use = seg.last_use;
     sequence_ = std::max(sequence_, seg.last_use);
-    newest = std::max(newest, id);
+    // Appends go on only where they may be written.
+    if (drives_[seg.drive].takes_new_segments()) newest = std::max(newest, id);
   }
   active_ = newest;
   return {};

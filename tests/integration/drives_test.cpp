@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "fault_engine.hpp"
+#include "read_only_dir.hpp"
 #include "store/segment.hpp"
 #include "synthetic.hpp"
 #include "test_util.hpp"
@@ -286,6 +287,143 @@ TEST_F(DrivesEngineTest, RestoreReadsEachDriveThroughItsOwnShareOfStaging) {
     }
   }
   EXPECT_EQ(both.size(), 2u) << "no session was read from both drives";
+}
+
+size_t segment_count(const std::string& dir) {
+  auto ids = list_segments(dir);
+  return ids ? ids->size() : 0;
+}
+
+// A drive that goes away under an open engine (its directory moved: the open files stay
+// readable): a new segment cannot be made there, so the drive takes no more and the saves go on
+// to the others; every session restores byte-exact then, and after a reopen with the drive back.
+TEST_F(DrivesEngineTest, DriveRemovedWhileOpenTakesNoNewSegmentsAndSavesGoOn) {
+  const auto before = sessions(8, testing::test_seed() + 3, 4000);
+  const auto after = sessions(30, testing::test_seed() + 4, 4000);
+  const fs::path away = dir_.path() / "away";
+  {
+    auto e = open({0, 1, 2});
+    ASSERT_NE(e, nullptr);
+    for (const auto& s : before) save(*e, s);
+    fs::rename(rank_dir(1), away);
+    const size_t on_removed = segment_count(away.string());
+    for (const auto& s : after) {
+      save(*e, s);
+      if (HasFatalFailure()) return;
+    }
+    EXPECT_EQ(segment_count(away.string()), on_removed)
+        << "a segment was made on the removed drive";
+    EXPECT_FALSE(fs::exists(rank_dir(1)));
+    const Stats st = e->stats();
+    EXPECT_EQ(st.drives_out_of_placement, 1u);
+    EXPECT_NE(st.drive_problem.find(rank_dir(1)), std::string::npos) << st.drive_problem;
+    for (const auto* all : {&before, &after}) {
+      for (const auto& s : *all) EXPECT_EQ(restored_exact(*e, s), s.size());
+    }
+  }
+  fs::rename(away, rank_dir(1));
+  auto e = open({0, 1, 2});
+  ASSERT_NE(e, nullptr);
+  for (const auto* all : {&before, &after}) {
+    for (const auto& s : *all) EXPECT_EQ(restored_exact(*e, s), s.size()) << "after reopen";
+  }
+  EXPECT_EQ(e->stats().drives_out_of_placement, 0u);
+}
+
+// A drive deleted under an open engine (its files unlinked while open): a save whose records went
+// into one of its files is not acknowledged, and the saves after it go to the other drive.
+TEST_F(DrivesEngineTest, DriveDeletedWhileOpenNeverHoldsAnAcknowledgedSave) {
+  const auto before = sessions(6, testing::test_seed() + 5, 4000);
+  const auto after = sessions(20, testing::test_seed() + 6, 4000);
+  std::vector<const std::vector<Token>*> acked;
+  size_t failed = 0;
+  {
+    auto e = open({0, 1});
+    ASSERT_NE(e, nullptr);
+    for (const auto& s : before) save(*e, s);
+    fs::remove_all(rank_dir(1));
+    for (const auto& s : after) {
+      HostKv kv(g_, s.size());
+      synthetic::fill_kv(g_, s, kv.span(), s.size());
+      if (e->save(s, kv.view)) {
+        acked.push_back(&s);
+      } else {
+        ++failed;
+      }
+    }
+  }
+  EXPECT_LE(failed, 1u) << "saves kept failing after the drive was gone";
+  auto e = open({0, 1});
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->stats().drives_offline, 1u);
+  for (const auto* s : acked)
+    EXPECT_EQ(restored_exact(*e, *s), s->size()) << "an acknowledged save was lost";
+}
+
+// A drive remounted read-only, found so at open: its records are served, every other drive works
+// as before, new segments go to the writable drives, and verify reads it all.
+TEST_F(DrivesEngineTest, ReadOnlyDriveIsServedAndSavesGoToTheOthers) {
+  const auto before = sessions(24, testing::test_seed() + 7, 4000);
+  const auto after = sessions(24, testing::test_seed() + 8, 4000);
+  {
+    auto e = open({0, 1, 2});
+    ASSERT_NE(e, nullptr);
+    for (const auto& s : before) save(*e, s);
+  }
+  const size_t on_read_only = segment_count(rank_dir(1));
+  ASSERT_GT(on_read_only, 0u);
+  {
+    testing::ReadOnlyDir read_only(rank_dir(1));
+    if (!read_only.ok())
+      GTEST_SKIP() << "cannot make a directory read-only here: " << read_only.why();
+    auto opened = Engine::open(options({0, 1, 2}));
+    ASSERT_OK(opened);
+    Engine& e = **opened;
+    // Not mistaken for a file system without O_DIRECT.
+    EXPECT_EQ(e.stats().io_fallback.find(rank_dir(1)), std::string::npos) << e.stats().io_fallback;
+    for (const auto& s : before) EXPECT_EQ(restored_exact(e, s), s.size());
+    for (const auto& s : after) {
+      save(e, s);
+      if (HasFatalFailure()) return;
+    }
+    for (const auto& s : after) EXPECT_EQ(restored_exact(e, s), s.size());
+    EXPECT_EQ(segment_count(rank_dir(1)), on_read_only);
+    auto report = e.verify({});
+    ASSERT_OK(report);
+    EXPECT_EQ(report->corrupt_records, 0u);
+    EXPECT_EQ(report->records_checked, e.stats().records);
+    const Stats st = e.stats();
+    EXPECT_EQ(st.drives_out_of_placement, 1u);
+    EXPECT_EQ(st.drives_offline, 0u);
+    EXPECT_NE(st.drive_problem.find(rank_dir(1)), std::string::npos) << st.drive_problem;
+  }
+  auto e = open({2, 0, 1});
+  ASSERT_NE(e, nullptr);
+  for (const auto* all : {&before, &after}) {
+    for (const auto& s : *all) EXPECT_EQ(restored_exact(*e, s), s.size()) << "writable again";
+  }
+}
+
+// The same drive turning read-only while the engine is open: no new segment can be made there.
+TEST_F(DrivesEngineTest, DriveTurningReadOnlyWhileOpenTakesNoNewSegments) {
+  const auto before = sessions(8, testing::test_seed() + 9, 4000);
+  const auto after = sessions(30, testing::test_seed() + 10, 4000);
+  auto e = open({0, 1, 2});
+  ASSERT_NE(e, nullptr);
+  for (const auto& s : before) save(*e, s);
+  testing::ReadOnlyDir read_only(rank_dir(1));
+  if (!read_only.ok())
+    GTEST_SKIP() << "cannot make a directory read-only here: " << read_only.why();
+  const size_t on_read_only = segment_count(rank_dir(1));
+  for (const auto& s : after) {
+    save(*e, s);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_EQ(segment_count(rank_dir(1)), on_read_only);
+  EXPECT_EQ(e->stats().drives_out_of_placement, 1u);
+  for (const auto* all : {&before, &after}) {
+    for (const auto& s : *all) EXPECT_EQ(restored_exact(*e, s), s.size());
+  }
 }
 
 }  // namespace

@@ -215,6 +215,7 @@ int run_stat(const StoreFlags& flags, StatFormat format) {
                               {"dropped_at_open", s.dropped_at_open},
                               {"drives", s.drives},
                               {"drives_offline", s.drives_offline},
+                              {"drives_out_of_placement", s.drives_out_of_placement},
                               {"offline_records", s.offline_records},
                               {"drive_problem", s.drive_problem}};
   if (format == StatFormat::kJson) {

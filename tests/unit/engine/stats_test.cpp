@@ -49,8 +49,9 @@ TEST(StatFields, TheTableDescribesEveryFieldOfStatsOnce) {
   }
   v = 1;
   for (const StatField& f : stat_fields()) {
-    if (f.number != nullptr)
+    if (f.number != nullptr) {
       EXPECT_EQ(s.*f.number, v++) << f.name << " shares its member with another field";
+    }
   }
 }
 

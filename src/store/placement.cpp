@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// Where new segments go: the drives that take them, a new segment's drive and file, and drives
+// taken out of placement when one cannot be made or kept there.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "common/try.hpp"
+#include "store/store.hpp"
+
+namespace kvtier {
+namespace {
+
+// Whether a new segment refused with `st` says the drive is gone, read-only, full or failing,
+// rather than that this process is short of something (descriptors, memory), which another drive
+// would not cure.
+bool drive_failure(const Status& st) {
+  switch (st.code()) {
+    case ErrorCode::kNotFound:
+    case ErrorCode::kPermission:
+    case ErrorCode::kNoSpace:  // its file system holds less than the capacity says
+      return true;
+    case ErrorCode::kIo:
+      return st.native_error() != EMFILE && st.native_error() != ENFILE &&
+             st.native_error() != ENOMEM;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+uint64_t Store::writable_drives() const {
+  if (drives_.size() <= 1) return 1;
+  return static_cast<uint64_t>(std::count_if(
+      drives_.begin(), drives_.end(), [](const Drive& d) { return d.takes_new_segments(); }));
+}
+
+Result<uint32_t> Store::drive_for_new_segment_locked() {
+  if (drives_.size() <= 1) {
+    KVTIER_TRY(enforce_capacity_locked(1, 0));
+    return uint32_t{0};
+  }
+  // The ranks of one model share the drives: each starts its search at its own place in the list,
+  // so that their segments, and a restore's reads by all ranks at once, spread over every drive
+  // instead of all ranks filling the same first few.
+  const KvGeometry& g = geometry_;
+  const uint64_t first =
+      g.tp_world > 1 ? drives_.size() * (g.tp_rank % g.tp_world) / g.tp_world : 0;
+  for (;;) {
+    std::optional<uint32_t> best;
+    uint64_t best_used = 0;
+    // The least used drive; of equally used ones the first from this rank's starting place.
+    for (uint32_t i = 0; i < drives_.size(); ++i) {
+      const auto d = static_cast<uint32_t>((first + i) % drives_.size());
+      if (!drives_[d].takes_new_segments()) continue;
+      const uint64_t used = used_on_locked(d, 1, 1);
+      if (used <= capacity_ && (!best || used < best_used)) {
+        best = d;
+        best_used = used;
+      }
+    }
+    if (best) return *best;
+    // No drive has room: the store's least recently used segment on a drive taking new segments
+    // goes, wherever that is, so the store as a whole keeps what was used last.
+    const Segment* victim = lru_locked(std::nullopt);
+    if (victim == nullptr || writable_drives() == 0) {
+      return fail(
+          ErrorCode::kCapacity,
+          fmt::format(
+              "store {} is full on all of its {} drives ({} writable): {} segments of {} bytes "
+              "in use by writers, capacity {} bytes per drive",
+              dir_, drives_.size(), writable_drives(), segments_.size(), segment_bytes_,
+              capacity_));
+    }
+    KVTIER_TRY(evict_segment_locked(victim->file->id));
+  }
+}
+
+Result<Store::Segment*> Store::new_segment_locked() {
+  std::shared_ptr<SegmentFile> file;
+  uint32_t drive = 0;
+  while (!file) {
+    KVTIER_ASSIGN_OR_RETURN(drive, drive_for_new_segment_locked());
+    const uint32_t id = next_id_++;
+    if (drives_.size() > 1) {
+      // Recorded before the file exists: with a drive missing at a later open, the ids its
+      // segments hold must not be handed out again (the index's highest id stays above them).
+      const JournalEntry claim{JournalOp::kUse, {}, id, sequence_};
+      KVTIER_TRY(append_locked(std::span(&claim, 1)));
+    }
+    auto made = create_segment(drives_[drive].dir, id, segment_bytes_, direct_);
+    if (made) {
+      file = std::move(*made);
+    } else if (drive != 0 && writable_drives() > 1 && drive_failure(made.error())) {
+      const bool full = made.error().code() == ErrorCode::kNoSpace;
+      take_out_of_placement_locked(drive, fmt::format("{}: {} ({})", drives_[drive].dir,
+                                                      full ? "its file system is full"
+                                                           : "a new segment cannot be made there",
+                                                      made.error().to_string()));
+    } else {
+      return fail(made.error());
+    }
+  }
+  file->drive = drive;
+  const uint32_t id = file->id;
+  Segment& seg = segments_[id];
+  seg.drive = drive;
+  seg.file = std::move(file);
+  seg.last_use = ++sequence_;
+  active_ = id;
+  ++seg.pins;  // not evictable while its size is checked
+  Status measured = measure_segment_locked(seg);
+  --seg.pins;
+  KVTIER_TRY(measured);
+  return &seg;
+}
+
+void Store::take_out_of_placement_locked(uint32_t drive, std::string why) {
+  if (drive == 0 || drive >= drives_.size() || !drives_[drive].unwritable.empty()) return;
+  drives_[drive].unwritable = std::move(why);
+  KVTIER_LOG(*log_, kWarn,
+             "{}; it takes no new segments until the store reopens (its records "
+             "are still read)",
+             drives_[drive].unwritable);
+  if (active_ != 0 && segments_.at(active_).drive == drive) active_ = 0;
+}
+
+Status Store::check_still_linked(const SegmentFile& file) {
+  struct stat st {};
+  if (::fstat(file.fd.get(), &st) != 0 || st.st_nlink > 0) return {};
+  std::lock_guard lock(mu_);
+  // Its records would be gone at the next open: the save is not acknowledged, and no later one
+  // appends there.
+  if (active_ == file.id) active_ = 0;
+  take_out_of_placement_locked(
+      file.drive, fmt::format("{}: its segment file {} was deleted while a save wrote it",
+                              drives_[file.drive].dir, file.path));
+  return {ErrorCode::kNotFound,
+          fmt::format("segment file {} was deleted while this save wrote it (its drive removed "
+                      "or wiped?); the save is not kept",
+                      file.path)};
+}
+
+Status Store::measure_segment_locked(Segment& seg) {
+  KVTIER_ASSIGN_OR_RETURN(seg.disk_bytes, allocated_bytes(seg.file->fd.get()));
+  if (seg.disk_bytes <= segment_estimate_) return {};
+  // The file system spent more on it than estimated: expect as much of every new segment, and
+  // make room for what this one took beyond the estimate now.
+  KVTIER_LOG(*log_, kInfo, "{}: a segment takes {} bytes on disk, not the {} estimated", dir_,
+             seg.disk_bytes, segment_estimate_);
+  segment_estimate_ = seg.disk_bytes;
+  return enforce_capacity_locked(0);
+}
+
+uint64_t Store::offline_drives() const {
+  return static_cast<uint64_t>(
+      std::count_if(drives_.begin(), drives_.end(), [](const Drive& d) { return !d.available; }));
+}
+
+}  // namespace kvtier
