@@ -21,9 +21,12 @@ struct Drive {
   bool available = true;  ///< Listed, reachable and this store's.
   std::string problem;    ///< Why it is not available.
   /// Why it takes no new segments while its records are still served: read-only at open, or a
-  /// segment could not be made or kept there since (gone, read-only, failing, its file system
-  /// full). Empty while it takes them. Lasts until the store reopens.
+  /// segment could not be made or written there since (gone, read-only, failing). Empty while it
+  /// takes them. Lasts until the store reopens.
   std::string unwritable;
+  /// What the store may take on this drive's file system, learned when it refused a new segment
+  /// (ENOSPC) below the capacity; 0 while none has been refused. Lasts until the store reopens.
+  uint64_t fs_limit = 0;
 
   /// Whether new segments may go here.
   [[nodiscard]] bool takes_new_segments() const { return available && unwritable.empty(); }

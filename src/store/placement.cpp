@@ -3,6 +3,7 @@
 // Where new segments go: the drives that take them, a new segment's drive and file, and drives
 // taken out of placement when one cannot be made or kept there.
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -15,14 +16,13 @@
 namespace kvtier {
 namespace {
 
-// Whether a new segment refused with `st` says the drive is gone, read-only, full or failing,
-// rather than that this process is short of something (descriptors, memory), which another drive
-// would not cure.
+// Whether a new segment refused with `st` says the drive is gone, read-only or failing, rather
+// than that this process is short of something (descriptors, memory), which another drive would
+// not cure.
 bool drive_failure(const Status& st) {
   switch (st.code()) {
     case ErrorCode::kNotFound:
     case ErrorCode::kPermission:
-    case ErrorCode::kNoSpace:  // its file system holds less than the capacity says
       return true;
     case ErrorCode::kIo:
       return st.native_error() != EMFILE && st.native_error() != ENFILE &&
@@ -59,7 +59,7 @@ Result<uint32_t> Store::drive_for_new_segment_locked() {
       const auto d = static_cast<uint32_t>((first + i) % drives_.size());
       if (!drives_[d].takes_new_segments()) continue;
       const uint64_t used = used_on_locked(d, 1, 1);
-      if (used <= capacity_ && (!best || used < best_used)) {
+      if (used <= capacity_on(d) && (!best || used < best_used)) {
         best = d;
         best_used = used;
       }
@@ -81,7 +81,7 @@ Result<uint32_t> Store::drive_for_new_segment_locked() {
   }
 }
 
-Result<Store::Segment*> Store::new_segment_locked() {
+Result<Store::Segment*> Store::new_segment_locked(uint64_t still_needed) {
   std::shared_ptr<SegmentFile> file;
   uint32_t drive = 0;
   while (!file) {
@@ -96,12 +96,14 @@ Result<Store::Segment*> Store::new_segment_locked() {
     auto made = create_segment(drives_[drive].dir, id, segment_bytes_, direct_);
     if (made) {
       file = std::move(*made);
+    } else if (made.error().code() == ErrorCode::kNoSpace) {
+      // The file system holds less than the capacity says: the store keeps within what it holds
+      // from now on, evicting as it does at capacity (or placing on other drives).
+      KVTIER_TRY(learn_file_system_limit_locked(drive, made.error(), still_needed));
     } else if (drive != 0 && writable_drives() > 1 && drive_failure(made.error())) {
-      const bool full = made.error().code() == ErrorCode::kNoSpace;
-      take_out_of_placement_locked(drive, fmt::format("{}: {} ({})", drives_[drive].dir,
-                                                      full ? "its file system is full"
-                                                           : "a new segment cannot be made there",
-                                                      made.error().to_string()));
+      take_out_of_placement_locked(
+          drive, fmt::format("{}: a new segment cannot be made there ({})", drives_[drive].dir,
+                             made.error().to_string()));
     } else {
       return fail(made.error());
     }
@@ -118,6 +120,59 @@ Result<Store::Segment*> Store::new_segment_locked() {
   --seg.pins;
   KVTIER_TRY(measured);
   return &seg;
+}
+
+uint64_t Store::room_for_segments_locked() const {
+  uint64_t room = 0;
+  for (uint32_t d = 0; d < drives_.size(); ++d) {
+    if (!drives_[d].takes_new_segments()) continue;
+    uint64_t kept = used_on_locked(d, 0, 0);
+    for (const auto& [id, seg] : segments_) {
+      if (seg.drive == d && seg.pins == 0) kept -= seg.disk_bytes;
+    }
+    const uint64_t cap = capacity_on(d);
+    if (cap > kept) room += (cap - kept) / segment_estimate_;
+  }
+  return room;
+}
+
+Status Store::learn_file_system_limit_locked(uint32_t drive, const Status& why,
+                                             uint64_t still_needed) {
+  Drive& d = drives_[drive];
+  struct statvfs vfs {};
+  const uint64_t free =
+      ::statvfs(d.dir.c_str(), &vfs) == 0 ? uint64_t{vfs.f_bavail} * vfs.f_frsize : 0;
+  uint64_t held = 0;
+  for (const auto& [id, seg] : segments_) held += seg.drive == drive ? seg.disk_bytes : 0;
+  if (drive == 0) {
+    held += fixed_bytes_ + checkpoint_disk_ + (journal_ ? align_up(journal_->journal_bytes()) : 0);
+  }
+  // It has just refused a segment: with what the store takes there now, one more does not fit
+  // before room is made, whatever statvfs says (metadata, reserved blocks, other writers).
+  const uint64_t limit = std::min(held + free, used_on_locked(drive, 0, 0) + segment_estimate_ - 1);
+  const bool first = d.fs_limit == 0;
+  d.fs_limit = first ? limit : std::min(d.fs_limit, limit);
+  if (first) {
+    KVTIER_LOG(*log_, kWarn,
+               "{}: its file system is full ({}) with {} bytes of this store on it, below the "
+               "capacity of {} bytes: until the store reopens it takes at most {} bytes there, "
+               "evicting the least recently used segments to stay within it (a capacity of at "
+               "most {} bytes says so from the start)",
+               d.dir, why.to_string(), held, capacity_, d.fs_limit, d.fs_limit);
+  }
+  const uint64_t room = room_for_segments_locked();
+  if (room >= still_needed) return {};
+  return {
+      ErrorCode::kNoSpace,
+      fmt::format("the file system of {} is full: {} bytes free beside the {} bytes this "
+                  "store holds there, so it can take at most {} bytes there, not its capacity "
+                  "of {} bytes{}; this save needs {} more {}-byte segments and no eviction "
+                  "makes room for more than {} beside the segments saves are writing: lower "
+                  "--capacity (Options::capacity_bytes) to at most {} bytes, or free space "
+                  "on that file system ({})",
+                  d.dir, free, held, d.fs_limit, capacity_, drives_.size() > 1 ? " per drive" : "",
+                  still_needed, segment_bytes_, room, d.fs_limit, why.to_string()),
+      why.native_error()};
 }
 
 void Store::take_out_of_placement_locked(uint32_t drive, std::string why) {

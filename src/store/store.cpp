@@ -134,6 +134,11 @@ uint64_t Store::used_on_locked(uint32_t drive, uint64_t extra_segments,
                                     segments_.size() + extra_total);
 }
 
+uint64_t Store::capacity_on(uint32_t drive) const {
+  const uint64_t limit = drives_[drive].fs_limit;
+  return limit == 0 ? capacity_ : std::min(capacity_, limit);
+}
+
 const Store::Segment* Store::lru_locked(std::optional<uint32_t> drive) const {
   const Segment* victim = nullptr;
   for (const auto& [id, seg] : segments_) {
@@ -148,7 +153,7 @@ Status Store::enforce_capacity_locked(uint64_t extra_segments, uint32_t drive) {
   for (uint32_t d = 0; d < drives_.size(); ++d) {
     const uint64_t extra = d == drive ? extra_segments : 0;
     while (drives_[d].takes_new_segments() &&
-           used_on_locked(d, extra, extra_segments) > capacity_) {
+           used_on_locked(d, extra, extra_segments) > capacity_on(d)) {
       const Segment* victim = lru_locked(d);
       if (victim == nullptr) {
         const uint64_t index =
@@ -157,7 +162,7 @@ Status Store::enforce_capacity_locked(uint64_t extra_segments, uint32_t drive) {
                 fmt::format(
                     "store {} is full: {} segments of {} bytes in use by writers and {} "
                     "bytes of index files, capacity {} bytes{}",
-                    dir_, segments_.size(), segment_bytes_, index, capacity_,
+                    dir_, segments_.size(), segment_bytes_, index, capacity_on(d),
                     drives_.size() > 1 ? fmt::format(" per drive ({} full)", drives_[d].dir) : "")};
       }
       KVTIER_TRY(evict_segment_locked(victim->file->id));
@@ -168,7 +173,12 @@ Status Store::enforce_capacity_locked(uint64_t extra_segments, uint32_t drive) {
 
 Status Store::evict_segment_locked(uint32_t id) {
   const JournalEntry drop{JournalOp::kDropSegment, {}, id};
-  KVTIER_TRY(append_locked(std::span(&drop, 1)));
+  Status journaled = append_locked(std::span(&drop, 1));
+  if (journaled.code() == ErrorCode::kNoSpace) {
+    ::unlink(segments_.at(id).file->path.c_str());
+    journaled = append_locked(std::span(&drop, 1));
+  }
+  KVTIER_TRY(journaled);
   Segment& seg = segments_.at(id);
   const uint64_t records = seg.records;
   evicted_records_ += records;
@@ -238,7 +248,10 @@ Status Store::admit_locked(std::span<const uint64_t> sizes) const {
   }
   const uint64_t own = own_bytes + index_bytes_locked(own_records, own_segments);
   // Several drives: their capacities add up (each new segment still goes where it fits).
-  const uint64_t room = capacity_ * writable_drives();
+  uint64_t room = 0;
+  for (uint32_t d = 0; d < drives_.size(); ++d) {
+    room += drives_[d].takes_new_segments() ? capacity_on(d) : 0;
+  }
   if (own > room) {
     return {ErrorCode::kCapacity,
             fmt::format("store {}: a save of {} bytes needs {} bytes on disk ({} segments of {} "
@@ -262,6 +275,7 @@ Result<std::vector<Placement>> Store::reserve(std::span<const uint64_t> sizes) {
   // Decided before anything is evicted: a save that cannot fit must not cost the sessions stored.
   KVTIER_TRY(admit_locked(sizes));
   reserved_records_ += sizes.size();
+  uint64_t new_segments = plan_placement_locked(sizes).new_segments;
   std::vector<Placement> out;
   out.reserve(sizes.size());
   auto undo = [&](const Status& st) -> Result<std::vector<Placement>> {
@@ -274,9 +288,10 @@ Result<std::vector<Placement>> Store::reserve(std::span<const uint64_t> sizes) {
     if (seg == nullptr || seg->write_offset + size > segment_bytes_) {
       // The segment being left may be evicted now if it is the least recently used: admission
       // counted it as evictable unless this save (or another writer) has pinned it.
-      auto fresh = new_segment_locked();
+      auto fresh = new_segment_locked(std::max<uint64_t>(new_segments, 1));
       if (!fresh) return undo(fresh.error());
       seg = *fresh;
+      new_segments -= new_segments > 0 ? 1 : 0;
     }
     out.push_back({seg->file, seg->write_offset, ++sequence_});
     seg->write_offset += size;
@@ -500,6 +515,10 @@ void Store::fill_stats(Stats& stats) {
   for (const Drive& d : drives_) {
     if (!d.available) problems.push_back(d.problem);
     if (!d.unwritable.empty()) problems.push_back(d.unwritable);
+    if (d.fs_limit != 0) {
+      problems.push_back(fmt::format("{}: file system full: the store takes at most {} bytes there",
+                                     d.dir, d.fs_limit));
+    }
   }
   stats.drive_problem = fmt::format("{}", fmt::join(problems, "; "));
 }

@@ -160,6 +160,16 @@ class Store {
   Status admit_locked(std::span<const uint64_t> sizes) const;
   /// What drive `drive` takes, `extra_segments` more segments on it and `extra_total` in the store.
   uint64_t used_on_locked(uint32_t drive, uint64_t extra_segments, uint64_t extra_total) const;
+  /// What the store may take on drive `drive`: the capacity, or less where its file system holds
+  /// less (Drive::fs_limit).
+  uint64_t capacity_on(uint32_t drive) const;
+  /// New segments that fit on the drives taking them once every segment not pinned is evicted.
+  uint64_t room_for_segments_locked() const;
+  /// Drive `drive`'s file system refused a new segment (`why`, ENOSPC): takes what the store holds
+  /// there and what is free as its limit there from now on (eviction then makes room within it),
+  /// or refuses (kNoSpace, with the numbers) when the `still_needed` segments of the reservation
+  /// cannot fit even after evicting everything evictable.
+  Status learn_file_system_limit_locked(uint32_t drive, const Status& why, uint64_t still_needed);
   /// Makes drive `drive` take no new segments until the store reopens (its records are still
   /// served), for `why`. The home drive, which holds the index, is never taken out.
   void take_out_of_placement_locked(uint32_t drive, std::string why);
@@ -181,11 +191,16 @@ class Store {
   uint64_t offline_drives() const;
   /// Opens the segments of every available drive; `ids` gets them all, ascending.
   Status list_all_segments(std::vector<std::pair<uint32_t, uint32_t>>& found) const;
-  Result<Segment*> new_segment_locked();
+  /// Makes a new segment for a reservation that needs `still_needed` new segments, this one
+  /// included.
+  Result<Segment*> new_segment_locked(uint64_t still_needed);
   /// Unpins a reservation's segments and forgets its records.
   void release_locked(std::span<const Placement> placements);
   /// Records what segment `seg` takes on disk, raising the estimate for new ones when it is short.
   Status measure_segment_locked(Segment& seg);
+  /// Journals the drop of segment `id`, then deletes its file. On a full file system, where even
+  /// the journal entry finds no room, the file goes first (an index entry of a missing segment is
+  /// dropped at open, which is what the drop says) and the drop is journaled in the room it left.
   Status evict_segment_locked(uint32_t id);
   Status drop_locked(std::span<const Key128> keys);
   void index_add_locked(const RecordMeta& meta);
@@ -218,7 +233,7 @@ class Store {
   std::string read_only_reason_;
 
   // drives_[0] is dir_, the home holding the index; a one-directory store has only it. Fixed at
-  // open but for `unwritable`, which is guarded by mu_.
+  // open but for `unwritable` and `fs_limit`, which are guarded by mu_.
   std::vector<Drive> drives_;
   std::string store_id_;
   std::vector<std::string> unreachable_;  // listed directories that could not be reached at open

@@ -2,7 +2,8 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // A store on a file system that fills up: a small tmpfs mounted for the test (skipped where this
 // process may not mount one). A save the full disk failed leaves nothing behind, now or after a
-// reopen.
+// reopen; a capacity larger than the file system makes room by evicting the least recently used
+// segments; a save that cannot fit even then is refused with the numbers, evicting nothing.
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -138,6 +140,55 @@ TEST_F(StoreFullDiskTest, SaveFailedByAFullDiskIsInvisibleNowAndAfterReopen) {
   auto report = (*e)->verify({});
   ASSERT_OK(report);
   EXPECT_EQ(report->corrupt_records, 0u);
+}
+
+// A capacity far above what the file system holds: when it is full, the least recently used
+// segments are evicted to make room, and saves go on. A session restored after every save stays.
+TEST_F(StoreFullDiskTest, FileSystemSmallerThanTheCapacityEvictsTheLeastRecentlyUsed) {
+  MOUNT_OR_SKIP(64);
+  std::mt19937_64 rng(testing::test_seed());
+  auto e = Engine::open(options(8 * kMiB));
+  ASSERT_OK(e);
+  const auto kept = synthetic::tokens(rng(), 3000);
+  ASSERT_OK(save(**e, kept));
+  std::vector<std::vector<Token>> all;
+  for (int i = 0; i < 40; ++i) {  // ~110 MB in all, on 64 MiB
+    all.push_back(synthetic::tokens(rng(), 1500 + rng() % 2500));
+    const Status st = save(**e, all.back());
+    ASSERT_TRUE(st.ok()) << "save " << i << ": " << st.to_string();
+    ASSERT_EQ(restored_exact(**e, kept), kept.size())
+        << "the most recently used session, save " << i;
+  }
+  EXPECT_GT((*e)->stats().evicted_segments, 0u);
+  // The newest sessions are whole; older ones are whole, a verified prefix, or gone.
+  for (size_t i = all.size() - 4; i < all.size(); ++i)
+    EXPECT_EQ(restored_exact(**e, all[i]), all[i].size()) << "session " << i;
+  for (const auto& s : all) restored_exact(**e, s);
+  auto report = (*e)->verify({});
+  ASSERT_OK(report);
+  EXPECT_EQ(report->corrupt_records, 0u);
+}
+
+// A save larger than the whole file system: refused with what is free, what it needs and what to
+// do, before anything is evicted.
+TEST_F(StoreFullDiskTest, SaveLargerThanTheFileSystemIsRefusedWithTheNumbersEvictingNothing) {
+  MOUNT_OR_SKIP(32);
+  const uint64_t seed = testing::test_seed();
+  auto e = Engine::open(options(8 * kMiB));
+  ASSERT_OK(e);
+  const auto a = synthetic::tokens(seed, 3000);
+  const auto b = synthetic::tokens(seed + 1, 3000);
+  ASSERT_OK(save(**e, a));
+  ASSERT_OK(save(**e, b));
+  const auto huge = synthetic::tokens(seed + 2, 40000);  // 40 MB
+  const Status st = save(**e, huge);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), ErrorCode::kNoSpace) << st.to_string();
+  EXPECT_NE(st.message().find("free"), std::string::npos) << st.to_string();
+  EXPECT_NE(st.message().find("--capacity"), std::string::npos) << st.to_string();
+  EXPECT_EQ((*e)->stats().evicted_segments, 0u);
+  EXPECT_EQ(restored_exact(**e, a), a.size());
+  EXPECT_EQ(restored_exact(**e, b), b.size());
 }
 
 }  // namespace
