@@ -31,8 +31,10 @@ enum class IoPath : uint8_t {
 KVTIER_EXPORT std::string_view io_path_name(IoPath path);
 KVTIER_EXPORT Result<IoPath> parse_io_path(std::string_view name);
 
-/// @brief "4096", "64M", "1.5G", "2T" -> bytes (binary units; K/M/G/T, KiB/MiB/GiB/TiB or none).
-/// @return kInvalidArgument for anything else, negative values or overflow.
+/// @brief "4096", "64M", "1.5G", "2T" -> bytes: decimal digits, an optional fraction, then an
+/// optional binary unit (K/M/G/T in either case, KiB/MiB/GiB/TiB, or B).
+/// @return kInvalidArgument, naming the text and the grammar, for anything else (hex, exponents,
+/// signs, spaces), a fraction that is not a whole number of bytes, or more than 64 bits.
 [[nodiscard]] KVTIER_EXPORT Result<uint64_t> parse_size(std::string_view text);
 
 enum class LogLevel : uint8_t { kDebug, kInfo, kWarn, kError, kOff };

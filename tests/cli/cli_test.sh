@@ -108,7 +108,7 @@ version=$(sed -n 's/^project(kvtier VERSION \([0-9.]*\).*/\1/p' "$(dirname "$0")
 expect 0 "kvtier $version " --version
 
 # Bad input: nonsense sizes, unknown models, wrong geometry, missing or unusable paths.
-expect 2 "not a non-negative number" put --store "$s" --model tiny --tokens 10 --capacity lots
+expect 2 "is not a decimal number" put --store "$s" --model tiny --tokens 10 --capacity lots
 expect 2 "unknown unit" put --store "$s" --model tiny --tokens 10 --segment-size 12Q
 expect 2 "unknown model preset" put --store "$s" --model gpt-17 --tokens 10
 expect 2 "does not divide" put --store "$s" --model qwen3-coder-30b-a3b --tp-world 3 --tokens 10

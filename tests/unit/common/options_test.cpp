@@ -23,6 +23,31 @@ TEST(ParseSize, AcceptsUnitsAndRejectsNonsense) {
   EXPECT_FALSE(parse_size("99999999999T").has_value());  // overflows 64 bits
 }
 
+TEST(ParseSize, OneGrammarDecimalWithABinaryUnit) {
+  EXPECT_EQ(*parse_size("0"), 0u);
+  EXPECT_EQ(*parse_size("010"), 10u);  // decimal, not octal
+  EXPECT_EQ(*parse_size("1k"), 1024u);
+  EXPECT_EQ(*parse_size("8KiB"), 8192u);
+  EXPECT_EQ(*parse_size("512B"), 512u);
+  EXPECT_EQ(*parse_size("0.5M"), 512u << 10);
+  EXPECT_EQ(*parse_size("18446744073709551615"), UINT64_MAX);
+  EXPECT_EQ(*parse_size("16777215T"), uint64_t{16777215} << 40);
+  // strtod read these as 16 MiB, 1,000 bytes, 1 MiB and infinity; they are not sizes.
+  for (const char* bad :
+       {"0x1000000", "1e3", "1E3", "1e3K", "+5", " 5", "5 ", "inf", "nan", ".5K", "5.K", "1.5",
+        "0.3K", "18446744073709551616", "16777216T", "1.5.0G", "5KB", "5 K", "K"}) {
+    auto v = parse_size(bad);
+    EXPECT_FALSE(v.has_value()) << bad << " read as " << *v;
+    if (!v) {
+      EXPECT_EQ(v.error().code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(v.error().message().find(bad), std::string::npos) << v.error().message();
+    }
+  }
+  // The message says the grammar, not just that something is wrong.
+  EXPECT_NE(parse_size("0x10").error().message().find("is hexadecimal: a size is a decimal"),
+            std::string::npos);
+}
+
 class EnvGuard {
  public:
   EnvGuard(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
