@@ -8,13 +8,13 @@
 
 namespace kvtier {
 
-DataPath::DataPath(IoPath path, uint64_t staging_bytes, uint64_t request_bytes,
+DataPath::DataPath(IoPath path, std::unique_ptr<StagingPool> staging,
                    std::vector<std::span<std::byte>> pinned_extra, bool direct,
                    std::string open_fallback, const Logger& log)
     : path_(path),
       log_(log),
       direct_(direct),
-      staging_(std::make_unique<StagingPool>(staging_bytes, request_bytes)),
+      staging_(std::move(staging)),
       pinned_extra_(std::move(pinned_extra)),
       host_device_(make_host_device()),
       fallback_(std::move(open_fallback)) {

@@ -24,11 +24,12 @@ namespace kvtier {
 /// on first use; fallback notes are guarded.
 class DataPath {
  public:
+  /// `staging`: the engine's staging pool, made by the caller, which can say why it cannot be had.
   /// `pinned_extra`: host memory besides staging that copies to a GPU start from (the DRAM tier's
   /// arena, the remote tier's value buffers), pinned with the staging when the CUDA device starts;
   /// it must outlive the DataPath. `direct`: the store's files are
   /// open with O_DIRECT; `open_fallback`: why the store or I/O engine did not get what was asked.
-  DataPath(IoPath path, uint64_t staging_bytes, uint64_t request_bytes,
+  DataPath(IoPath path, std::unique_ptr<StagingPool> staging,
            std::vector<std::span<std::byte>> pinned_extra, bool direct, std::string open_fallback,
            const Logger& log);
   ~DataPath();

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "common/posix.hpp"
+#include "common/try.hpp"
 
 namespace kvtier {
 namespace {
@@ -34,7 +35,8 @@ std::optional<uint64_t> meminfo_bytes(std::string_view field) {
   return std::nullopt;
 }
 
-/// "256.0 MiB", "23.5 GiB", "1.0 TiB".
+}  // namespace
+
 std::string binary_bytes(uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   double v = static_cast<double>(bytes);
@@ -46,9 +48,7 @@ std::string binary_bytes(uint64_t bytes) {
   return fmt::format("{:.1f} {}", v, units[u]);
 }
 
-/// "MemAvailable 20.1 GiB, MemTotal 23.5 GiB", plus RLIMIT_AS when the process has one: the limits
-/// a mapping of host memory runs into.
-std::string memory_limits() {
+std::string host_memory_limits() {
   std::string out;
   for (const char* field : {"MemAvailable", "MemTotal"}) {
     auto v = meminfo_bytes(field);
@@ -61,7 +61,13 @@ std::string memory_limits() {
   return out;
 }
 
-}  // namespace
+Status check_host_memory(uint64_t bytes, std::string_view what) {
+  const std::optional<uint64_t> available = meminfo_bytes("MemAvailable");
+  if (!available || bytes <= *available) return {};
+  return {ErrorCode::kNoSpace,
+          fmt::format("{}: {} bytes ({}) of host memory asked for, more than is available ({})",
+                      what, bytes, binary_bytes(bytes), host_memory_limits())};
+}
 
 Result<MappedMemory> MappedMemory::map(uint64_t bytes) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -98,20 +104,15 @@ Result<std::unique_ptr<DramTier>> DramTier::create(uint64_t capacity_bytes, uint
         fmt::format("DRAM tier: {} slabs of {} bytes, more than 2^32-1", slabs, slab_bytes));
   }
   const uint64_t bytes = slabs * slab_bytes;
-  const std::string asked =
-      fmt::format("DRAM tier: {} bytes ({}) of host memory asked for", bytes, binary_bytes(bytes));
-  // With overcommit the kernel maps far more than exists, and the arena would fail only when it
-  // is filled or pinned (OOM kill, or cudaHostRegister failing): refuse what cannot fit now.
-  const std::optional<uint64_t> available = meminfo_bytes("MemAvailable");
-  if (available && bytes > *available) {
-    return fail(ErrorCode::kNoSpace,
-                fmt::format("{}, more than is available ({})", asked, memory_limits()));
-  }
+  // The engine pins the whole arena for the GPU, so it must fit at once.
+  KVTIER_TRY(check_host_memory(bytes, "DRAM tier"));
   auto arena = MappedMemory::map(bytes);
   if (!arena) {
-    return fail(ErrorCode::kNoSpace,
-                fmt::format("{}: {} failed ({})", asked, arena.error().message(), memory_limits()),
-                arena.error().native_error());
+    return fail(
+        ErrorCode::kNoSpace,
+        fmt::format("DRAM tier: {} bytes ({}) of host memory asked for: {} failed ({})", bytes,
+                    binary_bytes(bytes), arena.error().message(), host_memory_limits()),
+        arena.error().native_error());
   }
   return std::unique_ptr<DramTier>(new DramTier(std::move(*arena), slab_bytes));
 }

@@ -10,6 +10,8 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -17,6 +19,19 @@
 #include "kvtier/status.hpp"
 
 namespace kvtier {
+
+/// kNoSpace "<what>: N bytes (X GiB) of host memory asked for, more than is available (<limits>)"
+/// when `bytes` exceed MemAvailable (ok where /proc/meminfo cannot be read): with overcommit the
+/// kernel maps far more than exists, and memory that does not fit fails only when it is touched
+/// or pinned (an OOM kill), so what cannot fit is refused up front.
+[[nodiscard]] Status check_host_memory(uint64_t bytes, std::string_view what);
+
+/// The limits an allocation of host memory runs into, for messages: "MemAvailable 20.1 GiB,
+/// MemTotal 23.5 GiB", plus RLIMIT_AS where the process has one.
+[[nodiscard]] std::string host_memory_limits();
+
+/// "256.0 MiB", "23.5 GiB", "1.0 TiB".
+[[nodiscard]] std::string binary_bytes(uint64_t bytes);
 
 /// @brief Sole owner of an anonymous private mapping: page-aligned, zero-filled, backed by memory
 /// only as it is touched. Not thread-safe.

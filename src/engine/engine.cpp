@@ -4,6 +4,9 @@
 
 #include <fcntl.h>
 
+#include <cerrno>
+#include <new>
+
 #include <utility>
 
 #include <fmt/format.h>
@@ -37,6 +40,36 @@ Result<StoreRequest> store_request(const Options& options) {
   return request;
 }
 
+/// What std::bad_alloc from allocating `bytes` of host memory for `what` means: the resource error
+/// (exit 4 in the CLI) with the numbers, not an internal one.
+Status host_allocation_failed(std::string_view what, uint64_t bytes) {
+  return {ErrorCode::kNoSpace,
+          fmt::format("{}: {} bytes ({}) of host memory asked for: the allocation failed ({})",
+                      what, bytes, binary_bytes(bytes), host_memory_limits()),
+          ENOMEM};
+}
+
+Result<std::unique_ptr<StagingPool>> make_staging(const Options& o) {
+  KVTIER_TRY(check_host_memory(o.staging_bytes, "staging"));
+  try {
+    return std::make_unique<StagingPool>(o.staging_bytes, o.io_request_bytes);
+  } catch (const std::bad_alloc&) {
+    return fail(host_allocation_failed("staging", o.staging_bytes));
+  }
+}
+
+/// The remote tier's value buffers: as many as the staging bound holds.
+Result<std::shared_ptr<RemoteArena>> make_remote_arena(const Options& o) {
+  const char* what = "remote tier buffers (the staging size)";
+  KVTIER_TRY(check_host_memory(o.staging_bytes, what));
+  try {
+    return std::make_shared<RemoteArena>(
+        kBlock + o.geometry.bytes_for_tokens(o.geometry.chunk_tokens), o.staging_bytes);
+  } catch (const std::bad_alloc&) {
+    return fail(host_allocation_failed(what, o.staging_bytes));
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& options) {
@@ -45,25 +78,25 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   const Options& o = impl->options_;
   impl->log_ = Logger(o.log_sink, o.log_level.value_or(LogLevel::kWarn));
   KVTIER_ASSIGN_OR_RETURN(StoreRequest request, store_request(options));
-  KVTIER_ASSIGN_OR_RETURN(impl->store_, Store::open(o, impl->log_, request));
+  // Host memory before the store: an engine that cannot have it creates no store.
   if (o.dram_bytes > 0) {
     KVTIER_ASSIGN_OR_RETURN(
         impl->dram_,
         DramTier::create(o.dram_bytes,
                          align_up(o.geometry.bytes_for_tokens(o.geometry.chunk_tokens))));
   }
-
-  impl->namespace_ = namespace_key(o.geometry, o.tenant);
-
+  KVTIER_ASSIGN_OR_RETURN(auto staging, make_staging(o));
   std::vector<std::span<std::byte>> pinned;
   if (impl->dram_) pinned.push_back(impl->dram_->arena());
   if (!o.remote.seeds.empty()) {
-    impl->remote_arena_ = std::make_shared<RemoteArena>(
-        kBlock + o.geometry.bytes_for_tokens(o.geometry.chunk_tokens), o.staging_bytes);
+    KVTIER_ASSIGN_OR_RETURN(impl->remote_arena_, make_remote_arena(o));
     pinned.push_back(impl->remote_arena_->memory());
   }
-  impl->data_ = std::make_unique<DataPath>(o.io_path, o.staging_bytes, o.io_request_bytes,
-                                           std::move(pinned), impl->store_->direct_io(),
+  KVTIER_ASSIGN_OR_RETURN(impl->store_, Store::open(o, impl->log_, request));
+
+  impl->namespace_ = namespace_key(o.geometry, o.tenant);
+  impl->data_ = std::make_unique<DataPath>(o.io_path, std::move(staging), std::move(pinned),
+                                           impl->store_->direct_io(),
                                            impl->store_->direct_io_fallback(), impl->log_);
   if (!o.remote.seeds.empty()) {
     KVTIER_ASSIGN_OR_RETURN(impl->remote_, RemoteTier::open(o.remote, impl->log_));

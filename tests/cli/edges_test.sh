@@ -51,5 +51,21 @@ expect 2 "K, M, G or T" get "${t[@]}" --tokens 10 --dram inf
 expect 2 "is not a whole number of bytes" put "${t[@]}" --tokens 10 --segment-size 0.3K
 [[ ! -e "$s" ]] && ok || bad "a refused size left $s behind"
 
+# Host memory the engine cannot have is a resource error (exit 4) with the numbers, and an engine
+# that cannot start leaves no store behind. Under a limit of the address space: the staging
+# allocation itself fails (it was "internal error: out of host memory", exit 70).
+limited() { (ulimit -v 3000000 && exec "$kvtier" "$@"); }
+out=$(limited put --store "$work/lim" --model tiny --tokens 100 --staging 4G 2>&1)
+rc=$?
+if [[ $rc -eq 4 && "$out" == *"staging: 4294967296 bytes (4.0 GiB) of host memory asked for: the allocation failed"*"RLIMIT_AS"* ]]; then
+  ok
+else
+  bad "put --staging 4G under ulimit -v -> rc $rc (want 4): $out"
+fi
+[[ ! -e "$work/lim/rank0of1" ]] && ok || bad "a put refused its staging left a store behind"
+expect 4 "DRAM tier: 109951162777600 bytes (100.0 TiB) of host memory asked for, more than is available" \
+  put --store "$work/dram" --model tiny --tokens 100 --dram 100T
+[[ ! -e "$work/dram/rank0of1" ]] && ok || bad "a put refused its DRAM tier left a store behind"
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -369,6 +370,24 @@ class EngineTest(unittest.TestCase):
             np.testing.assert_array_equal(out, kv)
         with self.assertRaises(ValueError):
             kvtier.open([], self.g)
+
+    def test_staging_that_cannot_be_allocated_is_a_resource_error_and_makes_no_store(self):
+        # Under a limit of the address space the staging allocation itself fails; it was
+        # kvtier.Error('internal error: out of host memory') after the store had been created.
+        path = os.path.join(self.dir.name, "limited")
+        code = (
+            "import resource, sys, kvtier\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+            "try:\n"
+            "    kvtier.open(sys.argv[1], kvtier.Geometry.preset('tiny'), staging='4G')\n"
+            "except kvtier.Error as e:\n"
+            "    print(e.code); print(e.args[0])\n")
+        r = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, timeout=120)
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[:1], ["no space"], r.stdout + r.stderr)
+        self.assertIn("staging: 4294967296 bytes (4.0 GiB) of host memory asked for", lines[1])
+        self.assertIn("RLIMIT_AS 3.0 GiB", lines[1])
+        self.assertFalse(os.path.exists(os.path.join(path, "rank0of1")), "a refused open made a store")
 
 
 def free_port():
