@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: 2026 kvtier authors
 """The README's Python examples run as written: every fenced ```python block of README.md, each in
-a fresh temporary directory, as a user pasting it would run it.
+a fresh temporary directory, as a user pasting it would run it, and then again in the same
+directory, as a user trying it twice would (its store persists).
 
 Usage: test_readme.py numpy|torch
   numpy: the blocks that do not use PyTorch (they must exist and pass)
@@ -47,10 +48,11 @@ class ReadmeExamples(unittest.TestCase):
                 path = os.path.join(d, "example.py")
                 with open(path, "w", encoding="utf-8") as f:
                     f.write(code)
-                r = subprocess.run([sys.executable, path], cwd=d, capture_output=True, text=True, timeout=300)
-                self.assertEqual(r.returncode, 0,
-                                 f"README {self.kind} example {i} failed:\n{code}\n--- stdout\n{r.stdout}\n"
-                                 f"--- stderr\n{r.stderr}")
+                for run in ("first", "second"):
+                    r = subprocess.run([sys.executable, path], cwd=d, capture_output=True, text=True, timeout=300)
+                    self.assertEqual(r.returncode, 0,
+                                     f"README {self.kind} example {i} failed when run a {run} time:\n{code}\n"
+                                     f"--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}")
 
 
 if __name__ == "__main__":
