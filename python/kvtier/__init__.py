@@ -11,8 +11,20 @@
     engine.restore_paged(token_ids, layer_tensors, block_table, block_size=16, layout="kv_first")
 
 Errors raise kvtier.Error(message, code): e.code (also e.args[1]) is the kvtier status name, e.g.
-"corrupt", or "invalid argument" for KV of another element size or shape than the geometry's.
+"corrupt"; str(e) is the message. An invalid argument (KV of another element size or shape than
+the geometry's, a malformed size) is kvtier.InvalidArgument, both a kvtier.Error and a ValueError.
 """
-from ._kvtier import Engine, Error, Geometry, built_with_remote, open, stat_fields  # noqa: F401
+from ._kvtier import (Engine, Error, Geometry, InvalidArgument, __version__, built_with_remote,  # noqa: F401
+                      open, stat_fields)
 
-__all__ = ["Engine", "Error", "Geometry", "built_with_remote", "open", "stat_fields"]
+
+def _error_str(self):
+    # The message alone, as other exceptions print: args also carry the code, and Exception's own
+    # __str__ would print both as a tuple.
+    return str(self.args[0]) if self.args else ""
+
+
+Error.__str__ = _error_str
+
+__all__ = ["Engine", "Error", "Geometry", "InvalidArgument", "__version__", "built_with_remote", "open",
+           "stat_fields"]

@@ -13,6 +13,7 @@ read from the engines at each scrape. A process serving ``/metrics`` from the de
 (vLLM's API server, ``prometheus_client.start_http_server``) shows them; an engine in another
 process shows up only in that process's registry.
 """
+import re
 import threading
 import weakref
 
@@ -26,6 +27,9 @@ except ImportError:  # optional: the engine itself never needs it
     REGISTRY = None
 
 
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
+
+
 class KvtierCollector:
     """A prometheus_client collector over the engines registered with it (held weakly: a closed
     engine drops out)."""
@@ -35,8 +39,22 @@ class KvtierCollector:
         self._engines = []  # (weakref to engine, labels dict)
 
     def add(self, engine, **labels):
+        labels = {"store": engine.store_dir, **labels}
+        for name in labels:
+            if not _LABEL_NAME.match(name) or name.startswith("__") or name == "le":
+                raise ValueError(f"label name {name!r} is not a Prometheus label name "
+                                 "([a-zA-Z_][a-zA-Z0-9_]*, not starting with __, not le)")
         with self._lock:
-            self._engines.append((weakref.ref(engine), {"store": engine.store_dir, **labels}))
+            for ref, known in self._engines:
+                # Twice the same series is a scrape Prometheus rejects whole.
+                if ref() is engine:
+                    raise ValueError(f"the engine of {engine.store_dir} is already registered with this "
+                                     f"registry (labels {known}); registering it again would export every "
+                                     "sample twice")
+                if ref() is not None and known == labels:
+                    raise ValueError(f"another engine is registered with the same labels {labels}: their "
+                                     "samples would be the same series; give each its own labels")
+            self._engines.append((weakref.ref(engine), labels))
 
     def _live(self):
         with self._lock:
@@ -92,5 +110,7 @@ def collector(registry=None):
 
 
 def register(engine, registry=None, **labels):
-    """Exports `engine`'s stats, labelled with its store directory and `labels`."""
+    """Exports `engine`'s stats, labelled with its store directory and `labels`. ValueError for a
+    label name Prometheus does not take, and for an engine already registered with `registry` or
+    another one with the same labels (the scrape would hold the same series twice)."""
     collector(registry).add(engine, **{k: str(v) for k, v in labels.items()})

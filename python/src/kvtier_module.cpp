@@ -38,12 +38,44 @@ T unwrap(kvtier::Result<T> r) {
 
 // Any dtype, any device, C-contiguous (see tensor_of): a tensor that is not
 // already contiguous must fail, not be copied (a restore into a copy would vanish).
-using Tensor = nb::ndarray<nb::c_contig>;
-using TokenArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;  // read-only arrays too
+// Read-only arrays too: a save only reads its KV (a restore's is checked to be writable first).
+using Tensor = nb::ndarray<nb::ro, nb::c_contig>;
+using WritableTensor = nb::ndarray<nb::c_contig>;
+using TokenArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+
+/// Why nanobind did not take `h` as an array, from what NumPy- and PyTorch-like arrays say of
+/// themselves (nanobind says only that the cast failed); empty when the object does not tell.
+std::string why_refused(nb::handle h, bool writable, bool kv = true) {
+  auto flag = [](nb::handle obj, const char* name) {
+    return nb::hasattr(obj, name) && nb::cast<bool>(nb::bool_(obj.attr(name)));
+  };
+  if (nb::hasattr(h, "dtype")) {
+    nb::object dtype = h.attr("dtype");
+    if (nb::hasattr(dtype, "kind") && nb::cast<std::string>(nb::str(dtype.attr("kind"))) == "O")
+      return "its dtype is object (Python objects, not numbers)";
+    if (nb::hasattr(dtype, "isnative") && !flag(dtype, "isnative"))
+      return "its dtype " + nb::cast<std::string>(nb::repr(dtype)) +
+             " is not in this machine's byte order (pass a.astype(a.dtype.newbyteorder('=')))";
+  }
+  if (nb::hasattr(h, "flags")) {
+    nb::object flags = h.attr("flags");
+    if (writable && !flag(flags, "writeable"))
+      return "it is read-only, and a restore writes into it";
+    if (!flag(flags, "c_contiguous") && !kv) return "it is not C-contiguous (np.ascontiguousarray)";
+    if (!flag(flags, "c_contiguous"))
+      return "it is not C-contiguous; a non-contiguous one is refused rather than copied, since a "
+             "restore into a copy would vanish";
+  } else if (nb::hasattr(h, "is_contiguous") && !nb::cast<bool>(h.attr("is_contiguous")())) {
+    return "it is not contiguous; a non-contiguous one is refused rather than copied, since a "
+           "restore into a copy would vanish";
+  }
+  return {};
+}
 
 kvtier::MemoryView view_of(const Tensor& t) {
   kvtier::MemoryView v;
-  v.data = static_cast<std::byte*>(t.data());
+  // A save only reads through it; a restore's tensor was checked to be writable (tensor_of).
+  v.data = static_cast<std::byte*>(const_cast<void*>(t.data()));
   v.size = t.nbytes();
   if (t.device_type() == nb::device::cuda::value) {
     v.kind = kvtier::MemoryKind::kCuda;
@@ -95,10 +127,11 @@ std::vector<T> ints_of(nb::handle h, const char* what) {
   try {
     a = nb::cast<TokenArray>(h);
   } catch (const nb::cast_error&) {
-    throw nb::type_error((std::string(what) +
-                          " must be a list of ints or a 1-D int32/int64 array, not a " +
-                          nb::type_name(h.type()).c_str())
-                             .c_str());
+    const std::string why = why_refused(h, /*writable=*/false, /*kv=*/false);
+    throw nb::type_error(
+        (std::string(what) + " must be a list of ints or a 1-D int32/int64 array" +
+         (why.empty() ? std::string(", not a ") + nb::type_name(h.type()).c_str() : ": " + why))
+            .c_str());
   }
   if (a.ndim() != 1)
     throw PyError(
@@ -131,22 +164,29 @@ kvtier::PagedLayout layout_of(const std::string& name) {
                      "layout is refused, never guessed"});
 }
 
-/// A KV argument as a tensor: any dtype, host or CUDA, C-contiguous. Taken without conversion: a
-/// tensor that is not already contiguous is refused, not copied (a restore into a copy would
-/// vanish).
-Tensor tensor_of(nb::handle h, const std::string& what) {
-  try {
-    return nb::cast<Tensor>(h, /*convert=*/false);
-  } catch (const nb::cast_error&) {
+/// A KV argument as a tensor: any dtype, host or CUDA, C-contiguous, and `writable` for a restore.
+/// Taken without conversion: a tensor that is not already contiguous is refused, not copied (a
+/// restore into a copy would vanish).
+Tensor tensor_of(nb::handle h, const std::string& what, bool writable) {
+  auto refuse = [&] {
+    const std::string why = why_refused(h, writable);
     throw nb::type_error(
         (what +
-         " must be a C-contiguous tensor or array in host or CUDA memory (DLPack or the "
-         "buffer protocol), not this " +
-         nb::type_name(h.type()).c_str() +
-         "; a non-contiguous one is refused rather than copied, since a restore into a copy "
-         "would vanish")
+         " must be a C-contiguous tensor or array in host or CUDA memory (DLPack or the buffer "
+         "protocol)" +
+         (why.empty() ? std::string(", not this ") + nb::type_name(h.type()).c_str() +
+                            "; a non-contiguous one is refused rather than copied, since a "
+                            "restore into a copy would vanish"
+                      : ": " + why))
             .c_str());
+  };
+  try {
+    if (writable) static_cast<void>(nb::cast<WritableTensor>(h, /*convert=*/false));
+    return nb::cast<Tensor>(h, /*convert=*/false);
+  } catch (const nb::cast_error&) {
+    refuse();
   }
+  return {};
 }
 
 /// The stream kvtier's copies order after (ChunkedKv::cuda_stream): `stream` when given, else the
@@ -232,25 +272,20 @@ std::optional<uint64_t> head_dim_in(const Tensor& t, const kvtier::KvGeometry& g
   return bytes / item;
 }
 
-/// The contiguous form is [2, layers, tokens, kv_heads, head_dim]. Any shape holding a whole number
-/// of tokens is taken (a flat view of the same bytes too), except a 5-D one in another arrangement:
-/// its tokens would be read scrambled, since only the byte count tells kvtier where they are.
+/// The contiguous form is [2, layers, tokens, kv_heads, head_dim] (head_dim counted in the tensor's
+/// elements: a uint8 view has element_bytes of them per value), and nothing else: the engine sees
+/// only bytes, so any other shape of the same size ([tokens, 2, layers, ...], 3-D, 6-D, flat) would
+/// be saved or restored as if it were that form, its tokens silently scrambled.
 void check_chunked_shape(const Tensor& t, const kvtier::KvGeometry& g) {
-  const auto dim = head_dim_in(t, g);
+  const std::optional<uint64_t> dim = head_dim_in(t, g);
   const Expected want = {2, g.layers, std::nullopt, g.kv_heads, dim};
-  const uint64_t per_token = g.bytes_per_token();
-  const bool whole = per_token != 0 && t.nbytes() % per_token == 0;
-  if (whole && (t.ndim() != 5 || !dim || matches(t, want))) return;
-  const std::string why = whole ? "a 5-D tensor must be that form"
-                                : std::to_string(t.nbytes()) +
-                                      " bytes are not a whole number of tokens of " +
-                                      std::to_string(per_token) + " bytes";
+  if (dim && matches(t, want)) return;
   throw PyError({kvtier::ErrorCode::kInvalidArgument,
                  "kv has shape " + shape_of(t) + " (" + dtype_name(t.dtype()) +
-                     "), but this geometry's contiguous "
-                     "form is " +
+                     "), but this geometry's contiguous form is " +
                      expected_string(want, "tokens") +
-                     " ([2, layers, tokens, kv_heads, head_dim]): " + why});
+                     " ([2, layers, tokens, kv_heads, head_dim]); no other shape is taken, since "
+                     "its tokens would be read in that order"});
 }
 
 /// A paged layer's shape for `layout` in the tensor's elements, with `blocks` free when unknown.
@@ -312,8 +347,8 @@ struct Chunked {
   kvtier::ChunkedKv view;
 };
 
-Chunked chunked_of(const kvtier::Engine& e, nb::handle kv, nb::handle stream) {
-  Chunked c{tensor_of(kv, "kv"), {}};
+Chunked chunked_of(const kvtier::Engine& e, nb::handle kv, nb::handle stream, bool restore) {
+  Chunked c{tensor_of(kv, "kv", restore), {}};
   check_dtype(c.tensor, e.geometry(), "kv");
   check_chunked_shape(c.tensor, e.geometry());
   const uint64_t per_token = e.geometry().bytes_per_token();
@@ -329,14 +364,14 @@ struct Paged {
 };
 
 Paged paged_of(const kvtier::KvGeometry& g, nb::handle layers, nb::handle block_table,
-               uint32_t block_size, const std::string& layout, nb::handle stream) {
+               uint32_t block_size, const std::string& layout, nb::handle stream, bool restore) {
   Paged p;
   if (!nb::isinstance<nb::list>(layers) && !nb::isinstance<nb::tuple>(layers)) {
     throw nb::type_error("layers must be a list of per-layer tensors");
   }
   size_t i = 0;
   for (nb::handle l : layers)
-    p.layers.push_back(tensor_of(l, "layers[" + std::to_string(i++) + "]"));
+    p.layers.push_back(tensor_of(l, "layers[" + std::to_string(i++) + "]", restore));
   if (p.layers.empty()) throw PyError({kvtier::ErrorCode::kInvalidArgument, "no layer tensors"});
   p.table = ints_of<int32_t>(block_table, "block_table");  // -1 skips a block on restore
   p.view.layout = layout_of(layout);
@@ -386,15 +421,108 @@ nb::dict stats_dict(const kvtier::Stats& s) {
   return d;
 }
 
-nb::dict restore_dict(const kvtier::RestoreResult& r) {
+/// Why a restore gave fewer than `asked` tokens, as `kvtier get` says it: the engine's reason
+/// where it has one (a record failed its checks, a copy failed), else whether nothing or a shorter
+/// prefix was stored, and what the store's state adds: drives offline (their records are misses)
+/// and the remote tier, which was asked for the rest.
+std::string why_short(const kvtier::Engine& e, const kvtier::RestoreResult& r, uint64_t asked) {
+  if (!r.problem.empty() || r.tokens_restored >= asked) return r.problem;
+  std::string why = r.tokens_restored == 0
+                        ? "not found: no stored prefix of these tokens in " + e.store_dir()
+                        : "partial: the store holds the first " +
+                              std::to_string(r.tokens_restored) + " of these " +
+                              std::to_string(asked) + " tokens (" + e.store_dir() + ")";
+  const kvtier::Stats s = e.stats();
+  if (s.drives_offline > 0) {
+    why += "; " + std::to_string(s.drives_offline) + " of the store's drives offline, whose " +
+           std::to_string(s.offline_records) + " records are misses: " + s.drive_problem;
+  }
+  if (s.remote != "off") {
+    why += s.remote == "ok" ? "; the remote tier did not hold the rest either"
+                            : "; the remote tier was asked for the rest: " + s.remote;
+  }
+  return why;
+}
+
+nb::dict restore_dict(const kvtier::Engine& e, const kvtier::RestoreResult& r, uint64_t asked) {
   nb::dict d;
   d["tokens_restored"] = r.tokens_restored;
   d["bytes_read"] = r.bytes_read;
   d["checksum_misses"] = r.checksum_misses;
   d["recheck_kept"] = r.recheck_kept;
   d["host_bytes"] = r.host_bytes;
-  d["problem"] = r.problem;
+  d["problem"] = why_short(e, r, asked);
   return d;
+}
+
+/// A Prometheus label name: [a-zA-Z_][a-zA-Z0-9_]*, not reserved ("__" prefix) and not "le",
+/// which the histograms' buckets use.
+void check_label_name(const std::string& name) {
+  auto word = [](char c, bool first) {
+    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (!first && c >= '0' && c <= '9');
+  };
+  bool ok = !name.empty() && !name.starts_with("__") && name != "le";
+  for (size_t i = 0; ok && i < name.size(); ++i) ok = word(name[i], i == 0);
+  if (!ok) {
+    throw PyError({kvtier::ErrorCode::kInvalidArgument,
+                   "label name '" + name +
+                       "' is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting "
+                       "with __, not le)"});
+  }
+}
+
+/// Checks label text (name="value" pairs, comma-separated, values escaped as the text format
+/// says: \\, \" and \n) so that it cannot break the exposition: a raw quote would end the value
+/// early and a raw newline would start a line of its own.
+void check_label_text(const std::string& text) {
+  size_t i = 0;
+  auto refuse = [&](const std::string& why) {
+    throw PyError({kvtier::ErrorCode::kInvalidArgument,
+                   "labels '" + text + "': " + why + " at offset " + std::to_string(i) +
+                       "; pass a dict (values are escaped for you) or name=\"value\" pairs with "
+                       "\\, \\\" and \\n escaped"});
+  };
+  while (i < text.size()) {
+    const size_t eq = text.find('=', i);
+    if (eq == std::string::npos) refuse("a label without =\"value\"");
+    check_label_name(text.substr(i, eq - i));
+    i = eq + 1;
+    if (i >= text.size() || text[i] != '"') refuse("a value not in double quotes");
+    for (++i;; ++i) {
+      if (i >= text.size()) refuse("an unterminated value");
+      if (text[i] == '\n') refuse("a raw newline in a value");
+      if (text[i] == '"') break;
+      if (text[i] == '\\') {
+        ++i;
+        if (i >= text.size() || (text[i] != '\\' && text[i] != '"' && text[i] != 'n'))
+          refuse("an escape other than \\\\, \\\" or \\n");
+      }
+    }
+    ++i;  // the closing quote
+    if (i < text.size() && text[i++] != ',') refuse("no comma between labels");
+  }
+}
+
+/// Engine.prometheus's labels as the text to add to every sample: from a dict, escaped; from a
+/// string, checked.
+std::string label_text(nb::handle labels) {
+  if (labels.is_none()) return {};
+  if (nb::isinstance<nb::dict>(labels)) {
+    std::string out;
+    for (auto [name, value] : nb::borrow<nb::dict>(labels)) {
+      const std::string n = nb::cast<std::string>(nb::str(name));
+      check_label_name(n);
+      out += (out.empty() ? "" : ",") + n + "=\"" +
+             kvtier::prometheus_label_value(nb::cast<std::string>(nb::str(value))) + "\"";
+    }
+    return out;
+  }
+  if (!nb::isinstance<nb::str>(labels))
+    throw nb::type_error("labels must be a dict of label names to values, or a string");
+  std::string text = nb::cast<std::string>(labels);
+  check_label_text(text);
+  return text;
 }
 
 }  // namespace
@@ -415,6 +543,15 @@ NB_MODULE(_kvtier, m) {
               "The kvtier status name, e.g. \"corrupt\" or \"invalid argument\" (also args[1]).");
   error_type.attr("__doc__") =
       "A kvtier error: args are (message, code); .code is the status name.";
+  // Python's convention for a bad argument value is ValueError: an invalid argument is both.
+  static nb::object invalid_type =
+      nb::module_::import_("builtins")
+          .attr("type")("InvalidArgument", nb::make_tuple(error_type, nb::handle(PyExc_ValueError)),
+                        nb::dict());
+  invalid_type.attr("__doc__") =
+      "An invalid argument (code \"invalid argument\"): a kvtier.Error and a ValueError.";
+  m.attr("InvalidArgument") = invalid_type;
+  m.attr("__version__") = KVTIER_VERSION_STRING;
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
@@ -425,7 +562,8 @@ NB_MODULE(_kvtier, m) {
       nb::object message = nb::steal(PyUnicode_DecodeUTF8(
           what.data(), static_cast<Py_ssize_t>(what.size()), "backslashreplace"));
       nb::object args = nb::make_tuple(message, e.code);
-      PyErr_SetObject(error_type.ptr(), args.ptr());
+      const bool invalid = e.code == kvtier::error_code_name(kvtier::ErrorCode::kInvalidArgument);
+      PyErr_SetObject((invalid ? invalid_type : error_type).ptr(), args.ptr());
     }
   });
 
@@ -537,7 +675,7 @@ NB_MODULE(_kvtier, m) {
           "save",
           [](kvtier::Engine& e, nb::handle tokens, nb::handle kv, nb::handle stream) {
             auto ids = tokens_of(tokens);
-            const Chunked c = chunked_of(e, kv, stream);
+            const Chunked c = chunked_of(e, kv, stream, /*restore=*/false);
             nb::gil_scoped_release release;
             return unwrap(e.save(ids, c.view)).chunks_written;
           },
@@ -552,7 +690,8 @@ NB_MODULE(_kvtier, m) {
           [](kvtier::Engine& e, nb::handle tokens, nb::handle layers, nb::handle block_table,
              uint32_t block_size, const std::string& layout, nb::handle stream) {
             auto ids = tokens_of(tokens);
-            Paged p = paged_of(e.geometry(), layers, block_table, block_size, layout, stream);
+            Paged p = paged_of(e.geometry(), layers, block_table, block_size, layout, stream,
+                               /*restore=*/false);
             nb::gil_scoped_release release;
             return unwrap(e.save(ids, p.view)).chunks_written;
           },
@@ -570,13 +709,13 @@ NB_MODULE(_kvtier, m) {
           "restore",
           [](kvtier::Engine& e, nb::handle tokens, nb::handle kv, nb::handle stream) {
             auto ids = tokens_of(tokens);
-            const Chunked c = chunked_of(e, kv, stream);
+            const Chunked c = chunked_of(e, kv, stream, /*restore=*/true);
             kvtier::RestoreResult r;
             {
               nb::gil_scoped_release release;
               r = unwrap(e.restore(ids, c.view));
             }
-            return restore_dict(r);
+            return restore_dict(e, r, ids.size());
           },
           "tokens"_a, "kv"_a, "stream"_a = nb::none(),
           "Restores the longest stored prefix, verified; returns a dict. CUDA tensors are written "
@@ -588,13 +727,14 @@ NB_MODULE(_kvtier, m) {
           [](kvtier::Engine& e, nb::handle tokens, nb::handle layers, nb::handle block_table,
              uint32_t block_size, const std::string& layout, nb::handle stream) {
             auto ids = tokens_of(tokens);
-            Paged p = paged_of(e.geometry(), layers, block_table, block_size, layout, stream);
+            Paged p = paged_of(e.geometry(), layers, block_table, block_size, layout, stream,
+                               /*restore=*/true);
             kvtier::RestoreResult r;
             {
               nb::gil_scoped_release release;
               r = unwrap(e.restore(ids, p.view));
             }
-            return restore_dict(r);
+            return restore_dict(e, r, ids.size());
           },
           "tokens"_a, "layers"_a, "block_table"_a, "block_size"_a = 16, "layout"_a = "kv_first",
           "stream"_a = nb::none())
@@ -653,13 +793,14 @@ NB_MODULE(_kvtier, m) {
       .def("stats", [](kvtier::Engine& e) { return stats_dict(e.stats()); })
       .def(
           "prometheus",
-          [](kvtier::Engine& e, const std::string& labels) {
-            return kvtier::prometheus_text(e.stats(), labels);
+          [](kvtier::Engine& e, nb::handle labels) {
+            return kvtier::prometheus_text(e.stats(), label_text(labels));
           },
-          "labels"_a = "",
-          "Stats in the Prometheus text format; `labels` (name=\"value\" pairs, comma-separated) "
-          "are added to "
-          "every sample.")
+          "labels"_a = nb::none(),
+          "Stats in the Prometheus text format; `labels`, a dict {name: value} (values escaped "
+          "here) or name=\"value\" pairs, comma-separated and already escaped (checked), are "
+          "added to every sample. A label name that is not one, or text that would break the "
+          "format, is refused (kvtier.InvalidArgument).")
       .def_prop_ro("geometry", &kvtier::Engine::geometry)
       .def_prop_ro("store_dir", &kvtier::Engine::store_dir);
 }

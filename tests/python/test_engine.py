@@ -4,6 +4,7 @@
 paged), lookups, misses on corruption, and errors as kvtier.Error with the status code."""
 import glob
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -239,9 +240,9 @@ class EngineTest(unittest.TestCase):
             self.assertEqual(e.exception.code, "invalid argument")
             self.assertIn(f"kv has shape {wrong.shape} (uint16)", e.exception.args[0])
             self.assertIn(form, e.exception.args[0])
-        # Views of the same bytes in another shape stay accepted: flat, and uint8 with head_dim in bytes.
+        # A uint8 view of the same bytes, head_dim counted in bytes, is the same form.
         kv = session(self.rng, g, 100)
-        self.assertEqual(self.engine.save(tokens, kv.reshape(-1)), 2)
+        self.assertEqual(self.engine.save(tokens, kv.view(np.uint8)), 2)
         out = np.zeros_like(kv).view(np.uint8)
         self.assertEqual(out.shape[-1], 2 * g.head_dim)
         self.assertEqual(self.engine.restore(tokens, out)["tokens_restored"], 100)
@@ -274,6 +275,98 @@ class EngineTest(unittest.TestCase):
         with self.assertRaises(kvtier.Error) as e:
             self.engine.restore_paged(tokens, [np.zeros(good, np.uint16)] * g.layers, list(range(4)), block_size=32)
         self.assertIn(f"expects [2, {blocks}, 32, {g.kv_heads}, {g.head_dim}]", e.exception.args[0])
+
+    def test_kv_in_any_other_shape_is_refused_naming_both_shapes(self):
+        # These held a whole number of tokens and were taken: restored into the documented form,
+        # their bytes came back in another order, a silent scramble.
+        g, tokens = self.g, list(range(100))
+        kv = session(self.rng, g, 100)
+        form = f"[2, {g.layers}, tokens, {g.kv_heads}, {g.head_dim}]"
+        others = {
+            "4-D [tokens, 2, L, H*D]": np.ascontiguousarray(kv.transpose(2, 0, 1, 3, 4)).reshape(100, 2, g.layers, -1),
+            "3-D": kv.reshape(2 * g.layers, 100, -1),
+            "6-D": kv.reshape(2, g.layers, 100, g.kv_heads, g.head_dim // 2, 2),
+            "1-D": kv.reshape(-1),
+        }
+        for name, wrong in others.items():
+            for op in ("save", "restore"):
+                with self.subTest(shape=name, op=op), self.assertRaises(ValueError) as e:
+                    getattr(self.engine, op)(tokens, wrong if op == "save" else np.zeros_like(wrong))
+                self.assertIsInstance(e.exception, kvtier.Error)
+                self.assertEqual(e.exception.code, "invalid argument")
+                self.assertIn(f"kv has shape {wrong.shape} (uint16)", str(e.exception))
+                self.assertIn(form, str(e.exception))
+        self.assertEqual(self.engine.lookup(tokens), 0, "a refused save stored something")
+
+    def test_refused_arrays_say_what_is_wrong_with_them(self):
+        tokens = list(range(100))
+        kv = session(self.rng, self.g, 100)
+        frozen = kv.copy()
+        frozen.flags.writeable = False
+        self.assertEqual(self.engine.save(tokens, frozen), 2)  # a save only reads its KV
+        with self.assertRaises(TypeError) as e:
+            self.engine.restore(tokens, frozen)
+        self.assertIn("read-only", str(e.exception))
+        self.assertNotIn("non-contiguous", str(e.exception))
+        with self.assertRaises(TypeError) as e:
+            self.engine.save(tokens, kv.astype(object))
+        self.assertIn("dtype is object", str(e.exception))
+        big_endian = np.arange(100, dtype=">i4")
+        with self.assertRaises(TypeError) as e:
+            self.engine.lookup(big_endian)
+        self.assertIn("byte order", str(e.exception))
+        self.assertNotIn("not a ndarray", str(e.exception))
+        self.assertEqual(self.engine.lookup(big_endian.astype(np.int32)), 100)
+
+    def test_a_short_restore_says_why(self):
+        tokens = self.rng.integers(0, 150000, size=300, dtype=np.int64)
+        self.engine.save(tokens, session(self.rng, self.g, 300))
+        out = np.zeros_like(session(self.rng, self.g, 400))
+        r = self.engine.restore(tokens + 1, out)
+        self.assertEqual(r["tokens_restored"], 0)
+        self.assertEqual(r["problem"], f"not found: no stored prefix of these tokens in {self.engine.store_dir}")
+        longer = np.concatenate([tokens, tokens[:100]])
+        r = self.engine.restore(longer, out)
+        self.assertEqual(r["tokens_restored"], 300)
+        self.assertIn("partial: the store holds the first 300 of these 400 tokens", r["problem"])
+        self.assertEqual(self.engine.restore(tokens, out)["problem"], "")
+        # A drive moved away: its records are misses, and the problem says so.
+        drives = [os.path.join(self.dir.name, d) for d in ("a", "b")]
+        e = kvtier.open(drives, self.g, io="posix", capacity="32M")
+        sessions = [self.rng.integers(0, 150000, size=4000, dtype=np.int64) for _ in range(8)]
+        for t in sessions:
+            e.save(t, session(self.rng, self.g, 4000))
+        del e
+        os.rename(drives[1], drives[1] + ".gone")
+        e = kvtier.open(drives, self.g, io="posix", capacity="32M")
+        self.assertEqual(e.stats()["drives_offline"], 1)
+        out = np.zeros_like(session(self.rng, self.g, 4000))
+        short = [e.restore(t, out) for t in sessions]
+        short = [r for r in short if r["tokens_restored"] < 4000]
+        self.assertTrue(short, "no session had a record on the missing drive")
+        for r in short:
+            self.assertIn("1 of the store's drives offline", r["problem"])
+
+    def test_errors_print_their_message_and_invalid_arguments_are_value_errors(self):
+        with self.assertRaises(kvtier.Error) as e:
+            kvtier.Geometry.custom("m", layers=4, kv_heads=2, head_dim=64, tp_rank=2, tp_world=2)
+        self.assertEqual(str(e.exception), e.exception.args[0])  # was the (message, code) tuple
+        self.assertNotIn("'invalid argument')", str(e.exception))
+        self.assertEqual(str(kvtier.Error("damaged", "corrupt")), "damaged")
+        self.assertIsInstance(e.exception, ValueError)
+        with self.assertRaises(ValueError):
+            kvtier.open(os.path.join(self.dir.name, "hex"), self.g, capacity="0x1000000")
+        with self.assertRaises(kvtier.Error) as e:  # another code: a kvtier.Error, not a ValueError
+            kvtier.open(self.dir.name, self.g)
+        self.assertNotIsInstance(e.exception, ValueError)
+
+    def test_version_is_the_builds(self):
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        with open(os.path.join(root, "CMakeLists.txt"), encoding="utf-8") as f:
+            version = re.search(r"^project\(kvtier VERSION ([0-9.]+)", f.read(), re.M).group(1)
+        self.assertEqual(kvtier.__version__, version)
+        with open(os.path.join(root, "pyproject.toml"), encoding="utf-8") as f:
+            self.assertIn(f'version = "{version}"', f.read(), "pyproject.toml and CMakeLists.txt disagree")
 
     def test_numpy_is_a_declared_dependency(self):
         try:
@@ -439,6 +532,10 @@ class RemoteTest(unittest.TestCase):
         self.assertEqual(b.restore(tokens, out)["tokens_restored"], 700)
         np.testing.assert_array_equal(out, kv)
         self.assertEqual(b.stats()["remote_hits"], 11)
+        r = b.restore(tokens + 1, out)  # in neither store nor the cluster
+        self.assertEqual(r["tokens_restored"], 0)
+        self.assertIn("not found", r["problem"])
+        self.assertIn("the remote tier did not hold the rest either", r["problem"])
 
     def test_bad_seeds_are_a_kvtier_error(self):
         g = kvtier.Geometry.preset("tiny", chunk_tokens=64)

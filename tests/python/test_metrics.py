@@ -75,6 +75,33 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(buckets[-1], (float("inf"), 2))
         self.assertEqual([v for _, v in buckets], sorted(v for _, v in buckets))  # cumulative
 
+    def test_an_engine_registered_twice_is_refused(self):
+        # Registered twice, every sample was exported twice: Prometheus rejects the whole scrape.
+        registry = CollectorRegistry()
+        kvtier.metrics.register(self.engine, rank="0", registry=registry)
+        with self.assertRaises(ValueError) as e:
+            kvtier.metrics.register(self.engine, rank="0", registry=registry)
+        self.assertIn("already registered", str(e.exception))
+        text = generate_latest(registry).decode()
+        lines = [line for line in text.splitlines() if not line.startswith("#")]
+        self.assertEqual(len(lines), len(set(lines)), "a sample is exported twice")
+        with self.assertRaises(ValueError):
+            kvtier.metrics.register(self.engine, registry=CollectorRegistry(), **{"bad-name": "x"})
+
+    def test_label_values_are_escaped_and_label_text_is_checked(self):
+        value = 'a"b\\c\nkvtier_fake 1'
+        got = samples(self.engine.prometheus({"rank": value, "node": "n1"}))
+        self.assertEqual(got[("kvtier_records", (("node", "n1"), ("rank", value)))], self.engine.stats()["records"])
+        self.assertNotIn("kvtier_fake", {name for name, _ in got})
+        escaped = 'rank="a\\"b"'  # already escaped: taken as it is
+        self.assertIn(("kvtier_records", (("rank", 'a"b'),)), samples(self.engine.prometheus(escaped)))
+        for bad in ('rank="a"b"', 'rank="x"\nkvtier_fake 1', 'rank="x\ny"', "rank=x", '1rank="x"',
+                    '__name__="x"', 'le="1"', 'rank="x" node="y"'):
+            with self.subTest(labels=bad), self.assertRaises(ValueError):
+                self.engine.prometheus(bad)
+        with self.assertRaises(ValueError):
+            self.engine.prometheus({"bad-name": "x"})
+
     def test_a_closed_engine_drops_out(self):
         registry = CollectorRegistry()
         other = kvtier.open(os.path.join(self.dir.name, "other"), self.g, io="posix")
