@@ -86,10 +86,20 @@ Result<Device*> DataPath::device_for(MemoryKind kind) const {
                           cuda_unavailable_));
 }
 
+namespace {
+
+/// A CUDA status without Status::to_string's "(errno N: ...)": its native error is a cudaError_t,
+/// which the message already names, and read as an errno it said e.g. "Resource deadlock avoided".
+std::string cuda_reason(const Status& st) {
+  return fmt::format("{}: {}", error_code_name(st.code()), st.message());
+}
+
+}  // namespace
+
 void DataPath::start_cuda() const {
   auto cuda = make_cuda_device();
   if (!cuda) {
-    cuda_unavailable_ = cuda.error().to_string();
+    cuda_unavailable_ = cuda_reason(cuda.error());
     KVTIER_LOG(log_, kInfo, "no CUDA device: {}", cuda_unavailable_);
     return;
   }
@@ -100,7 +110,7 @@ void DataPath::start_cuda() const {
     Status st = (*cuda)->register_staging(m);
     if (!st.ok()) {
       for (auto d : done) (*cuda)->unregister_staging(d);
-      cuda_unavailable_ = st.to_string();
+      cuda_unavailable_ = cuda_reason(st);
       KVTIER_LOG(log_, kWarn, "CUDA device unusable: {}", cuda_unavailable_);
       return;
     }

@@ -93,7 +93,7 @@ fi
 # Progress on stderr and results on stdout reach a pipe line by line, in order (stdout was
 # block-buffered: every result line came at exit), with the total time next to the I/O time.
 out=$("$kvtier" put --store "$work/progress" --model tiny --tokens 1000 --sessions 2 2>&1)
-first_result=$(grep -n "^put seed=1 tokens=1000 .* s in all$" <<<"$out" | cut -d: -f1)
+first_result=$(grep -n "^put seed=1 tokens=1000 .* in all$" <<<"$out" | cut -d: -f1)
 second_start=$(grep -n "^put seed=2: making" <<<"$out" | cut -d: -f1)
 if [[ -n "$first_result" && -n "$second_start" && $first_result -lt $second_start ]]; then
   passed=$((passed + 1))
@@ -162,7 +162,7 @@ expect 0 "--io PATH=auto" verify --help
 expect 0 "--tp-world UINT:0..4294967295=2" bench --help
 expect 0 "--sessions UINT:1..100000=4" bench --help
 expect 0 "--out TEXT=kvtier-seed-<time>" bench --help
-expect 2 "I/O path" put "${common[@]}" --tokens 10 --io sideways
+expect 2 "--io sideways: expected auto" put "${common[@]}" --tokens 10 --io sideways
 # Parse errors exit 2 (README), whatever CLI11's own code for them; --help still exits 0.
 expect 2 "--bogus-flag" put "${common[@]}" --tokens 10 --bogus-flag
 expect 2 "--tokens: 1 required" put "${common[@]}" --tokens

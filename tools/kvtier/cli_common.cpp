@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -15,8 +16,10 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "common/posix.hpp"
+#include "common/try.hpp"
 
 namespace kvtier::cli {
 namespace {
@@ -25,6 +28,112 @@ Result<uint64_t> size_flag(const std::string& text, const char* name) {
   auto v = parse_size(text);
   if (!v) return fail(v.error().with_context(fmt::format("--{}", name)));
   return v;
+}
+
+/// "16 MiB", "1536 MiB", "5000 B": a size exactly, in the largest binary unit that divides it.
+std::string size_text(uint64_t bytes) {
+  const char* units[] = {"TiB", "GiB", "MiB", "KiB"};
+  for (int u = 0; u < 4; ++u) {
+    const uint64_t unit = uint64_t{1} << (10 * (4 - u));
+    if (bytes != 0 && bytes % unit == 0) return fmt::format("{} {}", bytes / unit, units[u]);
+  }
+  return fmt::format("{} B", bytes);
+}
+
+/// What a store's MANIFEST.json (docs/format.md) records, where one of `roots` holds one for this
+/// rank: the CLI uses it to open a store without --model and to say flag problems in flags.
+struct StoredStore {
+  std::string manifest;
+  KvGeometry geometry;
+  uint64_t segment_bytes = 0;
+};
+
+Result<std::optional<StoredStore>> stored_store(const Options& o, uint32_t tp_rank,
+                                                uint32_t tp_world) {
+  std::vector<std::string> roots = {o.root};
+  roots.insert(roots.end(), o.extra_roots.begin(), o.extra_roots.end());
+  for (const std::string& root : roots) {
+    const std::string path = fmt::format("{}/rank{}of{}/MANIFEST.json", root, tp_rank, tp_world);
+    std::ifstream in(path);
+    if (!in) continue;
+    try {
+      const nlohmann::json j = nlohmann::json::parse(in);
+      StoredStore st{path, {}, j.at("segment_bytes").get<uint64_t>()};
+      KvGeometry& g = st.geometry;
+      g.model_id = j.at("model_id").get<std::string>();
+      g.layers = j.at("layers").get<uint32_t>();
+      g.kv_heads = j.at("kv_heads").get<uint32_t>();
+      g.head_dim = j.at("head_dim").get<uint32_t>();
+      g.element_bytes = j.at("element_bytes").get<uint32_t>();
+      g.chunk_tokens = j.at("chunk_tokens").get<uint32_t>();
+      g.tp_rank = j.at("tp_rank").get<uint32_t>();
+      g.tp_world = j.at("tp_world").get<uint32_t>();
+      return st;
+    } catch (const nlohmann::json::exception& e) {
+      return fail(ErrorCode::kCorrupt, fmt::format("{}: {}", path, e.what()));
+    }
+  }
+  return std::optional<StoredStore>();
+}
+
+/// A symbolic link that stat cannot follow, said as such: mkdir's EEXIST ("creating directory
+/// x (errno 17: File exists)") and "no store at x" both hid it. Ok when `path` is not one.
+Status check_link(const std::filesystem::path& path, int stat_errno) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return {};
+  if (stat_errno == ELOOP)
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("{} is a symbolic link that loops (ELOOP): no directory at its end",
+                        path.string())};
+  std::error_code ec;
+  const std::filesystem::path target = std::filesystem::read_symlink(path, ec);
+  return {ErrorCode::kInvalidArgument,
+          fmt::format("{} is a symbolic link to '{}', which does not exist (a dangling link)",
+                      path.string(), ec ? std::string("?") : target.string())};
+}
+
+/// What Options::resolved() refused, said in the flags and sizes a CLI user typed; nullopt where
+/// it is none of these (the library's message then stands). Unset values are the documented
+/// defaults (docs/cli.md).
+std::optional<std::string> flag_problem(const Options& o) {
+  constexpr uint64_t kKiB = 1024, kMiB = kKiB << 10, kGiB = kMiB << 10;
+  const uint64_t request = o.io_request_bytes ? o.io_request_bytes : 16 * kMiB;
+  const uint64_t staging = o.staging_bytes ? o.staging_bytes : 128 * kMiB;
+  const uint64_t capacity = o.capacity_bytes ? o.capacity_bytes : 64 * kGiB;
+  const uint64_t segment =
+      o.segment_bytes ? o.segment_bytes : std::max(std::min(kGiB, capacity / 4), 16 * kMiB);
+  const std::pair<const char*, uint64_t> aligned[] = {{"--segment-size", o.segment_bytes},
+                                                      {"--request-size", o.io_request_bytes},
+                                                      {"--staging", o.staging_bytes}};
+  for (const auto& [flag, v] : aligned) {
+    if (v % (4 * kKiB) != 0)
+      return fmt::format("{} {} is not a multiple of 4 KiB", flag, size_text(v));
+  }
+  if (request < 4 * kKiB || request > kGiB)
+    return fmt::format("--request-size {} is not in 4 KiB..1 GiB", size_text(request));
+  if (staging < request)
+    return fmt::format("--staging {} is less than one request (--request-size {})",
+                       size_text(staging), size_text(request));
+  if (staging > 64 * kGiB) return fmt::format("--staging {} is over 64 GiB", size_text(staging));
+  if (segment > capacity) {
+    if (o.segment_bytes)
+      return fmt::format("--segment-size {} exceeds --capacity {}", size_text(segment),
+                         size_text(capacity));
+    return fmt::format(
+        "--capacity {} is less than one segment ({}: capacity/4, at least 16 MiB, unless "
+        "--segment-size says otherwise)",
+        size_text(capacity), size_text(segment));
+  }
+  const uint64_t record = o.geometry.bytes_for_tokens(o.geometry.chunk_tokens) + 8 * kKiB;
+  if (record > segment)
+    return fmt::format(
+        "a chunk of {} tokens (--chunk-tokens) needs {} with its header, more than "
+        "a segment ({}, --segment-size)",
+        o.geometry.chunk_tokens, size_text(record), size_text(segment));
+  if (o.dram_bytes != 0 && o.dram_bytes < record)
+    return fmt::format("--dram {} cannot hold one chunk ({})", size_text(o.dram_bytes),
+                       size_text(record));
+  return std::nullopt;
 }
 
 /// MemAvailable: the kernel's estimate of what can be allocated without swapping, page cache it
@@ -75,7 +184,8 @@ void StoreFlags::add_to(CLI::App& app, const FlagGroups& groups) {
                  "the store over them, one per drive (capacity is per drive)")
       ->type_name("DIR");
   app.add_option("--model", model,
-                 "Model preset: qwen3-coder-30b-a3b, llama-3-8b, llama-3-70b, qwen3-8b, tiny")
+                 "Model preset: qwen3-coder-30b-a3b, llama-3-8b, llama-3-70b, qwen3-8b, tiny; "
+                 "left out, an existing store's own geometry (its MANIFEST.json)")
       ->type_name("NAME");
   // Only the type's range here: KvGeometry::validate() owns the real bounds and says them.
   const uint64_t u32 = std::numeric_limits<uint32_t>::max();
@@ -155,15 +265,40 @@ Result<Options> StoreFlags::options(bool create) const {
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  auto g = geometry_for(model, tp_rank, tp_world, chunk_tokens);
-  if (!g) return fail(g.error());
-  o.geometry = *g;
+  // A comma always separates drives; a directory whose own name has one cannot be named here.
+  if (struct stat st{}; !o.extra_roots.empty() && ::lstat(root.c_str(), &st) == 0) {
+    return fail(ErrorCode::kInvalidArgument,
+                fmt::format("--store {}: a comma separates drives, and '{}' is itself a path; name "
+                            "it through a symbolic link or a path without a comma",
+                            root, root));
+  }
+  Result<std::optional<StoredStore>> stored = std::optional<StoredStore>();
+  if (!model_given) {
+    stored = stored_store(o, tp_rank, tp_world);
+    if (!stored) return fail(stored.error());
+  }
+  if (*stored) {
+    o.geometry = (*stored)->geometry;
+    if (chunk_tokens_given) o.geometry.chunk_tokens = chunk_tokens;  // the engine checks it
+  } else {
+    auto g = geometry_for(model, tp_rank, tp_world, chunk_tokens);
+    if (!g) return fail(g.error());
+    o.geometry = *g;
+  }
   o.tenant = tenant;
   o.create_if_missing = create;
   // "dram" is the O_DIRECT path with a DRAM tier in front, not a way of reading files.
-  auto path = parse_io_path(io == "dram" ? "direct" : io);
-  if (!path) return fail(path.error());
-  o.io_path = *path;
+  if (io == "dram" || io == "direct" || io == "posix") {
+    o.io_path = IoPath::kDirect;
+  } else {
+    auto path = parse_io_path(io);
+    if (!path) {
+      return fail(
+          ErrorCode::kInvalidArgument,
+          fmt::format("--io {}: expected auto, posix (or direct), buffered, gds or dram", io));
+    }
+    o.io_path = *path;
+  }
   const std::pair<const std::string*, uint64_t*> sizes[] = {{&capacity, &o.capacity_bytes},
                                                             {&segment, &o.segment_bytes},
                                                             {&request, &o.io_request_bytes},
@@ -180,6 +315,19 @@ Result<Options> StoreFlags::options(bool create) const {
   o.remote.password_env = remote_password_env;
   o.remote.password_file = remote_password_file;
   o.remote.ttl_seconds = remote_ttl;
+  if (auto checked = o.resolved(); !checked) {
+    const std::optional<std::string> problem =
+        checked.error().code() == ErrorCode::kInvalidArgument ? flag_problem(o) : std::nullopt;
+    if (problem) return fail(ErrorCode::kInvalidArgument, *problem);
+    return fail(checked.error());
+  }
+  if (*stored && o.segment_bytes != 0 && o.segment_bytes != (*stored)->segment_bytes) {
+    return fail(ErrorCode::kInvalidArgument,
+                fmt::format("--segment-size {}: the store ({}) has {} segments and keeps them; "
+                            "leave --segment-size out",
+                            size_text(o.segment_bytes), (*stored)->manifest,
+                            size_text((*stored)->segment_bytes)));
+  }
   return o;
 }
 
@@ -195,6 +343,9 @@ Status make_dirs(const std::string& dir) {
     }
     const int err = errno;
     struct stat st {};
+    if (err == EEXIST && ::stat(path.c_str(), &st) != 0) {
+      KVTIER_TRY(check_link(path, errno));
+    }
     if (err != EEXIST || ::stat(path.c_str(), &st) != 0)
       return posix_error(err, "creating directory " + path.string());
     if (!S_ISDIR(st.st_mode))
@@ -211,6 +362,7 @@ Status check_store_root(const std::string& root) {
       if (S_ISDIR(st.st_mode)) return {};
       return {ErrorCode::kInvalidArgument, fmt::format("not a directory: {}", p.string())};
     }
+    KVTIER_TRY(check_link(p, errno));
     if (p == p.parent_path()) break;
   }
   return {};

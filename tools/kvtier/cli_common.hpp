@@ -56,6 +56,10 @@ struct StoreFlags {
   std::string remote_password_env;
   std::string remote_password_file;
   uint64_t remote_ttl = 0;
+  /// Whether --model and --chunk-tokens were given. Without --model, a store that exists is opened
+  /// with the geometry its MANIFEST.json records (docs/format.md), --chunk-tokens still checked.
+  bool model_given = true;
+  bool chunk_tokens_given = true;
 
   void add_to(CLI::App& app, const FlagGroups& groups = {});
   /// Options for the engine; kInvalidArgument for nonsense values.

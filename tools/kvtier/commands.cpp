@@ -24,6 +24,12 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+/// "29 ms" under a second ("0.0 s" said nothing of a 29 ms save), "12.3 s" above.
+std::string duration_text(double seconds) {
+  if (seconds < 1) return fmt::format("{:.{}f} ms", seconds * 1e3, seconds < 0.01 ? 1 : 0);
+  return fmt::format("{:.1f} s", seconds);
+}
+
 /// Opens the store for a command that reads it (never creates one). `snapshot`: without its lock,
 /// so that ls and stat work beside a writer and never keep one out.
 Result<std::unique_ptr<Engine>> open_existing(const StoreFlags& flags, bool snapshot) {
@@ -73,19 +79,28 @@ Result<std::unique_ptr<SessionKv>> session_kv(const KvGeometry& g, uint64_t toke
   }
 }
 
-/// The session buffer, then the engine: a put that cannot run creates no store.
+/// put: the session buffer, then the engine, so that a put that cannot run creates no store.
+/// get: the engine first, which says cheaply when there is no such store (or another geometry),
+/// before a session's buffer is allocated.
 Result<std::pair<std::unique_ptr<SessionKv>, std::unique_ptr<Engine>>> prepare(
     const StoreFlags& flags, bool create, uint64_t tokens) {
   auto options = flags.options(create);
   if (!options) return fail(options.error());
-  auto kv = session_kv(options->geometry, tokens);
-  if (!kv) return fail(kv.error());
+  Result<std::unique_ptr<SessionKv>> kv = std::unique_ptr<SessionKv>();
+  if (create) {
+    kv = session_kv(options->geometry, tokens);
+    if (!kv) return fail(kv.error());
+  }
   KVTIER_TRY(create ? make_dirs(options->root) : check_store_root(options->root));
   for (const std::string& extra : options->extra_roots) {
     KVTIER_TRY(create ? make_dirs(extra) : check_store_root(extra));
   }
   auto engine = Engine::open(*options);
   if (!engine) return fail(engine.error());
+  if (!create) {
+    kv = session_kv((*engine)->geometry(), tokens);
+    if (!kv) return fail(kv.error());
+  }
   return std::pair(std::move(*kv), std::move(*engine));
 }
 
@@ -93,16 +108,28 @@ Result<std::pair<std::unique_ptr<SessionKv>, std::unique_ptr<Engine>>> prepare(
 /// counts them): nothing stored under these tokens, a shorter stored prefix, or a record that
 /// failed its checks (`problem`, the engine's reason).
 void explain_short_restore(uint64_t session, uint64_t restored, uint64_t tokens,
-                           const std::string& problem, const std::string& store) {
+                           const std::string& problem, const Engine& engine) {
   const std::string what = fmt::format("kvtier: get seed={}: ", session);
+  const std::string& store = engine.store_dir();
   if (!problem.empty()) {
     say(fmt::format("{}{} of {} tokens restored: {}", what, restored, tokens, problem));
-  } else if (restored == 0) {
-    say(fmt::format("{}not found: no stored prefix of these tokens in {}", what, store));
-  } else {
-    say(fmt::format("{}partial: the store holds the first {} of these {} tokens ({})", what,
-                    restored, tokens, store));
+    return;
   }
+  std::string why =
+      restored == 0 ? fmt::format("not found: no stored prefix of these tokens in {}", store)
+                    : fmt::format("partial: the store holds the first {} of these {} tokens ({})",
+                                  restored, tokens, store);
+  // What the store's state adds, as Python's restore()["problem"] says it.
+  const Stats s = engine.stats();
+  if (s.drives_offline > 0) {
+    why += fmt::format("; {} of the store's drives offline, whose {} records are misses: {}",
+                       s.drives_offline, s.offline_records, s.drive_problem);
+  }
+  if (s.remote != "off") {
+    why += s.remote == "ok" ? "; the remote tier did not hold the rest either"
+                            : "; the remote tier was asked for the rest: " + s.remote;
+  }
+  say(what + why);
 }
 
 }  // namespace
@@ -120,19 +147,21 @@ int run_put(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t se
         human_bytes(static_cast<double>(kv->bytes))));
     auto ids = synthetic::tokens(session, tokens);
     synthetic::fill_kv(g, ids, {kv->data.get(), kv->bytes}, tokens);
-    say(fmt::format("put seed={}: made in {:.1f} s; saving", session, seconds_since(begin)));
+    say(fmt::format("put seed={}: made in {}; saving", session,
+                    duration_text(seconds_since(begin))));
     const auto start = Clock::now();
     auto saved = engine->save(ids, kv->view);
-    if (!saved) return report(saved.error(), fmt::format("put session {}", session));
+    if (!saved) return report(saved.error(), fmt::format("put seed={}", session));
     const double t = seconds_since(start);
     std::printf(
-        "put seed=%llu tokens=%llu chunks written=%llu present=%llu %s in %.3f s (%s/s); %.1f s in "
+        "put seed=%llu tokens=%llu chunks written=%llu present=%llu %s in %.3f s (%s/s); %s in "
         "all\n",
         static_cast<unsigned long long>(session), static_cast<unsigned long long>(tokens),
         static_cast<unsigned long long>(saved->chunks_written),
         static_cast<unsigned long long>(saved->chunks_present),
         human_bytes(static_cast<double>(saved->bytes_written)).c_str(), t,
-        human_bytes(static_cast<double>(saved->bytes_written) / t).c_str(), seconds_since(begin));
+        human_bytes(static_cast<double>(saved->bytes_written) / t).c_str(),
+        duration_text(seconds_since(begin)).c_str());
   }
   return 0;
 }
@@ -151,15 +180,15 @@ int run_get(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t se
                     human_bytes(static_cast<double>(kv->bytes))));
     const auto start = Clock::now();
     auto restored = engine->restore(ids, kv->view);
-    if (!restored) return report(restored.error(), fmt::format("get session {}", session));
+    if (!restored) return report(restored.error(), fmt::format("get seed={}", session));
     const double t = seconds_since(start);
     const uint64_t n = restored->tokens_restored;
-    say(fmt::format("get seed={}: restored in {:.1f} s; checking every byte against the generator",
-                    session, t));
+    say(fmt::format("get seed={}: restored in {}; checking every byte against the generator",
+                    session, duration_text(t)));
     const uint64_t bad =
         synthetic::first_mismatch(g, std::span(ids).first(n), {kv->data.get(), kv->bytes}, tokens);
     std::printf(
-        "get seed=%llu restored %llu/%llu tokens in %.3f s (%s/s, %llu extents)%s%s; %.1f s in "
+        "get seed=%llu restored %llu/%llu tokens in %.3f s (%s/s, %llu extents)%s%s; %s in "
         "all\n",
         static_cast<unsigned long long>(session), static_cast<unsigned long long>(n),
         static_cast<unsigned long long>(tokens), t,
@@ -167,9 +196,8 @@ int run_get(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t se
         static_cast<unsigned long long>(restored->extents),
         bad < n ? fmt::format(" MISMATCH at token {}", bad).c_str() : "",
         restored->problem.empty() ? "" : fmt::format(" ({})", restored->problem).c_str(),
-        seconds_since(begin));
-    if (n < tokens)
-      explain_short_restore(session, n, tokens, restored->problem, engine->store_dir());
+        duration_text(seconds_since(begin)).c_str());
+    if (n < tokens) explain_short_restore(session, n, tokens, restored->problem, *engine);
     if (bad < n || n < tokens) rc = 1;
   }
   return rc;

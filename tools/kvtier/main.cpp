@@ -75,8 +75,9 @@ struct StoreCommands {
 
   void add_session_flags(CLI::App& cmd) {
     flags.add_to(cmd, {.remote = true});
-    cmd.add_option("--tokens", tokens, "Tokens per synthetic session")
-        ->required()
+    // Required, but checked after parsing (run()): CLI11 checks required options before it
+    // reports unknown ones, so `put --bogus` said only that --tokens was missing.
+    cmd.add_option("--tokens", tokens, "Tokens per synthetic session (required)")
         ->transform(whole_number(1, kMaxTokens))
         ->default_str("");  // required: there is no default to show
     cmd.add_option("--seed", seed, "Seed of the first session (session i uses seed + i)")
@@ -86,13 +87,23 @@ struct StoreCommands {
   }
 
   /// The exit code, or -1 when none of these commands was given.
-  int run() const {
-    if (*put) return run_put(flags, tokens, seed, sessions);
-    if (*get) return run_get(flags, tokens, seed, sessions);
-    if (*ls) return run_ls(flags);
-    if (*stat) return run_stat(flags, format);
-    if (*verify) return run_verify(flags);
-    return -1;
+  int run() {
+    CLI::App* cmd = nullptr;
+    for (CLI::App* c : {put, get, ls, stat, verify}) {
+      if (*c) cmd = c;
+    }
+    if (cmd == nullptr) return -1;
+    // Without --model an existing store's own geometry is used (StoreFlags::options).
+    flags.model_given = cmd->get_option("--model")->count() > 0;
+    flags.chunk_tokens_given = cmd->get_option("--chunk-tokens")->count() > 0;
+    if ((cmd == put || cmd == get) && cmd->get_option("--tokens")->count() == 0) {
+      return report({kvtier::ErrorCode::kInvalidArgument, "--tokens is required"}, cmd->get_name());
+    }
+    if (cmd == put) return run_put(flags, tokens, seed, sessions);
+    if (cmd == get) return run_get(flags, tokens, seed, sessions);
+    if (cmd == ls) return run_ls(flags);
+    if (cmd == stat) return run_stat(flags, format);
+    return run_verify(flags);
   }
 };
 
@@ -255,6 +266,12 @@ int main(int argc, char** argv) {
   std::setvbuf(stderr, nullptr, _IOLBF, 0);
   CLI::App app{"kvtier: offload LLM KV caches to NVMe and restore them"};
   app.set_version_flag("--version", version());
+  // Parse errors as the commands' own errors say theirs: "kvtier: <command>: <what>".
+  app.failure_message([](const CLI::App* top, const CLI::Error& e) {
+    std::string where;
+    for (const CLI::App* sub : top->get_subcommands()) where += sub->get_name() + ": ";
+    return fmt::format("kvtier: {}{}\nRun with --help for more information.\n", where, e.what());
+  });
   // Inherited by every subcommand added after it: --help shows each option's default.
   app.option_defaults()->always_capture_default();
   // At most one here; "none" is checked after parsing, so that an unknown subcommand is reported
