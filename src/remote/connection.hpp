@@ -67,8 +67,8 @@ class Connection {
   static void* create_string(const redisReadTask* task, char* str, size_t len);
 
   redisContext* context_;
-  std::unique_ptr<ReaderHook> hook_;
   Endpoint endpoint_;
+  std::unique_ptr<ReaderHook> hook_;
   bool broken_ = false;
 };
 
