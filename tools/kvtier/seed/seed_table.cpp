@@ -379,16 +379,18 @@ std::string render_table(const Json& summary, const Json& machine,
                 : "DRAM BW: accounted from what the data path moved (no memory-controller counters "
                   "on this "
                   "machine), not measured. ";
+  // Said only of a store on one: a note on RAM-backed loop devices misleads about a real drive.
+  const bool ram_loop =
+      machine.value("store_device_model", std::string()).find("RAM-backed") != std::string::npos;
   t += "PCIE RX: " + samplers.value("pcie", std::string("n/a")) +
-       ", both ranks summed. CPU / REQ: machine core-seconds in the window (/proc/stat; on a "
-       "RAM-backed "
-       "loop device this includes its reads, which are CPU copies). KVTIER CPU / GB: the rank "
-       "processes' "
-       "user + system time in the window per GB of KV restored. FIO CPU / GB: fio's own user + "
-       "system time per GB reading the same ranges (what the reads alone cost a reader on this "
-       "device: on a RAM-backed loop device mostly the kernel's). FIO: the drive's "
-       "ceiling, KV bytes over the time " +
-       fio_ceiling_text(fio) +
+       ", both ranks summed. CPU / REQ: machine core-seconds in the window (/proc/stat" +
+       (ram_loop ? "; on this RAM-backed loop device this includes its reads, which are CPU copies"
+                 : "") +
+       "). KVTIER CPU / GB: the rank processes' user + system time in the window per GB of KV "
+       "restored. FIO CPU / GB: fio's own user + system time per GB reading the same ranges (what "
+       "the reads alone cost a reader on this device" +
+       (ram_loop ? ": on a RAM-backed loop device mostly the kernel's" : "") +
+       "). FIO: the drive's ceiling, KV bytes over the time " + fio_ceiling_text(fio) +
        ". RAW READ: KV bytes over kvtier's own raw "
        "O_DIRECT read of the same records (same I/O code, no copy, no checksum), measured in the "
        "same run: "
