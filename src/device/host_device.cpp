@@ -38,8 +38,22 @@ class HostTransfer final : public DeviceTransfer {
 
   Status scatter(size_t, std::span<const std::byte> piece,
                  std::span<const PieceSpan> spans) override {
+    // Checksum terms are 8-byte words of the payload: runs that split words (a packed layout's
+    // head of, say, 100 bytes) are summed over the span as one range and copied apart.
+    const bool whole_words = contiguous_run(params_) % 8 == 0;
     for (const PieceSpan& s : spans) {
       uint64_t sum = 0;
+      if (!whole_words) {
+        const std::byte* src = piece.data() + s.piece_offset;
+        sums_[s.record] += kvsum::partial(src, s.bytes, s.payload_offset / 8);
+        for_each_run(params_, s.first_token, s.token_count, s.payload_offset, s.bytes,
+                     [&](uint8_t* dst, uint64_t q, uint64_t len) {
+                       if (dst == nullptr) return;  // a skipped block: verified, not written
+                       copied_ += len;
+                       std::memcpy(dst, src + (q - s.payload_offset), len);
+                     });
+        continue;
+      }
       for_each_run(params_, s.first_token, s.token_count, s.payload_offset, s.bytes,
                    [&](uint8_t* dst, uint64_t q, uint64_t len) {
                      const std::byte* src = piece.data() + s.piece_offset + (q - s.payload_offset);
@@ -77,14 +91,21 @@ class HostTransfer final : public DeviceTransfer {
 
   Result<std::vector<uint64_t>> record_sums(std::span<const RecordRange> records) override {
     std::vector<uint64_t> out;
+    std::vector<std::byte> payload;  // runs that split words are gathered first (see scatter)
+    const bool whole_words = contiguous_run(params_) % 8 == 0;
     for (const RecordRange& r : records) {
       const uint64_t bytes = 2 * uint64_t{params_.layers} * r.token_count * params_.row_bytes;
       uint64_t sum = 0;
+      if (!whole_words) payload.resize(bytes);
       for_each_run(params_, r.first_token, r.token_count, 0, bytes,
                    [&](uint8_t* src, uint64_t q, uint64_t len) {
-                     sum += kvsum::partial(reinterpret_cast<const std::byte*>(src), len, q / 8);
+                     const auto* from = reinterpret_cast<const std::byte*>(src);
+                     if (whole_words)
+                       sum += kvsum::partial(from, len, q / 8);
+                     else
+                       std::memcpy(payload.data() + q, from, len);
                    });
-      out.push_back(sum);
+      out.push_back(whole_words ? sum : kvsum::partial(payload.data(), bytes, 0));
     }
     return out;
   }
