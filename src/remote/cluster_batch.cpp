@@ -32,6 +32,10 @@ Status append_command(Connection& connection, const Item& item, const Request& r
     const std::string_view argv[] = {"GET", key};
     return connection.append(argv);
   }
+  if (request.op == Request::Op::kStrlen) {
+    const std::string_view argv[] = {"STRLEN", key};
+    return connection.append(argv);
+  }
   const auto& value = request.values[item.index];
   const std::string_view bytes(reinterpret_cast<const char*>(value.data()), value.size());
   if (request.ttl_ms.empty()) {
@@ -75,6 +79,10 @@ struct ReplyHandler {
       outcome = KeyOutcome{KeyState::kAbsent, {}};
     } else if (reply.type == REDIS_REPLY_STATUS && request.op == Request::Op::kSet) {
       outcome = KeyOutcome{KeyState::kDone, {}};
+    } else if (reply.type == REDIS_REPLY_INTEGER && request.op == Request::Op::kStrlen) {
+      // STRLEN answers 0 for a missing key: no value, as far as a restore is concerned.
+      const auto size = static_cast<uint64_t>(std::max<long long>(reply.integer, 0));
+      outcome = KeyOutcome{size > 0 ? KeyState::kDone : KeyState::kAbsent, {}, size};
     } else if (reply.type == REDIS_REPLY_ERROR) {
       handle_error(item, reply_text(reply));
     } else {

@@ -145,6 +145,13 @@ std::vector<KeyOutcome> ClusterClient::get_owned(std::span<const std::string> ke
   return impl_->run(request);
 }
 
+std::vector<KeyOutcome> ClusterClient::sizes(std::span<const std::string> keys) {
+  Request request;
+  request.op = Request::Op::kStrlen;
+  request.keys = keys;
+  return impl_->run(request);
+}
+
 std::vector<KeyOutcome> ClusterClient::set(std::span<const std::string> keys,
                                            std::span<const std::span<const std::byte>> values,
                                            std::chrono::milliseconds ttl) {

@@ -31,13 +31,14 @@ struct ClientConfig {
 
 /// What one key of a batch came to.
 enum class KeyState : uint8_t {
-  kDone,    ///< GET: value delivered to the sink; SET: stored
-  kAbsent,  ///< GET: no such key
+  kDone,    ///< GET: value delivered to the sink; SET: stored; STRLEN: `size` holds its length
+  kAbsent,  ///< GET, STRLEN: no such key (or, for STRLEN, an empty value)
   kFailed,  ///< the node could not be reached or answered an error: `error` says which
 };
 struct KeyOutcome {
   KeyState state = KeyState::kFailed;
   Status error;
+  uint64_t size = 0;  ///< STRLEN: the value's length in bytes
 };
 
 /// Receives a GET's value, from worker threads, once per found key (never twice for one index;
@@ -98,6 +99,8 @@ class ClusterClient {
   [[nodiscard]] std::vector<KeyOutcome> set(std::span<const std::string> keys,
                                             std::span<const std::span<const std::byte>> values,
                                             std::chrono::milliseconds ttl);
+  /// STRLENs every key: the size of each value without fetching it (a lookup's existence check).
+  [[nodiscard]] std::vector<KeyOutcome> sizes(std::span<const std::string> keys);
   /// Re-reads the slot map now.
   [[nodiscard]] Status refresh();
 

@@ -17,7 +17,7 @@ namespace kvtier::remote {
 
 /// One batch: the keys, what to do with each, and where results go.
 struct Request {
-  enum class Op : uint8_t { kGet, kSet };
+  enum class Op : uint8_t { kGet, kSet, kStrlen };
   Op op = Op::kGet;
   std::span<const std::string> keys;
   std::span<const std::span<const std::byte>> values;  // kSet only

@@ -26,6 +26,9 @@ std::vector<KeyOutcome> ClusterClient::get_owned(std::span<const std::string> ke
                                                  const ValueAllocator* /*allocate*/) {
   return std::vector<KeyOutcome>(keys.size());
 }
+std::vector<KeyOutcome> ClusterClient::sizes(std::span<const std::string> keys) {
+  return std::vector<KeyOutcome>(keys.size());
+}
 std::vector<KeyOutcome> ClusterClient::set(std::span<const std::string> keys,
                                            std::span<const std::span<const std::byte>> /*values*/,
                                            std::chrono::milliseconds /*ttl*/) {

@@ -53,6 +53,30 @@ TEST(RemoteCluster, SeededValuesOfManySizesRoundTripByteExactAcrossShards) {
   for (size_t i = 0; i < other.keys.size(); ++i) EXPECT_FALSE(none.seen(i));
 }
 
+// STRLEN batches (a lookup's existence check): each value's size across the shards, never its
+// bytes; a key never written is absent with size 0.
+TEST(RemoteCluster, SizesAreTheValuesLengthsAndMissingKeysAreAbsent) {
+  auto cluster = RedisCluster::start({});
+  ASSERT_OK(cluster);
+  auto client = ClusterClient::create(config_for(**cluster));
+  ASSERT_OK(client);
+  Dataset data = make_dataset(test_seed(), 200, {1, 4096, 1u << 20}, 64u << 10);
+  ASSERT_EQ(tally((*client)->set(data.keys, data.spans(), 0ms)).done, data.keys.size());
+  const Dataset other = make_dataset(test_seed() + 1, 50, {}, 16);
+  std::vector<std::string> keys = data.keys;
+  keys.insert(keys.end(), other.keys.begin(), other.keys.end());
+  const auto sizes = (*client)->sizes(keys);
+  ASSERT_EQ(sizes.size(), keys.size());
+  for (size_t i = 0; i < data.keys.size(); ++i) {
+    EXPECT_EQ(sizes[i].state, KeyState::kDone) << i << ": " << sizes[i].error.to_string();
+    EXPECT_EQ(sizes[i].size, data.values[i].size()) << i;
+  }
+  for (size_t i = data.keys.size(); i < keys.size(); ++i) {
+    EXPECT_EQ(sizes[i].state, KeyState::kAbsent) << i;
+    EXPECT_EQ(sizes[i].size, 0u) << i;
+  }
+}
+
 // get_owned with an allocator: every value lands in the memory it gave (one copy out of hiredis's
 // read buffer), byte-exact; where it gives none (every third key here), hiredis's own reply holds
 // the value, also byte-exact.
