@@ -62,6 +62,18 @@ struct RemoteRecordKey {
   uint64_t value_bytes = 0;
 };
 
+/// What Engine::sync_remote did: every record it considered is counted in exactly one of
+/// already_present, published and failed.
+struct RemoteSyncReport {
+  uint64_t records = 0;          ///< Local records considered.
+  uint64_t already_present = 0;  ///< The cluster held them already (a value of the right size).
+  uint64_t published = 0;        ///< Written to the cluster by this call.
+  /// Not published: the cluster failed the check or the write, or the local record no longer
+  /// read back intact (evicted meanwhile, or damaged). `problem` says why (the first reason).
+  uint64_t failed = 0;
+  std::string problem;
+};
+
 /// @brief The kvtier facade: saves a session's KV under chained prefix keys, finds the longest
 /// stored prefix of a token sequence, restores it, evicts it.
 ///
@@ -88,6 +100,10 @@ class KVTIER_EXPORT Engine {
   [[nodiscard]] Result<SaveResult> save(std::span<const Token> tokens, const PagedKv& source);
 
   /// @brief Tokens of the longest stored prefix of `tokens` (0 when none). Reads no payload.
+  /// With a remote tier, the prefix held locally continues in the cluster: the chunks after it
+  /// whose values the cluster holds, with the size a restore expects, are counted (one pipelined
+  /// STRLEN per chunk, no value fetched), so the answer is what restore() would deliver if nothing
+  /// changes in between and every record verifies. An unreachable cluster adds nothing.
   [[nodiscard]] Result<uint64_t> lookup(std::span<const Token> tokens);
 
   /// @brief Restores the longest stored prefix of `tokens` into `destination` and verifies every
@@ -122,6 +138,20 @@ class KVTIER_EXPORT Engine {
   /// client can measure the cluster on exactly the values a restore reads. kInvalidArgument
   /// without a remote tier.
   [[nodiscard]] Result<std::vector<RemoteRecordKey>> remote_keys(std::span<const Token> tokens);
+
+  /// @brief Publishes to the remote tier the local records the cluster lacks (or holds with a
+  /// value of another size): those of `tokens`' stored prefix, or every local record when `tokens`
+  /// is empty. Each is read back and checked before it is sent; waits until the writes are done.
+  /// Records saved before the remote tier was configured, while the cluster was down, dropped by
+  /// the full write-behind queue, or lost by the cluster (flushed, evicted) are sent again.
+  /// @return kInvalidArgument without a remote tier, kIo when the cluster is unreachable.
+  [[nodiscard]] Result<RemoteSyncReport> sync_remote(std::span<const Token> tokens = {},
+                                                     const ProgressFn& progress = {});
+
+  /// @brief Waits until the remote tier's write-behind queue is empty (records queued by earlier
+  /// saves written, or failed); Stats then says how many were written, dropped and failed. Does
+  /// nothing without a remote tier. The engine's destructor waits for the queue too.
+  void wait_remote();
 
   /// @brief Drops the store files' pages from the page cache (posix_fadvise DONTNEED), so the next
   /// buffered read comes from the device.

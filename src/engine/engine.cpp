@@ -107,8 +107,13 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
 Engine::Impl::~Impl() = default;
 
 std::vector<LocatedRecord> Engine::Impl::find_prefix(std::span<const Token> tokens) {
+  const std::vector<Key128> keys = chain_keys(namespace_, tokens, options_.geometry.chunk_tokens);
+  return find_prefix(tokens, keys);
+}
+
+std::vector<LocatedRecord> Engine::Impl::find_prefix(std::span<const Token> tokens,
+                                                     std::span<const Key128> keys) {
   const uint32_t chunk = options_.geometry.chunk_tokens;
-  std::vector<Key128> keys = chain_keys(namespace_, tokens, chunk);
   std::vector<LocatedRecord> found = store_->find_chain(keys);
   if (found.size() == keys.size() || (!found.empty() && found.back().meta.token_count < chunk)) {
     return found;
@@ -133,8 +138,17 @@ std::vector<LocatedRecord> Engine::Impl::find_prefix(std::span<const Token> toke
 
 Result<uint64_t> Engine::Impl::lookup(std::span<const Token> tokens) {
   counters_.lookups++;
+  const uint64_t chunk = options_.geometry.chunk_tokens;
+  const std::vector<Key128> keys = chain_keys(namespace_, tokens, chunk);
+  const std::vector<LocatedRecord> found = find_prefix(tokens, keys);
   uint64_t hit = 0;
-  for (const LocatedRecord& r : find_prefix(tokens)) hit += r.meta.token_count;
+  for (const LocatedRecord& r : found) hit += r.meta.token_count;
+  if (remote_) {
+    // Where restore() would go on in the cluster, and how far the cluster holds the chain.
+    const size_t from = remote_start(tokens, found);
+    const uint64_t held = remote_run(tokens, keys, from);
+    if (held > 0) hit = std::min<uint64_t>((from + held) * chunk, tokens.size());
+  }
   counters_.lookup_hit_tokens += hit;
   return hit;
 }
@@ -259,6 +273,13 @@ Result<std::vector<FileExtent>> Engine::read_extents(std::span<const Token> toke
 }
 Result<std::vector<RemoteRecordKey>> Engine::remote_keys(std::span<const Token> tokens) {
   return guarded([&] { return impl_->remote_keys(tokens); });
+}
+Result<RemoteSyncReport> Engine::sync_remote(std::span<const Token> tokens,
+                                             const ProgressFn& progress) {
+  return guarded([&] { return impl_->sync_remote(tokens, progress); });
+}
+void Engine::wait_remote() {
+  if (impl_->remote_) impl_->remote_->drain();
 }
 Status Engine::drop_page_cache() {
   try {

@@ -91,6 +91,7 @@ class Engine::Impl {
   Result<std::vector<FileExtent>> read_extents(std::span<const Token> tokens);
   /// The cluster keys and value sizes of `tokens`' chunks (Engine::remote_keys).
   Result<std::vector<RemoteRecordKey>> remote_keys(std::span<const Token> tokens) const;
+  Result<RemoteSyncReport> sync_remote(std::span<const Token> tokens, const ProgressFn& progress);
   Status drop_page_cache();
   Stats stats() const;
 
@@ -127,6 +128,9 @@ class Engine::Impl {
 
   /// The stored records of the longest stored prefix of `tokens`, in token order.
   std::vector<LocatedRecord> find_prefix(std::span<const Token> tokens);
+  /// The same, given `tokens`' chained chunk keys.
+  std::vector<LocatedRecord> find_prefix(std::span<const Token> tokens,
+                                         std::span<const Key128> keys);
   /// The one read route: reads `records` through `source`, checks headers and checksums, and
   /// restores into `destination` when given (verified where the bytes land). `first_tokens` gives
   /// each record's first token; empty means record i starts at i * chunk. An error before anything
@@ -181,22 +185,50 @@ class Engine::Impl {
   Status write_records(ByteSource& target, const SaveBatch& batch, DeviceTransfer& transfer,
                        size_t slots);
 
-  /// Remote tier (remote_*.cpp): restores the chunks of `tokens` from `first_chunk` on that the
-  /// cluster holds and that verify, into `destination`; returns how many (a prefix). Failures are
-  /// misses, counted in the tier's Stats.
-  uint64_t restore_from_remote(std::span<const Token> tokens, size_t first_chunk,
-                               const KvTarget& destination, RestoreResult& result);
+  /// Remote tier (remote_*.cpp): the chunk of `tokens` the cluster continues the local prefix
+  /// `served` from: the one after it, or its last record's own chunk when that record is a partial
+  /// chunk shorter than what `tokens` hold there (the cluster may hold the whole chunk, and more
+  /// after it; the chain of keys goes on only from whole chunks).
+  [[nodiscard]] size_t remote_start(std::span<const Token> tokens,
+                                    std::span<const LocatedRecord> served) const;
+  /// How many chunks from `first` on (a run) the cluster holds with values of the size a restore
+  /// expects: pipelined STRLENs, no value fetched. 0 while the cluster is unreachable.
+  uint64_t remote_run(std::span<const Token> tokens, std::span<const Key128> keys, size_t first);
+  /// What restore_from_remote brought: chunks verified and placed (a prefix), and whether anything
+  /// at all was written into the destination (a record that then failed its check included).
+  struct RemoteRestored {
+    uint64_t chunks = 0;
+    bool placed = false;
+  };
+  /// Restores the chunks of `tokens` from `first_chunk` on that the cluster holds and that verify,
+  /// into `destination`. Failures are misses, counted in the tier's Stats.
+  RemoteRestored restore_from_remote(std::span<const Token> tokens, size_t first_chunk,
+                                     const KvTarget& destination, RestoreResult& result);
+  /// The end of restore(): the chunks past the `served` records of the local prefix `found`
+  /// asked of the cluster (from a partial last one's own chunk, see remote_start); returns the
+  /// chunks now served, and keeps `result.tokens_restored` a prefix.
+  uint64_t continue_in_cluster(std::span<const Token> tokens, std::span<const LocatedRecord> found,
+                               uint64_t served, const KvTarget& destination, RestoreResult& result);
   /// Checks and places one fetched batch of restore_from_remote into `destination`; returns how
   /// many of its records verified (a prefix).
   uint64_t place_remote(RemoteFetch& fetched, std::span<const Token> tokens,
                         std::span<const Key128> keys, const KvTarget& destination,
-                        RestoreResult& result);
+                        RestoreResult& result, bool& placed);
   /// Copies verified remote records (header + payload) into the local store, in the background.
   void promote(std::vector<RecordMeta> metas, std::vector<remote::OwnedValue> values);
   Status promote_now(std::span<const RecordMeta> metas, std::span<const remote::OwnedValue> values);
   /// Queues the durable records of a save for the cluster; never blocks.
   void write_behind(std::span<const RecordMeta> records);
   void write_behind_now(std::span<const Key128> keys);
+  /// What publish() did with a list of records.
+  struct Published {
+    uint64_t written = 0;
+    uint64_t failed = 0;  ///< unreadable or changed locally, or the write failed
+    Status error;         ///< the first reason for a failure
+  };
+  /// Reads `records` back from the store, checks them, and SETs them in the cluster, in windows of
+  /// bounded bytes; counts writes and failures in the tier's Stats too.
+  Published publish(remote::ClusterClient& client, std::span<const LocatedRecord> records);
 
   mutable Counters counters_;
 

@@ -71,8 +71,10 @@ std::optional<RecordMeta> check_value(const RemoteFetch::Value& value, const Key
 
 }  // namespace
 
-uint64_t Engine::Impl::restore_from_remote(std::span<const Token> tokens, size_t first_chunk,
-                                           const KvTarget& destination, RestoreResult& result) {
+Engine::Impl::RemoteRestored Engine::Impl::restore_from_remote(std::span<const Token> tokens,
+                                                               size_t first_chunk,
+                                                               const KvTarget& destination,
+                                                               RestoreResult& result) {
   const KvGeometry& g = options_.geometry;
   const uint64_t chunk = g.chunk_tokens;
   const std::vector<Key128> keys = chain_keys(namespace_, tokens, g.chunk_tokens);
@@ -81,11 +83,12 @@ uint64_t Engine::Impl::restore_from_remote(std::span<const Token> tokens, size_t
                                   destination.params.capacity_tokens) {
     ++end;
   }
-  if (end == first_chunk) return 0;
+  RemoteRestored out;
+  if (end == first_chunk) return out;
   auto client = remote_->client();
   if (!client) {
     remote_->counters.errors += end - first_chunk;
-    return 0;
+    return out;
   }
   // Bytes in flight bounded by the staging pool, as for a read from disk, and kept near it: small
   // batches of a quarter of the bound, the next ones sent as soon as the oldest has arrived, so the
@@ -107,22 +110,21 @@ uint64_t Engine::Impl::restore_from_remote(std::span<const Token> tokens, size_t
       sent = stop;
     }
   };
-  uint64_t served = 0;
   top_up(depth);
   while (!outstanding.empty()) {
     RemoteFetch current = outstanding.front().get();
     outstanding.pop_front();
     top_up(depth - 1);
-    const uint64_t got = place_remote(current, tokens, keys, destination, result);
-    served += got;
+    const uint64_t got = place_remote(current, tokens, keys, destination, result, out.placed);
+    out.chunks += got;
     if (got < current.stop - current.begin) break;  // the prefix ends here
   }
-  return served;
+  return out;
 }
 
 uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, std::span<const Token> tokens,
                                     std::span<const Key128> keys, const KvTarget& destination,
-                                    RestoreResult& result) {
+                                    RestoreResult& result, bool& placed) {
   const KvGeometry& g = options_.geometry;
   const uint64_t chunk = g.chunk_tokens;
   const size_t count = fetched.stop - fetched.begin;
@@ -157,15 +159,16 @@ uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, std::span<const Token>
     first_tokens.push_back(first);
   }
   if (payloads.empty()) return 0;
-  auto placed = read_payloads(located, std::move(payloads), first_tokens, destination);
-  const Status failed = placed ? placed->status : placed.error();
+  placed = true;
+  auto landed = read_payloads(located, std::move(payloads), first_tokens, destination);
+  const Status failed = landed ? landed->status : landed.error();
   if (!failed.ok()) {
     result.problem = failed.with_context("placing records from the remote tier").to_string();
     return 0;
   }
-  result.host_bytes += placed->host_bytes;
+  result.host_bytes += landed->host_bytes;
   size_t intact = 0;
-  while (intact < metas.size() && placed->state(intact, metas[intact]) == RecordState::kIntact) {
+  while (intact < metas.size() && landed->state(intact, metas[intact]) == RecordState::kIntact) {
     ++intact;
   }
   if (intact < metas.size()) remote_->counters.rejected++;

@@ -94,6 +94,11 @@ std::shared_ptr<remote::ClusterClient> RemoteTier::client() {
   return client_;
 }
 
+std::string RemoteTier::reason() const {
+  std::lock_guard lock(mu_);
+  return reason_;
+}
+
 void RemoteTier::note(const std::vector<remote::KeyOutcome>& outcomes) {
   for (const auto& o : outcomes) {
     if (o.state != remote::KeyState::kFailed) continue;

@@ -48,6 +48,8 @@ class RemoteTier {
   void note(const std::vector<remote::KeyOutcome>& outcomes);
 
   [[nodiscard]] std::chrono::milliseconds ttl() const { return ttl_; }
+  /// "ok", or why the last remote operation failed ("unreachable: ..." while there is no client).
+  [[nodiscard]] std::string reason() const;
   void fill_stats(Stats& stats) const;
   /// Waits until the queue is empty and the worker idle (tests, and the engine's close).
   void drain();

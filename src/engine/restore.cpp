@@ -55,6 +55,23 @@ Status Engine::Impl::restore_from_dram(std::span<const LocatedRecord> records,
   return {};
 }
 
+uint64_t Engine::Impl::continue_in_cluster(std::span<const Token> tokens,
+                                           std::span<const LocatedRecord> found, uint64_t served,
+                                           const KvTarget& destination, RestoreResult& result) {
+  const uint64_t chunk = options_.geometry.chunk_tokens;
+  const uint64_t asked = (tokens.size() + chunk - 1) / chunk;
+  const size_t from = remote_start(tokens, found.first(served));
+  if (from >= asked) return served;
+  const RemoteRestored got = restore_from_remote(tokens, from, destination, result);
+  if (from == served) return served + got.chunks;
+  // The local prefix ended in a partial chunk: the cluster's whole chunk took its rows, or, having
+  // failed its check where it landed, left them unspecified. Either way the partial one no longer
+  // counts; untouched (nothing placed), it still does.
+  if (got.chunks == 0 && !got.placed) return served;
+  result.tokens_restored -= found[from].meta.token_count;
+  return from + got.chunks;
+}
+
 Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens,
                                             const KvTarget& destination) {
   KVTIER_EXPECTS(!tokens.empty(), "restore: the token list is empty");
@@ -114,7 +131,7 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens,
     if (!from_dram[r]) counters_.store_hits++;
   }
   // The cluster last: the chunks past what this node served (DRAM tier and local store).
-  if (remote_ && served < asked) served += restore_from_remote(tokens, served, destination, result);
+  if (remote_) served = continue_in_cluster(tokens, found, served, destination, result);
   counters_.restore_misses += asked - std::min(asked, served);
   counters_.tokens_restored += result.tokens_restored;
   if (!result.problem.empty()) {

@@ -12,6 +12,7 @@
 
 #include "common/keys.hpp"
 #include "engine/remote_tier.hpp"
+#include "engine_remote_util.hpp"
 #include "remote_test_util.hpp"
 
 namespace kvtier {
@@ -20,36 +21,12 @@ namespace {
 using kvtier::testing::RedisCluster;
 using kvtier::testing::TempDir;
 using kvtier::testing::test_seed;
+using testing::make_session;
+using testing::node_options;
+using testing::Session;
+using testing::wait_for;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-Options node_options(const TempDir& dir, const KvGeometry& g, const std::string& seeds) {
-  Options o = testing::small_options(dir.str(), g);
-  o.remote.seeds = seeds;
-  return o;
-}
-
-/// Waits until `field` of the engine's Stats reaches `want` (write-behind and promotion run in the
-/// background).
-bool wait_for(Engine& e, uint64_t Stats::*field, uint64_t want) {
-  const auto deadline = Clock::now() + 20s;
-  while (e.stats().*field < want) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
-}
-
-struct Session {
-  std::vector<Token> tokens;
-  std::unique_ptr<testing::HostKv> kv;
-};
-
-Session make_session(const KvGeometry& g, uint64_t seed, uint64_t n) {
-  Session s{synthetic::tokens(seed, n), std::make_unique<testing::HostKv>(g, n)};
-  synthetic::fill_kv(g, s.tokens, s.kv->span(), n);
-  return s;
-}
 
 // Promotion holds the fetched records until they are in the local store: past queue_bytes a hit
 // is served but not promoted, and counted, so a backlog cannot hold GBs.
@@ -77,9 +54,7 @@ TEST(EngineRemote, AHitPastThePromotionByteBoundIsServedNotPromoted) {
   EXPECT_EQ(synthetic::first_mismatch(g, s.tokens, out.span(), 1000), 1000u);
   ASSERT_TRUE(wait_for(**b, &Stats::remote_write_drops, saved->chunks_written));
   EXPECT_EQ((*b)->stats().remote_promoted, 0u);
-  auto local = (*b)->lookup(s.tokens);
-  ASSERT_OK(local);
-  EXPECT_EQ(*local, 0u);
+  EXPECT_EQ((*b)->stats().records, 0u);  // B's own store (lookup would count the cluster's too)
   Options bad = ob;
   bad.remote.queue_bytes = 0;
   TempDir dir_c;
@@ -238,7 +213,7 @@ TEST(EngineRemote, FlippedTruncatedOrForeignValuesAreMissesNeverWrongBytes) {
     // Only what verified reaches B's own store.
     ASSERT_TRUE(wait_for(**b, &Stats::remote_promoted, want_tokens / 64));
     std::this_thread::sleep_for(50ms);
-    EXPECT_EQ(*(*b)->lookup(s.tokens), want_tokens);
+    EXPECT_EQ((*b)->stats().records, want_tokens / 64);
   };
   restore_b(64 * 5);
 
