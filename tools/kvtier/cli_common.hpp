@@ -102,7 +102,15 @@ class Progress {
   int last_percent_ = -1;
 };
 
-int run_put(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t sessions);
+/// What a put did that its remote summary needs.
+struct RemotePut {
+  bool wait = false;  ///< --remote-wait
+  uint64_t records_saved = 0;
+  uint64_t tokens = 0, seed = 0, sessions = 0;
+};
+
+int run_put(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t sessions,
+            bool remote_wait);
 int run_get(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t sessions);
 int run_ls(const StoreFlags& flags);
 /// What `stat` prints: a table, JSON, or the Prometheus text exposition (docs/metrics.md).
@@ -110,5 +118,11 @@ enum class StatFormat : uint8_t { kText, kJson, kPrometheus };
 
 int run_stat(const StoreFlags& flags, StatFormat format);
 int run_verify(const StoreFlags& flags);
+/// put with --remote, after its saves: waits for the write-behind queue and says what reached
+/// the cluster; with --remote-wait publishes what it lacks. The exit code: 1 when asked to wait and
+/// records were not published.
+int finish_remote_put(Engine& engine, const RemotePut& put);
+/// Publishes the local records the cluster lacks (Engine::sync_remote) and says what it did.
+int run_sync(const StoreFlags& flags);
 
 }  // namespace kvtier::cli

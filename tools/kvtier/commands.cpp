@@ -134,11 +134,13 @@ void explain_short_restore(uint64_t session, uint64_t restored, uint64_t tokens,
 
 }  // namespace
 
-int run_put(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t sessions) {
+int run_put(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t sessions,
+            bool remote_wait) {
   auto prepared = prepare(flags, true, tokens);
   if (!prepared) return report(prepared.error(), "put");
   auto& [kv, engine] = *prepared;
   const KvGeometry& g = engine->geometry();
+  RemotePut remote{remote_wait, 0, tokens, seed, sessions};
   for (uint64_t s = 0; s < sessions; ++s) {
     const uint64_t session = seed + s;
     const auto begin = Clock::now();
@@ -162,12 +164,15 @@ int run_put(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t se
         human_bytes(static_cast<double>(saved->bytes_written)).c_str(), t,
         human_bytes(static_cast<double>(saved->bytes_written) / t).c_str(),
         duration_text(seconds_since(begin)).c_str());
+    remote.records_saved += saved->chunks_written;
   }
-  return 0;
+  return flags.remote.empty() ? 0 : finish_remote_put(*engine, remote);
 }
 
 int run_get(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t sessions) {
-  auto prepared = prepare(flags, false, tokens);
+  // With a remote tier a node's first get makes its store, as put would: what it restores from the
+  // cluster is kept there. Without one, a missing store can hold nothing: an error.
+  auto prepared = prepare(flags, !flags.remote.empty(), tokens);
   if (!prepared) return report(prepared.error(), "get");
   auto& [kv, engine] = *prepared;
   const KvGeometry& g = engine->geometry();

@@ -43,12 +43,19 @@ std::string version() {
 struct StoreCommands {
   StoreFlags flags;
   uint64_t tokens = 0, seed = 1, sessions = 1;
+  bool remote_wait = false;
   StatFormat format = StatFormat::kText;
-  CLI::App *put = nullptr, *get = nullptr, *ls = nullptr, *stat = nullptr, *verify = nullptr;
+  CLI::App *put = nullptr, *get = nullptr, *ls = nullptr, *stat = nullptr, *verify = nullptr,
+           *sync = nullptr;
 
   void add_to(CLI::App& app) {
     put = app.add_subcommand("put", "Save synthetic sessions (KV generated from token ids)");
     add_session_flags(*put);
+    put->add_flag("--remote-wait", remote_wait,
+                  "Before exiting, publish to the cluster whatever of these sessions it lacks "
+                  "(records the full write-behind queue dropped included); exit 1 if any could "
+                  "not be")
+        ->needs(put->get_option("--remote"));
     get = app.add_subcommand("get", "Restore synthetic sessions and check them byte for byte");
     add_session_flags(*get);
     // The readers take no flag that only matters when writing: ls reads the index, stat also
@@ -71,6 +78,16 @@ struct StoreCommands {
     flags.add_to(
         *verify,
         {.tenant = false, .layout = false, .io_path = true, .io_tuning = true, .dram = false});
+    sync = app.add_subcommand(
+        "sync",
+        "Publish every local record the cluster (--remote) lacks: saved before --remote was given, "
+        "while the cluster was down, dropped by a full write-behind queue, or lost by the cluster");
+    flags.add_to(*sync, {.tenant = true,
+                         .layout = false,
+                         .io_path = false,
+                         .io_tuning = false,
+                         .dram = false,
+                         .remote = true});
   }
 
   void add_session_flags(CLI::App& cmd) {
@@ -89,7 +106,7 @@ struct StoreCommands {
   /// The exit code, or -1 when none of these commands was given.
   int run() {
     CLI::App* cmd = nullptr;
-    for (CLI::App* c : {put, get, ls, stat, verify}) {
+    for (CLI::App* c : {put, get, ls, stat, verify, sync}) {
       if (*c) cmd = c;
     }
     if (cmd == nullptr) return -1;
@@ -99,10 +116,11 @@ struct StoreCommands {
     if ((cmd == put || cmd == get) && cmd->get_option("--tokens")->count() == 0) {
       return report({kvtier::ErrorCode::kInvalidArgument, "--tokens is required"}, cmd->get_name());
     }
-    if (cmd == put) return run_put(flags, tokens, seed, sessions);
+    if (cmd == put) return run_put(flags, tokens, seed, sessions, remote_wait);
     if (cmd == get) return run_get(flags, tokens, seed, sessions);
     if (cmd == ls) return run_ls(flags);
     if (cmd == stat) return run_stat(flags, format);
+    if (cmd == sync) return run_sync(flags);
     return run_verify(flags);
   }
 };
