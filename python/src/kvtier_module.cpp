@@ -783,6 +783,28 @@ NB_MODULE(_kvtier, m) {
           "to back merged: for measuring the drive with an independent tool (fio, dd) on the same "
           "bytes.")
       .def(
+          "sync_remote",
+          [](kvtier::Engine& e, nb::handle tokens) {
+            std::vector<kvtier::Token> ids;
+            if (!tokens.is_none()) ids = tokens_of(tokens);
+            kvtier::RemoteSyncReport r;
+            {
+              nb::gil_scoped_release release;
+              r = unwrap(e.sync_remote(ids));
+            }
+            nb::dict d;
+            d["records"] = r.records;
+            d["already_present"] = r.already_present;
+            d["published"] = r.published;
+            d["failed"] = r.failed;
+            d["problem"] = r.problem;
+            return d;
+          },
+          "tokens"_a = nb::none(),
+          "Publishes to the remote tier the local records it lacks: those of `tokens`' stored "
+          "prefix, or every local record when None. Returns {records, already_present, published, "
+          "failed, problem}.")
+      .def(
           "drop_page_cache",
           [](kvtier::Engine& e) {
             nb::gil_scoped_release release;
