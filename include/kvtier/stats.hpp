@@ -84,7 +84,7 @@ struct Stats {
   uint64_t remote_errors = 0;
   /// Values from the cluster that failed a check (header, size, geometry, checksum): misses.
   uint64_t remote_rejected = 0;
-  uint64_t remote_writes = 0;  ///< Records written behind to the cluster.
+  uint64_t remote_writes = 0;  ///< Records written to the cluster (behind saves, and by sync).
   uint64_t remote_write_drops =
       0;  ///< Records not written behind or not promoted: the queue was full.
   uint64_t remote_write_errors = 0;  ///< Records whose write to the cluster failed.
