@@ -11,6 +11,10 @@ namespace {
 // (each master answers its share over its connections in one round trip); a chain that ends early
 // costs at most one batch past its end.
 constexpr size_t kLookupBatch = 512;
+// Rounds a lookup's batch gets: enough to follow one MOVED or ASK, or to reconnect once after a
+// failover; more would keep a scheduler waiting through the client's whole backoff (~0.6 s per
+// lookup while a node is down) for an answer it can do without.
+constexpr uint32_t kLookupAttempts = 2;
 
 }  // namespace
 
@@ -36,7 +40,7 @@ uint64_t Engine::Impl::remote_run(std::span<const Token> tokens, std::span<const
     std::vector<std::string> names;
     names.reserve(stop - begin);
     for (size_t i = begin; i < stop; ++i) names.push_back(remote_key(keys[i]));
-    const auto sizes = client->sizes(names);
+    const auto sizes = client->sizes(names, kLookupAttempts);
     remote_->note(sizes);
     for (size_t i = begin; i < stop; ++i) {
       // The size a restore accepts (check_value in remote_restore.cpp): a truncated value, or one

@@ -225,7 +225,10 @@ std::vector<KeyOutcome> ClusterClient::Impl::run(const Request& request) {
   std::vector<KeyOutcome> out(request.keys.size());
   std::vector<Item> pending(request.keys.size());
   for (size_t i = 0; i < pending.size(); ++i) pending[i].index = i;
-  for (uint32_t attempt = 0; attempt < config.max_attempts && !pending.empty(); ++attempt) {
+  const uint32_t attempts = request.max_attempts > 0
+                                ? std::min(request.max_attempts, config.max_attempts)
+                                : config.max_attempts;
+  for (uint32_t attempt = 0; attempt < attempts && !pending.empty(); ++attempt) {
     if (attempt > 0) retries.fetch_add(pending.size(), std::memory_order_relaxed);
     std::vector<Task> tasks = plan_round(*this, request, pending, out);
     run_tasks(*this, request, tasks, out);
@@ -237,7 +240,7 @@ std::vector<KeyOutcome> ClusterClient::Impl::run(const Request& request) {
       refresh_needed |= task.result.refresh;
       backoff_needed |= task.result.backoff;
     }
-    if (pending.empty() || attempt + 1 == config.max_attempts) break;
+    if (pending.empty() || attempt + 1 == attempts) break;
     if (backoff_needed) {
       std::this_thread::sleep_for(
           std::min(config.backoff_max, config.backoff_min * (1u << attempt)));

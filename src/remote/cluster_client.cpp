@@ -145,10 +145,12 @@ std::vector<KeyOutcome> ClusterClient::get_owned(std::span<const std::string> ke
   return impl_->run(request);
 }
 
-std::vector<KeyOutcome> ClusterClient::sizes(std::span<const std::string> keys) {
+std::vector<KeyOutcome> ClusterClient::sizes(std::span<const std::string> keys,
+                                             uint32_t max_attempts) {
   Request request;
   request.op = Request::Op::kStrlen;
   request.keys = keys;
+  request.max_attempts = max_attempts;
   return impl_->run(request);
 }
 

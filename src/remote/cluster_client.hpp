@@ -99,8 +99,11 @@ class ClusterClient {
   [[nodiscard]] std::vector<KeyOutcome> set(std::span<const std::string> keys,
                                             std::span<const std::span<const std::byte>> values,
                                             std::chrono::milliseconds ttl);
-  /// STRLENs every key: the size of each value without fetching it (a lookup's existence check).
-  [[nodiscard]] std::vector<KeyOutcome> sizes(std::span<const std::string> keys);
+  /// STRLENs every key: the size of each value without fetching it (a lookup's existence check),
+  /// in at most `max_attempts` rounds (0: the client's own), so a caller that must answer quickly
+  /// can give up early while a node is down.
+  [[nodiscard]] std::vector<KeyOutcome> sizes(std::span<const std::string> keys,
+                                              uint32_t max_attempts = 0);
   /// Re-reads the slot map now.
   [[nodiscard]] Status refresh();
 

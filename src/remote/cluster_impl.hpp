@@ -25,6 +25,7 @@ struct Request {
   const ValueSink* sink = nullptr;                     // kGet: sink or owned_sink
   const OwnedValueSink* owned_sink = nullptr;
   const ValueAllocator* allocate = nullptr;  // kGet with owned_sink: where values land
+  uint32_t max_attempts = 0;                 // 0: ClientConfig::max_attempts
 };
 
 /// A key still to send; `ask` is the node an ASK redirection named for this one attempt.

@@ -26,7 +26,8 @@ std::vector<KeyOutcome> ClusterClient::get_owned(std::span<const std::string> ke
                                                  const ValueAllocator* /*allocate*/) {
   return std::vector<KeyOutcome>(keys.size());
 }
-std::vector<KeyOutcome> ClusterClient::sizes(std::span<const std::string> keys) {
+std::vector<KeyOutcome> ClusterClient::sizes(std::span<const std::string> keys,
+                                             uint32_t /*max_attempts*/) {
   return std::vector<KeyOutcome>(keys.size());
 }
 std::vector<KeyOutcome> ClusterClient::set(std::span<const std::string> keys,

@@ -165,7 +165,20 @@ TEST(EngineRemote, LookupSaysWhatTheRestoreThenDelivers) {
   auto alone = (*b)->lookup(s.tokens);
   ASSERT_OK(alone);
   EXPECT_EQ(*alone, 128u);
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(3));
+  const auto outage = Clock::now() - start;
+  std::printf("lookup with the cluster gone: %.1f ms\n",
+              std::chrono::duration<double, std::milli>(outage).count());
+  EXPECT_LT(outage, std::chrono::seconds(3));
+  // A scheduler looks up every request: while the cluster is down each lookup may cost a round
+  // or two of a failed connect, not the client's whole retry schedule (~0.6 s each before).
+  for (int i = 0; i < 3; ++i) {
+    const auto again = Clock::now();
+    EXPECT_EQ(*(*b)->lookup(s.tokens), 128u);
+    const auto took = Clock::now() - again;
+    std::printf("lookup with the cluster gone, again: %.1f ms\n",
+                std::chrono::duration<double, std::milli>(took).count());
+    EXPECT_LT(took, std::chrono::milliseconds(300));
+  }
 }
 
 // The cost of a scheduler's lookup of a 100K-token prompt (391 chunks of 256) on a node whose
