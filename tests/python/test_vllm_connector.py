@@ -12,6 +12,9 @@ import glob
 import importlib
 import json
 import os
+import random
+import shutil
+import subprocess
 import tempfile
 import time
 import unittest
@@ -19,6 +22,7 @@ import unittest
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
 try:
+    import kvtier
     import torch
     import vllm
     from vllm.config import CacheConfig, DeviceConfig, KVTransferConfig, ParallelConfig, VllmConfig
@@ -453,6 +457,34 @@ class ConnectorTest(unittest.TestCase):
             events = [json.loads(line) for line in f]
         self.assertEqual([(e["event"], e["req"], e["tokens"]) for e in events], [("save", "A", 600), ("load", "B", 512)])
         self.assertEqual(events[1]["restored"], 512)
+
+    def test_a_fresh_node_finds_and_loads_what_the_cluster_holds(self):
+        """Node A saves with kvtier.remote; node B, another store over the same Redis Cluster (real
+        redis-server processes on 127.0.0.1), is told by its lookup what the cluster holds and
+        loads it from there."""
+        if not kvtier.built_with_remote() or shutil.which("redis-server") is None:
+            self.skipTest("kvtier built without the remote tier, or no redis-server")
+        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        cluster = os.path.join(self.dir.name, "cluster")
+        first = random.Random(os.getpid()).randrange(21000, 29000)
+        started = subprocess.run([os.path.join(repo, "bench/remote/start_cluster.sh"), cluster, str(first), "0", "3"],
+                                 capture_output=True, text=True, timeout=120)
+        self.assertEqual(started.returncode, 0, started.stderr)
+        self.addCleanup(subprocess.run, [os.path.join(repo, "bench/remote/stop_cluster.sh"), cluster],
+                        capture_output=True, timeout=60)
+        seeds = started.stdout.strip().splitlines()[-1]
+        a_sched, a_worker, a_layers = self.pair("packed_tokens", **{"kvtier.remote": seeds})
+        tokens, kv = self.save_session(a_sched, a_worker, a_layers, "packed_tokens")
+        a_worker._engine.sync_remote()  # whatever write-behind has not published yet
+        b_sched, b_worker, b_layers = self.pair("packed_tokens", **{"kvtier.remote": seeds})
+        self.assertEqual(b_worker._engine.stats()["records"], 0)  # node B's own store is empty
+        b = self.request("B", tokens + [4])
+        self.assertEqual(b_sched.get_num_new_matched_tokens(b, 0), (512, False))
+        b_blocks = list(range(10, 48))
+        b_sched.update_state_after_alloc(b, KVCacheBlocks(([KVCacheBlock(i) for i in b_blocks],)), 512)
+        _, errors = self.step(b_sched, b_worker)
+        self.assertEqual(errors, set())
+        self.assert_holds(b_layers, "packed_tokens", b_blocks, kv, 0, 512)
 
     def test_worker_metrics_on_a_port_of_their_own(self):
         import socket
