@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 
 #include "kvtier/kvtier.hpp"
@@ -91,6 +92,28 @@ inline Options small_options(const std::string& root, const KvGeometry& g) {
   o.staging_bytes = uint64_t{4} << 20;
   o.log_level = LogLevel::kOff;
   return o;
+}
+
+/// Saves synthetic KV (synthetic::fill_kv) for `tokens`.
+inline Status save_synthetic(Engine& e, const KvGeometry& g, std::span<const Token> tokens) {
+  HostKv kv(g, tokens.size());
+  synthetic::fill_kv(g, tokens, kv.span(), tokens.size());
+  auto r = e.save(tokens, kv.view);
+  return r ? Status{} : r.error();
+}
+
+/// Restores into host memory and checks every restored byte; returns how many tokens came back.
+inline uint64_t restored_exact(Engine& e, const KvGeometry& g, std::span<const Token> tokens,
+                               RestoreResult* out = nullptr) {
+  HostKv kv(g, tokens.size());
+  auto r = e.restore(tokens, kv.view);
+  EXPECT_TRUE(is_ok(r));
+  if (!r) return 0;
+  EXPECT_EQ(
+      synthetic::first_mismatch(g, tokens.first(r->tokens_restored), kv.span(), tokens.size()),
+      r->tokens_restored);
+  if (out != nullptr) *out = *r;
+  return r->tokens_restored;
 }
 
 }  // namespace kvtier::testing

@@ -64,15 +64,7 @@ class DrivesEngineTest : public ::testing::Test {
   }
   /// Restores and checks every restored byte; returns how many tokens came back.
   uint64_t restored_exact(Engine& e, std::span<const Token> tokens, RestoreResult* out = nullptr) {
-    HostKv kv(g_, tokens.size());
-    auto r = e.restore(tokens, kv.view);
-    EXPECT_TRUE(testing::is_ok(r));
-    if (!r) return 0;
-    EXPECT_EQ(
-        synthetic::first_mismatch(g_, tokens.first(r->tokens_restored), kv.span(), tokens.size()),
-        r->tokens_restored);
-    if (out != nullptr) *out = *r;
-    return r->tokens_restored;
+    return testing::restored_exact(e, g_, tokens, out);
   }
   /// Seeded sessions, 1 to `max_tokens` tokens (partial chunks, records spanning segments and
   /// drives).

@@ -49,21 +49,11 @@ class StoreCapacityKeptTest : public ::testing::Test {
     return e ? std::move(*e) : nullptr;
   }
   Status save(Engine& e, std::span<const Token> tokens) {
-    HostKv kv(g_, tokens.size());
-    synthetic::fill_kv(g_, tokens, kv.span(), tokens.size());
-    auto r = e.save(tokens, kv.view);
-    return r ? Status{} : r.error();
+    return testing::save_synthetic(e, g_, tokens);
   }
   /// Restores and checks every restored byte; returns how many tokens came back.
   uint64_t restored(Engine& e, std::span<const Token> tokens) {
-    HostKv kv(g_, tokens.size());
-    auto r = e.restore(tokens, kv.view);
-    EXPECT_TRUE(testing::is_ok(r));
-    if (!r) return 0;
-    EXPECT_EQ(
-        synthetic::first_mismatch(g_, tokens.first(r->tokens_restored), kv.span(), tokens.size()),
-        r->tokens_restored);
-    return r->tokens_restored;
+    return testing::restored_exact(e, g_, tokens);
   }
   fs::path manifest() const { return dir_.path() / "rank0of1" / "MANIFEST.json"; }
   nlohmann::json read_manifest() const { return nlohmann::json::parse(std::ifstream(manifest())); }

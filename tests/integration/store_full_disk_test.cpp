@@ -51,21 +51,11 @@ class StoreFullDiskTest : public ::testing::Test {
   }
   std::string rank_dir() const { return (mount_ / "store" / "rank0of1").string(); }
   Status save(Engine& e, std::span<const Token> tokens) {
-    HostKv kv(g_, tokens.size());
-    synthetic::fill_kv(g_, tokens, kv.span(), tokens.size());
-    auto r = e.save(tokens, kv.view);
-    return r ? Status{} : r.error();
+    return testing::save_synthetic(e, g_, tokens);
   }
   /// Restores, checks every restored byte, and returns how many tokens came back.
   uint64_t restored_exact(Engine& e, std::span<const Token> tokens) {
-    HostKv kv(g_, tokens.size());
-    auto r = e.restore(tokens, kv.view);
-    EXPECT_TRUE(testing::is_ok(r));
-    if (!r) return 0;
-    EXPECT_EQ(
-        synthetic::first_mismatch(g_, tokens.first(r->tokens_restored), kv.span(), tokens.size()),
-        r->tokens_restored);
-    return r->tokens_restored;
+    return testing::restored_exact(e, g_, tokens);
   }
   /// Fills what is left of the file system with a file of its own.
   void fill_up() {
