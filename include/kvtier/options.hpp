@@ -37,6 +37,10 @@ KVTIER_EXPORT Result<IoPath> parse_io_path(std::string_view name);
 /// signs, spaces), a fraction that is not a whole number of bytes, or more than 64 bits.
 [[nodiscard]] KVTIER_EXPORT Result<uint64_t> parse_size(std::string_view text);
 
+/// @brief A size exactly, in the largest binary unit that divides it: "16 MiB", "1536 MiB",
+/// "5000 B" (what parse_size reads back as the same number).
+KVTIER_EXPORT std::string size_text(uint64_t bytes);
+
 enum class LogLevel : uint8_t { kDebug, kInfo, kWarn, kError, kOff };
 
 /// @brief A log sink the host application can inject. Called from any thread.

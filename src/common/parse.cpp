@@ -109,4 +109,13 @@ Result<uint64_t> parse_size(std::string_view text) {
   return static_cast<uint64_t>(bytes);
 }
 
+std::string size_text(uint64_t bytes) {
+  const char* units[] = {"TiB", "GiB", "MiB", "KiB"};
+  for (int u = 0; u < 4; ++u) {
+    const uint64_t unit = uint64_t{1} << (10 * (4 - u));
+    if (bytes != 0 && bytes % unit == 0) return fmt::format("{} {}", bytes / unit, units[u]);
+  }
+  return fmt::format("{} B", bytes);
+}
+
 }  // namespace kvtier

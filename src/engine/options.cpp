@@ -48,22 +48,23 @@ Result<Options> Options::resolved() const {
       "options: segment, request and staging sizes must be multiples of 4 KiB");
   KVTIER_EXPECTS(
       o.io_request_bytes >= kAlign && o.io_request_bytes <= kGiB,
-      fmt::format("options: io_request_bytes {} not in 4 KiB..1 GiB", o.io_request_bytes));
+      fmt::format("options: request size {} not in 4 KiB..1 GiB", size_text(o.io_request_bytes)));
   KVTIER_EXPECTS(
       o.staging_bytes >= o.io_request_bytes && o.staging_bytes <= 64 * kGiB,
-      fmt::format("options: staging_bytes {} must be >= io_request_bytes ({}) and <= 64 GiB",
-                  o.staging_bytes, o.io_request_bytes));
+      fmt::format("options: staging {} must be at least the request size ({}) and at most 64 GiB",
+                  size_text(o.staging_bytes), size_text(o.io_request_bytes)));
   KVTIER_EXPECTS(o.segment_bytes <= o.capacity_bytes,
-                 fmt::format("options: segment_bytes {} exceeds capacity_bytes {}", o.segment_bytes,
-                             o.capacity_bytes));
+                 fmt::format("options: segment size {} exceeds capacity {}",
+                             size_text(o.segment_bytes), size_text(o.capacity_bytes)));
   // A chunk's record (header + payload) must fit in one segment.
   uint64_t record = o.geometry.bytes_for_tokens(o.geometry.chunk_tokens) + 2 * kAlign;
-  KVTIER_EXPECTS(record <= o.segment_bytes,
-                 fmt::format("options: a {}-token chunk needs {} bytes but segments are {} bytes",
-                             o.geometry.chunk_tokens, record, o.segment_bytes));
+  KVTIER_EXPECTS(
+      record <= o.segment_bytes,
+      fmt::format("options: a {}-token chunk needs {} but segments are {}", o.geometry.chunk_tokens,
+                  size_text(record), size_text(o.segment_bytes)));
   KVTIER_EXPECTS(o.dram_bytes == 0 || o.dram_bytes >= record,
-                 fmt::format("options: a DRAM tier of {} bytes cannot hold one {}-byte chunk",
-                             o.dram_bytes, record));
+                 fmt::format("options: a DRAM tier of {} cannot hold one chunk of {}",
+                             size_text(o.dram_bytes), size_text(record)));
   return o;
 }
 

@@ -162,17 +162,17 @@ Status Store::learn_file_system_limit_locked(uint32_t drive, const Status& why,
   }
   const uint64_t room = room_for_segments_locked();
   if (room >= still_needed) return {};
-  return {
-      ErrorCode::kNoSpace,
-      fmt::format("the file system of {} is full: {} bytes free beside the {} bytes this "
-                  "store holds there, so it can take at most {} bytes there, not its capacity "
-                  "of {} bytes{}; this save needs {} more {}-byte segments and no eviction "
-                  "makes room for more than {} beside the segments saves are writing: lower "
-                  "--capacity (Options::capacity_bytes) to at most {} bytes, or free space "
-                  "on that file system ({})",
-                  d.dir, free, held, d.fs_limit, capacity_, drives_.size() > 1 ? " per drive" : "",
-                  still_needed, segment_bytes_, room, d.fs_limit, why.to_string()),
-      why.native_error()};
+  return {ErrorCode::kNoSpace,
+          fmt::format(
+              "the file system of {} is full: {} free beside the {} this store holds "
+              "there, so it can take at most {} there, not its capacity of {}{}; this save "
+              "needs {} more segments of {} and no eviction makes room for more than {} segments "
+              "beside the segments saves are writing: lower the capacity (--capacity, "
+              "Options::capacity_bytes) to at most {}, or free space on that file system ({})",
+              d.dir, size_text(free), size_text(held), size_text(d.fs_limit), size_text(capacity_),
+              drives_.size() > 1 ? " per drive" : "", still_needed, size_text(segment_bytes_), room,
+              size_text(d.fs_limit), why.to_string()),
+          why.native_error()};
 }
 
 void Store::take_out_of_placement_locked(uint32_t drive, std::string why) {

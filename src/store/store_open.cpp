@@ -508,9 +508,9 @@ Status Store::size_index_files() {
   const uint64_t least = segment_estimate_ + index_bytes_locked(0, 1);
   if (least > capacity_) {
     return {ErrorCode::kInvalidArgument,
-            fmt::format("store {}: a capacity of {} bytes cannot hold one {}-byte segment and the "
-                        "store's index files; it needs at least {} bytes",
-                        dir_, capacity_, segment_bytes_, least)};
+            fmt::format("store {}: a capacity of {} cannot hold one {} segment and the "
+                        "store's index files; it needs at least {}",
+                        dir_, size_text(capacity_), size_text(segment_bytes_), size_text(least))};
   }
   return {};
 }

@@ -30,16 +30,6 @@ Result<uint64_t> size_flag(const std::string& text, const char* name) {
   return v;
 }
 
-/// "16 MiB", "1536 MiB", "5000 B": a size exactly, in the largest binary unit that divides it.
-std::string size_text(uint64_t bytes) {
-  const char* units[] = {"TiB", "GiB", "MiB", "KiB"};
-  for (int u = 0; u < 4; ++u) {
-    const uint64_t unit = uint64_t{1} << (10 * (4 - u));
-    if (bytes != 0 && bytes % unit == 0) return fmt::format("{} {}", bytes / unit, units[u]);
-  }
-  return fmt::format("{} B", bytes);
-}
-
 /// What a store's MANIFEST.json (docs/format.md) records, where one of `roots` holds one for this
 /// rank: the CLI uses it to open a store without --model and to say flag problems in flags.
 struct StoredStore {
