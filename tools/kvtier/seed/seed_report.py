@@ -219,7 +219,9 @@ def main():
          "PCIe receive from NVML, ranks summed. " + samplers.get("pcie", "") + ". " + common, "GB/s", "{:.2f}", None),
         ("fig5_cpu.png", "cpu_core_s", "Figure 5. Host CPU consumed per request",
          "Blue: the whole machine's core-seconds per request (/proc/stat): kernel I/O threads and anything else "
-         "running count too; orange: the part spent in kvtier's rank processes. " + common, "core-s",
+         "running count too; orange: the part spent in kvtier's rank processes. The two come from different "
+         "kernel counters (/proc/stat's per-CPU ticks, the processes' own times), each to a tick (10 ms): "
+         "where kvtier is nearly all of it, orange can pass blue by that much. " + common, "core-s",
          "{:.2f}", ("kvtier_core_s", "kvtier rank processes")),
     ]
     # The drive's independent ceiling next to each restore rate: it was only in Table 1.
