@@ -159,8 +159,7 @@ def connector_for(config: str, args) -> tuple[dict | None, dict[str, str], dict]
     if config == "kvtier-dram":
         return kvtier(**{"kvtier.root": store, "kvtier.io": "posix", "kvtier.dram": args.dram}), {}, {}
     if config == "kvtier-drives":
-        roots = [os.path.join(d, f"kv-{config}") for d in args.drives.split(",")]
-        return kvtier(**{"kvtier.root": roots, "kvtier.io": "posix",
+        return kvtier(**{"kvtier.root": store_paths(config, args), "kvtier.io": "posix",
                          "kvtier.capacity": args.drives_capacity or args.kvtier_capacity}), {}, {}
     if config == "lmcache-disk":
         env = {"LMCACHE_CHUNK_SIZE": "256", "LMCACHE_LOCAL_CPU": "True",

@@ -135,6 +135,18 @@ def _allocations_by_backend():
     return out
 
 
+def vllm_config(settings, **more):
+    """A VllmConfig for the CPU with kvtier's connector and these kv_connector_extra_config settings."""
+    return VllmConfig(cache_config=CacheConfig(block_size=BS), device_config=DeviceConfig(device="cpu"),
+                      kv_transfer_config=KVTransferConfig(kv_connector="KvtierConnector", kv_role="kv_both",
+                                                          kv_connector_module_path="kvtier.vllm_connector",
+                                                          kv_connector_extra_config=settings), **more)
+
+
+def cache_config(groups=()):
+    return KVCacheConfig(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=list(groups))
+
+
 @unittest.skipIf(VLLM is not None, f"vllm is not importable: {VLLM}")
 class ConnectorTest(unittest.TestCase):
     def setUp(self):
@@ -153,15 +165,9 @@ class ConnectorTest(unittest.TestCase):
         root = root or os.path.join(self.dir.name, f"store-{len(self.connectors)}")
         settings = {"kvtier.root": root, "kvtier.io": "posix", "kvtier.capacity": "256M",
                     "kvtier.lookup_timeout_ms": 5000, **extra}
-        config = VllmConfig(
-            cache_config=CacheConfig(block_size=BS),
-            device_config=DeviceConfig(device="cpu"),
-            kv_transfer_config=KVTransferConfig(kv_connector="KvtierConnector", kv_role="kv_both",
-                                                kv_connector_module_path="kvtier.vllm_connector",
-                                                kv_connector_extra_config=settings))
-        cache_config = KVCacheConfig(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=[])
-        scheduler = KVConnectorFactory.create_connector(config, KVConnectorRole.SCHEDULER, cache_config)
-        worker = KVConnectorFactory.create_connector(config, KVConnectorRole.WORKER, cache_config)
+        config = vllm_config(settings)
+        scheduler = KVConnectorFactory.create_connector(config, KVConnectorRole.SCHEDULER, cache_config())
+        worker = KVConnectorFactory.create_connector(config, KVConnectorRole.WORKER, cache_config())
         self.connectors += [worker, scheduler]
         make = make or SHAPES[layout]
         caches = {f"model.layers.{i}.self_attn.attn": make()
@@ -323,20 +329,15 @@ class ConnectorTest(unittest.TestCase):
         self.assertFalse(scheduler.has_pending_push_work())
 
     def test_models_other_than_one_full_attention_group_are_refused(self):
-        config = VllmConfig(
-            cache_config=CacheConfig(block_size=BS), device_config=DeviceConfig(device="cpu"),
-            kv_transfer_config=KVTransferConfig(kv_connector="KvtierConnector", kv_role="kv_both",
-                                                kv_connector_module_path="kvtier.vllm_connector",
-                                                kv_connector_extra_config={"kvtier.root": self.dir.name}))
+        config = vllm_config({"kvtier.root": self.dir.name})
         window = SlidingWindowSpec(block_size=BS, num_kv_heads=HEADS, head_size=DIM, dtype=torch.bfloat16,
                                    sliding_window=128)
         full = FullAttentionSpec(block_size=BS, num_kv_heads=HEADS, head_size=DIM, dtype=torch.bfloat16)
         for groups in ([KVCacheGroupSpec(["model.layers.0.attn"], window)],
                        [KVCacheGroupSpec(["model.layers.0.attn"], full), KVCacheGroupSpec(["model.layers.1.attn"], window)]):
-            cache_config = KVCacheConfig(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=groups)
             for role in (KVConnectorRole.SCHEDULER, KVConnectorRole.WORKER):
                 with self.subTest(groups=len(groups), role=role), self.assertRaisesRegex(ValueError, "one group of full attention"):
-                    KVConnectorFactory.create_connector(config, role, cache_config)
+                    KVConnectorFactory.create_connector(config, role, cache_config(groups))
 
     def test_kv_of_another_model_dtype_or_kv_cache_dtype_is_keyed_apart(self):
         from types import SimpleNamespace as NS
@@ -357,15 +358,9 @@ class ConnectorTest(unittest.TestCase):
 
     def test_data_parallel_or_several_nodes_are_refused(self):
         for parallel in (ParallelConfig(data_parallel_size=2), ParallelConfig(nnodes=2)):
-            config = VllmConfig(
-                cache_config=CacheConfig(block_size=BS), device_config=DeviceConfig(device="cpu"),
-                parallel_config=parallel,
-                kv_transfer_config=KVTransferConfig(kv_connector="KvtierConnector", kv_role="kv_both",
-                                                    kv_connector_module_path="kvtier.vllm_connector",
-                                                    kv_connector_extra_config={"kvtier.root": self.dir.name}))
-            cache_config = KVCacheConfig(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=[])
+            config = vllm_config({"kvtier.root": self.dir.name}, parallel_config=parallel)
             with self.subTest(parallel=parallel), self.assertRaisesRegex(ValueError, "one engine on one node"):
-                KVConnectorFactory.create_connector(config, KVConnectorRole.SCHEDULER, cache_config)
+                KVConnectorFactory.create_connector(config, KVConnectorRole.SCHEDULER, cache_config())
 
     def test_a_trace_that_cannot_be_written_fails_nothing(self):
         scheduler, worker, layers = self.pair("kv_first", **{"kvtier.trace": os.path.join(self.dir.name, "no", "trace")})
@@ -398,13 +393,8 @@ class ConnectorTest(unittest.TestCase):
         self.assertEqual(scheduler.request_finished(salted, list(range(38))), (False, None))
 
     def test_unknown_layouts_and_bad_settings_are_refused(self):
-        config = VllmConfig(
-            cache_config=CacheConfig(block_size=BS), device_config=DeviceConfig(device="cpu"),
-            kv_transfer_config=KVTransferConfig(kv_connector="KvtierConnector", kv_role="kv_both",
-                                                kv_connector_module_path="kvtier.vllm_connector",
-                                                kv_connector_extra_config={"kvtier.root": self.dir.name}))
-        cache_config = KVCacheConfig(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=[])
-        worker = KVConnectorFactory.create_connector(config, KVConnectorRole.WORKER, cache_config)
+        worker = KVConnectorFactory.create_connector(vllm_config({"kvtier.root": self.dir.name}),
+                                                     KVConnectorRole.WORKER, cache_config())
         self.connectors.append(worker)
         for shape in ((BLOCKS, BS, HEADS, DIM), (2, 2, BS, HEADS, DIM), (BLOCKS, 2, 8, HEADS, DIM)):
             with self.subTest(shape=shape):
@@ -421,24 +411,13 @@ class ConnectorTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "one layout is needed"):
             worker.register_kv_caches({"model.layers.0.attn": SHAPES["packed_heads"](),
                                        "model.layers.1.attn": SHAPES["packed_tokens"]()})
-        bad = KVTransferConfig(kv_connector="KvtierConnector", kv_role="kv_both",
-                               kv_connector_module_path="kvtier.vllm_connector",
-                               kv_connector_extra_config={"kvtier.root": self.dir.name, "kvtier.chunk_tokens": 100})
-        with self.assertRaisesRegex(ValueError, "multiple of vLLM's block size"):
-            KVConnectorFactory.create_connector(
-                VllmConfig(cache_config=CacheConfig(block_size=BS), device_config=DeviceConfig(device="cpu"),
-                           kv_transfer_config=bad), KVConnectorRole.SCHEDULER, cache_config)
-        for extra, why in (({"kvtier.roots": [self.dir.name]}, "unknown setting"),
+        for extra, why in (({"kvtier.root": self.dir.name, "kvtier.chunk_tokens": 100}, "multiple of vLLM's block size"),
+                           ({"kvtier.roots": [self.dir.name]}, "unknown setting"),
                            ({"kvtier.root": []}, "needs 'kvtier.root'"),
                            ({"kvtier.root": self.dir.name, "kvtier.remote_ttl": "soon"}, "not a number"),
                            ({"kvtier.root": self.dir.name, "kvtier.metrics_port": 70000}, "not a port")):
             with self.subTest(extra=extra), self.assertRaisesRegex(ValueError, why):
-                KVConnectorFactory.create_connector(
-                    VllmConfig(cache_config=CacheConfig(block_size=BS), device_config=DeviceConfig(device="cpu"),
-                               kv_transfer_config=KVTransferConfig(
-                                   kv_connector="KvtierConnector", kv_role="kv_both",
-                                   kv_connector_module_path="kvtier.vllm_connector",
-                                   kv_connector_extra_config=extra)), KVConnectorRole.SCHEDULER, cache_config)
+                KVConnectorFactory.create_connector(vllm_config(extra), KVConnectorRole.SCHEDULER, cache_config())
 
     def test_several_drives_and_the_trace(self):
         drives = [os.path.join(self.dir.name, f"drive{i}") for i in range(3)]
