@@ -5,7 +5,9 @@
 medians over the repeats, as the reference's Table 1, and whether every repeat's output tokens
 equal the recompute's.
 
-    python bench/vllm/report.py OUT [--label TEXT]   # writes OUT/table.md and OUT/ttft.png
+    python bench/vllm/report.py OUT [OUT2 ...] [--to DIR] [--label TEXT]
+        # writes DIR/table.md, summary.json and ttft.png (DIR: the first OUT); several OUTs: the
+        # calls of one run (same prompts and seed), a configuration in two kept from the later
 """
 import argparse
 import glob
@@ -13,8 +15,8 @@ import json
 import os
 import statistics
 
-ORDER = ("recompute", "gpu-hit", "vllm-cpu", "lmcache-disk", "kvtier-dram", "kvtier-posix", "kvtier-gds",
-         "kvtier-drives")
+ORDER = ("recompute", "gpu-hit", "vllm-cpu", "lmcache-cpu", "kvtier-dram", "lmcache-disk", "kvtier-posix",
+         "kvtier-gds", "kvtier-drives", "kvtier-drives-tuned", "kvtier-drives-gds")
 
 
 def median(values):
@@ -26,9 +28,9 @@ def fmt(v, unit="", digits=0):
     return "n/a" if v is None else f"{v:,.{digits}f}{unit}"
 
 
-def load(out):
+def load(outs):
     runs = {}
-    for path in glob.glob(os.path.join(out, "*.json")):
+    for path in [p for out in outs for p in sorted(glob.glob(os.path.join(out, "*.json")))]:
         with open(path) as f:
             run = json.load(f)
         if "records" not in run:
@@ -117,16 +119,18 @@ def figure(rs, path, label):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out")
+    ap.add_argument("outs", nargs="+", metavar="OUT")
+    ap.add_argument("--to", help="where the table and figure go (default: the first OUT)")
     ap.add_argument("--label", default="")
     args = ap.parse_args()
-    rs = rows(load(args.out))
-    with open(os.path.join(args.out, "table.md"), "w") as f:
+    to = args.to or args.outs[0]
+    rs = rows(load(args.outs))
+    with open(os.path.join(to, "table.md"), "w") as f:
         f.write(table(rs, args.label))
-    with open(os.path.join(args.out, "summary.json"), "w") as f:
+    with open(os.path.join(to, "summary.json"), "w") as f:
         json.dump(rs, f, indent=1)
     try:
-        figure(rs, os.path.join(args.out, "ttft.png"), args.label)
+        figure(rs, os.path.join(to, "ttft.png"), args.label)
     except ImportError:
         print("report: matplotlib missing, no figure")
     print(table(rs, args.label))

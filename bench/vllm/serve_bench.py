@@ -35,16 +35,19 @@ import sys
 import threading
 import time
 
-CONFIGS = ("recompute", "kvtier-posix", "kvtier-gds", "kvtier-dram", "kvtier-drives", "lmcache-disk",
-           "vllm-cpu")
+CONFIGS = ("recompute", "kvtier-posix", "kvtier-gds", "kvtier-dram", "kvtier-drives", "kvtier-drives-tuned",
+           "kvtier-drives-gds", "lmcache-disk", "lmcache-cpu", "vllm-cpu")
 
 DESCRIPTIONS = {
     "recompute": "no offload: every repeat is a full prefill",
     "kvtier-posix": "kvtier, O_DIRECT into pinned memory, then to the GPU",
     "kvtier-gds": "kvtier, cuFile (compatibility mode where the machine has no nvidia-fs: not GDS)",
     "kvtier-dram": "kvtier with its DRAM tier (pinned host memory, written through on save)",
-    "kvtier-drives": "kvtier, one store over every drive given (--drives)",
-    "lmcache-disk": "LMCache local disk (chunk 256, O_DIRECT), CPU tier smaller than two sessions",
+    "kvtier-drives": "kvtier, one store over every drive given (--drives), at its defaults",
+    "kvtier-drives-tuned": "kvtier over every drive given, 4 MiB requests and 32 MiB staging (issue 26's best flags)",
+    "kvtier-drives-gds": "kvtier over every drive given, cuFile (compatibility mode where there is no nvidia-fs)",
+    "lmcache-disk": "LMCache local disk (chunk 256, O_DIRECT) with no CPU tier: every hit is read from the disk",
+    "lmcache-cpu": "LMCache's CPU tier (pinned host memory), no disk",
     "vllm-cpu": "vLLM's own offloading (native, CPU memory)",
 }
 
@@ -158,14 +161,23 @@ def connector_for(config: str, args) -> tuple[dict | None, dict[str, str], dict]
         return kvtier(**{"kvtier.root": store, "kvtier.io": "gds"}), {}, {}
     if config == "kvtier-dram":
         return kvtier(**{"kvtier.root": store, "kvtier.io": "posix", "kvtier.dram": args.dram}), {}, {}
-    if config == "kvtier-drives":
-        return kvtier(**{"kvtier.root": store_paths(config, args), "kvtier.io": "posix",
-                         "kvtier.capacity": args.drives_capacity or args.kvtier_capacity}), {}, {}
-    if config == "lmcache-disk":
-        env = {"LMCACHE_CHUNK_SIZE": "256", "LMCACHE_LOCAL_CPU": "True",
-               "LMCACHE_MAX_LOCAL_CPU_SIZE": str(args.lmcache_cpu_gb),
-               "LMCACHE_LOCAL_DISK": f"file://{store}/", "LMCACHE_MAX_LOCAL_DISK_SIZE": str(args.lmcache_disk_gb),
-               "LMCACHE_EXTRA_CONFIG": json.dumps({"use_odirect": True}), "LMCACHE_USE_EXPERIMENTAL": "True"}
+    if config.startswith("kvtier-drives"):
+        over = {"kvtier.root": store_paths(config, args), "kvtier.io": "gds" if config.endswith("gds") else "posix",
+                "kvtier.capacity": args.drives_capacity or args.kvtier_capacity}
+        if config.endswith("tuned"):
+            over.update({"kvtier.request_size": "4M", "kvtier.staging": "32M"})
+        return kvtier(**over), {}, {}
+    if config.startswith("lmcache"):
+        # With LMCACHE_LOCAL_CPU=False LMCache keeps no CPU copy: its CPU pool only stages what is
+        # being written or read, so a hit after vLLM's eviction comes from the disk, as in the
+        # reference (its 20 sessions were larger than any CPU tier). The pool must hold the writes a
+        # whole session leaves pending (stores that find it full are dropped, not waited for).
+        disk = config == "lmcache-disk"
+        env = {"LMCACHE_CHUNK_SIZE": "256", "LMCACHE_LOCAL_CPU": "False" if disk else "True",
+               "LMCACHE_MAX_LOCAL_CPU_SIZE": str(args.lmcache_cpu_gb), "LMCACHE_USE_EXPERIMENTAL": "True"}
+        if disk:
+            env.update({"LMCACHE_LOCAL_DISK": f"file://{store}/", "LMCACHE_MAX_LOCAL_DISK_SIZE": str(args.lmcache_disk_gb),
+                        "LMCACHE_EXTRA_CONFIG": json.dumps({"use_odirect": True})})
         return {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}, env, {}
     if config == "vllm-cpu":
         return None, {}, {"kv_offloading_size": args.vllm_cpu_gb, "kv_offloading_backend": "native"}
@@ -173,9 +185,9 @@ def connector_for(config: str, args) -> tuple[dict | None, dict[str, str], dict]
 
 
 def store_paths(config: str, args) -> list[str]:
-    if config == "kvtier-drives":
+    if config.startswith("kvtier-drives"):
         return [os.path.join(d, f"kv-{config}") for d in args.drives.split(",")]
-    if config in ("recompute", "vllm-cpu"):
+    if config in ("recompute", "vllm-cpu", "lmcache-cpu"):
         return [args.drive]
     return [os.path.join(args.drive, f"kv-{config}")]
 
@@ -342,7 +354,8 @@ def main() -> None:
     ap.add_argument("--request-size", default="0", help="kvtier.request_size (0: kvtier's default)")
     ap.add_argument("--staging", default="0", help="kvtier.staging (0: kvtier's default)")
     ap.add_argument("--dram", default="24G", help="kvtier.dram for kvtier-dram")
-    ap.add_argument("--lmcache-cpu-gb", type=float, default=10.0)
+    ap.add_argument("--lmcache-cpu-gb", type=float, default=24.0,
+                    help="LMCache's CPU pool: its tier (lmcache-cpu), its staging (lmcache-disk)")
     ap.add_argument("--lmcache-disk-gb", type=float, default=40.0)
     ap.add_argument("--vllm-cpu-gb", type=float, default=24.0)
     ap.add_argument("--deadline", type=float, default=0, help="seconds for all configurations (0: none)")
