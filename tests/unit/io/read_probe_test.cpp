@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// The read probe against two emulated drives: the real reads run, and each completion is held back
+// until a model of the drive says it would have finished. One model rewards requests in flight
+// (many parallel channels, as NVMe has), the other punishes them (one channel that loses time
+// switching between requests, as a drive that serialises and thrashes does).
+#include "io/read_probe.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "common/posix.hpp"
+#include "io/io_engine.hpp"
+#include "test_util.hpp"
+
+namespace kvtier {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Seconds = std::chrono::duration<double>;
+
+struct DriveModel {
+  unsigned channels = 1;     ///< requests served at once
+  double overhead_s = 0;     ///< fixed cost of a request
+  double bytes_per_s = 1e9;  ///< one channel's rate
+  double switch_s = 0;       ///< a lone channel's extra cost per other request waiting
+  int64_t fail_at = -1;      ///< the request (counted over the engine's life) that gets EIO
+};
+
+/// Wraps a real engine; completions come back no earlier than the model allows.
+class ModelledEngine final : public IoEngine {
+ public:
+  ModelledEngine(std::unique_ptr<IoEngine> inner, DriveModel model)
+      : inner_(std::move(inner)), model_(model), free_at_(model.channels, Clock::now()) {}
+  std::string_view name() const override { return inner_->name(); }
+  uint32_t depth() const override { return inner_->depth(); }
+  Status enqueue(const IoRequest& r) override {
+    const auto now = Clock::now();
+    auto lane = std::min_element(free_at_.begin(), free_at_.end());
+    const double waiting = model_.channels == 1 ? static_cast<double>(due_.size()) : 0.0;
+    const double service =
+        model_.overhead_s + r.length / model_.bytes_per_s + model_.switch_s * waiting;
+    *lane = std::max(*lane, now) + std::chrono::duration_cast<Clock::duration>(Seconds(service));
+    due_[r.tag] = *lane;
+    if (calls_++ == model_.fail_at) {
+      failed_.push_back({r.tag, -EIO});
+      return {};
+    }
+    ++inner_flight_;
+    return inner_->enqueue(r);
+  }
+  Status submit() override { return inner_flight_ > 0 ? inner_->submit() : Status{}; }
+  Result<size_t> wait(std::span<IoCompletion> out) override {
+    if (ready_.empty() && failed_.empty()) {
+      std::vector<IoCompletion> got(inner_flight_);
+      auto n = inner_->wait(got);
+      if (!n) return n;
+      inner_flight_ -= *n;
+      ready_.insert(ready_.end(), got.begin(), got.begin() + static_cast<long>(*n));
+      std::sort(ready_.begin(), ready_.end(),
+                [&](auto& a, auto& b) { return due_[a.tag] < due_[b.tag]; });
+    }
+    std::deque<IoCompletion>& from = failed_.empty() ? ready_ : failed_;
+    std::this_thread::sleep_until(due_[from.front().tag]);
+    size_t n = 0;
+    while (n < out.size() && !from.empty() && due_[from.front().tag] <= Clock::now()) {
+      due_.erase(from.front().tag);
+      out[n++] = from.front();
+      from.pop_front();
+    }
+    return n;
+  }
+
+ private:
+  std::unique_ptr<IoEngine> inner_;
+  DriveModel model_;
+  std::vector<Clock::time_point> free_at_;
+  std::map<uint64_t, Clock::time_point> due_;
+  std::deque<IoCompletion> ready_, failed_;
+  size_t inner_flight_ = 0;
+  int64_t calls_ = 0;
+};
+
+class ModelScope {
+ public:
+  explicit ModelScope(DriveModel model) {
+    set_io_engine_wrapper_for_testing([model](std::unique_ptr<IoEngine> inner) {
+      return std::unique_ptr<IoEngine>(new ModelledEngine(std::move(inner), model));
+    });
+  }
+  ~ModelScope() { set_io_engine_wrapper_for_testing({}); }
+};
+
+class ReadProbe : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = dir_.path() / "probe";
+    fd_ = UniqueFd(::open(path_.c_str(), O_RDWR | O_CREAT, 0644));
+    ASSERT_GE(fd_.get(), 0);
+    std::vector<std::byte> data(kFileBytes);
+    std::mt19937_64 rng(20261204);
+    for (auto& b : data) b = static_cast<std::byte>(rng());
+    ASSERT_EQ(::pwrite(fd_.get(), data.data(), data.size(), 0), static_cast<ssize_t>(data.size()));
+  }
+
+  // Small sizes keep a sweep under a second or two of modelled time.
+  static ProbeConfig small_sweep() {
+    ProbeConfig c;
+    c.request_sizes = {64u << 10, 256u << 10, 1u << 20};
+    c.in_flight = {1, 2, 4, 8};
+    c.max_staging_bytes = 8u << 20;
+    c.bytes_per_trial = 4u << 20;
+    c.path = IoPath::kBuffered;
+    return c;
+  }
+
+  static constexpr uint64_t kFileBytes = 8u << 20;
+  testing::TempDir dir_;
+  std::filesystem::path path_;
+  UniqueFd fd_;
+};
+
+std::string rates_of(const ProbeReport& report) {
+  std::string out = "chose " + std::to_string(report.best.request_bytes >> 10) + "K x " +
+                    std::to_string(report.best.in_flight) + "; tried:";
+  for (const PatternRate& r : report.rates) {
+    out += " " + std::to_string(r.pattern.request_bytes >> 10) + "Kx" +
+           std::to_string(r.pattern.in_flight) + "=" +
+           std::to_string(static_cast<int>(r.bytes_per_second / 1e6)) + "MB/s";
+  }
+  return out;
+}
+
+DriveModel rewards_depth() {
+  return {.channels = 16, .overhead_s = 2e-3, .bytes_per_s = 200e6, .switch_s = 0};
+}
+
+DriveModel punishes_depth() {
+  return {.channels = 1, .overhead_s = 0.3e-3, .bytes_per_s = 800e6, .switch_s = 1e-3};
+}
+
+TEST_F(ReadProbe, PicksManyRequestsInFlightWhereTheDriveRewardsDepth) {
+  ModelScope scope(rewards_depth());
+  auto report = probe_read_patterns(fd_.get(), kFileBytes, small_sweep());
+  ASSERT_TRUE(report.has_value()) << report.error().to_string();
+  EXPECT_GE(report->best.in_flight, 4u) << rates_of(*report);
+}
+
+TEST_F(ReadProbe, PicksOneRequestInFlightWhereTheDrivePunishesDepth) {
+  ModelScope scope(punishes_depth());
+  auto report = probe_read_patterns(fd_.get(), kFileBytes, small_sweep());
+  ASSERT_TRUE(report.has_value()) << report.error().to_string();
+  EXPECT_EQ(report->best.in_flight, 1u) << rates_of(*report);
+  EXPECT_EQ(report->best.request_bytes, 1u << 20) << rates_of(*report);
+}
+
+TEST_F(ReadProbe, TriesEveryPatternWithinTheStagingBoundAndConfirmsTheBest) {
+  ModelScope scope(rewards_depth());
+  ProbeConfig c = small_sweep();
+  c.max_staging_bytes = 1u << 20;
+  auto report = probe_read_patterns(fd_.get(), kFileBytes, c);
+  ASSERT_TRUE(report.has_value()) << report.error().to_string();
+  // 64K x 1..8 (all fit 1 MiB), 256K x 1..4, 1M x 1: 4 + 3 + 1 = 8 trials, then 3 confirmations.
+  ASSERT_EQ(report->rates.size(), 8u + c.confirm);
+  for (const PatternRate& r : report->rates) {
+    EXPECT_LE(r.pattern.staging_bytes(), c.max_staging_bytes);
+    EXPECT_GT(r.bytes_per_second, 0);
+  }
+  EXPECT_LE(report->best.staging_bytes(), c.max_staging_bytes);
+}
+
+TEST_F(ReadProbe, FailsWithTheDrivesErrorWhenAReadFails) {
+  DriveModel failing = rewards_depth();
+  failing.fail_at = 5;
+  ModelScope scope(failing);
+  auto report = probe_read_patterns(fd_.get(), kFileBytes, small_sweep());
+  ASSERT_FALSE(report.has_value());
+  EXPECT_EQ(report.error().code(), ErrorCode::kIo) << report.error().to_string();
+}
+
+TEST_F(ReadProbe, RefusesAFileSmallerThanEveryRequestSize) {
+  ProbeConfig c = small_sweep();
+  c.request_sizes = {16u << 20};
+  auto report = probe_read_patterns(fd_.get(), kFileBytes, c);
+  ASSERT_FALSE(report.has_value());
+  EXPECT_EQ(report.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(report.error().message().find("no request size"), std::string::npos);
+}
+
+TEST_F(ReadProbe, ReadsARealFileWithODirect) {
+  UniqueFd direct(::open(path_.c_str(), O_RDONLY | O_DIRECT));
+  if (direct.get() < 0 && errno == EINVAL) GTEST_SKIP() << "no O_DIRECT on " << path_;
+  ASSERT_GE(direct.get(), 0);
+  ProbeConfig c = small_sweep();
+  c.path = IoPath::kDirect;
+  auto report = probe_read_patterns(direct.get(), kFileBytes, c);
+  ASSERT_TRUE(report.has_value()) << report.error().to_string();
+  EXPECT_GT(report->best.in_flight, 0u);
+  EXPECT_FALSE(report->rates.empty());
+}
+
+}  // namespace
+}  // namespace kvtier
