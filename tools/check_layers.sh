@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 # Rank of each directory under src/, bottom up. Directories of one rank may not include each other.
 declare -A rank=(
   [common]=0
-  [store]=1 [io]=1 [device]=1 [metrics]=1 [remote]=1
+  [store]=1 [io]=1 [device]=1 [metrics]=1 [remote]=1 [codec]=1
   [cuda]=2
   [datapath]=3
   [engine]=4

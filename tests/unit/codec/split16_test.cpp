@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#include "codec/split16.hpp"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/checksum.hpp"
+
+namespace kvtier::codec {
+namespace {
+
+using Bytes = std::vector<std::byte>;
+
+uint16_t bf16_of(float f) { return static_cast<uint16_t>(std::bit_cast<uint32_t>(f) >> 16); }
+
+Bytes gaussian_bf16(size_t words, float sigma, std::mt19937_64& rng) {
+  std::normal_distribution<float> d(0.0f, sigma);
+  Bytes out(words * 2);
+  for (size_t i = 0; i < words; ++i) {
+    const uint16_t w = bf16_of(d(rng));
+    std::memcpy(out.data() + 2 * i, &w, 2);
+  }
+  return out;
+}
+
+Bytes random_bytes(size_t n, std::mt19937_64& rng) {
+  Bytes out(n);
+  for (auto& b : out) b = static_cast<std::byte>(rng());
+  return out;
+}
+
+Bytes encode(const Bytes& raw) {
+  Bytes out(split16_bound(raw.size()));
+  auto n = split16_encode(raw, out);
+  EXPECT_TRUE(n.has_value()) << n.error().to_string();
+  out.resize(n.value_or(0));
+  return out;
+}
+
+void expect_round_trip(const Bytes& raw) {
+  const Bytes stored = encode(raw);
+  EXPECT_LE(stored.size(), split16_bound(raw.size()));
+  auto size = split16_decoded_bytes(stored);
+  ASSERT_TRUE(size.has_value()) << size.error().to_string();
+  ASSERT_EQ(*size, raw.size());
+  Bytes back(raw.size(), std::byte{0x5a});
+  ASSERT_TRUE(split16_decode(stored, back).ok());
+  ASSERT_EQ(back, raw);
+}
+
+TEST(Split16, RoundTripsSeededKvLikeAndRandomDataOfEveryLength) {
+  const uint64_t seed = 20261204;
+  std::mt19937_64 rng(seed);
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::vector<size_t> sizes = {0, 1, 2, 3, 8, 8190, 8191, 8192, 8193, 8194, 16384, 3 * 8192 + 6};
+  for (int i = 0; i < 40; ++i) sizes.push_back(rng() % (5 * 8192));
+  for (size_t bytes : sizes) {
+    for (float sigma : {1e-4f, 0.02f, 1.0f, 300.0f}) {
+      Bytes raw = gaussian_bf16(bytes / 2, sigma, rng);
+      if (bytes % 2) raw.push_back(static_cast<std::byte>(rng()));
+      expect_round_trip(raw);
+    }
+    expect_round_trip(random_bytes(bytes, rng));
+  }
+}
+
+TEST(Split16, RoundTripsEveryExponentSignNanInfinityAndZero) {
+  Bytes raw;
+  for (uint32_t w = 0; w < 65536; ++w) {
+    raw.push_back(static_cast<std::byte>(w & 0xff));
+    raw.push_back(static_cast<std::byte>(w >> 8));
+  }
+  expect_round_trip(raw);
+  expect_round_trip(Bytes(4 * 8192, std::byte{0}));
+  Bytes inf_nan;
+  for (uint16_t w : {0x7f80, 0xff80, 0x7fc0, 0xffff, 0x0001, 0x8000}) {
+    for (int i = 0; i < 3000; ++i) {
+      inf_nan.push_back(static_cast<std::byte>(w & 0xff));
+      inf_nan.push_back(static_cast<std::byte>(w >> 8));
+    }
+  }
+  expect_round_trip(inf_nan);
+}
+
+TEST(Split16, ShrinksGaussianBf16AndNeverGrowsPastTheBound) {
+  std::mt19937_64 rng(7);
+  const Bytes kv = gaussian_bf16(1 << 20, 0.5f, rng);
+  const double ratio = static_cast<double>(kv.size()) / encode(kv).size();
+  RecordProperty("gaussian_ratio", std::to_string(ratio));
+  // A Gaussian's exponent carries ~3 bits: 16 bits become about 8 + 3-4.
+  EXPECT_GT(ratio, 1.3) << ratio;
+  const Bytes noise = random_bytes(1 << 20, rng);
+  const Bytes stored = encode(noise);
+  EXPECT_LE(stored.size(), split16_bound(noise.size()));
+  EXPECT_LT(stored.size(), noise.size() + noise.size() / 200);
+}
+
+// Any damage: refused, or decoded to the original, or to bytes whose record checksum differs (the
+// restore then drops the record). Never a crash or an out-of-bounds access (run under ASan).
+void expect_damage_caught(const Bytes& raw, const Bytes& damaged) {
+  auto size = split16_decoded_bytes(damaged);
+  if (!size) return;
+  if (*size > (64u << 20)) return;  // a damaged size the caller would refuse to allocate
+  Bytes back(*size);
+  Status s = split16_decode(damaged, back);
+  if (!s.ok()) {
+    EXPECT_EQ(s.code(), ErrorCode::kCorrupt) << s.to_string();
+    return;
+  }
+  if (back == raw) return;
+  EXPECT_NE(kvsum::of(back.data(), back.size()), kvsum::of(raw.data(), raw.size()));
+}
+
+TEST(Split16, DamagedStreamsAreRefusedOrCaughtByTheRecordChecksum) {
+  std::mt19937_64 rng(11);
+  Bytes raw = gaussian_bf16(3 * 4096 + 100, 0.1f, rng);
+  raw.push_back(std::byte{7});
+  const Bytes stored = encode(raw);
+  size_t refused = 0;
+  for (size_t at = 0; at < stored.size(); at += (at < 4096 ? 1 : 37)) {
+    for (uint8_t flip : {uint8_t{0x01}, uint8_t{0x80}, uint8_t{0xff}}) {
+      Bytes damaged = stored;
+      damaged[at] ^= std::byte{flip};
+      expect_damage_caught(raw, damaged);
+      refused += split16_decoded_bytes(damaged).has_value() ? 0 : 1;
+    }
+  }
+  for (size_t cut = 0; cut < stored.size(); cut += 1 + cut / 8) {
+    Bytes truncated(stored.begin(), stored.begin() + static_cast<long>(cut));
+    EXPECT_FALSE(split16_decoded_bytes(truncated).has_value()) << cut;
+  }
+  EXPECT_GT(refused, 0u);
+}
+
+TEST(Split16, RefusesAnOutputOfTheWrongSize) {
+  std::mt19937_64 rng(3);
+  const Bytes raw = gaussian_bf16(1000, 1.0f, rng);
+  const Bytes stored = encode(raw);
+  Bytes small(raw.size() - 2);
+  EXPECT_EQ(split16_decode(stored, small).code(), ErrorCode::kInvalidArgument);
+  Bytes tiny_out(10);
+  EXPECT_FALSE(split16_encode(raw, tiny_out).has_value());
+}
+
+}  // namespace
+}  // namespace kvtier::codec
