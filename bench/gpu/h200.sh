@@ -108,7 +108,8 @@ dd_ceiling() {
   done
   wait
   end=$(date +%s%N)
-  bytes=$(find "$root" -path "*/rank*/seg-*.kvt" -printf "%s\n" | awk '{ s += $1 } END { print s }')
+  bytes=$(find "$root" -path "*/rank*/seg-*.kvt" -printf "%s\n" | awk '{ s += $1 } END { print s + 0 }')
+  (( bytes > 0 )) || { say "dd: no segment files under $root"; return 1; }
   say "dd (one reader per rank, 16M, O_DIRECT, whole segment files): $(python3 -c "import sys; b, ns = \
 int(sys.argv[1]), int(sys.argv[2]); print(f'{b / 1e9:.2f} GB in {ns / 1e9:.3f} s = {b / ns:.2f} GB/s')" "$bytes" "$((end - start))")"
 }
@@ -168,7 +169,10 @@ scenario_reliability() {
   say "seed: $KVTIER_TEST_SEED"
   h200_udev_entry
   # Most telling first: a call cut short by its time limit keeps what matters.
-  h200_gds_tests 2>&1 | tee -a "$OUT/summary.txt"
+  say "== GPU tests with the udev entry (cuFile compat mode), the property test left to the next step"
+  KVTIER_TEST_DIR=/root KVTIER_TEST_EXPECT_GDS=used CUFILE_LOGFILE_PATH="$OUT/cufile.log" timeout 120 \
+    build/h200/tests/kvtier_gpu_tests --gtest_filter=-GpuPropertyTest.* > "$OUT/gpu_tests_gds.log" 2>&1
+  grep -E "gds:|FAILED|PASSED|Failure" -A3 "$OUT/gpu_tests_gds.log" | tail -12 | tee -a "$OUT/summary.txt"
   say "== wide property slice: ${PROPERTY_CASES:-500} cases up to ${PROPERTY_MAX_MB:-64} MiB, every path incl. cuFile"
   start=$(date +%s)
   KVTIER_TEST_DIR=/root KVTIER_PROPERTY_CASES="${PROPERTY_CASES:-500}" KVTIER_PROPERTY_MAX_MB="${PROPERTY_MAX_MB:-64}" \
@@ -314,7 +318,7 @@ scenario_peers_drives() {
 
 scenario_striped() {
   # dmsetup: from the image, or unpacked from a .deb in .deps (dmsetup, libdevmapper1.02.1)
-  export PATH="/tmp/deps/sbin:$PATH" LD_LIBRARY_PATH="/tmp/deps/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH"
+  export PATH="/tmp/deps/sbin:$PATH" LD_LIBRARY_PATH="/tmp/deps/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
   need_fio
   h200_python_env
   drop_striped_drive 2> /dev/null
