@@ -65,7 +65,7 @@ drop_fast_drives() {
 # make_striped_drive N GIB: one drive striped (device-mapper "striped", 512 KiB chunks) over N
 # RAM-backed loop devices of GIB each, ext4, mounted on /mnt/stripe with the cuFile udev entry: what
 # a server's RAID 0 over several NVMe drives looks like to a reader of one file. Needs dmsetup and
-# the kernel's dm-mod, which the H200 VM lacks (docs/perf.md, fourth fast-drive run).
+# the kernel's dm-mod, which the H200 VM lacks.
 make_striped_drive() {
   local n=$1 gib=$2 i dev devs=() table sectors mm
   command -v dmsetup >/dev/null || { echo "make_striped_drive: no dmsetup" >&2; return 1; }

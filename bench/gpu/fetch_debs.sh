@@ -11,7 +11,7 @@ mkdir -p .deps .whl
 (cd .deps && apt-get download liburing-dev liburing2 libxxhash-dev libxxhash0 libcli11-dev nlohmann-json3-dev \
   libfmt-dev libfmt9 libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian)
 # The remote tier: hiredis to build against, redis-server and redis-cli for its tests and the shared
-# workload's cluster (bench/gpu/run_shared_h200.sh), with what they link that the image may lack,
+# workload's cluster (bench/gpu/h200.sh shared), with what they link that the image may lack,
 # and pkgconf, through which CMake finds hiredis.
 (cd .deps && apt-get download libhiredis-dev libhiredis0.14 redis-server redis-tools libjemalloc2 liblzf1   pkgconf-bin libpkgconf3)
 # Libraries redis links that most images carry already: h200_common.sh uses them only where missing.

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: 2026 kvtier authors
 # Downloads the peers the benchmark machine lacks, as wheels for its Python (3.12, x86_64), into
-# .whl/ (git-ignored; a device call carries it, run_python_h200.sh installs it under /tmp/site).
+# .whl/ (git-ignored; a device call carries it, bench/gpu/h200.sh installs it under /tmp/site).
 # LMCache 0.5.3 because its compiled kernels are built for torch 2.11 + CUDA 13.0, the H200 image's
 # pair (0.5.4+ pin torch 2.13); the rest are its and KvikIO's needs missing on that image.
 # Usage: bench/gpu/fetch_peer_wheels.sh [DIR]   (default .whl)

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # SPDX-FileCopyrightText: 2026 kvtier authors
-# Steps shared by the H200 batch scripts (sourced, not run). Debian packages the machine lacks
-# travel as .deb files in .deps/ and are unpacked under /tmp/deps; logs go to $OUT.
+# Steps shared by the H200 scenarios (bench/gpu/h200.sh) and bench/vllm/run_h200.sh (sourced, not
+# run). Debian packages the machine lacks travel as .deb files in .deps/ and are unpacked under
+# /tmp/deps; logs go to $OUT.
 OUT="${OUT:-/tmp/kvtier-out}"
 mkdir -p "$OUT" /tmp/deps
 for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
@@ -38,6 +39,27 @@ h200_hiredis_pc() {
 }
 H200_PKG_CONFIG=()
 h200_hiredis_pc
+
+# h200_with_redis: the remote tier required in the build (redis and hiredis from .deps,
+# fetch_debs.sh); a build/h200 configured without hiredis is configured again.
+h200_with_redis() {
+  export KVTIER_WITH_REDIS=ON
+  if [ -f build/h200/CMakeCache.txt ] && ! grep -q "^HIREDIS_FOUND:INTERNAL=1" build/h200/CMakeCache.txt; then
+    rm -f build/h200/build.ninja
+  fi
+}
+
+# h200_machine: what the machine is (GPU, link, toolchain, cores, memory, disk, cuFile, nvidia-fs)
+# into $OUT/machine.txt.
+h200_machine() {
+  {
+    nvidia-smi --query-gpu=name,memory.total,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv
+    g++ --version | head -1; cmake --version | head -1; nvcc --version | tail -1
+    nproc; free -g | head -2; df -h / | tail -1; uname -r
+    ls -l /usr/local/cuda/include/cufile.h /usr/local/cuda/lib64/libcufile.so* 2>&1 | head -5
+    ls /proc/driver/nvidia-fs 2>&1 | head -2
+  } > "$OUT/machine.txt" 2>&1
+}
 
 # Configures build/h200 once (kept while the machine stays warm) and builds it.
 h200_build() {
@@ -87,8 +109,10 @@ h200_gds_tests() {
 h200_python_env() {
   local so
   export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/build/h200/python:/tmp/site"
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl > "$OUT/pip.log" 2>&1 || tail -5 "$OUT/pip.log"
+  if ls .whl/*.whl > /dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/site .whl/*.whl > "$OUT/pip.log" 2>&1 || tail -5 "$OUT/pip.log"
+  fi
   so=$(python3 -c "import glob, nvidia, os; print((sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], '**', 'libcufile.so.0'), recursive=True)) + [''])[0])" 2>/dev/null)
   if [ -n "$so" ]; then
     mkdir -p /tmp/cufile-lib && ln -sf "$so" /tmp/cufile-lib/libcufile.so

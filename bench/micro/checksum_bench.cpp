@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "common/aligned_buffer.hpp"
-#include "engine/keys.hpp"
-#include "store/checksum.hpp"
+#include "common/checksum.hpp"
+#include "common/keys.hpp"
 
 namespace kvtier {
 namespace {

@@ -104,7 +104,8 @@ struct KVTIER_EXPORT Options {
   /// Host I/O path for segment files. kAuto lets KVTIER_IO_PATH choose, else picks O_DIRECT.
   IoPath io_path = IoPath::kAuto;
   /// Size of one read or write request; requests of a restore are this size or smaller.
-  /// 0: 16 MiB (the best O_DIRECT request size measured on both test machines; docs/perf.md).
+  /// 0: 16 MiB (large enough that per-request kernel work is small next to the copy, small
+  /// enough for several in flight within the staging bound; docs/perf.md "Fast drives and tuning").
   uint64_t io_request_bytes = 0;
   /// Bound on staging memory, and so on the bytes in flight, per engine. 0: 128 MiB.
   uint64_t staging_bytes = 0;

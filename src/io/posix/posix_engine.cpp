@@ -26,8 +26,8 @@ IoCompletion run(const IoRequest& r) {
 
 /// pread/pwrite. With one thread, each request runs at enqueue time on the caller's thread. With
 /// more, requests run on that many threads: a buffered read is a CPU copy out of the page cache,
-/// and one copy stream cannot feed a GPU link or a fast drive's readahead (one thread gave 11 GB/s
-/// from a warm page cache on the H200, against 46 GB/s for a reader with 16).
+/// and one copy stream, bound by one core's copy rate, cannot keep up with a GPU link or a fast
+/// drive's readahead.
 class PosixEngine final : public IoEngine {
  public:
   explicit PosixEngine(uint32_t threads) : threads_(std::max<uint32_t>(1, threads)) {

@@ -1,0 +1,346 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: 2026 kvtier authors
+# The H200 machine's benchmarks and GPU checks, one named scenario per device call (usage below).
+# Shared steps live in h200_common.sh (build, tests, cuFile's udev entry, results) and
+# fast_drives.sh (RAM-backed loop devices standing in for NVMe). The vLLM serving run is
+# bench/vllm/run_h200.sh.
+set -uo pipefail
+here=$(dirname "$0")
+
+usage() {
+  cat <<'EOF'
+usage: bench/gpu/h200.sh SCENARIO [ARGS]   (on the H200 machine, from the repository root)
+
+Every scenario builds build/h200 with CUDA (kept while the machine stays warm), and returns
+$OUT/summary.txt plus $OUT/runs.tar.gz (every log and run directory). With TESTS=1 it runs the
+`tests` scenario first. Scenarios on fast drives use RAM-backed loop devices standing in for NVMe
+(fast_drives.sh) and say so in their output; seed runs there take fio's ceiling, so they need
+.deps/fio (bench/gpu/build_fio.sh).
+
+  tests                  every test without cuFile's udev entry (GDS must fall back and say why),
+                         then the GPU tests with it (cuFile in compat mode); redis-labelled tests
+                         too when .deps holds redis and hiredis (fetch_debs.sh)
+  verify                 tests, the seed workload on the virtio disk (posix, gds, dram; one
+                         100K-token session: nothing may regress), then `shared` with one session
+  gpu-bench [TOKENS [REPEATS]]
+                         kvtier_gpu_bench (restore paths into vLLM's paged layout, scatter kernel
+                         against D2D, pinned H2D, DRAM tier) and a dd ceiling; 100000 tokens, 3
+  seed [BENCH ARGS]      kvtier bench --workload seed on the virtio disk, e.g. `--sessions 4
+                         --chunk-sweep 1024` or `--concurrency 1,2,4,8,16 --tokens 8192 --host-load 4`
+  shared [BENCH ARGS]    kvtier bench --workload shared into GPU memory against a 3-master +
+                         3-replica Redis Cluster on loopback (default `--sessions 2 --repeat 3`)
+  reliability            GPU tests with cuFile's udev entry, the wide GPU property slice
+                         (PROPERTY_CASES 500, PROPERTY_MAX_MB 64, KVTIER_TEST_SEED), the PyTorch
+                         tests, then the GPU tests without the entry
+  peers [PEERS ARGS]     bench/peers/peers_bench.py on the virtio disk (KvikIO, LMCache, a naive
+                         loader; wheels in .whl/, fetch_peer_wheels.sh), e.g. `--repeats 2 --warm`
+  model [MODEL ARGS]     bench/model/restore_vs_recompute.py: Qwen3-MoE prefill against a restore
+                         (MODEL_TIMEOUT, default 300 s)
+  one-drive              one fast drive: dd of the store's files, then the seed restore at
+                         4M x 1 (posix and gds), 8M x 1, 16M x 1, 16M x 2, 16M x 32, the defaults
+                         (16M x 8) and 4M x 1 again: bytes in flight and request size against
+                         rate and CPU per GB
+  drives N [SEED ARGS]   a store over N fast drives: 4M x 1 per drive and rank (posix and gds),
+                         16M x 1 per drive and rank, the defaults; e.g. `drives 8 --segment-size 256M`
+  destination N [SEED ARGS]
+                         a store over N fast drives at 4M x 1 per drive and rank, then
+                         destination_bench (none of kvtier's code) on its segment files into a
+                         plain buffer, pinned memory, pinned + copy to the GPU, then kvtier again
+  fio-scaling [MAX]      fio alone on 1, 2, 4 .. MAX fast drives (default 4), 16M at depth 1 and 8
+  peers-drives N         the peers and kvtier on N fast drives, fio next to each round: N = 1 one
+                         drive holds every configuration's files; N > 1 kvtier's store spans all,
+                         each peer's file for rank r sits on drive r
+  striped                the peers on one file system striped over four fast drives (device-mapper
+                         RAID 0: needs dm-mod, which the H200 VM lacks)
+
+Env: OUT (results, default /tmp/kvtier-out), TESTS=1, SESSIONS (seed runs on fast drives, 1),
+BUDGET_S (the call's seconds, 540: later steps are skipped when it is nearly spent).
+EOF
+}
+
+scenario=${1:-}
+[ -n "$scenario" ] && shift
+case "$scenario" in
+  tests | verify | gpu-bench | seed | shared | reliability | peers | model | one-drive | drives | destination | \
+    fio-scaling | peers-drives | striped) ;;
+  -h | --help | help)
+    usage
+    exit 0
+    ;;
+  *)
+    usage >&2
+    exit 2
+    ;;
+esac
+
+source "$here/h200_common.sh"
+source "$here/fast_drives.sh"
+K=build/h200/tools/kvtier/kvtier
+
+# The seed workload on the virtio disk: `kvtier bench --workload seed ARGS` into /root/runs/NAME.
+virtio_seed() {
+  local name=$1 start
+  shift
+  rm -rf /root/seed-store
+  start=$(date +%s)
+  # shellcheck disable=SC2068
+  stdbuf -oL "$K" bench --workload seed --store /root/seed-store --out "/root/runs/$name" "$@" 2>&1 \
+    | grep -v "%$" > "$OUT/$name.txt"
+  say "== $name (virtio disk: $*): $(( $(date +%s) - start )) s"
+  grep -E "^\| |fio ceiling|WARNING|ERROR" "$OUT/$name.txt" | tee -a "$OUT/summary.txt"
+  rm -rf /root/seed-store
+}
+
+run_tests() {
+  h200_tests 2>&1 | tee -a "$OUT/summary.txt"
+  h200_udev_entry
+  h200_gds_tests 2>&1 | tee -a "$OUT/summary.txt"
+}
+
+# dd of a store's segment files, one O_DIRECT 16 MiB reader per rank at once, page cache dropped.
+dd_ceiling() {
+  local root=$1 start end bytes r
+  sync; echo 3 > /proc/sys/vm/drop_caches
+  start=$(date +%s%N)
+  for r in 0 1; do
+    (find "$root" -path "*/rank$r*/seg-*.kvt" -exec dd if={} of=/dev/null bs=16M iflag=direct status=none \;) &
+  done
+  wait
+  end=$(date +%s%N)
+  bytes=$(find "$root" -path "*/rank*/seg-*.kvt" -printf "%s\n" | awk '{ s += $1 } END { print s + 0 }')
+  (( bytes > 0 )) || { say "dd: no segment files under $root"; return 1; }
+  say "dd (one reader per rank, 16M, O_DIRECT, whole segment files): $(python3 -c "import sys; b, ns = \
+int(sys.argv[1]), int(sys.argv[2]); print(f'{b / 1e9:.2f} GB in {ns / 1e9:.3f} s = {b / ns:.2f} GB/s')" "$bytes" "$((end - start))")"
+}
+
+# GiB per fast drive for SESSIONS 100K-token sessions (9.83 GB over both ranks) spread over N.
+drive_gib() { echo $(( (12 * ${SESSIONS:-1} + $1 - 1) / $1 + 4 )); }
+
+need_fio() { command -v fio > /dev/null || { say "no fio: bench/gpu/build_fio.sh makes .deps/fio"; exit 1; }; }
+
+scenario_tests() { run_tests; }
+
+scenario_verify() {
+  run_tests
+  virtio_seed virtio --sessions 1 --tokens 100000 --paths posix,gds,dram
+  if h200_left 90; then scenario_shared --sessions 1 --repeat 3; else say "== shared: skipped (time)"; fi
+}
+
+scenario_gpu_bench() {
+  local tokens=${1:-100000} repeats=${2:-3}
+  h200_udev_entry
+  mkdir -p /root/kvbench && rm -rf /root/kvbench/* /root/kvbench-dram
+  say "== GPU path benchmark: $tokens tokens, $repeats repeats (cuFile in compat mode)"
+  KVTIER_BENCH_GDS=1 stdbuf -oL build/h200/bench/kvtier_gpu_bench /root/kvbench "$OUT/gpu_bench.json" "$tokens" \
+    "$repeats" 2>&1 | tee -a "$OUT/summary.txt"
+  dd_ceiling /root/kvbench
+  rm -rf /root/kvbench /root/kvbench-dram
+}
+
+scenario_seed() {
+  h200_udev_entry
+  virtio_seed seed "$@"
+}
+
+scenario_shared() {
+  local cluster=/root/shared-cluster seeds start
+  if ! command -v redis-server > /dev/null || ! command -v redis-cli > /dev/null; then
+    say "shared: no redis-server/redis-cli (bench/gpu/fetch_debs.sh)"
+    return 1
+  fi
+  bench/remote/stop_cluster.sh "$cluster"
+  seeds=$(bench/remote/start_cluster.sh "$cluster" 7100 1 3) || { say "shared: no cluster"; return 1; }
+  rm -rf /root/shared-store
+  start=$(date +%s)
+  (( $# )) || set -- --sessions 2 --repeat 3
+  stdbuf -oL "$K" bench --workload shared --remote "$seeds" --device cuda --store /root/shared-store \
+    --out /root/runs/shared "$@" 2>&1 | grep -v "%$" > "$OUT/shared.txt"
+  say "== shared ($*): $(( $(date +%s) - start )) s"
+  grep -E "^\| |WARNING|ERROR" "$OUT/shared.txt" | tee -a "$OUT/summary.txt"
+  redis-cli -p 7100 info memory | grep -E "used_memory_human|maxmemory_human" >> "$OUT/summary.txt"
+  bench/remote/stop_cluster.sh "$cluster"
+  rm -rf /root/shared-store
+}
+
+scenario_reliability() {
+  local start
+  export KVTIER_TEST_SEED="${KVTIER_TEST_SEED:-$(date +%s)}"
+  say "seed: $KVTIER_TEST_SEED"
+  h200_udev_entry
+  # Most telling first: a call cut short by its time limit keeps what matters.
+  say "== GPU tests with the udev entry (cuFile compat mode), the property test left to the next step"
+  KVTIER_TEST_DIR=/root KVTIER_TEST_EXPECT_GDS=used CUFILE_LOGFILE_PATH="$OUT/cufile.log" timeout 120 \
+    build/h200/tests/kvtier_gpu_tests --gtest_filter=-GpuPropertyTest.* > "$OUT/gpu_tests_gds.log" 2>&1
+  grep -E "gds:|FAILED|PASSED|Failure" -A3 "$OUT/gpu_tests_gds.log" | tail -12 | tee -a "$OUT/summary.txt"
+  say "== wide property slice: ${PROPERTY_CASES:-500} cases up to ${PROPERTY_MAX_MB:-64} MiB, every path incl. cuFile"
+  start=$(date +%s)
+  KVTIER_TEST_DIR=/root KVTIER_PROPERTY_CASES="${PROPERTY_CASES:-500}" KVTIER_PROPERTY_MAX_MB="${PROPERTY_MAX_MB:-64}" \
+    timeout 220 build/h200/tests/kvtier_gpu_tests --gtest_filter=GpuPropertyTest.* > "$OUT/property_wide.log" 2>&1
+  say "rc $?, $(( $(date +%s) - start )) s"
+  grep -E "KVTIER_TEST_SEED|cases run|FAILED|PASSED|Failure|replay" "$OUT/property_wide.log" | head -20 \
+    | tee -a "$OUT/summary.txt"
+  say "== PyTorch on the GPU (the reported geometries), cuFile compat mode"
+  h200_python_env
+  KVTIER_TEST_DIR=/root KVTIER_TEST_EXPECT_GDS=used timeout 120 python3 tests/python/test_torch.py -v \
+    > "$OUT/torch.log" 2>&1
+  tail -6 "$OUT/torch.log" | tee -a "$OUT/summary.txt"
+  rm -f "/run/udev/data/b$(mountpoint -d /)"
+  say "== GPU tests, no udev entry (cuFile refuses the files: GDS falls back and says why)"
+  KVTIER_TEST_DIR=/root KVTIER_TEST_EXPECT_GDS=fallback timeout 150 ctest --test-dir build/h200 -L gpu -LE python \
+    --output-on-failure > "$OUT/ctest_gpu.log" 2>&1
+  grep -E "tests passed|Failed|\(Failed\)|\*\*\*" "$OUT/ctest_gpu.log" | tail -12 | tee -a "$OUT/summary.txt"
+}
+
+scenario_peers() {
+  local start
+  h200_udev_entry
+  h200_python_env
+  rm -rf /root/peers
+  start=$(date +%s)
+  python3 bench/peers/peers_bench.py --dir /root/peers --out "$OUT/peers" "$@" > "$OUT/peers.txt" 2>&1
+  say "== peers (virtio disk: $*): rc $? in $(( $(date +%s) - start )) s"
+  cat "$OUT/peers/table.md" 2>/dev/null | tee -a "$OUT/summary.txt"
+  rm -rf /root/peers
+}
+
+scenario_model() {
+  local start
+  h200_udev_entry
+  h200_python_env
+  rm -rf /root/model-store
+  start=$(date +%s)
+  timeout "${MODEL_TIMEOUT:-300}" python3 bench/model/restore_vs_recompute.py --store /root/model-store \
+    --out "$OUT/model" "$@" 2>&1 | grep -v "^W1203" > "$OUT/model.txt"
+  say "== model ($*): $(( $(date +%s) - start )) s"
+  cat "$OUT/model/table.md" 2>/dev/null | tee -a "$OUT/summary.txt"
+  rm -rf /root/model-store
+}
+
+# One store on one drive, written by the first run and read by the others (--keep).
+scenario_one_drive() {
+  need_fio
+  make_fast_drives 1 "$(drive_gib 1)" | tee -a "$OUT/summary.txt" || return 1
+  h200_seed one-4M-x1 /mnt/fast0/s --paths posix,gds --request-size 4M --staging 4M
+  dd_ceiling /mnt/fast0/s
+  h200_seed one-8M-x1 /mnt/fast0/s --paths posix --request-size 8M --staging 8M
+  h200_seed one-16M-x1 /mnt/fast0/s --paths posix --request-size 16M --staging 16M
+  h200_seed one-16M-x2 /mnt/fast0/s --paths posix --request-size 16M --staging 32M
+  h200_seed one-16M-x32 /mnt/fast0/s --paths posix --request-size 16M --staging 512M
+  h200_seed one-default /mnt/fast0/s --paths posix
+  h200_seed one-4M-x1-again /mnt/fast0/s --paths posix --request-size 4M --staging 4M
+}
+
+# A store over N drives, written by the first run and read by the others (--keep); staging of one
+# request per drive and rank.
+scenario_drives() {
+  local n=${1:?drives N}
+  shift
+  need_fio
+  make_fast_drives "$n" "$(drive_gib "$n")" | tee -a "$OUT/summary.txt" || return 1
+  local roots
+  roots=$(fast_drive_list "$n" m)
+  h200_seed "drives$n-4M-x1" "$roots" --paths posix,gds --request-size 4M --staging $(( 4 * n ))M "$@"
+  h200_seed "drives$n-16M-x1" "$roots" --paths posix --request-size 16M --staging $(( 16 * n ))M "$@"
+  h200_seed "drives$n-default" "$roots" --paths posix "$@"
+  du -sh /mnt/fast*/m 2> /dev/null | tee -a "$OUT/summary.txt"
+}
+
+scenario_destination() {
+  local n=${1:?destination N} roots r d files dest readers=() pattern
+  shift
+  need_fio
+  make_fast_drives "$n" "$(drive_gib "$n")" | tee -a "$OUT/summary.txt" || return 1
+  roots=$(fast_drive_list "$n" m)
+  h200_seed "dest$n-4M-x1" "$roots" --paths posix --request-size 4M --staging $(( 4 * n ))M "$@"
+  for r in 0 1; do
+    for ((d = 0; d < n; d++)); do
+      files=$(find "/mnt/fast$d/m" -path "*/rank${r}of2/seg-*.kvt" 2> /dev/null | sort | paste -sd,)
+      [ -n "$files" ] && readers+=(--rank "$files")
+    done
+  done
+  say "destination_bench: $(( ${#readers[@]} / 2 )) readers (rank x drive)"
+  # Each destination twice, in alternating order; one drive also at 16 MiB x 8 (kvtier's defaults).
+  for pattern in "4194304 1" "16777216 8"; do
+    [ "$pattern" = "16777216 8" ] && (( n > 1 )) && continue
+    for dest in plain pinned pinned+h2d pinned+h2d pinned plain; do
+      sync; echo 3 > /proc/sys/vm/drop_caches
+      say "$dest, ${pattern% *} B x ${pattern#* }: $(build/h200/bench/kvtier_destination_bench --request "${pattern% *}" \
+        --depth "${pattern#* }" --dest "$dest" "${readers[@]}")"
+    done
+  done
+  h200_seed "dest$n-4M-x1-again" "$roots" --paths posix --request-size 4M --staging $(( 4 * n ))M "$@"
+}
+
+scenario_fio_scaling() {
+  local max=${1:-4} n d i files
+  need_fio
+  make_fast_drives "$max" 6 | tee -a "$OUT/summary.txt" || return 1
+  for ((n = 1; n <= max; n *= 2)); do
+    for d in 1 8; do
+      files=()
+      for ((i = 0; i < n; i++)); do files+=(--name="d$i" --filename="/mnt/fast$i/fio.dat"); done
+      fio --ioengine=io_uring --direct=1 --rw=read --bs=16M --iodepth="$d" --size=4G --group_reporting \
+        --output-format=json "${files[@]}" > "$OUT/fio-alone-$n-$d.json" 2>&1
+      say "fio alone: $n drive(s), depth $d, 16M: $(python3 -c "import json, sys; t = open(sys.argv[1]).read(); \
+print(f'{json.loads(t[t.find(\"{\"):])[\"jobs\"][0][\"read\"][\"bw_bytes\"] / 1e9:.2f} GB/s')" "$OUT/fio-alone-$n-$d.json")"
+    done
+  done
+}
+
+# peers_bench.py on PEERS_DIR with ARGS, its table into the summary.
+peers_on() {
+  local what=$1 dir=$2 start
+  shift 2
+  start=$(date +%s)
+  timeout $(( ${BUDGET_S:-540} - 30 - ($(date +%s) - H200_T0) )) python3 bench/peers/peers_bench.py --dir "$dir" \
+    --out "$OUT/peers" --repeats 2 "$@" > "$OUT/peers.log" 2>&1
+  say "== peers ($what): rc $? in $(( $(date +%s) - start )) s"
+  grep -E '^\{"config"|fio depth|Error|error' "$OUT/peers.log" > "$OUT/peers-rows.txt"
+  cat "$OUT/peers/table.md" 2> /dev/null | tee -a "$OUT/summary.txt"
+}
+
+scenario_peers_drives() {
+  local n=${1:?peers-drives N}
+  need_fio
+  h200_python_env
+  if (( n == 1 )); then
+    make_fast_drives 1 46 | tee -a "$OUT/summary.txt" || return 1
+    peers_on "one drive, kvtier at 4M x 1" /mnt/fast0/peers --request-size 4M --staging 4M \
+      --configs "kvtier posix,kvikio compat,kvikio cufile,naive torch,lmcache disk,lmcache gds"
+  else
+    make_fast_drives "$n" $(( 48 / n + 2 )) | tee -a "$OUT/summary.txt" || return 1
+    peers_on "$n drives; kvtier's store over all, 4M x 1 per drive and rank" /mnt/fast0/peers \
+      --drives "$(fast_drive_list "$n" .)" --request-size 4M --staging $(( 4 * n ))M \
+      --configs "kvtier posix,kvikio compat,kvikio cufile,naive torch,lmcache disk"
+  fi
+}
+
+scenario_striped() {
+  # dmsetup: from the image, or unpacked from a .deb in .deps (dmsetup, libdevmapper1.02.1)
+  export PATH="/tmp/deps/sbin:$PATH" LD_LIBRARY_PATH="/tmp/deps/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+  need_fio
+  h200_python_env
+  drop_striped_drive 2> /dev/null
+  make_striped_drive 4 12 2>&1 | tee -a "$OUT/summary.txt"
+  (( PIPESTATUS[0] == 0 )) || return 1
+  peers_on "4 drives striped, kvtier at 4M x 2" /mnt/stripe/peers --request-size 4M --staging 8M \
+    --configs "kvtier posix,kvikio compat,kvikio cufile,naive torch,lmcache disk,lmcache gds"
+  drop_striped_drive
+}
+
+h200_results "h200-$scenario"
+say "scenario: $scenario $*"
+h200_machine
+command -v redis-server > /dev/null && h200_with_redis
+h200_build || exit 1
+if [ "${TESTS:-}" = 1 ] && [ "$scenario" != tests ] && [ "$scenario" != verify ]; then run_tests; fi
+drop_fast_drives 2> /dev/null
+case "$scenario" in
+  one-drive | drives | destination | fio-scaling | peers-drives | striped) say "LABEL: $FAST_DRIVE_LABEL" ;;
+esac
+"scenario_${scenario//-/_}" "$@"
+rc=$?
+drop_fast_drives 2> /dev/null
+say "total: $(( $(date +%s) - H200_T0 )) s, rc $rc"
+exit "$rc"
