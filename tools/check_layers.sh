@@ -9,12 +9,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Rank of each directory under src/, bottom up. Directories of one rank may not include each other.
+# The same order as the layers' libraries in src/CMakeLists.txt, whose links enforce it for calls.
 declare -A rank=(
-  [common]=0
-  [store]=1 [io]=1 [device]=1 [metrics]=1 [remote]=1
-  [cuda]=2
-  [datapath]=3
-  [engine]=4
+  [api]=0
+  [common]=1
+  [store]=2 [io]=2 [device]=2 [metrics]=2 [remote]=2
+  [cuda]=3
+  [datapath]=4
+  [engine]=5
 )
 
 # Upward includes that exist and are known to be wrong, each as ["file -> header"]=1 with a comment

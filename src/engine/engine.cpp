@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "common/env.hpp"
-#include "common/try.hpp"
+#include "api/env.hpp"
+#include "api/try.hpp"
 #include "engine/engine_impl.hpp"
 
 namespace kvtier {

@@ -12,10 +12,10 @@
 
 #include <fmt/format.h>
 
+#include "api/try.hpp"
 #include "common/aligned_buffer.hpp"
 #include "common/checksum.hpp"
 #include "common/posix.hpp"
-#include "common/try.hpp"
 #include "engine/read_route.hpp"
 #include "engine/remote_tier.hpp"
 

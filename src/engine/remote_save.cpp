@@ -5,10 +5,10 @@
 // sync (the local records the cluster lacks, found with STRLEN, sent the same way).
 #include <fmt/format.h>
 
+#include "api/try.hpp"
 #include "common/aligned_buffer.hpp"
 #include "common/checksum.hpp"
 #include "common/posix.hpp"
-#include "common/try.hpp"
 #include "engine/engine_impl.hpp"
 #include "engine/remote_tier.hpp"
 
