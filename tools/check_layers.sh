@@ -8,14 +8,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Rank of each directory under src/, bottom up. Directories of one rank may not include each other.
-declare -A rank=(
-  [common]=0
-  [store]=1 [io]=1 [device]=1 [metrics]=1 [remote]=1 [codec]=1
-  [cuda]=2
-  [datapath]=3
-  [engine]=4
-)
+# Rank of each directory under src/, bottom up, as its library declares it in src/CMakeLists.txt
+# (kvtier_layer(<dir> RANK <n> ...), whose links enforce the same order for calls). Directories of
+# one rank may not include each other.
+declare -A rank=()
+while read -r dir r; do
+  rank[$dir]=$r
+done < <(sed -nE 's/^[[:space:]]*kvtier_layer\(([a-z_]+) RANK ([0-9]+).*/\1 \2/p' src/CMakeLists.txt)
+((${#rank[@]} > 0)) || { echo "check_layers: no kvtier_layer(<dir> RANK <n>) in src/CMakeLists.txt"; exit 1; }
 
 # Upward includes that exist and are known to be wrong, each as ["file -> header"]=1 with a comment
 # saying what is wrong; none today. Not a place to hide a new one; an entry that no longer exists
@@ -25,7 +25,7 @@ declare -A debt=()
 failed=0
 declare -A seen=()
 while IFS= read -r dir; do
-  [[ -v rank[$dir] ]] || { echo "check_layers: src/$dir/ has no layer: add it to rank in $0"; failed=1; }
+  [[ -v rank[$dir] ]] || { echo "check_layers: src/$dir/ has no layer: declare it in src/CMakeLists.txt (kvtier_layer)"; failed=1; }
 done < <(find src -mindepth 1 -maxdepth 1 -type d -printf '%f\n')
 
 while IFS=: read -r file _ target; do

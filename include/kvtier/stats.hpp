@@ -24,87 +24,118 @@ struct LatencyHistogram {
   double sum_seconds = 0;
 };
 
-/// @brief Counters of one engine since it was opened, plus the state of its store.
+/// @brief Every field of Stats, once, in order: `X(kind, keeper, name, help)` for each. Stats, its
+/// field table (stat_fields()) and the counters the engine keeps are all made from this list, so a
+/// new field is one line here.
+/// - kind: `counter` (only grows; Prometheus `kvtier_<name>_total`), `gauge` (a level now), `text`
+///   (a label of `kvtier_info`) or `histogram` (a LatencyHistogram, `kvtier_<name>_seconds`).
+/// - keeper: the part of the engine that keeps the value: `engine` (its own counters), `path` (the
+///   data path), `dram` (the DRAM tier), `store` or `remote` (the remote tier).
+/// - help: one line, also Prometheus' HELP.
+// clang-format off
+#define KVTIER_STATS_FIELDS(X)                                                                     \
+  /* The I/O engine actually in use, e.g. "io_uring+O_DIRECT". */                                  \
+  X(text, path, io_engine, "I/O engine in use")                                                    \
+  X(text, path, io_fallback, "why the requested I/O path was not used (empty: it was)")            \
+  /* For restores into CUDA memory: "GPUDirect Storage peer-to-peer (...)", "cuFile compat mode:   \
+     ..." (never counted as GDS), or why cuFile is not used. Empty until the first restore into    \
+     CUDA memory. */                                                                               \
+  X(text, path, gds, "GPUDirect Storage: peer-to-peer, cuFile compat mode, or why not used")       \
+  X(counter, engine, gds_restores, "restores read through cuFile")                                 \
+  X(counter, engine, gds_saves, "saves from GPU memory written through cuFile")                    \
+  /* From cuFile's statistics API where the library has one (peer-to-peer, nvidia-fs, POSIX);    \
+     empty while cuFile is not in use. */                                                          \
+  X(text, path, gds_io_counts, "cuFile's own counts of how it served this process")                \
+  X(counter, engine, dram_hits, "records restored from the DRAM tier")                             \
+  X(counter, engine, store_hits, "records restored from the local store, verified")                \
+  /* Past the stored prefix, corrupt, or not read (an I/O error): the caller recomputes them. */   \
+  X(counter, engine, restore_misses,                                                               \
+    "records a restore asked for and did not serve (not stored, corrupt or unread)")               \
+  X(gauge, dram, dram_records, "records the DRAM tier holds")                                      \
+  X(gauge, store, capacity_bytes, "bound on the bytes of the store")                               \
+  X(gauge, store, segment_bytes, "size of one segment file")                                       \
+  /* Segment files are preallocated; live records count their headers and padding. */              \
+  X(gauge, store, used_bytes, "bytes of segment files on disk")                                    \
+  X(gauge, store, live_bytes, "bytes of live records")                                             \
+  X(gauge, store, segments, "segment files")                                                       \
+  X(gauge, store, records, "records in the store")                                                 \
+  X(counter, engine, saves, "save calls")                                                          \
+  X(counter, engine, chunks_written, "records written")                                            \
+  X(counter, engine, bytes_written, "payload bytes written")                                       \
+  X(counter, engine, lookups, "lookup calls")                                                      \
+  X(counter, engine, lookup_hit_tokens, "tokens found by lookups")                                 \
+  X(counter, engine, restores, "restore calls")                                                    \
+  X(counter, engine, bytes_restored, "KV bytes restored, verified")                                \
+  X(counter, engine, tokens_restored, "tokens restored, verified")                                 \
+  X(counter, engine, checksum_misses, "records found corrupt and dropped")                         \
+  /* Re-read before drop: a record that fails a check on a restore or verify is read once more     \
+     through the page cache and verified on the host before it is dropped. Kept: it verified (the  \
+     first read's data path failed it). Dropped: it failed twice (also in checksum_misses). */     \
+  X(counter, engine, recheck_kept,                                                                 \
+    "records that failed a check on a data path and verified when re-read (kept)")                 \
+  X(counter, engine, recheck_dropped, "records that failed a check twice (dropped)")               \
+  /* Host memory traffic of the data path, accounted from what it moves (not a hardware counter).  \
+     restore_host_bytes: that of all restores, accounted per path (RestoreResult::host_bytes). */  \
+  X(counter, engine, staging_bytes_read, "bytes read from storage into host staging")              \
+  X(counter, engine, device_copy_bytes, "bytes copied between staging and a device")               \
+  X(counter, engine, restore_host_bytes, "host memory traffic of restores (accounted)")            \
+  X(counter, store, evicted_segments, "segments evicted to stay under capacity")                   \
+  X(counter, store, evicted_records, "records dropped by eviction, evict() or corruption")         \
+  X(gauge, store, recovered_records, "records loaded from the index at open")                      \
+  /* Dropped at open: the entry's segment is missing or truncated. */                              \
+  X(gauge, store, dropped_at_open, "index entries dropped at open")                                \
+  /* io_fallback says why. */                                                                      \
+  X(counter, path, fallbacks, "operations that took another I/O path than asked")                  \
+  /* Options::remote: "off", "ok", or why the last remote operation failed, e.g. "unreachable:     \
+     ..." (the engine then runs local-only and retries now and then). */                           \
+  X(text, remote, remote, "remote tier: off, ok, or why the last remote operation failed")         \
+  /* Hits are verified where they landed; errors and rejected values (header, size, geometry,      \
+     checksum) are misses. */                                                                      \
+  X(counter, remote, remote_hits, "records restored from the cluster, verified")                   \
+  X(counter, remote, remote_absent, "records asked of the cluster that it did not hold")           \
+  X(counter, remote, remote_errors,                                                                \
+    "records the cluster could not be asked for (timeout, failover, unreachable)")                 \
+  X(counter, remote, remote_rejected, "values from the cluster that failed a check")               \
+  X(counter, remote, remote_writes, "records written to the cluster (behind saves, and by sync)")  \
+  X(counter, remote, remote_write_drops, "records not written behind or not promoted: queue full") \
+  X(counter, remote, remote_write_errors, "records whose write to the cluster failed")             \
+  X(counter, remote, remote_promoted, "remote hits copied into the local store")                   \
+  /* Queued for the cluster (write-behind) or for the local store (promotion), the one in progress \
+     included: 0 once every save so far has reached the cluster or been counted as a drop or an    \
+     error. */                                                                                     \
+  X(gauge, remote, remote_pending, "records waiting to be written to the cluster or promoted")     \
+  /* 1 for a one-directory store. */                                                               \
+  X(gauge, store, drives, "drives the store spans")                                                \
+  X(gauge, store, drives_offline, "drives of the store missing or unreadable since open")          \
+  /* Served, but taking no new segments until the store reopens: read-only at open, or a segment   \
+     could not be made or kept there since (drive_problem says why). Saves go to the other         \
+     drives. */                                                                                    \
+  X(gauge, store, drives_out_of_placement,                                                         \
+    "drives read from but taking no new segments (read-only, gone or failing)")                    \
+  /* Kept in the index: misses until the drive is back. */                                         \
+  X(gauge, store, offline_records, "records on missing drives (misses until back)")                \
+  X(counter, store, drive_misses, "lookups and restores stopped at a record on a missing drive")   \
+  X(text, store, drive_problem, "why drives are offline or take no new segments")                  \
+  /* From the call to all KV in place and verified; from the call to durable. */                   \
+  X(histogram, engine, restore_latency, "restore latency")                                         \
+  X(histogram, engine, save_latency, "save latency")
+// clang-format on
+
+/// @brief Counters of one engine since it was opened, plus the state of its store: one member per
+/// line of KVTIER_STATS_FIELDS, of its kind's type (uint64_t for counters and gauges, std::string,
+/// LatencyHistogram), zero or empty to begin with.
 struct Stats {
-  std::string io_engine;    ///< I/O engine actually in use, e.g. "io_uring+O_DIRECT".
-  std::string io_fallback;  ///< Why the requested path was not used; empty when it was.
-  /// GPUDirect Storage for restores into CUDA memory: "GPUDirect Storage peer-to-peer (...)",
-  /// "cuFile compat mode: ..." (never counted as GDS), or why cuFile is not used. Empty until the
-  /// first restore into CUDA memory.
-  std::string gds;
-  uint64_t gds_restores = 0;  ///< Restores read through cuFile.
-  uint64_t gds_saves = 0;     ///< Saves from GPU memory written through cuFile.
-  /// cuFile's own counts of how it served this process (peer-to-peer, nvidia-fs, POSIX), from its
-  /// statistics API where the library has one; empty while cuFile is not in use.
-  std::string gds_io_counts;
-  uint64_t dram_hits = 0;   ///< Records restored from the DRAM tier.
-  uint64_t store_hits = 0;  ///< Records restored from the local store (disk), verified.
-  /// Records a restore asked for that were not served: past the stored prefix, corrupt, or not
-  /// read (an I/O error); the caller recomputes them.
-  uint64_t restore_misses = 0;
-  uint64_t dram_records = 0;  ///< Records the DRAM tier holds now.
-  uint64_t capacity_bytes = 0;
-  uint64_t segment_bytes = 0;
-  uint64_t used_bytes = 0;  ///< Bytes of segment files on disk (preallocated).
-  uint64_t live_bytes = 0;  ///< Bytes of live records (headers and padding included).
-  uint64_t segments = 0;
-  uint64_t records = 0;
-  uint64_t saves = 0;
-  uint64_t chunks_written = 0;
-  uint64_t bytes_written = 0;
-  uint64_t lookups = 0;
-  uint64_t lookup_hit_tokens = 0;
-  uint64_t restores = 0;
-  uint64_t bytes_restored = 0;
-  uint64_t tokens_restored = 0;
-  uint64_t checksum_misses = 0;  ///< Records found corrupt (and dropped).
-  /// Re-read before drop: a record that fails a check on a restore or verify is read once more
-  /// through the page cache and verified on the host before it is dropped. Kept: it verified (the
-  /// first read's data path failed it). Dropped: it failed twice (also in checksum_misses).
-  uint64_t recheck_kept = 0;
-  uint64_t recheck_dropped = 0;
-  /// Host memory traffic of the data path, accounted from what it moves (not a hardware counter):
-  /// bytes read from storage into host staging, and bytes copied between staging and a device.
-  uint64_t staging_bytes_read = 0;
-  uint64_t device_copy_bytes = 0;
-  /// Host memory traffic of all restores, accounted per path (RestoreResult::host_bytes).
-  uint64_t restore_host_bytes = 0;
-  uint64_t evicted_segments = 0;   ///< Segments evicted to stay under capacity.
-  uint64_t evicted_records = 0;    ///< Records dropped by eviction, evict() or corruption.
-  uint64_t recovered_records = 0;  ///< Records loaded from the index at open.
-  uint64_t dropped_at_open = 0;  ///< Index entries dropped at open (missing or truncated segment).
-  uint64_t fallbacks =
-      0;  ///< Operations that took another I/O path than asked (io_fallback says why).
-  /// Remote tier (Options::remote): "off", "ok", or why the last remote operation failed, e.g.
-  /// "unreachable: ..." (the engine then runs local-only and retries now and then).
-  std::string remote;
-  uint64_t remote_hits = 0;    ///< Records restored from the cluster, verified where they landed.
-  uint64_t remote_absent = 0;  ///< Records asked of the cluster that it did not hold.
-  /// Records the cluster could not be asked for (timeout, failover, unreachable): misses.
-  uint64_t remote_errors = 0;
-  /// Values from the cluster that failed a check (header, size, geometry, checksum): misses.
-  uint64_t remote_rejected = 0;
-  uint64_t remote_writes = 0;  ///< Records written to the cluster (behind saves, and by sync).
-  uint64_t remote_write_drops =
-      0;  ///< Records not written behind or not promoted: the queue was full.
-  uint64_t remote_write_errors = 0;  ///< Records whose write to the cluster failed.
-  uint64_t remote_promoted = 0;      ///< Remote hits copied into the local store.
-  /// Records queued for the cluster (write-behind) or for the local store (promotion), the one in
-  /// progress included: 0 once every save so far has reached the cluster or been counted as a drop
-  /// or an error.
-  uint64_t remote_pending = 0;
-  uint64_t drives = 0;          ///< Drives the store spans (1 for a one-directory store).
-  uint64_t drives_offline = 0;  ///< Drives of the store missing or unreadable since open.
-  /// Drives whose records are served but that take no new segments until the store reopens:
-  /// read-only at open, or a segment could not be made or kept there since (drive_problem says
-  /// why). Saves go to the other drives.
-  uint64_t drives_out_of_placement = 0;
-  uint64_t offline_records =
-      0;                      ///< Records on missing drives: kept in the index, misses until back.
-  uint64_t drive_misses = 0;  ///< Lookups and restores stopped at a record on a missing drive.
-  std::string drive_problem;  ///< Why drives are offline or take no new segments; empty if none.
-  LatencyHistogram restore_latency;  ///< Restores, from the call to all KV in place and verified.
-  LatencyHistogram save_latency;     ///< Saves, from the call to durable.
+#define KVTIER_STATS_TYPE_counter_ uint64_t
+#define KVTIER_STATS_TYPE_gauge_ uint64_t
+#define KVTIER_STATS_TYPE_text_ std::string
+#define KVTIER_STATS_TYPE_histogram_ LatencyHistogram
+#define KVTIER_STATS_MEMBER_(kind, keeper, name, help) KVTIER_STATS_TYPE_##kind##_ name{};
+  KVTIER_STATS_FIELDS(KVTIER_STATS_MEMBER_)
+#undef KVTIER_STATS_MEMBER_
+#undef KVTIER_STATS_TYPE_histogram_
+#undef KVTIER_STATS_TYPE_text_
+#undef KVTIER_STATS_TYPE_gauge_
+#undef KVTIER_STATS_TYPE_counter_
 };
 
 /// @brief One field of Stats, described once: the list the CLI (text, JSON, Prometheus), the
@@ -119,7 +150,7 @@ struct StatField {
   LatencyHistogram Stats::*histogram = nullptr;  ///< kHistogram
 };
 
-/// Every field of Stats, in declaration order.
+/// Every field of Stats, in declaration order (KVTIER_STATS_FIELDS).
 [[nodiscard]] KVTIER_EXPORT std::span<const StatField> stat_fields();
 
 /// Stats in the Prometheus text exposition format (version 0.0.4): counters as kvtier_<name>_total,

@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "common/try.hpp"
+#include "api/try.hpp"
 
 namespace kvtier {
 

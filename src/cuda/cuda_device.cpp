@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "common/try.hpp"
+#include "api/try.hpp"
 #include "cuda/cuda_status.hpp"
 #include "cuda/cuda_transfer.hpp"
 #include "device/device.hpp"
@@ -91,7 +91,7 @@ class CudaDevice final : public Device {
 
 }  // namespace
 
-Result<std::unique_ptr<Device>> make_cuda_device_impl() {
+Result<std::unique_ptr<Device>> make_cuda_device() {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) return fail(cuda_status(err, "no usable CUDA device"));

@@ -5,7 +5,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/try.hpp"
+#include "api/try.hpp"
 #include "datapath/byte_source.hpp"
 
 namespace kvtier {

@@ -5,7 +5,7 @@
 // route as bytes from a drive: one copy each to the device, verified where it lands.
 #include <algorithm>
 
-#include "common/try.hpp"
+#include "api/try.hpp"
 #include "datapath/byte_source.hpp"
 
 namespace kvtier {

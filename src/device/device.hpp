@@ -118,6 +118,8 @@ class Device {
 std::unique_ptr<Device> make_host_device();
 
 /// The CUDA device where this build has CUDA and the machine a GPU; otherwise the reason why not.
+/// Defined by the layer above (src/cuda/: cuda_device.cpp, or cuda_unavailable.cpp in a build
+/// without CUDA), so only its callers (the data path) link that layer.
 Result<std::unique_ptr<Device>> make_cuda_device();
 
 }  // namespace kvtier

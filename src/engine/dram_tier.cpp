@@ -14,8 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "api/try.hpp"
 #include "common/posix.hpp"
-#include "common/try.hpp"
 
 namespace kvtier {
 namespace {

@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "common/env.hpp"
-#include "common/try.hpp"
+#include "api/env.hpp"
+#include "api/try.hpp"
 #include "engine/engine_impl.hpp"
 
 namespace kvtier {
@@ -175,35 +175,15 @@ Status Engine::Impl::drop_page_cache() {
 
 Stats Engine::Impl::stats() const {
   Stats s;
+  counters_.fill(s);
   s.io_engine = data_->io_name();
   s.io_fallback = data_->fallback();
   s.gds = data_->gds_note();
   s.gds_io_counts = data_->gds_io_counts();
   store_->fill_stats(s);
-  s.saves = counters_.saves;
-  s.chunks_written = counters_.chunks_written;
-  s.bytes_written = counters_.bytes_written;
-  s.lookups = counters_.lookups;
-  s.lookup_hit_tokens = counters_.lookup_hit_tokens;
-  s.restores = counters_.restores;
-  s.bytes_restored = counters_.bytes_restored;
-  s.checksum_misses = counters_.checksum_misses;
-  s.recheck_kept = counters_.recheck_kept;
-  s.recheck_dropped = counters_.recheck_dropped;
-  s.store_hits = counters_.store_hits;
-  s.restore_misses = counters_.restore_misses;
-  s.tokens_restored = counters_.tokens_restored;
   s.fallbacks = data_->fallbacks();
-  s.restore_latency = counters_.restore_latency.snapshot();
-  s.save_latency = counters_.save_latency.snapshot();
-  s.staging_bytes_read = counters_.staging_bytes_read;
-  s.device_copy_bytes = counters_.device_copy_bytes;
-  s.restore_host_bytes = counters_.restore_host_bytes;
-  s.gds_restores = counters_.gds_restores;
-  s.gds_saves = counters_.gds_saves;
   s.remote = "off";
   if (remote_) remote_->fill_stats(s);
-  s.dram_hits = counters_.dram_hits;
   s.dram_records = dram_ ? dram_->entries() : 0;
   return s;
 }

@@ -14,6 +14,7 @@
 #include "common/log.hpp"
 #include "datapath/data_path.hpp"
 #include "device/device.hpp"
+#include "engine/counters.hpp"
 #include "engine/dram_tier.hpp"
 #include "engine/record_io.hpp"
 #include "engine/remote_arena.hpp"
@@ -34,47 +35,6 @@ enum class RecheckOutcome : uint8_t {
 
 /// What a read found of one record (read_route.hpp).
 enum class RecordState : uint8_t;
-
-/// Latencies of one kind of operation, recorded from any thread.
-class LatencyRecorder {
- public:
-  void record(double seconds) {
-    size_t i = 0;
-    while (i < LatencyHistogram::kBounds.size() && seconds > LatencyHistogram::kBounds[i]) ++i;
-    if (i < buckets_.size()) ++buckets_[i];
-    ++count_;
-    nanos_ += static_cast<uint64_t>(seconds * 1e9);
-  }
-  [[nodiscard]] LatencyHistogram snapshot() const {
-    LatencyHistogram h;
-    uint64_t running = 0;
-    for (size_t i = 0; i < buckets_.size(); ++i) h.cumulative[i] = running += buckets_[i];
-    h.count = count_;
-    h.sum_seconds = static_cast<double>(nanos_) / 1e9;
-    return h;
-  }
-
- private:
-  std::array<std::atomic<uint64_t>, LatencyHistogram::kBounds.size()>
-      buckets_{};  // per bucket, not cumulative
-  std::atomic<uint64_t> count_{0};
-  std::atomic<uint64_t> nanos_{0};
-};
-
-/// Records the time from its construction to its destruction.
-class LatencyTimer {
- public:
-  explicit LatencyTimer(LatencyRecorder& r) : r_(r), start_(std::chrono::steady_clock::now()) {}
-  ~LatencyTimer() {
-    r_.record(std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
-  }
-  LatencyTimer(const LatencyTimer&) = delete;
-  LatencyTimer& operator=(const LatencyTimer&) = delete;
-
- private:
-  LatencyRecorder& r_;
-  std::chrono::steady_clock::time_point start_;
-};
 
 /// Engine state. Thread-safe: the store locks itself, counters are atomic, staging is a pool.
 class Engine::Impl {
@@ -117,15 +77,6 @@ class Engine::Impl {
   struct RemoteFetch;
 
  private:
-  struct Counters {
-    std::atomic<uint64_t> saves{0}, chunks_written{0}, bytes_written{0}, lookups{0},
-        lookup_hit_tokens{0}, restores{0}, bytes_restored{0}, checksum_misses{0},
-        staging_bytes_read{0}, device_copy_bytes{0}, gds_restores{0}, gds_saves{0}, dram_hits{0},
-        restore_host_bytes{0}, recheck_kept{0}, recheck_dropped{0}, store_hits{0},
-        restore_misses{0}, tokens_restored{0};
-    LatencyRecorder restore_latency, save_latency;
-  };
-
   /// The stored records of the longest stored prefix of `tokens`, in token order.
   std::vector<LocatedRecord> find_prefix(std::span<const Token> tokens);
   /// The same, given `tokens`' chained chunk keys.
@@ -230,7 +181,7 @@ class Engine::Impl {
   /// bounded bytes; counts writes and failures in the tier's Stats too.
   Published publish(remote::ClusterClient& client, std::span<const LocatedRecord> records);
 
-  mutable Counters counters_;
+  mutable EngineCounters counters_;
 
  public:
   /// Declared last, so destroyed first: its worker drains while the store is still open.

@@ -3,7 +3,7 @@
 // Checks a caller's KV memory against the geometry and describes it as a KvTarget.
 #include <fmt/format.h>
 
-#include "common/try.hpp"
+#include "api/try.hpp"
 #include "engine/engine_impl.hpp"
 
 namespace kvtier {

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-#include "common/try.hpp"
+#include "api/try.hpp"
 #include "engine/read_route.hpp"
 #include "engine/record_io.hpp"
 

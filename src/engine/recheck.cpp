@@ -8,10 +8,10 @@
 
 #include <fmt/format.h>
 
+#include "api/try.hpp"
 #include "common/aligned_buffer.hpp"
 #include "common/checksum.hpp"
 #include "common/posix.hpp"
-#include "common/try.hpp"
 #include "engine/read_route.hpp"
 
 namespace kvtier {

@@ -12,10 +12,10 @@
 
 #include <fmt/format.h>
 
+#include "api/try.hpp"
 #include "common/aligned_buffer.hpp"
 #include "common/checksum.hpp"
 #include "common/posix.hpp"
-#include "common/try.hpp"
 #include "engine/read_route.hpp"
 #include "engine/remote_tier.hpp"
 
@@ -87,7 +87,7 @@ Engine::Impl::RemoteRestored Engine::Impl::restore_from_remote(std::span<const T
   if (end == first_chunk) return out;
   auto client = remote_->client();
   if (!client) {
-    remote_->counters.errors += end - first_chunk;
+    remote_->counters.remote_errors += end - first_chunk;
     return out;
   }
   // Bytes in flight bounded by the staging pool, as for a read from disk, and kept near it: small
@@ -141,16 +141,16 @@ uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, std::span<const Token>
     const auto tokens_here =
         static_cast<uint32_t>(std::min<uint64_t>(chunk, tokens.size() - first));
     if (outcomes[j].state == remote::KeyState::kFailed) {
-      remote_->counters.errors += count - j;
+      remote_->counters.remote_errors += count - j;
       break;
     }
     if (outcomes[j].state == remote::KeyState::kAbsent) {
-      remote_->counters.absent++;
+      remote_->counters.remote_absent++;
       break;
     }
     auto meta = check_value(values[j], keys[fetched.begin + j], tokens_here, g);
     if (!meta) {
-      remote_->counters.rejected++;
+      remote_->counters.remote_rejected++;
       break;
     }
     metas.push_back(*meta);
@@ -171,8 +171,8 @@ uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, std::span<const Token>
   while (intact < metas.size() && landed->state(intact, metas[intact]) == RecordState::kIntact) {
     ++intact;
   }
-  if (intact < metas.size()) remote_->counters.rejected++;
-  remote_->counters.hits += intact;
+  if (intact < metas.size()) remote_->counters.remote_rejected++;
+  remote_->counters.remote_hits += intact;
   for (size_t j = 0; j < intact; ++j) result.tokens_restored += metas[j].token_count;
   metas.resize(intact);
   std::vector<remote::OwnedValue> verified;
@@ -202,7 +202,7 @@ void Engine::Impl::promote(std::vector<RecordMeta> metas, std::vector<remote::Ow
   remote_->post(count, bytes, [this, metas = std::move(metas), values = std::move(values)] {
     Status st = promote_now(metas, values);
     if (st.ok()) {
-      remote_->counters.promoted += metas.size();
+      remote_->counters.remote_promoted += metas.size();
     } else {
       KVTIER_LOG(log_, kWarn, "remote tier: promoting {} record(s) into the local store: {}",
                  metas.size(), st.to_string());

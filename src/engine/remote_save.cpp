@@ -5,10 +5,10 @@
 // sync (the local records the cluster lacks, found with STRLEN, sent the same way).
 #include <fmt/format.h>
 
+#include "api/try.hpp"
 #include "common/aligned_buffer.hpp"
 #include "common/checksum.hpp"
 #include "common/posix.hpp"
-#include "common/try.hpp"
 #include "engine/engine_impl.hpp"
 #include "engine/remote_tier.hpp"
 
@@ -44,7 +44,7 @@ void Engine::Impl::write_behind(std::span<const RecordMeta> records) {
 void Engine::Impl::write_behind_now(std::span<const Key128> keys) {
   auto client = remote_->client();
   if (!client) {
-    remote_->counters.write_errors += keys.size();
+    remote_->counters.remote_write_errors += keys.size();
     return;
   }
   std::vector<LocatedRecord> records;
@@ -60,7 +60,7 @@ Engine::Impl::Published Engine::Impl::publish(remote::ClusterClient& client,
   Published out;
   auto failed = [&](const Status& why) {
     ++out.failed;
-    remote_->counters.write_errors++;
+    remote_->counters.remote_write_errors++;
     if (out.error.ok()) out.error = why;
   };
   size_t next = 0;
@@ -90,7 +90,7 @@ Engine::Impl::Published Engine::Impl::publish(remote::ClusterClient& client,
     for (const auto& o : outcomes) {
       if (o.state == remote::KeyState::kDone) {
         ++out.written;
-        remote_->counters.writes++;
+        remote_->counters.remote_writes++;
       } else {
         failed(o.error);
       }

@@ -113,7 +113,7 @@ void RemoteTier::post(uint64_t records, uint64_t bytes, std::function<void()> wo
     std::lock_guard lock(mu_);
     if (stop_ || queued_records_ + records > queue_bound_ ||
         queued_bytes_ + bytes > queue_bytes_bound_) {
-      counters.write_drops += records;
+      counters.remote_write_drops += records;
       return;
     }
     queued_records_ += records;
@@ -153,14 +153,7 @@ void RemoteTier::fill_stats(Stats& stats) const {
     stats.remote = reason_;
     stats.remote_pending = queued_records_;
   }
-  stats.remote_hits = counters.hits;
-  stats.remote_absent = counters.absent;
-  stats.remote_errors = counters.errors;
-  stats.remote_rejected = counters.rejected;
-  stats.remote_writes = counters.writes;
-  stats.remote_write_drops = counters.write_drops;
-  stats.remote_write_errors = counters.write_errors;
-  stats.remote_promoted = counters.promoted;
+  counters.fill(stats);
 }
 
 }  // namespace kvtier

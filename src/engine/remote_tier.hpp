@@ -16,6 +16,7 @@
 
 #include "common/keys.hpp"
 #include "common/log.hpp"
+#include "engine/counters.hpp"
 #include "kvtier/options.hpp"
 #include "kvtier/stats.hpp"
 #include "remote/cluster_client.hpp"
@@ -54,11 +55,7 @@ class RemoteTier {
   /// Waits until the queue is empty and the worker idle (tests, and the engine's close).
   void drain();
 
-  struct Counters {
-    std::atomic<uint64_t> hits{0}, absent{0}, errors{0}, rejected{0}, writes{0}, write_drops{0},
-        write_errors{0}, promoted{0};
-  };
-  Counters counters;
+  RemoteCounters counters;
 
  private:
   RemoteTier(remote::ClientConfig config, std::chrono::milliseconds ttl, uint64_t queue_bound,

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "common/try.hpp"
+#include "api/try.hpp"
 #include "engine/read_route.hpp"
 
 namespace kvtier {

@@ -12,8 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "api/try.hpp"
 #include "common/checksum.hpp"
-#include "common/try.hpp"
 #include "engine/engine_impl.hpp"
 #include "engine/record_io.hpp"
 

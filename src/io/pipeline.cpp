@@ -8,8 +8,8 @@
 #include <mutex>
 #include <thread>
 
+#include "api/try.hpp"
 #include "common/posix.hpp"
-#include "common/try.hpp"
 
 namespace kvtier {
 namespace {

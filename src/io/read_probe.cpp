@@ -6,8 +6,8 @@
 #include <chrono>
 #include <string>
 
+#include "api/try.hpp"
 #include "common/aligned_buffer.hpp"
-#include "common/try.hpp"
 #include "io/io_engine.hpp"
 #include "io/pipeline.hpp"
 

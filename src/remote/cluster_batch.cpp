@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "common/try.hpp"
+#include "api/try.hpp"
 #include "remote/cluster_impl.hpp"
 #include "remote/topology.hpp"
 

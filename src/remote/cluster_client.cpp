@@ -3,7 +3,7 @@
 // Topology: seeds, the slot map and its refresh. Batches are in cluster_batch.cpp.
 #include <fmt/format.h>
 
-#include "common/try.hpp"
+#include "api/try.hpp"
 #include "remote/cluster_impl.hpp"
 #include "remote/topology.hpp"
 

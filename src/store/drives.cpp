@@ -16,8 +16,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "api/try.hpp"
 #include "common/posix.hpp"
-#include "common/try.hpp"
 #include "store/segment.hpp"
 
 namespace kvtier {

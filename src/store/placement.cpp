@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "common/try.hpp"
+#include "api/try.hpp"
 #include "store/store.hpp"
 
 namespace kvtier {

@@ -13,8 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "api/try.hpp"
 #include "common/aligned_buffer.hpp"
-#include "common/try.hpp"
 
 namespace kvtier {
 namespace {

@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "common/try.hpp"
+#include "api/try.hpp"
 #include "store/store.hpp"
 
 namespace kvtier {

@@ -34,7 +34,10 @@ fresh
 expect 0 "every include points down the layers" "the repository"
 fresh
 sed -i '0,/^#include "common\/posix.hpp"/s//#include "engine\/engine_impl.hpp"/' "$work/r/src/store/segment.hpp"
-expect 1 "src/store/segment.hpp -> engine/engine_impl.hpp: store (layer 1) may not include engine" "upward"
+expect 1 "src/store/segment.hpp -> engine/engine_impl.hpp: store (layer 2) may not include engine" "upward"
+fresh
+echo '#include "common/log.hpp"' >>"$work/r/src/api/options.cpp"
+expect 1 "src/api/options.cpp -> common/log.hpp: api (layer 0) may not include common" "up from the bottom"
 fresh
 echo '#include "device/device.hpp"' >>"$work/r/src/store/store.cpp"
 expect 1 "src/store/store.cpp -> device/device.hpp" "same layer"

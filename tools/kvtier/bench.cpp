@@ -19,8 +19,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "api/try.hpp"
 #include "common/posix.hpp"
-#include "common/try.hpp"
 #include "fio_ceiling.hpp"
 #include "metrics/counters.hpp"
 #include "synthetic.hpp"

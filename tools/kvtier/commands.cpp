@@ -11,8 +11,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "api/try.hpp"
 #include "cli_common.hpp"
-#include "common/try.hpp"
 #include "synthetic.hpp"
 
 namespace kvtier::cli {

@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "common/try.hpp"
+#include "api/try.hpp"
 
 extern char** environ;
 

@@ -15,8 +15,8 @@
 
 #include <fmt/format.h>
 
+#include "api/try.hpp"
 #include "common/posix.hpp"
-#include "common/try.hpp"
 #include "io/gds/gds.hpp"
 
 namespace kvtier {

@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "api/try.hpp"
 #include "bench_kernels.hpp"
 #include "bench_kv.hpp"
-#include "common/try.hpp"
 
 namespace kvtier::seed {
 namespace {

@@ -20,8 +20,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "api/try.hpp"
 #include "common/posix.hpp"
-#include "common/try.hpp"
 #include "host_load.hpp"
 #include "metrics/counters.hpp"
 #include "rank_channel.hpp"

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "api/try.hpp"
 #include "bench.hpp"
-#include "common/try.hpp"
 
 namespace kvtier::seed {
 

@@ -15,8 +15,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "api/try.hpp"
 #include "common/posix.hpp"
-#include "common/try.hpp"
 #include "rank_channel.hpp"
 #include "rank_worker.hpp"
 #include "samplers.hpp"

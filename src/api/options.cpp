@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "common/env.hpp"
-#include "common/try.hpp"
+#include "api/env.hpp"
+#include "api/try.hpp"
 
 namespace kvtier {
 namespace {

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-#include "common/env.hpp"
+#include "api/env.hpp"
 
 #include <cstdlib>
 #include <string>
 
 #include <fmt/format.h>
 
-#include "common/try.hpp"
+#include "api/try.hpp"
 
 namespace kvtier {
 namespace {

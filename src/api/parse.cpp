@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "common/try.hpp"
+#include "api/try.hpp"
 #include "kvtier/options.hpp"
 
 namespace kvtier {
