@@ -2,9 +2,6 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // Where new segments go: the drives that take them, a new segment's drive and file, and drives
 // taken out of placement when one cannot be made or kept there.
-#include <sys/stat.h>
-#include <sys/statvfs.h>
-
 #include <algorithm>
 #include <cerrno>
 
@@ -93,7 +90,7 @@ Result<Store::Segment*> Store::new_segment_locked(uint64_t still_needed) {
       const JournalEntry claim{JournalOp::kUse, {}, id, sequence_};
       KVTIER_TRY(append_locked(std::span(&claim, 1)));
     }
-    auto made = create_segment(drives_[drive].dir, id, segment_bytes_, direct_);
+    auto made = create_segment(*fs_, drives_[drive].dir, id, segment_bytes_, direct_);
     if (made) {
       file = std::move(*made);
     } else if (made.error().code() == ErrorCode::kNoSpace) {
@@ -139,9 +136,7 @@ uint64_t Store::room_for_segments_locked() const {
 Status Store::learn_file_system_limit_locked(uint32_t drive, const Status& why,
                                              uint64_t still_needed) {
   Drive& d = drives_[drive];
-  struct statvfs vfs {};
-  const uint64_t free =
-      ::statvfs(d.dir.c_str(), &vfs) == 0 ? uint64_t{vfs.f_bavail} * vfs.f_frsize : 0;
+  const uint64_t free = fs_->free_bytes(d.dir).value_or(0);
   uint64_t held = 0;
   for (const auto& [id, seg] : segments_) held += seg.drive == drive ? seg.disk_bytes : 0;
   if (drive == 0) {
@@ -186,8 +181,8 @@ void Store::take_out_of_placement_locked(uint32_t drive, std::string why) {
 }
 
 Status Store::check_still_linked(const SegmentFile& file) {
-  struct stat st {};
-  if (::fstat(file.fd.get(), &st) != 0 || st.st_nlink > 0) return {};
+  auto info = file.file->stat();
+  if (!info || info->links > 0) return {};
   std::lock_guard lock(mu_);
   // Its records would be gone at the next open: the save is not acknowledged, and no later one
   // appends there.
@@ -202,7 +197,8 @@ Status Store::check_still_linked(const SegmentFile& file) {
 }
 
 Status Store::measure_segment_locked(Segment& seg) {
-  KVTIER_ASSIGN_OR_RETURN(seg.disk_bytes, allocated_bytes(seg.file->fd.get()));
+  KVTIER_ASSIGN_OR_RETURN(FileInfo info, seg.file->file->stat());
+  seg.disk_bytes = info.allocated;
   if (seg.disk_bytes <= segment_estimate_) return {};
   // The file system spent more on it than estimated: expect as much of every new segment, and
   // make room for what this one took beyond the estimate now.

@@ -3,7 +3,7 @@
 // The store's running state: lookups, reservations and commits, drops, eviction, checkpoints.
 #include "store/store.hpp"
 
-#include <unistd.h>
+#include <fcntl.h>
 
 #include <algorithm>
 #include <set>
@@ -175,7 +175,7 @@ Status Store::evict_segment_locked(uint32_t id) {
   const JournalEntry drop{JournalOp::kDropSegment, {}, id};
   Status journaled = append_locked(std::span(&drop, 1));
   if (journaled.code() == ErrorCode::kNoSpace) {
-    ::unlink(segments_.at(id).file->path.c_str());
+    static_cast<void>(fs_->remove(segments_.at(id).file->path));
     journaled = append_locked(std::span(&drop, 1));
   }
   KVTIER_TRY(journaled);
@@ -192,7 +192,7 @@ Status Store::evict_segment_locked(uint32_t id) {
     }
   }
   // Readers holding the SegmentFile keep reading the unlinked file; its bytes are never reused.
-  ::unlink(seg.file->path.c_str());
+  static_cast<void>(fs_->remove(seg.file->path));
   segments_.erase(id);
   if (active_ == id) active_ = 0;
   KVTIER_LOG(*log_, kDebug, "{}: evicted segment {} ({} records)", dir_, id, records);
@@ -317,9 +317,8 @@ Status Store::commit(std::span<const RecordMeta> records, std::span<const Placem
   std::set<SegmentFile*> synced;
   for (const Placement& p : placements) {
     if (!synced.insert(p.file.get()).second) continue;
-    Status st = ::fdatasync(p.file->fd.get()) == 0
-                    ? check_still_linked(*p.file)
-                    : posix_error(errno, "fdatasync " + p.file->path);
+    Status st = p.file->file->sync();
+    if (st.ok()) st = check_still_linked(*p.file);
     if (!st.ok()) {
       abort(placements);
       return st;
@@ -467,6 +466,18 @@ std::vector<RecordMeta> Store::live_records_locked() const {
   for (const auto& [key, meta] : index_) out.push_back(meta);
   for (const auto& [key, meta] : offline_) out.push_back(meta);
   return out;
+}
+
+Status Store::read_bytes(const SegmentFile& file, std::span<std::byte> out, uint64_t offset,
+                         bool buffered) {
+  if (!buffered || !file.direct) return file.file->read_at(out, offset);
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<File> plain, fs_->open(file.path, O_RDONLY));
+  return plain->read_at(out, offset);
+}
+
+Status Store::write_bytes(const SegmentFile& file, std::span<const std::byte> bytes,
+                          uint64_t offset) {
+  return file.file->write_at(bytes, offset);
 }
 
 std::vector<LocatedRecord> Store::all_records() {

@@ -14,9 +14,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/file_system.hpp"
 #include "common/log.hpp"
-#include "common/posix.hpp"
-#include "kvtier/options.hpp"
+#include "kvtier/geometry.hpp"
 #include "kvtier/stats.hpp"
 #include "store/drives.hpp"
 #include "store/index_log.hpp"
@@ -37,6 +37,21 @@ struct LocatedRecord {
   std::shared_ptr<SegmentFile> file;
 };
 
+/// What a store is opened with: src/engine fills it from the resolved Options.
+struct StoreConfig {
+  /// The drives' roots: Options::root, then Options::extra_roots. Each holds rank<R>of<W>.
+  std::vector<std::string> roots;
+  KvGeometry geometry;
+  uint64_t capacity_bytes = 0;  ///< Per drive; the store keeps the one its manifest holds.
+  uint64_t segment_bytes = 0;   ///< For a new store; an existing one keeps its own.
+  bool create_if_missing = true;
+  /// No lock, no writes: a snapshot of the index beside a writer (Options::read_only).
+  bool read_only = false;
+  bool try_direct_io = true;  ///< false: buffered I/O only (IoPath::kBuffered).
+  /// Every file operation of the store goes through it.
+  std::shared_ptr<FileSystem> fs = FileSystem::posix();
+};
+
 /// What the caller chose explicitly, as opposed to defaults Options::resolved() filled in. A store
 /// refuses another segment size than it was created with; another capacity it takes at the
 /// engine's first save (both are kept in its manifest).
@@ -55,8 +70,8 @@ struct StoreRequest {
 /// with Options::read_only takes no lock at all: it reads a snapshot of the index beside a writer.
 class Store {
  public:
-  /// Opens or creates the store directory for `options` (already resolved).
-  [[nodiscard]] static Result<std::unique_ptr<Store>> open(const Options& options,
+  /// Opens or creates the store directory for `config`.
+  [[nodiscard]] static Result<std::unique_ptr<Store>> open(const StoreConfig& config,
                                                            const Logger& log,
                                                            const StoreRequest& request = {});
   ~Store();
@@ -91,6 +106,14 @@ class Store {
   /// refuses (kPermission) when any of them is stored, and changes nothing.
   [[nodiscard]] Status drop(std::span<const Key128> keys);
 
+  /// Reads `out.size()` bytes of segment `file` at `offset` through the store's FileSystem; with
+  /// `buffered`, through the page cache even where the store uses O_DIRECT (a second path).
+  [[nodiscard]] Status read_bytes(const SegmentFile& file, std::span<std::byte> out,
+                                  uint64_t offset, bool buffered = false);
+  /// Writes bytes of a reserved record through the store's FileSystem (commit() syncs them).
+  [[nodiscard]] Status write_bytes(const SegmentFile& file, std::span<const std::byte> bytes,
+                                   uint64_t offset);
+
   /// Every live record, grouped by segment and in file order.
   [[nodiscard]] std::vector<LocatedRecord> all_records();
   [[nodiscard]] std::vector<SegmentInfo> segments();
@@ -121,7 +144,7 @@ class Store {
   };
 
   Store() = default;
-  [[nodiscard]] static Result<std::unique_ptr<Store>> open_once(const Options& options,
+  [[nodiscard]] static Result<std::unique_ptr<Store>> open_once(const StoreConfig& config,
                                                                 const Logger& log,
                                                                 const StoreRequest& request);
   Status lock_directory();
@@ -130,7 +153,7 @@ class Store {
   Status lock_exclusive(const std::string& path);
   Status lock_shared(const std::string& path, std::string reason);
   Status refuse_read_only() const;
-  Status load_or_create_manifest(const Options& options, const StoreRequest& request);
+  Status load_or_create_manifest(const StoreConfig& config, const StoreRequest& request);
   Status write_manifest() const;
   /// Takes a capacity other than the manifest's as pending, once it is known to be usable.
   Status request_capacity(uint64_t requested, const std::string& source);
@@ -139,8 +162,8 @@ class Store {
   Status load_index();
   /// Opens the segment files `ids` (id, drive) and measures what each takes on disk.
   Status open_segments_locked(std::span<const std::pair<uint32_t, uint32_t>> ids);
-  /// Finds the other drives, probes O_DIRECT on each (`options.io_path` allowing).
-  Status open_drives_and_probe(const Options& options, std::span<const std::string> others);
+  /// Finds the other drives, probes O_DIRECT on each (`config.try_direct_io` allowing).
+  Status open_drives_and_probe(const StoreConfig& config, std::span<const std::string> others);
   /// Raises the open-file limit to what this store keeps open when full, or warns that it cannot.
   void make_room_for_open_files() const;
   Status adopt_records(std::vector<RecordMeta> records, std::span<const uint32_t> dropped,
@@ -218,6 +241,7 @@ class Store {
   std::vector<RecordMeta> live_records_locked() const;
 
   const Logger* log_ = nullptr;
+  std::shared_ptr<FileSystem> fs_;
   std::string dir_;
   KvGeometry geometry_;
   uint64_t capacity_ = 0;
@@ -228,7 +252,7 @@ class Store {
   uint64_t segment_bytes_ = 0;
   bool direct_ = false;
   std::string direct_fallback_;
-  UniqueFd lock_fd_;
+  std::unique_ptr<File> lock_file_;
   bool read_only_ = false;
   std::string read_only_reason_;
 

@@ -2,8 +2,6 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // Store::open: the directory, its lock, the manifest, and the index loaded (or rebuilt) from disk.
 #include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/posix.hpp"
 #include "common/try.hpp"
 #include "store/store.hpp"
 
@@ -28,24 +27,6 @@ constexpr const char* kLockName = "LOCK";
 
 // What a store on read-only media, or one of another user's we may read, answers a write with.
 bool may_not_write(int err) { return err == EROFS || err == EACCES || err == EPERM; }
-
-// KV is user data: a directory kvtier makes is 0700 whatever the umask (mkdir's mode passes through
-// it, so it is set again). One that exists keeps the mode its owner gave it.
-Status make_dir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0700) == 0) {
-    if (::chmod(path.c_str(), 0700) != 0) return posix_error(errno, "chmod " + path);
-    return {};
-  }
-  if (errno == EEXIST) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) return posix_error(errno, "stat " + path);
-    if (!S_ISDIR(st.st_mode)) {
-      return {ErrorCode::kInvalidArgument, fmt::format("{} exists and is not a directory", path)};
-    }
-    return {};
-  }
-  return posix_error(errno, "creating directory " + path);
-}
 
 // What MANIFEST.json holds. A manifest written before stores kept their capacity has none.
 struct Manifest {
@@ -93,23 +74,21 @@ Result<Manifest> parse_manifest(const std::string& text) {
 // One directory given twice, however it is spelled (X and X/, X/., a symlink to X, a bind mount of
 // X), would be two drives of one store in one place: two drive markers side by side and its
 // capacity counted twice. Refused before anything is written.
-Status refuse_repeated_roots(const Options& options) {
+Status refuse_repeated_roots(FileSystem& files, std::span<const std::string> roots) {
   namespace fs = std::filesystem;
   struct Seen {
     std::string root;
     fs::path path;  // absolute, with symlinks resolved as far as it exists
-    std::optional<std::pair<dev_t, ino_t>> inode;
+    std::optional<std::pair<uint64_t, uint64_t>> inode;
   };
   std::vector<Seen> seen;
-  std::vector<std::string> roots{options.root};
-  roots.insert(roots.end(), options.extra_roots.begin(), options.extra_roots.end());
   for (const std::string& root : roots) {
     std::error_code ec;
     fs::path path = fs::weakly_canonical(fs::absolute(root, ec), ec);
     if (ec) path = fs::absolute(root, ec).lexically_normal();
     if (!path.has_filename() && path.has_parent_path()) path = path.parent_path();
-    std::optional<std::pair<dev_t, ino_t>> inode;
-    if (struct stat st{}; ::stat(root.c_str(), &st) == 0) inode.emplace(st.st_dev, st.st_ino);
+    std::optional<std::pair<uint64_t, uint64_t>> inode;
+    if (auto info = files.stat(root)) inode.emplace(info->device, info->inode);
     for (const Seen& s : seen) {
       if (s.path != path && !(inode && s.inode == inode)) continue;
       return {ErrorCode::kInvalidArgument,
@@ -123,21 +102,19 @@ Status refuse_repeated_roots(const Options& options) {
 }
 
 /// The rank directory on each drive: root's first, then extra_roots'.
-std::vector<std::string> store_dirs(const Options& options) {
+std::vector<std::string> store_dirs(const StoreConfig& config) {
   std::vector<std::string> dirs;
-  auto add = [&](const std::string& root) {
+  for (const std::string& root : config.roots) {
     dirs.push_back(
-        fmt::format("{}/rank{}of{}", root, options.geometry.tp_rank, options.geometry.tp_world));
-  };
-  add(options.root);
-  for (const std::string& root : options.extra_roots) add(root);
+        fmt::format("{}/rank{}of{}", root, config.geometry.tp_rank, config.geometry.tp_world));
+  }
   return dirs;
 }
 
 /// The rank directory holding the index (the first listed when none does yet).
-std::string store_dir(const Options& options) {
-  const std::vector<std::string> dirs = store_dirs(options);
-  auto home = find_home(dirs, true);
+std::string store_dir(const StoreConfig& config) {
+  const std::vector<std::string> dirs = store_dirs(config);
+  auto home = find_home(*config.fs, dirs, true);
   return dirs[home ? *home : 0];
 }
 
@@ -147,15 +124,15 @@ constexpr int kSnapshotAttempts = 20;
 
 struct FileState {
   bool exists = false;
-  ino_t ino = 0;
-  off_t size = 0;
+  uint64_t ino = 0;
+  uint64_t size = 0;
   timespec mtime{};
 };
 
-FileState file_state(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return {};
-  return {true, st.st_ino, st.st_size, st.st_mtim};
+FileState file_state(FileSystem& fs, const std::string& path) {
+  auto info = fs.stat(path);
+  if (!info) return {};
+  return {true, info->inode, info->size, info->mtime};
 }
 
 struct IndexFiles {
@@ -172,24 +149,24 @@ struct IndexFiles {
   }
 };
 
-IndexFiles index_files(const std::string& dir) {
-  return {file_state(fmt::format("{}/{}", dir, IndexLog::kCheckpointName)),
-          file_state(fmt::format("{}/{}", dir, IndexLog::kJournalName))};
+IndexFiles index_files(FileSystem& fs, const std::string& dir) {
+  return {file_state(fs, fmt::format("{}/{}", dir, IndexLog::kCheckpointName)),
+          file_state(fs, fmt::format("{}/{}", dir, IndexLog::kJournalName))};
 }
 
 }  // namespace
 
-Result<std::unique_ptr<Store>> Store::open(const Options& options, const Logger& log,
+Result<std::unique_ptr<Store>> Store::open(const StoreConfig& config, const Logger& log,
                                            const StoreRequest& request) {
-  if (!options.read_only) return open_once(options, log, request);
+  if (!config.read_only) return open_once(config, log, request);
   // Without the lock a writer may checkpoint, append or evict while the index is read. An open
   // whose index files were the same before and after read one state of the index (a journal that
   // only grew was read up to an entry boundary: an earlier state); otherwise it is read again.
-  const std::string dir = store_dir(options);
+  const std::string dir = store_dir(config);
   for (int attempt = 1;; ++attempt) {
-    const IndexFiles before = index_files(dir);
-    auto store = open_once(options, log, request);
-    const bool settled = index_files(dir).continues(before);
+    const IndexFiles before = index_files(*config.fs, dir);
+    auto store = open_once(config, log, request);
+    const bool settled = index_files(*config.fs, dir).continues(before);
     if (settled || attempt == kSnapshotAttempts) {
       if (!settled) {
         return fail(ErrorCode::kLocked,
@@ -202,41 +179,48 @@ Result<std::unique_ptr<Store>> Store::open(const Options& options, const Logger&
   }
 }
 
-Result<std::unique_ptr<Store>> Store::open_once(const Options& options, const Logger& log,
+Result<std::unique_ptr<Store>> Store::open_once(const StoreConfig& config, const Logger& log,
                                                 const StoreRequest& request) {
+  if (config.roots.empty() || !config.fs) {
+    return fail(ErrorCode::kInvalidArgument, "a store needs a root and a file system");
+  }
   std::unique_ptr<Store> store(new Store());
   store->log_ = &log;
-  store->geometry_ = options.geometry;
-  store->capacity_ = options.capacity_bytes;
-  KVTIER_TRY(refuse_repeated_roots(options));
-  const std::vector<std::string> rank_dirs = store_dirs(options);
+  store->fs_ = config.fs;
+  FileSystem& fs = *config.fs;
+  store->geometry_ = config.geometry;
+  store->capacity_ = config.capacity_bytes;
+  KVTIER_TRY(refuse_repeated_roots(fs, config.roots));
+  const std::vector<std::string> rank_dirs = store_dirs(config);
   KVTIER_ASSIGN_OR_RETURN(size_t home,
-                          find_home(rank_dirs, options.create_if_missing && !options.read_only));
+                          find_home(fs, rank_dirs, config.create_if_missing && !config.read_only));
   store->dir_ = rank_dirs[home];
   std::vector<std::string> others;
   for (size_t i = 0; i < rank_dirs.size(); ++i) {
     if (i != home) others.push_back(rank_dirs[i]);
   }
-  struct stat st {};
-  if ((!options.create_if_missing || options.read_only) && ::stat(store->dir_.c_str(), &st) != 0) {
+  if (!config.create_if_missing || config.read_only) {
     // Only ENOENT means there is no store; EACCES on a directory we may not search is a store we
     // may not read, and saying "not found" would send the user looking in the wrong place.
-    if (errno == ENOENT) {
-      return fail(ErrorCode::kNotFound, fmt::format("no store at {}", store->dir_));
+    if (auto there = fs.stat(store->dir_); !there) {
+      const int err = there.error().native_error();
+      if (err == ENOENT)
+        return fail(ErrorCode::kNotFound, fmt::format("no store at {}", store->dir_));
+      return fail(posix_error(err, fmt::format("cannot reach the store at {}", store->dir_)));
     }
-    return fail(posix_error(errno, fmt::format("cannot reach the store at {}", store->dir_)));
   }
-  KVTIER_TRY(make_dir(std::filesystem::path(store->dir_).parent_path().string()));
-  KVTIER_TRY(make_dir(store->dir_));
-  if (options.read_only) {
+  // KV is user data: a directory kvtier makes is 0700; one that exists keeps its owner's mode.
+  KVTIER_TRY(make_dir_durable(fs, std::filesystem::path(store->dir_).parent_path().string()));
+  KVTIER_TRY(make_dir_durable(fs, store->dir_));
+  if (config.read_only) {
     store->read_only_ = true;
     store->read_only_reason_ = "opened for reading only (Options::read_only)";
   } else {
     KVTIER_TRY(store->lock_directory());
   }
-  KVTIER_TRY(store->load_or_create_manifest(options, request));
+  KVTIER_TRY(store->load_or_create_manifest(config, request));
   if (!store->read_only_) store->remove_stale_files();
-  KVTIER_TRY(store->open_drives_and_probe(options, others));
+  KVTIER_TRY(store->open_drives_and_probe(config, others));
   store->make_room_for_open_files();
   KVTIER_TRY(store->load_index());
   return store;
@@ -257,9 +241,10 @@ void Store::make_room_for_open_files() const {
   }
 }
 
-Status Store::open_drives_and_probe(const Options& options, std::span<const std::string> others) {
+Status Store::open_drives_and_probe(const StoreConfig& config,
+                                    std::span<const std::string> others) {
   // The home's lock guards every drive: the other directories are this store's alone.
-  KVTIER_ASSIGN_OR_RETURN(DriveSet set, open_drives(dir_, others, read_only_, *log_));
+  KVTIER_ASSIGN_OR_RETURN(DriveSet set, open_drives(*fs_, dir_, others, read_only_, *log_));
   drives_ = std::move(set.drives);
   store_id_ = std::move(set.store_id);
   unreachable_ = std::move(set.unreachable);
@@ -268,17 +253,16 @@ Status Store::open_drives_and_probe(const Options& options, std::span<const std:
   // whole store is then read-only (lock_directory).
   for (size_t i = 1; i < drives_.size(); ++i) {
     Drive& d = drives_[i];
-    if (!d.available || ::faccessat(AT_FDCWD, d.dir.c_str(), W_OK, AT_EACCESS) == 0 ||
-        !may_not_write(errno)) {
-      continue;
-    }
+    if (!d.available) continue;
+    const Status writable = fs_->check_writable(d.dir);
+    if (writable.ok() || !may_not_write(writable.native_error())) continue;
     d.unwritable = fmt::format(
         "{} is read-only ({}): its records are served, new segments go to "
         "the other drives",
-        d.dir, std::strerror(errno));
+        d.dir, std::strerror(writable.native_error()));
     KVTIER_LOG(*log_, kWarn, "{}", d.unwritable);
   }
-  if (options.io_path == IoPath::kBuffered) return {};
+  if (!config.try_direct_io) return {};
   // One O_DIRECT choice for the store: a drive that refuses it makes the whole store buffered.
   direct_ = true;
   for (const Drive& d : drives_) {
@@ -286,16 +270,16 @@ Status Store::open_drives_and_probe(const Options& options, std::span<const std:
     const bool home = &d == &drives_[0];
     if (!read_only_ && !home && d.unwritable.empty()) {
       for (const char* name : {".direct-io-probe", "DRIVE.json.tmp"}) {
-        ::unlink(fmt::format("{}/{}", d.dir, name).c_str());
+        static_cast<void>(fs_->remove(fmt::format("{}/{}", d.dir, name)));
       }
     }
     if (read_only_) {
-      direct_ = !home || probe_direct_read(d.dir, direct_fallback_);
+      direct_ = !home || probe_direct_read(*fs_, d.dir, direct_fallback_);
     } else if (d.unwritable.empty()) {
-      direct_ = probe_direct_io(d.dir, direct_fallback_);
-    } else if (auto ids = list_segments(d.dir); ids && !ids->empty()) {
+      direct_ = probe_direct_io(*fs_, d.dir, direct_fallback_);
+    } else if (auto ids = list_segments(d.dir, *fs_); ids && !ids->empty()) {
       // Nothing may be written there: an O_DIRECT read of a segment instead.
-      direct_ = probe_direct_read(d.dir, direct_fallback_);
+      direct_ = probe_direct_read(*fs_, d.dir, direct_fallback_);
     }
   }
   if (!direct_) KVTIER_LOG(*log_, kWarn, "falling back to buffered I/O: {}", direct_fallback_);
@@ -306,7 +290,7 @@ Status Store::list_all_segments(std::vector<std::pair<uint32_t, uint32_t>>& foun
   std::unordered_map<uint32_t, uint32_t> where;
   for (uint32_t d = 0; d < drives_.size(); ++d) {
     if (!drives_[d].available) continue;
-    KVTIER_ASSIGN_OR_RETURN(std::vector<uint32_t> ids, list_segments(drives_[d].dir));
+    KVTIER_ASSIGN_OR_RETURN(std::vector<uint32_t> ids, list_segments(drives_[d].dir, *fs_));
     for (uint32_t id : ids) {
       if (auto [it, fresh] = where.emplace(id, d); !fresh) {
         return {ErrorCode::kCorrupt, fmt::format("segment {} is on two drives, {} and {}", id,
@@ -320,15 +304,12 @@ Status Store::list_all_segments(std::vector<std::pair<uint32_t, uint32_t>>& foun
 }
 
 std::string Store::write_problem() const {
-  // AT_EACCESS: the rights this process has (its effective ids), as open() will check them.
-  if (::faccessat(AT_FDCWD, dir_.c_str(), W_OK, AT_EACCESS) != 0 && may_not_write(errno)) {
-    return fmt::format("{} is not writable ({})", dir_, std::strerror(errno));
-  }
   for (const char* name :
-       {kLockName, kManifestName, IndexLog::kJournalName, IndexLog::kCheckpointName}) {
-    const std::string path = fmt::format("{}/{}", dir_, name);
-    if (::faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) != 0 && may_not_write(errno)) {
-      return fmt::format("{} is not writable ({})", path, std::strerror(errno));
+       {"", kLockName, kManifestName, IndexLog::kJournalName, IndexLog::kCheckpointName}) {
+    const std::string path = *name == 0 ? dir_ : fmt::format("{}/{}", dir_, name);
+    const Status writable = fs_->check_writable(path);
+    if (!writable.ok() && may_not_write(writable.native_error())) {
+      return fmt::format("{} is not writable ({})", path, std::strerror(writable.native_error()));
     }
   }
   return {};
@@ -338,9 +319,9 @@ Status Store::lock_directory() {
   const std::string path = fmt::format("{}/{}", dir_, kLockName);
   std::string problem = write_problem();
   if (problem.empty()) {
-    auto fd = open_file(path, O_RDWR | O_CREAT);
+    auto fd = fs_->open(path, O_RDWR | O_CREAT);
     if (fd) {
-      lock_fd_ = std::move(*fd);
+      lock_file_ = std::move(*fd);
       return lock_exclusive(path);
     }
     if (!may_not_write(fd.error().native_error())) return fd.error();
@@ -352,16 +333,15 @@ Status Store::lock_directory() {
 // Readers hold LOCK_SH, the writer LOCK_EX: a writer waits for readers to close, and readers for
 // the writer, so a reader never sees the index change under it.
 Status Store::lock_shared(const std::string& path, std::string reason) {
-  auto fd = open_file(path, O_RDONLY);
+  auto fd = fs_->open(path, O_RDONLY);
   if (!fd) {
     return fd.error().with_context(
         fmt::format("store {} may not be written ({}) and its lock cannot be read", dir_, reason));
   }
-  lock_fd_ = std::move(*fd);
-  if (::flock(lock_fd_.get(), LOCK_SH | LOCK_NB) != 0) {
-    const int err = errno;
-    if (err != EWOULDBLOCK) return posix_error(err, "locking " + path);
-    auto holder = read_file(path);
+  lock_file_ = std::move(*fd);
+  if (Status locked = lock_file_->try_lock(LockMode::kShared); !locked.ok()) {
+    if (locked.native_error() != EWOULDBLOCK) return locked;
+    auto holder = read_file(*fs_, path);
     return {ErrorCode::kLocked,
             fmt::format("store {} is in use by a kvtier engine that writes it{}; a read-only open "
                         "waits until it closes",
@@ -374,18 +354,17 @@ Status Store::lock_shared(const std::string& path, std::string reason) {
 }
 
 Status Store::lock_exclusive(const std::string& path) {
-  if (::flock(lock_fd_.get(), LOCK_EX | LOCK_NB) != 0) {
-    int err = errno;
-    if (err != EWOULDBLOCK) return posix_error(err, "locking " + path);
+  if (Status locked = lock_file_->try_lock(LockMode::kExclusive); !locked.ok()) {
+    if (locked.native_error() != EWOULDBLOCK) return locked;
     // Only readers hold it when a shared lock can still be had.
-    if (::flock(lock_fd_.get(), LOCK_SH | LOCK_NB) == 0) {
-      ::flock(lock_fd_.get(), LOCK_UN);
+    if (lock_file_->try_lock(LockMode::kShared).ok()) {
+      lock_file_->unlock();
       return {ErrorCode::kLocked,
               fmt::format("store {} is open read-only by another process; a writer waits until "
                           "every reader has closed it",
                           dir_)};
     }
-    auto holder = read_file(path);
+    auto holder = read_file(*fs_, path);
     std::string who = holder && !holder->empty() ? fmt::format(" (held by pid {})", *holder) : "";
     return {ErrorCode::kLocked,
             fmt::format("store {} is in use by another kvtier engine{}; each TP rank's store "
@@ -393,13 +372,13 @@ Status Store::lock_exclusive(const std::string& path) {
                         dir_, who)};
   }
   std::string pid = std::to_string(::getpid());
-  if (::ftruncate(lock_fd_.get(), 0) != 0) return posix_error(errno, "truncating " + path);
-  return pwrite_full(lock_fd_.get(), std::as_bytes(std::span(pid)), 0);
+  KVTIER_TRY(lock_file_->truncate(0));
+  return lock_file_->write_at(std::as_bytes(std::span(pid)), 0);
 }
 
-Status Store::load_or_create_manifest(const Options& options, const StoreRequest& request) {
+Status Store::load_or_create_manifest(const StoreConfig& config, const StoreRequest& request) {
   std::string path = fmt::format("{}/{}", dir_, kManifestName);
-  auto text = read_file(path);
+  auto text = read_file(*fs_, path);
   if (!text && text.error().code() != ErrorCode::kNotFound) return text.error();
   if (!text && read_only_) {
     return {ErrorCode::kNotFound,
@@ -407,12 +386,12 @@ Status Store::load_or_create_manifest(const Options& options, const StoreRequest
                         kManifestName, read_only_reason_)};
   }
   if (!text) {
-    KVTIER_ASSIGN_OR_RETURN(auto existing, list_segments(dir_));
+    KVTIER_ASSIGN_OR_RETURN(auto existing, list_segments(dir_, *fs_));
     if (!existing.empty()) {
       return {ErrorCode::kCorrupt,
               fmt::format("{} holds segment files but no {}", dir_, kManifestName)};
     }
-    segment_bytes_ = options.segment_bytes;
+    segment_bytes_ = config.segment_bytes;
     KVTIER_TRY(size_index_files());  // before anything is written for a store that cannot be
     return write_manifest();
   }
@@ -450,7 +429,7 @@ Status Store::load_or_create_manifest(const Options& options, const StoreRequest
 
 Status Store::write_manifest() const {
   std::string image = manifest_json(geometry_, segment_bytes_, capacity_).dump(2) + "\n";
-  return write_file_atomic(dir_, kManifestName, std::as_bytes(std::span(image)));
+  return write_file_atomic(*fs_, dir_, kManifestName, std::as_bytes(std::span(image)));
 }
 
 Status Store::request_capacity(uint64_t requested, const std::string& source) {
@@ -495,8 +474,8 @@ Status Store::size_index_files() {
   // The rank directory takes what it takes now or what its entries may need, whichever is more
   // (ext4 fits about 170 of its names in a block; 100 are counted, plus an htree index block). The
   // root may be shared by other ranks or not be kvtier's at all: one block is counted for it.
-  KVTIER_ASSIGN_OR_RETURN(UniqueFd dir, open_file(dir_, O_RDONLY | O_DIRECTORY));
-  KVTIER_ASSIGN_OR_RETURN(uint64_t dir_now, allocated_bytes(dir.get()));
+  KVTIER_ASSIGN_OR_RETURN(FileInfo dir, fs_->stat(dir_));
+  const uint64_t dir_now = dir.allocated;
   const uint64_t names = capacity_ / segment_bytes_ + 8;
   const uint64_t dir_need = kBlock * (1 + names / 100 + (names >= 100 ? 1 : 0));
   // LOCK, MANIFEST.json, and either the manifest's temporary file (at creation) or the O_DIRECT
@@ -518,15 +497,14 @@ Status Store::size_index_files() {
 void Store::remove_stale_files() const {
   // Temporary files a crash left: they would only take room the capacity does not count.
   for (const char* name : {"index.ckpt.tmp", "MANIFEST.json.tmp", ".direct-io-probe"}) {
-    ::unlink(fmt::format("{}/{}", dir_, name).c_str());
+    static_cast<void>(fs_->remove(fmt::format("{}/{}", dir_, name)));
   }
 }
 
 Status Store::load_index() {
-  KVTIER_ASSIGN_OR_RETURN(LoadedIndex loaded, IndexLog::load(dir_));
-  const std::string checkpoint = fmt::format("{}/{}", dir_, IndexLog::kCheckpointName);
-  if (struct stat st{}; ::stat(checkpoint.c_str(), &st) == 0) {
-    checkpoint_disk_ = static_cast<uint64_t>(st.st_blocks) * 512;
+  KVTIER_ASSIGN_OR_RETURN(LoadedIndex loaded, IndexLog::load(dir_, *fs_));
+  if (auto checkpoint = fs_->stat(fmt::format("{}/{}", dir_, IndexLog::kCheckpointName))) {
+    checkpoint_disk_ = checkpoint->allocated;
   }
   std::vector<std::pair<uint32_t, uint32_t>> ids;  // (segment, drive), ascending
   KVTIER_TRY(list_all_segments(ids));
@@ -552,7 +530,8 @@ Status Store::load_index() {
                loaded.problem);
     loaded.records.clear();
     for (auto [id, drive] : ids) {
-      KVTIER_ASSIGN_OR_RETURN(auto seg, open_segment(drives_[drive].dir, id, direct_, read_only_));
+      KVTIER_ASSIGN_OR_RETURN(auto seg,
+                              open_segment(*fs_, drives_[drive].dir, id, direct_, read_only_));
       KVTIER_ASSIGN_OR_RETURN(auto found, scan_segment(*seg, geometry_));
       loaded.records.insert(loaded.records.end(), found.begin(), found.end());
     }
@@ -562,7 +541,7 @@ Status Store::load_index() {
   // store keeps both as they are and has no journal to append to.
   if (!read_only_) {
     auto journal = IndexLog::open(
-        dir_, loaded.needs_rebuild ? loaded.journal_file_bytes : loaded.journal_valid_bytes);
+        dir_, loaded.needs_rebuild ? loaded.journal_file_bytes : loaded.journal_valid_bytes, *fs_);
     if (!journal) return journal.error();
     journal_.emplace(std::move(*journal));
   }
@@ -592,7 +571,7 @@ Status Store::open_segments_locked(std::span<const std::pair<uint32_t, uint32_t>
   for (auto [id, drive] : ids) {
     Drive& d = drives_[drive];
     const bool writable = !read_only_ && d.unwritable.empty();
-    auto opened = open_segment(d.dir, id, direct_, !writable);
+    auto opened = open_segment(*fs_, d.dir, id, direct_, !writable);
     if (!opened && writable && drive != 0 && may_not_write(opened.error().native_error())) {
       // A segment file that may not be written (its mode or attributes, a read-only mount under
       // the drive's directory): read, and its drive takes no new segments.
@@ -601,14 +580,15 @@ Status Store::open_segments_locked(std::span<const std::pair<uint32_t, uint32_t>
           "drives",
           d.dir, opened.error().message(), std::strerror(opened.error().native_error()));
       KVTIER_LOG(*log_, kWarn, "{}", d.unwritable);
-      opened = open_segment(d.dir, id, direct_, /*read_only=*/true);
+      opened = open_segment(*fs_, d.dir, id, direct_, /*read_only=*/true);
     }
     KVTIER_ASSIGN_OR_RETURN(auto file, std::move(opened));
     file->drive = drive;
     Segment& seg = segments_[id];
     seg.drive = drive;
     seg.file = std::move(file);
-    KVTIER_ASSIGN_OR_RETURN(seg.disk_bytes, allocated_bytes(seg.file->fd.get()));
+    KVTIER_ASSIGN_OR_RETURN(FileInfo info, seg.file->file->stat());
+    seg.disk_bytes = info.allocated;
     segment_estimate_ = std::max(segment_estimate_, seg.disk_bytes);
   }
   return {};
@@ -658,7 +638,7 @@ Status Store::adopt_records(std::vector<RecordMeta> records, std::span<const uin
       continue;
     }
     // An empty file is an unused active segment or one whose drop was journaled before a crash.
-    if (!read_only_) ::unlink(it->second.file->path.c_str());
+    if (!read_only_) static_cast<void>(fs_->remove(it->second.file->path));
     it = segments_.erase(it);
   }
   // A segment was last used at its newest record's write or its last recorded use, whichever came
