@@ -33,7 +33,7 @@ expect() {
 fresh
 expect 0 "every include points down the layers" "the repository"
 fresh
-sed -i '0,/^#include "common\/posix.hpp"/s//#include "engine\/engine_impl.hpp"/' "$work/r/src/store/segment.hpp"
+sed -i '0,/^#include "common\/file_system.hpp"/s//#include "engine\/engine_impl.hpp"/' "$work/r/src/store/segment.hpp"
 expect 1 "src/store/segment.hpp -> engine/engine_impl.hpp: store (layer 1) may not include engine" "upward"
 fresh
 echo '#include "device/device.hpp"' >>"$work/r/src/store/store.cpp"
