@@ -18,8 +18,11 @@
 #include "common/log.hpp"
 #include "kvtier/geometry.hpp"
 #include "kvtier/stats.hpp"
+#include "store/capacity.hpp"
+#include "store/directory.hpp"
 #include "store/drives.hpp"
 #include "store/index_log.hpp"
+#include "store/record_index.hpp"
 #include "store/segment.hpp"
 
 namespace kvtier {
@@ -62,8 +65,16 @@ struct StoreRequest {
   std::string capacity_bytes_source;       ///< Which of the two, for the message.
 };
 
-/// @brief The store of one rank. Thread-safe: every public method takes the store's lock, and
-/// none holds it across payload I/O (only across journal appends and segment creation).
+/// @brief The store of one rank. Its one job: to keep its parts consistent under one lock, so that
+/// a record is visible exactly when it is durable. The parts: StoreDirectory (lock and manifest),
+/// CapacityBudget (what may be written), RecordIndex (which records are held), IndexLog (the
+/// journal and checkpoint that make the index durable), the drives (drives.hpp), and the segment
+/// table here (what each segment file holds, its recency and pins). Its methods are grouped by
+/// file: open (store_open.cpp), recovery (store_recovery.cpp), lookups, reservations, commits and
+/// drops (store.cpp), journal appends and checkpoints (store_journal.cpp), capacity and eviction
+/// order (eviction.cpp), placement of new segments on drives (placement.cpp).
+/// Thread-safe: every public method takes the store's lock, and none holds it across payload I/O
+/// (only across journal appends and segment creation).
 /// A store whose directory or index files may not be written (EROFS, EACCES) is opened read-only
 /// under a shared lock: it serves lookups and reads, refuses reserve() and drop(), and writes
 /// nothing. Writers and readers exclude each other (docs/format.md "Access"), except that an open
@@ -81,8 +92,10 @@ class Store {
   [[nodiscard]] bool direct_io() const { return direct_; }
   [[nodiscard]] const std::string& direct_io_fallback() const { return direct_fallback_; }
   /// Opened read-only, and why (empty when writable).
-  [[nodiscard]] bool read_only() const { return read_only_; }
-  [[nodiscard]] const std::string& read_only_reason() const { return read_only_reason_; }
+  [[nodiscard]] bool read_only() const { return directory_.read_only(); }
+  [[nodiscard]] const std::string& read_only_reason() const {
+    return directory_.read_only_reason();
+  }
 
   /// The longest run of `keys` stored, in order, with their files; marks their segments used.
   [[nodiscard]] std::vector<LocatedRecord> find_chain(std::span<const Key128> keys);
@@ -147,12 +160,6 @@ class Store {
   [[nodiscard]] static Result<std::unique_ptr<Store>> open_once(const StoreConfig& config,
                                                                 const Logger& log,
                                                                 const StoreRequest& request);
-  Status lock_directory();
-  /// Why the store may not be written here (empty when it may): its directory or index files.
-  std::string write_problem() const;
-  Status lock_exclusive(const std::string& path);
-  Status lock_shared(const std::string& path, std::string reason);
-  Status refuse_read_only() const;
   Status load_or_create_manifest(const StoreConfig& config, const StoreRequest& request);
   Status write_manifest() const;
   /// Takes a capacity other than the manifest's as pending, once it is known to be usable.
@@ -168,10 +175,9 @@ class Store {
   void make_room_for_open_files() const;
   Status adopt_records(std::vector<RecordMeta> records, std::span<const uint32_t> dropped,
                        const std::unordered_map<uint32_t, uint64_t>& uses);
-  /// Fixes what the files besides segments may take (lock, manifest, directories, journal budget);
-  /// kInvalidArgument when the capacity cannot hold them and one segment.
-  Status size_index_files();
-  void remove_stale_files() const;
+  /// Sizes the budget for `capacity` and `segment_bytes` (kInvalidArgument, changing nothing, when
+  /// it cannot hold one segment and the index files).
+  Status resize_budget(uint64_t capacity, uint64_t segment_bytes);
   /// How long the journal may grow before it is compacted into a checkpoint.
   uint64_t journal_budget_locked() const;
   /// What the index files may take on disk with `records` live in `segments` segments.
@@ -244,17 +250,13 @@ class Store {
   std::shared_ptr<FileSystem> fs_;
   std::string dir_;
   KvGeometry geometry_;
-  uint64_t capacity_ = 0;
   // A capacity this engine asked for that the store does not have yet. It takes effect at the
   // first save, so an engine that only reads never evicts for a smaller one (docs/format.md).
   std::optional<uint64_t> pending_capacity_;  // guarded by mu_
   std::string pending_capacity_source_;
-  uint64_t segment_bytes_ = 0;
   bool direct_ = false;
   std::string direct_fallback_;
-  std::unique_ptr<File> lock_file_;
-  bool read_only_ = false;
-  std::string read_only_reason_;
+  StoreDirectory directory_;  // lock and manifest
 
   // drives_[0] is dir_, the home holding the index; a one-directory store has only it. Fixed at
   // open but for `unwritable` and `fs_limit`, which are guarded by mu_.
@@ -263,15 +265,11 @@ class Store {
   std::vector<std::string> unreachable_;  // listed directories that could not be reached at open
 
   std::mutex mu_;
-  // Records on segments of drives missing at open: kept in the index (checkpoints keep them), never
-  // served, and served again once the drive is back at a later open.
-  std::unordered_map<Key128, RecordMeta, Key128Hash> offline_;  // guarded by mu_
   uint64_t drive_misses_ = 0;  // lookups stopped by a record on a missing drive; guarded by mu_
-  std::optional<IndexLog> journal_;                                       // guarded by mu_
-  std::unordered_map<Key128, RecordMeta, Key128Hash> index_;              // guarded by mu_
-  std::unordered_map<Key128, std::vector<Key128>, Key128Hash> partials_;  // parent -> keys
-  std::unordered_map<uint32_t, Segment> segments_;                        // guarded by mu_
-  uint32_t active_ = 0;  // segment receiving appends; 0 when none
+  std::optional<IndexLog> journal_;                 // guarded by mu_
+  RecordIndex index_;                               // guarded by mu_
+  std::unordered_map<uint32_t, Segment> segments_;  // guarded by mu_
+  uint32_t active_ = 0;                             // segment receiving appends; 0 when none
   uint32_t next_id_ = 1;
   // One clock for record sequences and segment uses, so a segment's recency after a reopen is the
   // later of its newest record and its last recorded use.
@@ -284,10 +282,7 @@ class Store {
 
   // Capacity bounds everything the store writes (docs/format.md "Capacity"): the segments' measured
   // disk bytes plus what the index files may take.
-  uint64_t fixed_bytes_ = 0;       // lock, manifest (or its temp file), probe, directories
-  uint64_t journal_floor_ = 0;     // the least journal_budget_locked() gives
-  uint64_t checkpoint_disk_ = 0;   // what index.ckpt takes now
-  uint64_t segment_estimate_ = 0;  // what a segment not yet made will take
+  CapacityBudget budget_;          // guarded by mu_ once open
   uint64_t reserved_records_ = 0;  // reserved, not yet committed or aborted
 };
 
