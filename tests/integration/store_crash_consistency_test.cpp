@@ -44,8 +44,12 @@ uint64_t env_or(const char* name, uint64_t fallback) {
 /// The store under test, the file system under it, and what it must hold.
 class CrashHarness {
  public:
-  CrashHarness(const std::string& root, uint64_t seed, CrashMode mode)
-      : root_(root), random_(seed), mode_(mode), fs_(std::make_shared<FaultFileSystem>(seed)) {}
+  /// A store on `drives` directories under `root`.
+  CrashHarness(const std::string& root, uint64_t seed, CrashMode mode, int drives = 1)
+      : random_(seed), mode_(mode), fs_(std::make_shared<FaultFileSystem>(seed)) {
+    for (int d = 0; d < drives; ++d)
+      roots_.push_back(drives == 1 ? root : fmt::format("{}/d{}", root, d));
+  }
 
   FaultFileSystem& fs() { return *fs_; }
   std::mt19937_64& random() { return random_; }
@@ -67,7 +71,7 @@ class CrashHarness {
   Status open(std::optional<uint64_t> capacity = std::nullopt) {
     store_.reset();
     StoreConfig c;
-    c.roots = {root_};
+    c.roots = roots_;
     c.geometry = g_;
     c.capacity_bytes = kCapacity;
     c.segment_bytes = kSegment;
@@ -165,7 +169,7 @@ class CrashHarness {
   CrashMode mode() const { return mode_; }
 
  private:
-  std::string root_;
+  std::vector<std::string> roots_;
   std::mt19937_64 random_;
   CrashMode mode_;
   std::shared_ptr<FaultFileSystem> fs_;
@@ -261,11 +265,11 @@ constexpr Aim kAims[] = {{"", 60},         {"index.journal", 6}, {"seg-", 10},
                          {"index.ckpt", 6}};
 constexpr int kMaxStepsPerCut = 400;
 
-void run_crashes(CrashMode mode, uint64_t crashes) {
+void run_crashes(CrashMode mode, uint64_t crashes, int drives = 1) {
   const uint64_t seed = env_or("KVTIER_CRASH_SEED", std::random_device{}());
   std::cout << "KVTIER_CRASH_SEED=" << seed << " (" << crashes << " cuts)" << std::endl;
   testing::TempDir dir;
-  CrashHarness h(dir.str(), seed, mode);
+  CrashHarness h(dir.str(), seed, mode, drives);
   Workload w{h};
   std::map<std::string, int> points;
   ASSERT_OK(h.open());
@@ -325,6 +329,10 @@ void run_crashes(CrashMode mode, uint64_t crashes) {
 
 TEST(StoreCrashConsistency, AcknowledgedRecordsSurviveEveryPowerCut) {
   run_crashes(CrashMode::kDropUnsynced, env_or("KVTIER_STORE_CRASHES", 100));
+}
+
+TEST(StoreCrashConsistency, AcknowledgedRecordsSurviveEveryPowerCutOverTwoDrives) {
+  run_crashes(CrashMode::kDropUnsynced, env_or("KVTIER_STORE_CRASHES", 100) / 2, 2);
 }
 
 TEST(StoreCrashConsistency, PartlyWrittenBackCachesNeverYieldWrongBytes) {
