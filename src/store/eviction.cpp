@@ -26,7 +26,7 @@ uint64_t Store::used_locked(uint64_t extra_segments) const {
 uint64_t Store::used_on_locked(uint32_t drive, uint64_t extra_segments,
                                uint64_t extra_total) const {
   uint64_t bytes = extra_segments * budget_.segment_estimate();
-  for (const auto& [id, seg] : segments_) bytes += seg.drive == drive ? seg.disk_bytes : 0;
+  bytes += segments_.disk_bytes_on(drive);
   if (drive != 0) return bytes;  // the index files live on the home drive only
   // Records reserved by writers are counted as if committed: the next checkpoint may hold them.
   return bytes +
@@ -39,13 +39,9 @@ uint64_t Store::capacity_on(uint32_t drive) const {
 }
 
 const Store::Segment* Store::lru_locked(std::optional<uint32_t> drive) const {
-  const Segment* victim = nullptr;
-  for (const auto& [id, seg] : segments_) {
-    if (seg.pins > 0 || (drive && seg.drive != *drive)) continue;
-    if (!drive && !drives_[seg.drive].takes_new_segments()) continue;
-    if (victim == nullptr || seg.last_use < victim->last_use) victim = &seg;
-  }
-  return victim;
+  return segments_.least_recently_used([&](const Segment& seg) {
+    return drive ? seg.drive == *drive : drives_[seg.drive].takes_new_segments();
+  });
 }
 
 Status Store::enforce_capacity_locked(uint64_t extra_segments, uint32_t drive) {

@@ -123,10 +123,7 @@ uint64_t Store::room_for_segments_locked() const {
   uint64_t room = 0;
   for (uint32_t d = 0; d < drives_.size(); ++d) {
     if (!drives_[d].takes_new_segments()) continue;
-    uint64_t kept = used_on_locked(d, 0, 0);
-    for (const auto& [id, seg] : segments_) {
-      if (seg.drive == d && seg.pins == 0) kept -= seg.disk_bytes;
-    }
+    const uint64_t kept = used_on_locked(d, 0, 0) - segments_.evictable_bytes_on(d);
     const uint64_t cap = capacity_on(d);
     if (cap > kept) room += (cap - kept) / budget_.segment_estimate();
   }
@@ -137,8 +134,7 @@ Status Store::learn_file_system_limit_locked(uint32_t drive, const Status& why,
                                              uint64_t still_needed) {
   Drive& d = drives_[drive];
   const uint64_t free = fs_->free_bytes(d.dir).value_or(0);
-  uint64_t held = 0;
-  for (const auto& [id, seg] : segments_) held += seg.drive == drive ? seg.disk_bytes : 0;
+  uint64_t held = segments_.disk_bytes_on(drive);
   if (drive == 0) {
     held += budget_.home_files(journal_ ? journal_->journal_bytes() : 0);
   }

@@ -246,8 +246,7 @@ void Store::fill_stats(Stats& stats) {
   stats.segments = segments_.size();
   stats.used_bytes = segments_.size() * budget_.segment_bytes();
   stats.records = index_.served();
-  stats.live_bytes = 0;
-  for (const auto& [id, seg] : segments_) stats.live_bytes += seg.live_bytes;
+  stats.live_bytes = segments_.live_bytes();
   stats.evicted_segments = evicted_segments_;
   stats.evicted_records = evicted_records_;
   stats.recovered_records = recovered_records_;

@@ -24,6 +24,7 @@
 #include "store/index_log.hpp"
 #include "store/record_index.hpp"
 #include "store/segment.hpp"
+#include "store/segment_table.hpp"
 
 namespace kvtier {
 
@@ -68,17 +69,17 @@ struct StoreRequest {
 /// @brief The store of one rank. Its one job: to keep its parts consistent under one lock, so that
 /// a record is visible exactly when it is durable. The parts: StoreDirectory (lock and manifest),
 /// CapacityBudget (what may be written), RecordIndex (which records are held), IndexLog (the
-/// journal and checkpoint that make the index durable), the drives (drives.hpp), and the segment
-/// table here (what each segment file holds, its recency and pins). Its methods are grouped by
-/// file: open (store_open.cpp), recovery (store_recovery.cpp), lookups, reservations, commits and
-/// drops (store.cpp), journal appends and checkpoints (store_journal.cpp), capacity and eviction
-/// order (eviction.cpp), placement of new segments on drives (placement.cpp).
-/// Thread-safe: every public method takes the store's lock, and none holds it across payload I/O
-/// (only across journal appends and segment creation).
-/// A store whose directory or index files may not be written (EROFS, EACCES) is opened read-only
-/// under a shared lock: it serves lookups and reads, refuses reserve() and drop(), and writes
-/// nothing. Writers and readers exclude each other (docs/format.md "Access"), except that an open
-/// with Options::read_only takes no lock at all: it reads a snapshot of the index beside a writer.
+/// journal and checkpoint that make the index durable), SegmentTable (what each segment file holds,
+/// its recency and pins: the eviction order), and the drives (drives.hpp). Its methods are grouped
+/// by file: open (store_open.cpp), recovery (store_recovery.cpp), lookups, reservations, commits
+/// and drops (store.cpp), journal appends and checkpoints (store_journal.cpp), capacity and
+/// eviction order (eviction.cpp), placement of new segments on drives (placement.cpp). Thread-safe:
+/// every public method takes the store's lock, and none holds it across payload I/O (only across
+/// journal appends and segment creation). A store whose directory or index files may not be written
+/// (EROFS, EACCES) is opened read-only under a shared lock: it serves lookups and reads, refuses
+/// reserve() and drop(), and writes nothing. Writers and readers exclude each other (docs/format.md
+/// "Access"), except that an open with Options::read_only takes no lock at all: it reads a snapshot
+/// of the index beside a writer.
 class Store {
  public:
   /// Opens or creates the store directory for `config`.
@@ -134,21 +135,7 @@ class Store {
   void fill_stats(Stats& stats);
 
  private:
-  struct Segment {
-    std::shared_ptr<SegmentFile> file;
-    uint64_t write_offset = 0;
-    uint64_t live_bytes = 0;
-    uint64_t records = 0;
-    uint64_t tokens = 0;
-    uint64_t disk_bytes = 0;  // what the file takes on disk (st_blocks), measured
-    uint64_t last_use = 0;    // on the sequence clock; a write is a use
-    uint64_t saved_use = 0;   // the last use the index holds durably
-    uint32_t pins = 0;
-    uint32_t drive = 0;  // index into drives_
-    // Every key indexed here, so evicting the segment need not scan the whole index; a key dropped
-    // or stored again elsewhere since stays listed, and the index says whether it is still here.
-    std::vector<Key128> keys;
-  };
+  using Segment = SegmentState;
 
   /// How a reservation would be laid out: the same first-fit walk reserve() makes.
   struct PlacementPlan {
@@ -235,8 +222,6 @@ class Store {
   void index_add_locked(const RecordMeta& meta);
   void index_remove_locked(const RecordMeta& meta);
   Status checkpoint_locked();
-  /// Journal entries recording the segment uses not yet recorded.
-  std::vector<JournalEntry> unsaved_uses_locked() const;
   /// Makes `entries` durable, preceded by the segment uses not yet recorded, and calls `apply` on
   /// each once it is. The journal is compacted into a checkpoint first wherever an append would
   /// take it past its budget; a long list goes in batches, each applied before the next.
@@ -266,10 +251,10 @@ class Store {
 
   std::mutex mu_;
   uint64_t drive_misses_ = 0;  // lookups stopped by a record on a missing drive; guarded by mu_
-  std::optional<IndexLog> journal_;                 // guarded by mu_
-  RecordIndex index_;                               // guarded by mu_
-  std::unordered_map<uint32_t, Segment> segments_;  // guarded by mu_
-  uint32_t active_ = 0;                             // segment receiving appends; 0 when none
+  std::optional<IndexLog> journal_;  // guarded by mu_
+  RecordIndex index_;                // guarded by mu_
+  SegmentTable segments_;            // guarded by mu_
+  uint32_t active_ = 0;              // segment receiving appends; 0 when none
   uint32_t next_id_ = 1;
   // One clock for record sequences and segment uses, so a segment's recency after a reopen is the
   // later of its newest record and its last recorded use.

@@ -16,23 +16,13 @@ constexpr auto kUseFlushInterval = std::chrono::seconds(10);
 }  // namespace
 
 Status Store::checkpoint_locked() {
-  std::vector<SegmentUse> uses;
-  uses.reserve(segments_.size());
-  for (const auto& [id, seg] : segments_) uses.push_back({id, seg.last_use});
+  const std::vector<SegmentUse> uses = segments_.uses();
   const std::vector<RecordMeta> live = live_records_locked();
   KVTIER_TRY(journal_->checkpoint(live, uses));
   budget_.set_checkpoint_bytes(align_up(checkpoint_image_bytes(live.size(), uses.size())));
-  for (auto& [id, seg] : segments_) seg.saved_use = seg.last_use;
+  segments_.uses_saved();
   unsaved_since_.reset();
   return {};
-}
-
-std::vector<JournalEntry> Store::unsaved_uses_locked() const {
-  std::vector<JournalEntry> uses;
-  for (const auto& [id, seg] : segments_) {
-    if (seg.last_use > seg.saved_use) uses.push_back({JournalOp::kUse, {}, id, seg.last_use});
-  }
-  return uses;
 }
 
 Status Store::append_locked(std::span<const JournalEntry> entries,
@@ -43,7 +33,7 @@ Status Store::append_locked(std::span<const JournalEntry> entries,
   size_t next = 0;
   for (;;) {
     // Uses go first: a drop of the same segment later in the batch must win at replay.
-    std::vector<JournalEntry> batch = unsaved_uses_locked();
+    std::vector<JournalEntry> batch = segments_.unsaved_uses();
     const size_t uses = batch.size();
     uint64_t bytes = 0;
     for (const JournalEntry& e : batch) bytes += journal_entry_bytes(e.op);
