@@ -31,7 +31,7 @@ enum class FsOp {
   kSync,
   kTruncate,
   kAllocate,
-  kStat,  ///< File::stat and FileSystem::stat
+  kStat,  ///< File::stat, FileSystem::stat, check_writable and free_bytes
   kLock,
   kRename,
   kRemove,
