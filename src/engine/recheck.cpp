@@ -23,17 +23,13 @@ std::vector<RecheckOutcome> Engine::Impl::recheck(std::span<const LocatedRecord>
   AlignedBuffer buffer;
   for (size_t i = 0; i < records.size(); ++i) {
     const RecordMeta& m = records[i].meta;
-    // Buffered on purpose: the page cache is the path the failed read did not take.
-    auto fd = open_file(records[i].file->path, O_RDONLY | O_CLOEXEC);
-    if (!fd) {
-      KVTIER_LOG(log_, kWarn, "re-read of a failed record: {}", fd.error().to_string());
-      continue;  // no evidence either way: kept, a miss
-    }
     if (buffer.size() < m.record_bytes()) buffer = AlignedBuffer(m.record_bytes());
     const std::span<std::byte> bytes = buffer.span().first(m.record_bytes());
-    if (Status st = pread_full(fd->get(), bytes, m.offset); !st.ok()) {
+    // Buffered on purpose: the page cache is the path the failed read did not take.
+    if (Status st = store_->read_bytes(*records[i].file, bytes, m.offset, /*buffered=*/true);
+        !st.ok()) {
       KVTIER_LOG(log_, kWarn, "re-read of a failed record: {}", st.to_string());
-      continue;
+      continue;  // no evidence either way: kept, a miss
     }
     const std::span<const std::byte> payload = bytes.subspan(kBlock, m.payload_bytes);
     if (!header_matches(bytes.first(kBlock), m, options_.geometry) ||

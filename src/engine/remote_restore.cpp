@@ -237,7 +237,7 @@ Status Engine::Impl::promote_now(std::span<const RecordMeta> fetched,
     std::memcpy(record.data() + kBlock, bytes[i] + kBlock, m.payload_bytes);
     std::memset(record.data() + kBlock + m.payload_bytes, 0,
                 record.size() - kBlock - m.payload_bytes);
-    written = pwrite_full(placements[i].file->fd.get(), record, m.offset);
+    written = store_->write_bytes(*placements[i].file, record, m.offset);
   }
   if (!written.ok()) {
     store_->abort(placements);

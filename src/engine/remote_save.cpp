@@ -22,11 +22,11 @@ constexpr size_t kSyncBatch = 1024;
 
 /// Reads `r` back into `buffer` (sized to it); true when it still checks out: a segment reused
 /// since the record was found (evicted meanwhile) or a damaged record never goes to the cluster.
-bool read_back(const LocatedRecord& r, const KvGeometry& g, AlignedBuffer& buffer) {
+bool read_back(Store& store, const LocatedRecord& r, const KvGeometry& g, AlignedBuffer& buffer) {
   const RecordMeta& m = r.meta;
   buffer = AlignedBuffer(m.record_bytes());
   const auto payload = buffer.span().subspan(kBlock, m.payload_bytes);
-  return pread_full(r.file->fd.get(), buffer.span(), m.offset).ok() &&
+  return store.read_bytes(*r.file, buffer.span(), m.offset).ok() &&
          header_matches(buffer.span().first(kBlock), m, g) &&
          kvsum::of(payload.data(), payload.size()) == m.payload_checksum;
 }
@@ -72,7 +72,7 @@ Engine::Impl::Published Engine::Impl::publish(remote::ClusterClient& client,
     for (; next < records.size() && bytes < kWriteWindowBytes; ++next) {
       const RecordMeta& m = records[next].meta;
       AlignedBuffer buffer;
-      if (!read_back(records[next], options_.geometry, buffer)) {
+      if (!read_back(*store_, records[next], options_.geometry, buffer)) {
         failed(Status(ErrorCode::kCorrupt,
                       fmt::format("record {} no longer reads back intact from the local store "
                                   "(evicted meanwhile, or damaged: `kvtier verify` checks)",

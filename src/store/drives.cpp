@@ -2,9 +2,6 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #include "store/drives.hpp"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -28,19 +25,11 @@ std::string new_id() {
   return fmt::format("{:08x}{:08x}", rd(), rd());
 }
 
-bool exists(const std::string& path, int& err) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) return true;
-  err = errno;
+bool exists(FileSystem& fs, const std::string& path, int& err) {
+  auto info = fs.stat(path);
+  if (info) return true;
+  err = info.error().native_error();
   return false;
-}
-
-// A new drive's directories are 0700 like the home's (KV is user data).
-Status make_private_dir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
-    return posix_error(errno, "creating directory " + path);
-  }
-  return {};
 }
 
 struct Marker {
@@ -64,9 +53,9 @@ struct Members {
   std::vector<std::string> drives;  // [0] is the home
 };
 
-Result<Members> read_members(const std::string& home) {
+Result<Members> read_members(FileSystem& fs, const std::string& home) {
   const std::string path = fmt::format("{}/{}", home, kDrivesName);
-  auto text = read_file(path);
+  auto text = read_file(fs, path);
   if (!text && text.error().code() == ErrorCode::kNotFound) return Members{};
   if (!text) return fail(text.error());
   try {
@@ -80,13 +69,14 @@ Result<Members> read_members(const std::string& home) {
   }
 }
 
-Status write_json(const std::string& dir, const char* name, const nlohmann::json& j) {
+Status write_json(FileSystem& fs, const std::string& dir, const char* name,
+                  const nlohmann::json& j) {
   const std::string image = j.dump(2) + "\n";
-  return write_file_atomic(dir, name, std::as_bytes(std::span(image)));
+  return write_file_atomic(fs, dir, name, std::as_bytes(std::span(image)));
 }
 
-Status write_members(const std::string& home, const Members& m) {
-  return write_json(home, kDrivesName,
+Status write_members(FileSystem& fs, const std::string& home, const Members& m) {
+  return write_json(fs, home, kDrivesName,
                     {{"format", "kvtier-drives"}, {"store", m.store}, {"drives", m.drives}});
 }
 
@@ -98,10 +88,10 @@ struct Probe {
   std::string problem;   // unreachable, and why
 };
 
-Result<Probe> probe(const std::string& dir, const std::string& store) {
+Result<Probe> probe(FileSystem& fs, const std::string& dir, const std::string& store) {
   Probe p{dir};
   int err = 0;
-  if (!exists(dir, err)) {
+  if (!exists(fs, dir, err)) {
     if (err == ENOENT) {
       p.missing = true;
     } else {
@@ -110,7 +100,7 @@ Result<Probe> probe(const std::string& dir, const std::string& store) {
     return p;
   }
   const std::string path = fmt::format("{}/{}", dir, kDriveName);
-  auto text = read_file(path);
+  auto text = read_file(fs, path);
   if (text) {
     KVTIER_ASSIGN_OR_RETURN(Marker m, parse_marker(path, *text));
     if (m.store != store) {
@@ -121,7 +111,7 @@ Result<Probe> probe(const std::string& dir, const std::string& store) {
     p.marker = m;
   } else if (text.error().code() != ErrorCode::kNotFound) {
     p.problem = fmt::format("{}: {}", path, text.error().message());
-  } else if (auto segs = list_segments(dir); !segs) {
+  } else if (auto segs = list_segments(dir, fs); !segs) {
     p.problem = fmt::format("{}: {}", dir, segs.error().message());
   } else if (!segs->empty()) {
     return fail(
@@ -138,16 +128,16 @@ size_t DriveSet::offline() const {
       std::count_if(drives.begin(), drives.end(), [](const Drive& d) { return !d.available; }));
 }
 
-Result<size_t> find_home(std::span<const std::string> rank_dirs, bool create) {
+Result<size_t> find_home(FileSystem& fs, std::span<const std::string> rank_dirs, bool create) {
   std::vector<size_t> homes;
   std::string unreachable, other_drive;
   for (size_t i = 0; i < rank_dirs.size(); ++i) {
     int err = 0;
-    if (exists(fmt::format("{}/MANIFEST.json", rank_dirs[i]), err)) {
+    if (exists(fs, fmt::format("{}/MANIFEST.json", rank_dirs[i]), err)) {
       homes.push_back(i);
     } else if (err != ENOENT) {
       unreachable += fmt::format(" {} ({})", rank_dirs[i], std::strerror(err));
-    } else if (exists(fmt::format("{}/{}", rank_dirs[i], kDriveName), err)) {
+    } else if (exists(fs, fmt::format("{}/{}", rank_dirs[i], kDriveName), err)) {
       other_drive = rank_dirs[i];
     }
   }
@@ -177,9 +167,10 @@ Result<size_t> find_home(std::span<const std::string> rank_dirs, bool create) {
   return size_t{0};
 }
 
-Result<DriveSet> open_drives(const std::string& home, std::span<const std::string> others,
-                             bool read_only, const Logger& log) {
-  KVTIER_ASSIGN_OR_RETURN(Members members, read_members(home));
+Result<DriveSet> open_drives(FileSystem& fs, const std::string& home,
+                             std::span<const std::string> others, bool read_only,
+                             const Logger& log) {
+  KVTIER_ASSIGN_OR_RETURN(Members members, read_members(fs, home));
   DriveSet set;
   if (others.empty() && members.drives.empty()) {
     set.drives.push_back({home});
@@ -190,13 +181,13 @@ Result<DriveSet> open_drives(const std::string& home, std::span<const std::strin
     members = {new_id(), {new_id()}};
     // The store's id is durable before any drive is marked with it: a crash between a marker and
     // the list naming it leaves a marker of this store, which the next open adopts, not refuses.
-    if (!read_only) KVTIER_TRY(write_members(home, members));
+    if (!read_only) KVTIER_TRY(write_members(fs, home, members));
   }
   set.store_id = members.store;
   set.drives.push_back({home, members.drives[0]});
   std::vector<Probe> probes;
   for (const std::string& dir : others) {
-    KVTIER_ASSIGN_OR_RETURN(Probe p, probe(dir, members.store));
+    KVTIER_ASSIGN_OR_RETURN(Probe p, probe(fs, dir, members.store));
     probes.push_back(std::move(p));
   }
   std::vector<std::string> found;
@@ -240,12 +231,13 @@ Result<DriveSet> open_drives(const std::string& home, std::span<const std::strin
                 "that drive's mount point)"));
       continue;
     }
+    // A new drive's directories are 0700 like the home's (KV is user data).
     if (p.missing) {
-      KVTIER_TRY(make_private_dir(std::filesystem::path(p.dir).parent_path().string()));
-      KVTIER_TRY(make_private_dir(p.dir));
+      KVTIER_TRY(make_dir_durable(fs, std::filesystem::path(p.dir).parent_path().string()));
+      KVTIER_TRY(make_dir_durable(fs, p.dir));
     }
     const std::string id = new_id();
-    KVTIER_TRY(write_json(p.dir, kDriveName,
+    KVTIER_TRY(write_json(fs, p.dir, kDriveName,
                           {{"format", "kvtier-drive"}, {"store", members.store}, {"drive", id}}));
     members.drives.push_back(id);
     set.drives.push_back({p.dir, id});
@@ -264,7 +256,7 @@ Result<DriveSet> open_drives(const std::string& home, std::span<const std::strin
     set.drives.push_back({.dir = "", .id = members.drives[i], .available = false, .problem = why});
     KVTIER_LOG(log, kWarn, "{}: {}; its records are misses until it is back", home, why);
   }
-  if (changed && !read_only) KVTIER_TRY(write_members(home, members));
+  if (changed && !read_only) KVTIER_TRY(write_members(fs, home, members));
   return set;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/file_system.hpp"
 #include "common/log.hpp"
 #include "kvtier/status.hpp"
 
@@ -48,14 +49,15 @@ constexpr const char* kDriveName = "DRIVE.json";    // in every other drive: who
 /// Which of `rank_dirs` holds the store's index (its MANIFEST.json). None: the first when
 /// `create` (a new store), else kNotFound. kInvalidArgument when two hold one (two stores), or when
 /// none does but a listed directory is another drive of a store (its home is not in the list).
-[[nodiscard]] Result<size_t> find_home(std::span<const std::string> rank_dirs, bool create);
+[[nodiscard]] Result<size_t> find_home(FileSystem& fs, std::span<const std::string> rank_dirs,
+                                       bool create);
 
 /// Reads the home's drive list and the markers of `others` (rank directories), adding directories
 /// that hold nothing yet as new drives (markers written before the list names them) unless
 /// `read_only`. A listed directory that is another store's, or that holds segment files without a
 /// marker, is refused (kInvalidArgument, kCorrupt); one that cannot be reached is left out and
 /// noted; a member drive not among those reached is kept, unavailable, with the reason.
-[[nodiscard]] Result<DriveSet> open_drives(const std::string& home,
+[[nodiscard]] Result<DriveSet> open_drives(FileSystem& fs, const std::string& home,
                                            std::span<const std::string> others, bool read_only,
                                            const Logger& log);
 

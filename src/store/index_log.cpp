@@ -3,7 +3,6 @@
 #include "store/index_log.hpp"
 
 #include <fcntl.h>
-#include <unistd.h>
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <xxhash.h>
 
@@ -246,16 +245,16 @@ Result<CheckpointImage> decode_checkpoint(std::span<const std::byte> image) {
   return out;
 }
 
-Result<LoadedIndex> IndexLog::load(const std::string& dir) {
+Result<LoadedIndex> IndexLog::load(const std::string& dir, FileSystem& fs) {
   LoadedIndex out;
   std::unordered_map<Key128, RecordMeta, Key128Hash> live;
-  auto journal = read_file(fmt::format("{}/{}", dir, kJournalName));
+  auto journal = read_file(fs, fmt::format("{}/{}", dir, kJournalName));
   if (!journal && journal.error().code() != ErrorCode::kNotFound) return fail(journal.error());
   std::span<const std::byte> bytes =
       journal ? std::as_bytes(std::span(*journal)) : std::span<const std::byte>();
   out.journal_file_bytes = bytes.size();
   out.journal_found = journal.has_value();
-  auto ckpt = read_file(fmt::format("{}/{}", dir, kCheckpointName));
+  auto ckpt = read_file(fs, fmt::format("{}/{}", dir, kCheckpointName));
   if (ckpt) {
     out.checkpoint_found = true;
     auto image = decode_checkpoint(std::as_bytes(std::span(*ckpt)));
@@ -294,13 +293,11 @@ Result<LoadedIndex> IndexLog::load(const std::string& dir) {
   return out;
 }
 
-Result<IndexLog> IndexLog::open(const std::string& dir, uint64_t valid_bytes) {
-  KVTIER_ASSIGN_OR_RETURN(UniqueFd fd,
-                          open_file(fmt::format("{}/{}", dir, kJournalName), O_RDWR | O_CREAT));
-  if (::ftruncate(fd.get(), static_cast<off_t>(valid_bytes)) != 0) {
-    return fail(posix_error(errno, "truncating the index journal"));
-  }
-  return IndexLog(dir, std::move(fd), valid_bytes);
+Result<IndexLog> IndexLog::open(const std::string& dir, uint64_t valid_bytes, FileSystem& fs) {
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<File> file,
+                          fs.open(fmt::format("{}/{}", dir, kJournalName), O_RDWR | O_CREAT));
+  KVTIER_TRY(file->truncate(valid_bytes));
+  return IndexLog(fs, dir, std::move(file), valid_bytes);
 }
 
 Status IndexLog::append(std::span<const JournalEntry> entries) {
@@ -308,19 +305,21 @@ Status IndexLog::append(std::span<const JournalEntry> entries) {
   if (!stuck_.ok()) return stuck_;
   std::string image;
   for (const JournalEntry& e : entries) encode_journal_entry(e, image);
-  Status st = pwrite_full(fd_.get(), std::as_bytes(std::span(image)), journal_bytes_);
-  if (st.ok() && ::fdatasync(fd_.get()) != 0) {
-    st = posix_error(errno, "fdatasync of the index journal");
-  }
+  Status st = file_->write_at(std::as_bytes(std::span(image)), journal_bytes_);
+  if (st.ok()) st = file_->sync();
   if (st.ok()) {
     journal_bytes_ += image.size();
     return {};
   }
   // The entries that did land whole would be replayed at the next load: part of a save that
   // was reported failed would become visible after a restart.
-  if (::ftruncate(fd_.get(), static_cast<off_t>(journal_bytes_)) != 0) {
+  // Synced too: the cut must outlast a crash that the failed sync's bytes may yet reach the disk
+  // in.
+  Status cut = file_->truncate(journal_bytes_);
+  if (cut.ok()) cut = file_->sync();
+  if (!cut.ok()) {
     stuck_ =
-        posix_error(errno, "cutting the index journal back after a failed append")
+        cut.with_context("cutting the index journal back after a failed append")
             .with_context(fmt::format("{} (after: {}); reopen the store", dir_, st.to_string()));
   }
   return st;
@@ -328,11 +327,11 @@ Status IndexLog::append(std::span<const JournalEntry> entries) {
 
 Status IndexLog::checkpoint(std::span<const RecordMeta> live, std::span<const SegmentUse> uses) {
   std::string image = encode_checkpoint(live, uses);
-  KVTIER_TRY(write_file_atomic(dir_, kCheckpointName, std::as_bytes(std::span(image))));
+  KVTIER_TRY(write_file_atomic(*fs_, dir_, kCheckpointName, std::as_bytes(std::span(image))));
   // Replaying entries already in the checkpoint is harmless (every op is idempotent), so a crash
   // between the rename above and this truncate loses nothing.
-  if (::ftruncate(fd_.get(), 0) != 0) return posix_error(errno, "truncating the index journal");
-  if (::fdatasync(fd_.get()) != 0) return posix_error(errno, "fdatasync of the index journal");
+  KVTIER_TRY(file_->truncate(0));
+  KVTIER_TRY(file_->sync());
   journal_bytes_ = 0;
   stuck_ = {};
   return {};

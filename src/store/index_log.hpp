@@ -5,12 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include "common/posix.hpp"
+#include "common/file_system.hpp"
 #include "store/record_format.hpp"
 
 namespace kvtier {
@@ -53,7 +54,8 @@ struct LoadedIndex {
   uint64_t journal_file_bytes = 0;   ///< Size of the journal file.
 };
 
-/// @brief Owner of the journal file. Not thread-safe: the store calls it under its lock.
+/// @brief Owner of the journal file; every file operation goes through `fs`, which must outlive it.
+/// Not thread-safe: the store calls it under its lock.
 class IndexLog {
  public:
   static constexpr const char* kJournalName = "index.journal";
@@ -61,10 +63,12 @@ class IndexLog {
 
   /// Reads checkpoint and journal. A torn last journal entry (a crash mid-append) is expected and
   /// cut; damage anywhere else sets needs_rebuild.
-  [[nodiscard]] static Result<LoadedIndex> load(const std::string& dir);
+  [[nodiscard]] static Result<LoadedIndex> load(const std::string& dir,
+                                                FileSystem& fs = *FileSystem::posix());
 
   /// Opens the journal for appending at `valid_bytes` (truncating what lies past it).
-  [[nodiscard]] static Result<IndexLog> open(const std::string& dir, uint64_t valid_bytes);
+  [[nodiscard]] static Result<IndexLog> open(const std::string& dir, uint64_t valid_bytes,
+                                             FileSystem& fs = *FileSystem::posix());
 
   /// Appends the entries and makes them durable (fdatasync) before returning. All or none: a
   /// failed append (a full disk part way, an I/O error) cuts the journal back to where it was, so
@@ -80,11 +84,12 @@ class IndexLog {
   [[nodiscard]] uint64_t journal_bytes() const { return journal_bytes_; }
 
  private:
-  IndexLog(std::string dir, UniqueFd fd, uint64_t bytes)
-      : dir_(std::move(dir)), fd_(std::move(fd)), journal_bytes_(bytes) {}
+  IndexLog(FileSystem& fs, std::string dir, std::unique_ptr<File> file, uint64_t bytes)
+      : fs_(&fs), dir_(std::move(dir)), file_(std::move(file)), journal_bytes_(bytes) {}
 
+  FileSystem* fs_;
   std::string dir_;
-  UniqueFd fd_;
+  std::unique_ptr<File> file_;
   uint64_t journal_bytes_ = 0;
   Status stuck_;  // why appends are refused; ok while they are not
 };

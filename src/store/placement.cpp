@@ -2,9 +2,6 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // Where new segments go: the drives that take them, a new segment's drive and file, and drives
 // taken out of placement when one cannot be made or kept there.
-#include <sys/stat.h>
-#include <sys/statvfs.h>
-
 #include <algorithm>
 #include <cerrno>
 
@@ -74,8 +71,8 @@ Result<uint32_t> Store::drive_for_new_segment_locked() {
           fmt::format(
               "store {} is full on all of its {} drives ({} writable): {} segments of {} bytes "
               "in use by writers, capacity {} bytes per drive",
-              dir_, drives_.size(), writable_drives(), segments_.size(), segment_bytes_,
-              capacity_));
+              dir_, drives_.size(), writable_drives(), segments_.size(), budget_.segment_bytes(),
+              budget_.capacity()));
     }
     KVTIER_TRY(evict_segment_locked(victim->file->id));
   }
@@ -93,7 +90,7 @@ Result<Store::Segment*> Store::new_segment_locked(uint64_t still_needed) {
       const JournalEntry claim{JournalOp::kUse, {}, id, sequence_};
       KVTIER_TRY(append_locked(std::span(&claim, 1)));
     }
-    auto made = create_segment(drives_[drive].dir, id, segment_bytes_, direct_);
+    auto made = create_segment(*fs_, drives_[drive].dir, id, budget_.segment_bytes(), direct_);
     if (made) {
       file = std::move(*made);
     } else if (made.error().code() == ErrorCode::kNoSpace) {
@@ -126,12 +123,9 @@ uint64_t Store::room_for_segments_locked() const {
   uint64_t room = 0;
   for (uint32_t d = 0; d < drives_.size(); ++d) {
     if (!drives_[d].takes_new_segments()) continue;
-    uint64_t kept = used_on_locked(d, 0, 0);
-    for (const auto& [id, seg] : segments_) {
-      if (seg.drive == d && seg.pins == 0) kept -= seg.disk_bytes;
-    }
+    const uint64_t kept = used_on_locked(d, 0, 0) - segments_.evictable_bytes_on(d);
     const uint64_t cap = capacity_on(d);
-    if (cap > kept) room += (cap - kept) / segment_estimate_;
+    if (cap > kept) room += (cap - kept) / budget_.segment_estimate();
   }
   return room;
 }
@@ -139,17 +133,15 @@ uint64_t Store::room_for_segments_locked() const {
 Status Store::learn_file_system_limit_locked(uint32_t drive, const Status& why,
                                              uint64_t still_needed) {
   Drive& d = drives_[drive];
-  struct statvfs vfs {};
-  const uint64_t free =
-      ::statvfs(d.dir.c_str(), &vfs) == 0 ? uint64_t{vfs.f_bavail} * vfs.f_frsize : 0;
-  uint64_t held = 0;
-  for (const auto& [id, seg] : segments_) held += seg.drive == drive ? seg.disk_bytes : 0;
+  const uint64_t free = fs_->free_bytes(d.dir).value_or(0);
+  uint64_t held = segments_.disk_bytes_on(drive);
   if (drive == 0) {
-    held += fixed_bytes_ + checkpoint_disk_ + (journal_ ? align_up(journal_->journal_bytes()) : 0);
+    held += budget_.home_files(journal_ ? journal_->journal_bytes() : 0);
   }
   // It has just refused a segment: with what the store takes there now, one more does not fit
   // before room is made, whatever statvfs says (metadata, reserved blocks, other writers).
-  const uint64_t limit = std::min(held + free, used_on_locked(drive, 0, 0) + segment_estimate_ - 1);
+  const uint64_t limit =
+      std::min(held + free, used_on_locked(drive, 0, 0) + budget_.segment_estimate() - 1);
   const bool first = d.fs_limit == 0;
   d.fs_limit = first ? limit : std::min(d.fs_limit, limit);
   if (first) {
@@ -158,7 +150,7 @@ Status Store::learn_file_system_limit_locked(uint32_t drive, const Status& why,
                "capacity of {} bytes: until the store reopens it takes at most {} bytes there, "
                "evicting the least recently used segments to stay within it (a capacity of at "
                "most {} bytes says so from the start)",
-               d.dir, why.to_string(), held, capacity_, d.fs_limit, d.fs_limit);
+               d.dir, why.to_string(), held, budget_.capacity(), d.fs_limit, d.fs_limit);
   }
   const uint64_t room = room_for_segments_locked();
   if (room >= still_needed) return {};
@@ -169,9 +161,9 @@ Status Store::learn_file_system_limit_locked(uint32_t drive, const Status& why,
               "needs {} more segments of {} and no eviction makes room for more than {} segments "
               "beside the segments saves are writing: lower the capacity (--capacity, "
               "Options::capacity_bytes) to at most {}, or free space on that file system ({})",
-              d.dir, size_text(free), size_text(held), size_text(d.fs_limit), size_text(capacity_),
-              drives_.size() > 1 ? " per drive" : "", still_needed, size_text(segment_bytes_), room,
-              size_text(d.fs_limit), why.to_string()),
+              d.dir, size_text(free), size_text(held), size_text(d.fs_limit),
+              size_text(budget_.capacity()), drives_.size() > 1 ? " per drive" : "", still_needed,
+              size_text(budget_.segment_bytes()), room, size_text(d.fs_limit), why.to_string()),
           why.native_error()};
 }
 
@@ -186,8 +178,8 @@ void Store::take_out_of_placement_locked(uint32_t drive, std::string why) {
 }
 
 Status Store::check_still_linked(const SegmentFile& file) {
-  struct stat st {};
-  if (::fstat(file.fd.get(), &st) != 0 || st.st_nlink > 0) return {};
+  auto info = file.file->stat();
+  if (!info || info->links > 0) return {};
   std::lock_guard lock(mu_);
   // Its records would be gone at the next open: the save is not acknowledged, and no later one
   // appends there.
@@ -202,13 +194,14 @@ Status Store::check_still_linked(const SegmentFile& file) {
 }
 
 Status Store::measure_segment_locked(Segment& seg) {
-  KVTIER_ASSIGN_OR_RETURN(seg.disk_bytes, allocated_bytes(seg.file->fd.get()));
-  if (seg.disk_bytes <= segment_estimate_) return {};
+  KVTIER_ASSIGN_OR_RETURN(FileInfo info, seg.file->file->stat());
+  seg.disk_bytes = info.allocated;
+  const uint64_t estimated = budget_.segment_estimate();
+  if (!budget_.note_segment(seg.disk_bytes)) return {};
   // The file system spent more on it than estimated: expect as much of every new segment, and
   // make room for what this one took beyond the estimate now.
   KVTIER_LOG(*log_, kInfo, "{}: a segment takes {} bytes on disk, not the {} estimated", dir_,
-             seg.disk_bytes, segment_estimate_);
-  segment_estimate_ = seg.disk_bytes;
+             seg.disk_bytes, estimated);
   return enforce_capacity_locked(0);
 }
 

@@ -2,10 +2,7 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #include "store/segment.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -30,18 +27,22 @@ int open_flags(bool direct, bool read_only = false) {
 
 std::string segment_name(uint32_t id) { return fmt::format("seg-{:08d}.kvt", id); }
 
-Result<std::shared_ptr<SegmentFile>> create_segment(const std::string& dir, uint32_t id,
-                                                    uint64_t size, bool direct) {
+Result<std::shared_ptr<SegmentFile>> create_segment(FileSystem& fs, const std::string& dir,
+                                                    uint32_t id, uint64_t size, bool direct) {
   auto seg = std::make_shared<SegmentFile>();
   seg->id = id;
   seg->path = fmt::format("{}/{}", dir, segment_name(id));
   seg->direct = direct;
   seg->size = size;
-  KVTIER_ASSIGN_OR_RETURN(seg->fd, open_file(seg->path, open_flags(direct) | O_CREAT | O_EXCL));
-  int rc = ::posix_fallocate(seg->fd.get(), 0, static_cast<off_t>(size));
-  if (rc != 0) {
-    ::unlink(seg->path.c_str());
-    return fail(posix_error(rc, fmt::format("preallocating {} bytes for {}", size, seg->path)));
+  KVTIER_ASSIGN_OR_RETURN(seg->file, fs.open(seg->path, open_flags(direct) | O_CREAT | O_EXCL));
+  seg->fd = RawFd(seg->file->fd());
+  // The directory entry is synced before any record goes in: a commit syncs the file's data only,
+  // and a crash that lost the name would lose the records the journal says it holds.
+  Status made = seg->file->allocate(size);
+  if (made.ok()) made = fs.sync_dir(dir);
+  if (!made.ok()) {
+    static_cast<void>(fs.remove(seg->path));
+    return fail(made);
   }
   return seg;
 }
@@ -54,31 +55,29 @@ uint64_t expected_disk_bytes(uint64_t size) {
   return align_up(size) + (extents > 4 ? kBlock * (1 + extents / 340) : 0);
 }
 
-Result<std::shared_ptr<SegmentFile>> open_segment(const std::string& dir, uint32_t id, bool direct,
-                                                  bool read_only) {
+Result<std::shared_ptr<SegmentFile>> open_segment(FileSystem& fs, const std::string& dir,
+                                                  uint32_t id, bool direct, bool read_only) {
   auto seg = std::make_shared<SegmentFile>();
   seg->id = id;
   seg->path = fmt::format("{}/{}", dir, segment_name(id));
   seg->direct = direct;
-  KVTIER_ASSIGN_OR_RETURN(seg->fd, open_file(seg->path, open_flags(direct, read_only)));
-  struct stat st {};
-  if (::fstat(seg->fd.get(), &st) != 0) return fail(posix_error(errno, "fstat " + seg->path));
-  seg->size = static_cast<uint64_t>(st.st_size);
+  KVTIER_ASSIGN_OR_RETURN(seg->file, fs.open(seg->path, open_flags(direct, read_only)));
+  seg->fd = RawFd(seg->file->fd());
+  KVTIER_ASSIGN_OR_RETURN(FileInfo info, seg->file->stat());
+  seg->size = info.size;
   return seg;
 }
 
-Result<std::vector<uint32_t>> list_segments(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return fail(posix_error(errno, "opendir " + dir));
+Result<std::vector<uint32_t>> list_segments(const std::string& dir, FileSystem& fs) {
+  KVTIER_ASSIGN_OR_RETURN(std::vector<std::string> names, fs.list_dir(dir));
   std::vector<uint32_t> ids;
-  while (dirent* e = ::readdir(d)) {
-    std::string_view name(e->d_name);
+  for (const std::string& entry : names) {
+    const std::string_view name(entry);
     if (!name.starts_with(kPrefix) || !name.ends_with(kSuffix)) continue;
     std::string digits(name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size()));
     if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
     ids.push_back(static_cast<uint32_t>(std::stoul(digits)));
   }
-  ::closedir(d);
   std::sort(ids.begin(), ids.end());
   return ids;
 }
@@ -89,7 +88,7 @@ Result<std::vector<RecordMeta>> scan_segment(const SegmentFile& segment,
   AlignedBuffer block(kBlock);
   uint64_t offset = 0;
   while (offset + kBlock <= segment.size) {
-    Status read = pread_full(segment.fd.get(), block.span(), offset);
+    Status read = segment.file->read_at(block.span(), offset);
     if (!read.ok()) break;  // A truncated tail ends the walk like an invalid header does.
     RecordMeta meta;
     if (!decode_header(block.span(), geometry, meta).ok()) break;
@@ -102,20 +101,20 @@ Result<std::vector<RecordMeta>> scan_segment(const SegmentFile& segment,
   return records;
 }
 
-bool probe_direct_io(const std::string& dir, std::string& reason) {
+bool probe_direct_io(FileSystem& fs, const std::string& dir, std::string& reason) {
   std::string path = dir + "/.direct-io-probe";
-  auto fd = open_file(path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT);
-  if (!fd) {
-    ::unlink(path.c_str());  // a filesystem may create the file before refusing O_DIRECT
+  auto file = fs.open(path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT);
+  if (!file) {
+    static_cast<void>(fs.remove(path));  // a filesystem may create the file before refusing
     reason = fmt::format("O_DIRECT refused by the filesystem of {} ({})", dir,
-                         std::strerror(fd.error().native_error()));
+                         std::strerror(file.error().native_error()));
     return false;
   }
   AlignedBuffer block(kBlock);
   std::memset(block.data(), 0, kBlock);
-  Status st = pwrite_full(fd->get(), block.span(), 0);
-  if (st.ok()) st = pread_full(fd->get(), block.span(), 0);
-  ::unlink(path.c_str());
+  Status st = (*file)->write_at(block.span(), 0);
+  if (st.ok()) st = (*file)->read_at(block.span(), 0);
+  static_cast<void>(fs.remove(path));
   if (!st.ok()) {
     reason = fmt::format("O_DIRECT I/O failed on the filesystem of {} ({})", dir, st.to_string());
     return false;
@@ -123,20 +122,20 @@ bool probe_direct_io(const std::string& dir, std::string& reason) {
   return true;
 }
 
-bool probe_direct_read(const std::string& dir, std::string& reason) {
-  auto ids = list_segments(dir);
+bool probe_direct_read(FileSystem& fs, const std::string& dir, std::string& reason) {
+  auto ids = list_segments(dir, fs);
   if (!ids || ids->empty()) {
     reason = fmt::format("no segment in read-only store {} to probe O_DIRECT reads on", dir);
     return false;
   }
-  auto seg = open_segment(dir, ids->front(), /*direct=*/true, /*read_only=*/true);
+  auto seg = open_segment(fs, dir, ids->front(), /*direct=*/true, /*read_only=*/true);
   if (!seg) {
     reason = fmt::format("O_DIRECT refused by the filesystem of {} ({})", dir,
                          std::strerror(seg.error().native_error()));
     return false;
   }
   AlignedBuffer block(kBlock);
-  Status st = pread_full((*seg)->fd.get(), block.span(), 0);
+  Status st = (*seg)->file->read_at(block.span(), 0);
   if (!st.ok()) {
     reason = fmt::format("O_DIRECT I/O failed on the filesystem of {} ({})", dir, st.to_string());
     return false;

@@ -14,13 +14,17 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/file_system.hpp"
 #include "common/log.hpp"
-#include "common/posix.hpp"
-#include "kvtier/options.hpp"
+#include "kvtier/geometry.hpp"
 #include "kvtier/stats.hpp"
+#include "store/capacity.hpp"
+#include "store/directory.hpp"
 #include "store/drives.hpp"
 #include "store/index_log.hpp"
+#include "store/record_index.hpp"
 #include "store/segment.hpp"
+#include "store/segment_table.hpp"
 
 namespace kvtier {
 
@@ -37,6 +41,21 @@ struct LocatedRecord {
   std::shared_ptr<SegmentFile> file;
 };
 
+/// What a store is opened with: src/engine fills it from the resolved Options.
+struct StoreConfig {
+  /// The drives' roots: Options::root, then Options::extra_roots. Each holds rank<R>of<W>.
+  std::vector<std::string> roots;
+  KvGeometry geometry;
+  uint64_t capacity_bytes = 0;  ///< Per drive; the store keeps the one its manifest holds.
+  uint64_t segment_bytes = 0;   ///< For a new store; an existing one keeps its own.
+  bool create_if_missing = true;
+  /// No lock, no writes: a snapshot of the index beside a writer (Options::read_only).
+  bool read_only = false;
+  bool try_direct_io = true;  ///< false: buffered I/O only (IoPath::kBuffered).
+  /// Every file operation of the store goes through it.
+  std::shared_ptr<FileSystem> fs = FileSystem::posix();
+};
+
 /// What the caller chose explicitly, as opposed to defaults Options::resolved() filled in. A store
 /// refuses another segment size than it was created with; another capacity it takes at the
 /// engine's first save (both are kept in its manifest).
@@ -47,16 +66,24 @@ struct StoreRequest {
   std::string capacity_bytes_source;       ///< Which of the two, for the message.
 };
 
-/// @brief The store of one rank. Thread-safe: every public method takes the store's lock, and
-/// none holds it across payload I/O (only across journal appends and segment creation).
-/// A store whose directory or index files may not be written (EROFS, EACCES) is opened read-only
-/// under a shared lock: it serves lookups and reads, refuses reserve() and drop(), and writes
-/// nothing. Writers and readers exclude each other (docs/format.md "Access"), except that an open
-/// with Options::read_only takes no lock at all: it reads a snapshot of the index beside a writer.
+/// @brief The store of one rank. Its one job: to keep its parts consistent under one lock, so that
+/// a record is visible exactly when it is durable. The parts: StoreDirectory (lock and manifest),
+/// CapacityBudget (what may be written), RecordIndex (which records are held), IndexLog (the
+/// journal and checkpoint that make the index durable), SegmentTable (what each segment file holds,
+/// its recency and pins: the eviction order), and the drives (drives.hpp). Its methods are grouped
+/// by file: open (store_open.cpp), recovery (store_recovery.cpp), lookups, reservations, commits
+/// and drops (store.cpp), journal appends and checkpoints (store_journal.cpp), capacity and
+/// eviction order (eviction.cpp), placement of new segments on drives (placement.cpp). Thread-safe:
+/// every public method takes the store's lock, and none holds it across payload I/O (only across
+/// journal appends and segment creation). A store whose directory or index files may not be written
+/// (EROFS, EACCES) is opened read-only under a shared lock: it serves lookups and reads, refuses
+/// reserve() and drop(), and writes nothing. Writers and readers exclude each other (docs/format.md
+/// "Access"), except that an open with Options::read_only takes no lock at all: it reads a snapshot
+/// of the index beside a writer.
 class Store {
  public:
-  /// Opens or creates the store directory for `options` (already resolved).
-  [[nodiscard]] static Result<std::unique_ptr<Store>> open(const Options& options,
+  /// Opens or creates the store directory for `config`.
+  [[nodiscard]] static Result<std::unique_ptr<Store>> open(const StoreConfig& config,
                                                            const Logger& log,
                                                            const StoreRequest& request = {});
   ~Store();
@@ -66,8 +93,10 @@ class Store {
   [[nodiscard]] bool direct_io() const { return direct_; }
   [[nodiscard]] const std::string& direct_io_fallback() const { return direct_fallback_; }
   /// Opened read-only, and why (empty when writable).
-  [[nodiscard]] bool read_only() const { return read_only_; }
-  [[nodiscard]] const std::string& read_only_reason() const { return read_only_reason_; }
+  [[nodiscard]] bool read_only() const { return directory_.read_only(); }
+  [[nodiscard]] const std::string& read_only_reason() const {
+    return directory_.read_only_reason();
+  }
 
   /// The longest run of `keys` stored, in order, with their files; marks their segments used.
   [[nodiscard]] std::vector<LocatedRecord> find_chain(std::span<const Key128> keys);
@@ -91,6 +120,14 @@ class Store {
   /// refuses (kPermission) when any of them is stored, and changes nothing.
   [[nodiscard]] Status drop(std::span<const Key128> keys);
 
+  /// Reads `out.size()` bytes of segment `file` at `offset` through the store's FileSystem; with
+  /// `buffered`, through the page cache even where the store uses O_DIRECT (a second path).
+  [[nodiscard]] Status read_bytes(const SegmentFile& file, std::span<std::byte> out,
+                                  uint64_t offset, bool buffered = false);
+  /// Writes bytes of a reserved record through the store's FileSystem (commit() syncs them).
+  [[nodiscard]] Status write_bytes(const SegmentFile& file, std::span<const std::byte> bytes,
+                                   uint64_t offset);
+
   /// Every live record, grouped by segment and in file order.
   [[nodiscard]] std::vector<LocatedRecord> all_records();
   [[nodiscard]] std::vector<SegmentInfo> segments();
@@ -98,21 +135,7 @@ class Store {
   void fill_stats(Stats& stats);
 
  private:
-  struct Segment {
-    std::shared_ptr<SegmentFile> file;
-    uint64_t write_offset = 0;
-    uint64_t live_bytes = 0;
-    uint64_t records = 0;
-    uint64_t tokens = 0;
-    uint64_t disk_bytes = 0;  // what the file takes on disk (st_blocks), measured
-    uint64_t last_use = 0;    // on the sequence clock; a write is a use
-    uint64_t saved_use = 0;   // the last use the index holds durably
-    uint32_t pins = 0;
-    uint32_t drive = 0;  // index into drives_
-    // Every key indexed here, so evicting the segment need not scan the whole index; a key dropped
-    // or stored again elsewhere since stays listed, and the index says whether it is still here.
-    std::vector<Key128> keys;
-  };
+  using Segment = SegmentState;
 
   /// How a reservation would be laid out: the same first-fit walk reserve() makes.
   struct PlacementPlan {
@@ -121,16 +144,10 @@ class Store {
   };
 
   Store() = default;
-  [[nodiscard]] static Result<std::unique_ptr<Store>> open_once(const Options& options,
+  [[nodiscard]] static Result<std::unique_ptr<Store>> open_once(const StoreConfig& config,
                                                                 const Logger& log,
                                                                 const StoreRequest& request);
-  Status lock_directory();
-  /// Why the store may not be written here (empty when it may): its directory or index files.
-  std::string write_problem() const;
-  Status lock_exclusive(const std::string& path);
-  Status lock_shared(const std::string& path, std::string reason);
-  Status refuse_read_only() const;
-  Status load_or_create_manifest(const Options& options, const StoreRequest& request);
+  Status load_or_create_manifest(const StoreConfig& config, const StoreRequest& request);
   Status write_manifest() const;
   /// Takes a capacity other than the manifest's as pending, once it is known to be usable.
   Status request_capacity(uint64_t requested, const std::string& source);
@@ -139,16 +156,15 @@ class Store {
   Status load_index();
   /// Opens the segment files `ids` (id, drive) and measures what each takes on disk.
   Status open_segments_locked(std::span<const std::pair<uint32_t, uint32_t>> ids);
-  /// Finds the other drives, probes O_DIRECT on each (`options.io_path` allowing).
-  Status open_drives_and_probe(const Options& options, std::span<const std::string> others);
+  /// Finds the other drives, probes O_DIRECT on each (`config.try_direct_io` allowing).
+  Status open_drives_and_probe(const StoreConfig& config, std::span<const std::string> others);
   /// Raises the open-file limit to what this store keeps open when full, or warns that it cannot.
   void make_room_for_open_files() const;
   Status adopt_records(std::vector<RecordMeta> records, std::span<const uint32_t> dropped,
                        const std::unordered_map<uint32_t, uint64_t>& uses);
-  /// Fixes what the files besides segments may take (lock, manifest, directories, journal budget);
-  /// kInvalidArgument when the capacity cannot hold them and one segment.
-  Status size_index_files();
-  void remove_stale_files() const;
+  /// Sizes the budget for `capacity` and `segment_bytes` (kInvalidArgument, changing nothing, when
+  /// it cannot hold one segment and the index files).
+  Status resize_budget(uint64_t capacity, uint64_t segment_bytes);
   /// How long the journal may grow before it is compacted into a checkpoint.
   uint64_t journal_budget_locked() const;
   /// What the index files may take on disk with `records` live in `segments` segments.
@@ -206,8 +222,6 @@ class Store {
   void index_add_locked(const RecordMeta& meta);
   void index_remove_locked(const RecordMeta& meta);
   Status checkpoint_locked();
-  /// Journal entries recording the segment uses not yet recorded.
-  std::vector<JournalEntry> unsaved_uses_locked() const;
   /// Makes `entries` durable, preceded by the segment uses not yet recorded, and calls `apply` on
   /// each once it is. The journal is compacted into a checkpoint first wherever an append would
   /// take it past its budget; a long list goes in batches, each applied before the next.
@@ -218,19 +232,16 @@ class Store {
   std::vector<RecordMeta> live_records_locked() const;
 
   const Logger* log_ = nullptr;
+  std::shared_ptr<FileSystem> fs_;
   std::string dir_;
   KvGeometry geometry_;
-  uint64_t capacity_ = 0;
   // A capacity this engine asked for that the store does not have yet. It takes effect at the
   // first save, so an engine that only reads never evicts for a smaller one (docs/format.md).
   std::optional<uint64_t> pending_capacity_;  // guarded by mu_
   std::string pending_capacity_source_;
-  uint64_t segment_bytes_ = 0;
   bool direct_ = false;
   std::string direct_fallback_;
-  UniqueFd lock_fd_;
-  bool read_only_ = false;
-  std::string read_only_reason_;
+  StoreDirectory directory_;  // lock and manifest
 
   // drives_[0] is dir_, the home holding the index; a one-directory store has only it. Fixed at
   // open but for `unwritable` and `fs_limit`, which are guarded by mu_.
@@ -239,15 +250,11 @@ class Store {
   std::vector<std::string> unreachable_;  // listed directories that could not be reached at open
 
   std::mutex mu_;
-  // Records on segments of drives missing at open: kept in the index (checkpoints keep them), never
-  // served, and served again once the drive is back at a later open.
-  std::unordered_map<Key128, RecordMeta, Key128Hash> offline_;  // guarded by mu_
   uint64_t drive_misses_ = 0;  // lookups stopped by a record on a missing drive; guarded by mu_
-  std::optional<IndexLog> journal_;                                       // guarded by mu_
-  std::unordered_map<Key128, RecordMeta, Key128Hash> index_;              // guarded by mu_
-  std::unordered_map<Key128, std::vector<Key128>, Key128Hash> partials_;  // parent -> keys
-  std::unordered_map<uint32_t, Segment> segments_;                        // guarded by mu_
-  uint32_t active_ = 0;  // segment receiving appends; 0 when none
+  std::optional<IndexLog> journal_;  // guarded by mu_
+  RecordIndex index_;                // guarded by mu_
+  SegmentTable segments_;            // guarded by mu_
+  uint32_t active_ = 0;              // segment receiving appends; 0 when none
   uint32_t next_id_ = 1;
   // One clock for record sequences and segment uses, so a segment's recency after a reopen is the
   // later of its newest record and its last recorded use.
@@ -260,10 +267,7 @@ class Store {
 
   // Capacity bounds everything the store writes (docs/format.md "Capacity"): the segments' measured
   // disk bytes plus what the index files may take.
-  uint64_t fixed_bytes_ = 0;       // lock, manifest (or its temp file), probe, directories
-  uint64_t journal_floor_ = 0;     // the least journal_budget_locked() gives
-  uint64_t checkpoint_disk_ = 0;   // what index.ckpt takes now
-  uint64_t segment_estimate_ = 0;  // what a segment not yet made will take
+  CapacityBudget budget_;          // guarded by mu_ once open
   uint64_t reserved_records_ = 0;  // reserved, not yet committed or aborted
 };
 

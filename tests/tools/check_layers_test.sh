@@ -33,7 +33,7 @@ expect() {
 fresh
 expect 0 "every include points down the layers" "the repository"
 fresh
-sed -i '0,/^#include "common\/posix.hpp"/s//#include "engine\/engine_impl.hpp"/' "$work/r/src/store/segment.hpp"
+sed -i '0,/^#include "common\/file_system.hpp"/s//#include "engine\/engine_impl.hpp"/' "$work/r/src/store/segment.hpp"
 expect 1 "src/store/segment.hpp -> engine/engine_impl.hpp: store (layer 2) may not include engine" "upward"
 fresh
 echo '#include "common/log.hpp"' >>"$work/r/src/api/options.cpp"

@@ -15,7 +15,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/posix.hpp"
 #include "store/store.hpp"
+#include "store_util.hpp"
 #include "test_util.hpp"
 
 namespace kvtier {
@@ -40,7 +42,7 @@ class DrivesTest : public ::testing::Test {
     return *o.resolved();
   }
   Result<std::unique_ptr<Store>> open(std::vector<size_t> drives, uint64_t capacity = 256 * kMiB) {
-    return Store::open(options(std::move(drives), capacity), log_);
+    return Store::open(testing::store_config(options(std::move(drives), capacity)), log_);
   }
   /// A valid record of `tokens` tokens (reopening checks sizes against the geometry).
   uint64_t record_size(uint32_t tokens) const {
@@ -117,7 +119,7 @@ TEST_F(DrivesTest, RanksSharingTheDrivesSpreadTheirSegmentsOverAllOfThem) {
     geometry_ = testing::tiny_geometry(256, rank, 2);
     Options o = options(list);
     o.geometry = geometry_;
-    auto s = Store::open(o, log_);
+    auto s = Store::open(testing::store_config(o), log_);
     ASSERT_OK(s);
     // Each save fills one 16 MiB segment (a rank's records are half the model's).
     const size_t per_segment = 16 * kMiB / record_size(240);
@@ -332,7 +334,7 @@ TEST_F(DrivesTest, SameDirectoryListedTwiceIsRefusedBeforeAnythingIsWritten) {
     for (const std::string& twice : spellings) {
       Options o = options({0});
       o.extra_roots = {root(1), twice};
-      auto refused = Store::open(o, log_);
+      auto refused = Store::open(testing::store_config(o), log_);
       ASSERT_FALSE(refused.has_value()) << twice << (existing ? " (existing store)" : "");
       EXPECT_EQ(refused.error().code(), ErrorCode::kInvalidArgument) << refused.error().to_string();
       EXPECT_NE(refused.error().message().find("twice"), std::string::npos)

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "store/store.hpp"
+#include "store_util.hpp"
 #include "test_util.hpp"
 
 namespace kvtier {
@@ -44,7 +45,7 @@ TEST(StoreOpenFiles, OpeningAStoreRaisesTheSoftLimitToWhatItHoldsWhenFull) {
     limit.rlim_cur = 64;
     if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return 2;
     Logger log{LogSink{}, LogLevel::kOff};
-    auto store = Store::open(big_store(dir.str()), log);
+    auto store = Store::open(testing::store_config(big_store(dir.str())), log);
     if (!store) return 3;
     ::getrlimit(RLIMIT_NOFILE, &limit);
     return limit.rlim_cur >= 1024 + 8 ? 0 : 4;
@@ -64,7 +65,7 @@ TEST(StoreOpenFiles, AHardLimitBelowWhatAFullStoreHoldsIsSaidAtOpen) {
                    warned = true;
                }},
                LogLevel::kWarn};
-    auto store = Store::open(big_store(dir.str()), log);
+    auto store = Store::open(testing::store_config(big_store(dir.str())), log);
     if (!store) return 3;  // a warning, not a refusal: a store that never fills is fine
     return warned ? 0 : 4;
   });

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "store_util.hpp"
 #include "test_util.hpp"
 
 namespace kvtier {
@@ -21,7 +22,7 @@ class StoreTest : public ::testing::Test {
     return *o.resolved();
   }
   std::unique_ptr<Store> open() {
-    auto s = Store::open(options(), log_);
+    auto s = Store::open(testing::store_config(options()), log_);
     EXPECT_TRUE(testing::is_ok(s));
     return s ? std::move(*s) : nullptr;
   }

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// The store's journal appends and checkpoints, and the segment uses they record.
+#include <fmt/format.h>
+
+#include "api/try.hpp"
+#include "store/store.hpp"
+
+namespace kvtier {
+namespace {
+
+// Uses are recorded in the journal along with the next write, at close, or by a lookup once the
+// oldest unrecorded one is this old: at most one extra journal sync per interval for readers.
+constexpr auto kUseFlushInterval = std::chrono::seconds(10);
+
+}  // namespace
+
+Status Store::checkpoint_locked() {
+  const std::vector<SegmentUse> uses = segments_.uses();
+  const std::vector<RecordMeta> live = live_records_locked();
+  KVTIER_TRY(journal_->checkpoint(live, uses));
+  budget_.set_checkpoint_bytes(align_up(checkpoint_image_bytes(live.size(), uses.size())));
+  segments_.uses_saved();
+  unsaved_since_.reset();
+  return {};
+}
+
+Status Store::append_locked(std::span<const JournalEntry> entries,
+                            const std::function<void(const JournalEntry&)>& apply) {
+  if (!journal_) return directory_.refuse_read_only();
+  // No batch fills more than half the budget, so one always fits once the journal is compacted.
+  const uint64_t batch_limit = budget_.journal_floor() / 2;
+  size_t next = 0;
+  for (;;) {
+    // Uses go first: a drop of the same segment later in the batch must win at replay.
+    std::vector<JournalEntry> batch = segments_.unsaved_uses();
+    const size_t uses = batch.size();
+    uint64_t bytes = 0;
+    for (const JournalEntry& e : batch) bytes += journal_entry_bytes(e.op);
+    size_t end = next;
+    while (end < entries.size()) {
+      const uint64_t more = journal_entry_bytes(entries[end].op);
+      if (end > next && bytes + more > batch_limit) break;
+      bytes += more;
+      ++end;
+    }
+    const uint64_t journal = journal_->journal_bytes();
+    if (journal > 0 && journal + bytes > journal_budget_locked()) {
+      // Compact: the checkpoint holds everything applied so far, every use included, and the
+      // journal starts empty; the batch is then made again (without the uses).
+      KVTIER_TRY(checkpoint_locked());
+      continue;
+    }
+    batch.insert(batch.end(), entries.begin() + static_cast<std::ptrdiff_t>(next),
+                 entries.begin() + static_cast<std::ptrdiff_t>(end));
+    KVTIER_TRY(journal_->append(batch));
+    for (size_t i = 0; i < uses; ++i) segments_.at(batch[i].segment).saved_use = batch[i].use;
+    if (uses > 0) unsaved_since_.reset();
+    if (apply) {
+      for (size_t i = next; i < end; ++i) apply(entries[i]);
+    }
+    next = end;
+    if (next == entries.size()) return {};
+  }
+}
+
+void Store::touch_locked(Segment& seg) {
+  seg.last_use = ++sequence_;
+  if (read_only()) return;  // recency is not worth a write the store may not make
+  const auto now = std::chrono::steady_clock::now();
+  if (!unsaved_since_) unsaved_since_ = now;
+  if (now - *unsaved_since_ < kUseFlushInterval) return;
+  // Recency is a hint: failing to record it must not fail the lookup that made it.
+  Status st = append_locked({});
+  if (!st.ok()) KVTIER_LOG(*log_, kWarn, "{}: recording segment uses: {}", dir_, st.to_string());
+}
+
+}  // namespace kvtier
