@@ -49,9 +49,12 @@ void check_split(uint32_t heads, uint32_t max_tp, uint32_t tp, size_t& accepted)
   }
   EXPECT_FALSE(any_accepted && any_refused) << "ranks of one TP group disagree";
   const bool must_accept = vllm_accepts(heads, tp) && max_tp % tp == 0;
-  if (must_accept)
+  if (must_accept) {
     EXPECT_TRUE(any_accepted) << heads << " heads, max_tp " << max_tp << ", tp " << tp;
-  if (!vllm_accepts(heads, tp)) EXPECT_FALSE(any_accepted);
+  }
+  if (!vllm_accepts(heads, tp)) {
+    EXPECT_FALSE(any_accepted);
+  }
   if (!any_accepted) return;
   ++accepted;
   for (uint32_t g = 0; g < groups; ++g) {
