@@ -3,8 +3,11 @@
 #include "codec/split16.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <xxhash.h>
 
 #include <bit>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -146,6 +149,62 @@ TEST(Split16, RefusesAnOutputOfTheWrongSize) {
   EXPECT_EQ(split16_decode(stored, small).code(), ErrorCode::kInvalidArgument);
   Bytes tiny_out(10);
   EXPECT_FALSE(split16_encode(raw, tiny_out).has_value());
+}
+
+// Seals an edited header and table again (the layout of split16_format.hpp), so the edit reaches
+// the checks past the table checksum.
+void seal(Bytes& s) {
+  uint32_t blocks;
+  std::memcpy(&blocks, s.data() + 20, 4);
+  const uint64_t sum =
+      XXH3_64bits_withSeed(s.data() + 40, size_t{blocks} * 16, XXH3_64bits(s.data(), 32));
+  std::memcpy(s.data() + 32, &sum, 8);
+}
+
+TEST(Split16, RefusesNonZeroZeroFieldsEvenWithTheTableSealed) {
+  std::mt19937_64 rng(13);
+  for (size_t bytes : {size_t{3 * 8192 + 10}, size_t{3 * 8192 + 11}}) {
+    SCOPED_TRACE(::testing::Message() << bytes << " bytes");
+    Bytes raw = gaussian_bf16(bytes / 2, 0.1f, rng);
+    if (bytes % 2) raw.push_back(std::byte{0x42});
+    const Bytes stored = encode(raw);
+    ASSERT_EQ(split16_decoded_bytes(stored).value_or(0), bytes);
+    std::vector<size_t> zero_at = {25, 26, 27, 28, 29, 30, 31};
+    if (bytes % 2 == 0) zero_at.push_back(24);  // an even payload has no tail byte
+    for (size_t entry = 0; entry < 4; ++entry) zero_at.push_back(40 + 16 * entry + 15);
+    for (size_t at : zero_at) {
+      Bytes damaged = stored;
+      damaged[at] = std::byte{0x10};
+      seal(damaged);
+      auto got = split16_decoded_bytes(damaged);
+      ASSERT_FALSE(got.has_value()) << "byte " << at;
+      EXPECT_EQ(got.error().code(), ErrorCode::kCorrupt);
+    }
+  }
+}
+
+TEST(Split16, RefusesPayloadsPastTheFormatsSizeWithoutTouchingThem) {
+  EXPECT_EQ(split16_bound(SIZE_MAX), SIZE_MAX);
+  EXPECT_EQ(split16_bound(kSplit16MaxBytes + 1), SIZE_MAX);
+  EXPECT_GT(split16_bound(kSplit16MaxBytes), kSplit16MaxBytes);
+  EXPECT_LT(split16_bound(kSplit16MaxBytes), SIZE_MAX);
+  // A 32 TiB input and output: address space only (PROT_NONE), so any touch would crash.
+  const size_t in_bytes = kSplit16MaxBytes + 1, out_bytes = in_bytes + (size_t{1} << 40);
+  void* in =
+      ::mmap(nullptr, in_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (in == MAP_FAILED) GTEST_SKIP() << "no 32 TiB of address space";
+  void* out =
+      ::mmap(nullptr, out_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (out == MAP_FAILED) {
+    ::munmap(in, in_bytes);
+    GTEST_SKIP() << "no 64 TiB of address space";
+  }
+  auto n = split16_encode(std::span(static_cast<const std::byte*>(in), in_bytes),
+                          std::span(static_cast<std::byte*>(out), out_bytes));
+  ::munmap(in, in_bytes);
+  ::munmap(out, out_bytes);
+  ASSERT_FALSE(n.has_value());
+  EXPECT_EQ(n.error().code(), ErrorCode::kInvalidArgument);
 }
 
 }  // namespace
