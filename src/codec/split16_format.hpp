@@ -52,6 +52,11 @@ constexpr uint16_t split16_word(uint32_t symbol, uint32_t rest) {
   return static_cast<uint16_t>(((rest & 0x80u) << 8) | ((symbol & 0xffu) << 7) | (rest & 0x7fu));
 }
 
+/// Word `i` of a raw block's data.
+constexpr uint16_t split16_raw_word(const uint8_t* in, uint32_t i) {
+  return static_cast<uint16_t>(in[2 * uint64_t{i}] | (in[2 * uint64_t{i} + 1] << 8));
+}
+
 /// One block of a checked table: where its stored bytes are, how they are coded, where its words
 /// go.
 struct Split16Block {
@@ -63,5 +68,73 @@ struct Split16Block {
   uint8_t bits = 0;
   uint8_t codebook = 0;
 };
+
+// The steps of a parallel decode of one coded block, shared by the CUDA decoder (each thread runs
+// them on its share, with a block-wide scan and barriers between) and the unit test that runs
+// them serially against the host decoder.
+
+/// Where a coded block's parts lie in its data `in`.
+struct Split16Coded {
+  const uint8_t* codebook = nullptr;
+  const uint8_t* codes = nullptr;
+  const uint8_t* escaped = nullptr;
+  const uint8_t* rest = nullptr;
+  uint64_t code_bytes = 0;
+  uint32_t escapes = 0;
+  uint32_t escape = 0;  ///< the escape code, also the mask of a code
+};
+
+/// Finds the parts of coded block `b` (an entry of a checked table, so its `bytes` lie in `in`);
+/// false when its escape count contradicts the entry.
+constexpr bool split16_coded_parts(const Split16Block& b, const uint8_t* in, Split16Coded& c) {
+  c.escapes =
+      uint32_t{in[0]} | (uint32_t{in[1]} << 8) | (uint32_t{in[2]} << 16) | (uint32_t{in[3]} << 24);
+  if (c.escapes > b.words ||
+      b.bytes != split16_coded_bytes(b.words, b.bits, b.codebook, c.escapes)) {
+    return false;
+  }
+  c.codebook = in + 4;
+  c.codes = c.codebook + b.codebook;
+  c.code_bytes = split16_code_bytes(b.words, b.bits);
+  c.escaped = c.codes + c.code_bytes;
+  c.rest = c.escaped + c.escapes;
+  c.escape = (1u << b.bits) - 1;
+  return true;
+}
+
+/// Code `i` of a block coded `bits` wide (LSB first; a code spans at most two bytes).
+constexpr uint32_t split16_code_at(const Split16Coded& c, uint32_t i, uint32_t bits) {
+  const uint64_t bit = uint64_t{i} * bits;
+  const uint64_t at = bit >> 3;
+  uint32_t v = c.codes[at];
+  if (at + 1 < c.code_bytes) v |= uint32_t{c.codes[at + 1]} << 8;
+  return (v >> (bit & 7)) & c.escape;
+}
+
+/// Step 1 of a share, words [first, first + n) cut at the block's end: its escape codes; `wrong`
+/// is set when a code is neither an escape nor in the codebook.
+constexpr uint32_t split16_share_escapes(const Split16Block& b, const Split16Coded& c,
+                                         uint32_t first, uint32_t n, bool& wrong) {
+  uint32_t escapes = 0;
+  for (uint32_t i = first; i < first + n && i < b.words; ++i) {
+    const uint32_t code = split16_code_at(c, i, b.bits);
+    escapes += code == c.escape ? 1 : 0;
+    wrong |= code != c.escape && code >= b.codebook;
+  }
+  return escapes;
+}
+
+/// Step 2, once every share's escapes are known to add up to the block's and no code is wrong:
+/// decodes the share into `words` (the block's first word), its first escape being escape
+/// `next` of the block; `book` holds the codebook.
+constexpr void split16_share_decode(const Split16Block& b, const Split16Coded& c,
+                                    const uint8_t* book, uint32_t first, uint32_t n, uint32_t next,
+                                    uint16_t* words) {
+  for (uint32_t i = first; i < first + n && i < b.words; ++i) {
+    const uint32_t code = split16_code_at(c, i, b.bits);
+    const uint32_t symbol = code == c.escape ? c.escaped[next++] : book[code];
+    words[i] = split16_word(symbol, c.rest[i]);
+  }
+}
 
 }  // namespace kvtier::codec

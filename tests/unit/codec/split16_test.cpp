@@ -6,6 +6,8 @@
 #include <sys/mman.h>
 #include <xxhash.h>
 
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <climits>
 #include <cmath>
@@ -205,6 +207,132 @@ TEST(Split16, RefusesPayloadsPastTheFormatsSizeWithoutTouchingThem) {
   ::munmap(out, out_bytes);
   ASSERT_FALSE(n.has_value());
   EXPECT_EQ(n.error().code(), ErrorCode::kInvalidArgument);
+}
+
+// The CUDA decoder's work for one block (src/cuda/split16_decode.cu), run on the CPU: its thread
+// count and shares, its steps (split16_format.hpp), its block-wide scan done serially and its
+// refusals at the same points. Not a GPU run: it checks the parallel indexing, not the device.
+// Returns false where the kernel flags the block; then no word is written.
+bool emulate_kernel_block(const Split16Block& b, const uint8_t* in, uint16_t* words) {
+  if (b.mode == kSplit16Raw) {
+    for (uint32_t t = 0; t < kSplit16Threads; ++t) {
+      for (uint32_t i = t; i < b.words; i += kSplit16Threads) words[i] = split16_raw_word(in, i);
+    }
+    return true;
+  }
+  Split16Coded c;
+  if (!split16_coded_parts(b, in, c)) return false;
+  std::array<uint8_t, 128> book{};
+  for (uint32_t i = 0; i < b.codebook; ++i) book[i] = c.codebook[i];
+  std::array<uint32_t, kSplit16Threads> mine{}, before{};
+  bool any_wrong = false;
+  for (uint32_t t = 0; t < kSplit16Threads; ++t) {
+    bool wrong = false;
+    mine[t] =
+        split16_share_escapes(b, c, t * kSplit16WordsPerThread, kSplit16WordsPerThread, wrong);
+    any_wrong |= wrong;
+  }
+  uint32_t total = 0;
+  for (uint32_t t = 0; t < kSplit16Threads; ++t) {
+    before[t] = total;
+    total += mine[t];
+  }
+  if (total != c.escapes || any_wrong) return false;
+  for (uint32_t t = 0; t < kSplit16Threads; ++t) {
+    split16_share_decode(b, c, book.data(), t * kSplit16WordsPerThread, kSplit16WordsPerThread,
+                         before[t], words);
+  }
+  return true;
+}
+
+/// Every block of `stored` through the emulated kernel, into a payload pre-filled with 0xEE;
+/// returns it and which blocks were flagged.
+std::pair<Bytes, std::vector<bool>> emulate_kernel(const Bytes& stored) {
+  auto t = split16_table(stored);
+  EXPECT_TRUE(t.has_value()) << t.error().to_string();
+  if (!t) return {};
+  Bytes out(t->decoded_bytes, std::byte{0xEE});
+  std::vector<uint16_t> words(t->decoded_bytes / 2, 0xEEEE);
+  std::vector<bool> flagged;
+  const auto* data = reinterpret_cast<const uint8_t*>(stored.data() + t->data_offset);
+  for (const Split16Block& b : t->blocks) {
+    flagged.push_back(!emulate_kernel_block(b, data + b.offset, words.data() + b.out_offset / 2));
+  }
+  std::memcpy(out.data(), words.data(), words.size() * 2);
+  if (out.size() % 2) out.back() = std::byte{t->tail};
+  return {out, flagged};
+}
+
+TEST(Split16, TheCudaDecodersStepsRunSeriallyDecodeWhatTheHostDecodes) {
+  const uint64_t seed = 20261205;
+  std::mt19937_64 rng(seed);
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::vector<size_t> sizes = {2, 3, 30, 8190, 8192, 8194, 3 * 8192 + 7, 1 << 20};
+  for (int i = 0; i < 20; ++i) sizes.push_back(2 + rng() % (6 * 8192));
+  for (size_t bytes : sizes) {
+    std::vector<Bytes> raws;
+    for (float sigma : {1e-3f, 0.5f, 100.0f}) {
+      raws.push_back(gaussian_bf16(bytes / 2, sigma, rng));
+      if (bytes % 2) raws.back().push_back(static_cast<std::byte>(rng()));
+    }
+    raws.push_back(random_bytes(bytes, rng));
+    for (const Bytes& raw : raws) {
+      auto [back, flagged] = emulate_kernel(encode(raw));
+      EXPECT_EQ(std::count(flagged.begin(), flagged.end(), true), 0);
+      ASSERT_EQ(back, raw) << bytes << " bytes";
+    }
+  }
+}
+
+// Damage inside one coded block's data (the table stays true): the emulated kernel flags exactly
+// when the host decoder refuses, leaves that block's words unwritten, and decodes the rest.
+TEST(Split16, TheCudaDecodersStepsFlagWhatTheHostRefusesAndWriteNothingOfIt) {
+  std::mt19937_64 rng(17);
+  Bytes raw = gaussian_bf16(3 * 4096, 0.05f, rng);
+  // A last block of two exponents: coded 2 bits wide with a codebook of 2, so code 2 is in no
+  // codebook and not the escape.
+  for (int i = 0; i < 4096 - 5; ++i) {
+    const uint16_t w = static_cast<uint16_t>((rng() % 2 ? 0x3f00 : 0x3f80) | (rng() & 0x807f));
+    raw.push_back(static_cast<std::byte>(w & 0xff));
+    raw.push_back(static_cast<std::byte>(w >> 8));
+  }
+  const Bytes stored = encode(raw);
+  auto t = split16_table(stored);
+  ASSERT_TRUE(t.has_value());
+  size_t flagged_blocks = 0, wrong_code_blocks = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const size_t bi = rng() % t->blocks.size();
+    const Split16Block& b = t->blocks[bi];
+    ASSERT_EQ(b.mode, kSplit16Coded);
+    Bytes damaged = stored;
+    const size_t within = trial % 3 == 0 ? rng() % 4 : 4 + rng() % (b.bytes - 4);
+    damaged[t->data_offset + b.offset + within] ^= static_cast<std::byte>(1 + rng() % 255);
+    Bytes host(raw.size());
+    const Status host_status = split16_decode(damaged, host);
+    const bool host_ok = host_status.ok();
+    auto [back, flagged] = emulate_kernel(damaged);
+    ASSERT_EQ(flagged.size(), t->blocks.size());
+    for (size_t k = 0; k < flagged.size(); ++k) {
+      EXPECT_TRUE(k == bi || !flagged[k]) << "block " << k;
+    }
+    ASSERT_EQ(flagged[bi], !host_ok) << "trial " << trial;
+    if (host_ok) {
+      EXPECT_EQ(back, host);
+      continue;
+    }
+    ++flagged_blocks;
+    wrong_code_blocks += host_status.message().find("codebook") != std::string::npos ? 1 : 0;
+    for (size_t i = 0; i < back.size(); ++i) {
+      const bool in_block = i >= b.out_offset && i < b.out_offset + size_t{b.words} * 2;
+      if (in_block) {
+        ASSERT_EQ(back[i], std::byte{0xEE}) << "trial " << trial << " byte " << i;
+      } else {
+        ASSERT_EQ(back[i], raw[i]) << "trial " << trial << " byte " << i;
+      }
+    }
+  }
+  EXPECT_GT(flagged_blocks, 100u);
+  EXPECT_GT(wrong_code_blocks, 0u);
 }
 
 }  // namespace
