@@ -251,7 +251,8 @@ Result<Split16Table> split16_table(std::span<const std::byte> s, bool header_onl
     next = e.offset + e.bytes;
     t.blocks.push_back(e);
   }
-  if (!header_only && t.data_offset + next != s.size()) {
+  t.stored_bytes = t.data_offset + next;
+  if (!header_only && t.stored_bytes != s.size()) {
     return Failure(corrupt("a stream whose size is not its blocks' sum"));
   }
   return t;

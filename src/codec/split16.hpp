@@ -32,6 +32,9 @@ namespace kvtier::codec {
 struct Split16Table {
   uint64_t decoded_bytes = 0;
   uint64_t data_offset = 0;  ///< where the first block starts in the stream
+  /// The stream's whole size as its table says: a header_only caller holds this many bytes before
+  /// any block is decoded (the CUDA decoder trusts the table and does not check).
+  uint64_t stored_bytes = 0;
   std::vector<Split16Block> blocks;
   uint8_t tail = 0;  ///< the last byte of an odd-sized payload
 };

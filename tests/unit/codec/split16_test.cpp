@@ -143,6 +143,20 @@ TEST(Split16, DamagedStreamsAreRefusedOrCaughtByTheRecordChecksum) {
   EXPECT_GT(refused, 0u);
 }
 
+TEST(Split16, AHeaderOnlyTableSaysHowManyBytesTheBlocksNeed) {
+  std::mt19937_64 rng(19);
+  const Bytes stored = encode(gaussian_bf16(2 * 4096 + 9, 0.3f, rng));
+  auto whole = split16_table(stored);
+  ASSERT_TRUE(whole.has_value());
+  EXPECT_EQ(whole->stored_bytes, stored.size());
+  const Bytes head(stored.begin(), stored.begin() + static_cast<long>(whole->data_offset));
+  EXPECT_FALSE(split16_table(head).has_value());
+  auto planned = split16_table(head, /*header_only=*/true);
+  ASSERT_TRUE(planned.has_value()) << planned.error().to_string();
+  EXPECT_EQ(planned->stored_bytes, stored.size());
+  EXPECT_EQ(planned->blocks.size(), 3u);
+}
+
 TEST(Split16, RefusesAnOutputOfTheWrongSize) {
   std::mt19937_64 rng(3);
   const Bytes raw = gaussian_bf16(1000, 1.0f, rng);
