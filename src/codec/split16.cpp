@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -13,6 +14,9 @@
 
 namespace kvtier::codec {
 namespace {
+
+// Fields and words are copied as they lie in memory: the stream is little-endian (split16_format).
+static_assert(std::endian::native == std::endian::little, "split16 assumes a little-endian host");
 
 constexpr size_t kHeaderBytes = kSplit16HeaderBytes;
 constexpr size_t kEntryBytes = kSplit16EntryBytes;
@@ -135,6 +139,10 @@ Status decode_block(const Entry& e, const std::byte* in, uint32_t words, uint16_
   return {};
 }
 
+bool all_zero(const std::byte* at, size_t n) {
+  return std::all_of(at, at + n, [](std::byte b) { return b == std::byte{0}; });
+}
+
 Status check_entry(const Entry& e) {
   if (e.mode == kRaw) {
     return e.bytes == uint64_t{e.words} * 2 ? Status{} : corrupt("a raw block of the wrong size");
@@ -152,11 +160,16 @@ Status check_entry(const Entry& e) {
 }  // namespace
 
 size_t split16_bound(size_t raw_bytes) {
+  if (raw_bytes > kSplit16MaxBytes) return SIZE_MAX;
   const size_t blocks = (raw_bytes / 2 + kSplit16BlockWords - 1) / kSplit16BlockWords;
   return kHeaderBytes + blocks * kEntryBytes + raw_bytes;
 }
 
 Result<size_t> split16_encode(std::span<const std::byte> raw, std::span<std::byte> out) {
+  if (raw.size() > kSplit16MaxBytes) {
+    return Failure(
+        Status(ErrorCode::kInvalidArgument, "split16: a payload past the format's size"));
+  }
   if (out.size() < split16_bound(raw.size())) {
     return Failure(Status(ErrorCode::kInvalidArgument, "split16: output smaller than the bound"));
   }
@@ -204,6 +217,9 @@ Result<Split16Table> split16_table(std::span<const std::byte> s, bool header_onl
   const uint32_t block_words = get<uint32_t>(h + 16);
   const uint32_t blocks = get<uint32_t>(h + 20);
   if (block_words != kSplit16BlockWords) return Failure(corrupt("unknown block size"));
+  if (!all_zero(h + 25, 7) || (t.decoded_bytes % 2 == 0 && t.tail != 0)) {
+    return Failure(corrupt("a header field that must be zero is not"));
+  }
   const uint64_t words = t.decoded_bytes / 2;
   if (blocks != (words + block_words - 1) / block_words) {
     return Failure(corrupt("a block count that does not match the decoded size"));
@@ -226,12 +242,17 @@ Result<Split16Table> split16_table(std::span<const std::byte> s, bool header_onl
             .bits = get<uint8_t>(at + 13),
             .codebook = get<uint8_t>(at + 14)};
     if (e.offset != next) return Failure(corrupt("blocks out of order"));
+    if (get<uint8_t>(at + 15) != 0) {
+      return Failure(corrupt("a table entry's zero byte is not zero")
+                         .with_context("block " + std::to_string(b)));
+    }
     if (Status c = check_entry(e); !c.ok())
       return Failure(c.with_context("block " + std::to_string(b)));
     next = e.offset + e.bytes;
     t.blocks.push_back(e);
   }
-  if (!header_only && t.data_offset + next != s.size()) {
+  t.stored_bytes = t.data_offset + next;
+  if (!header_only && t.stored_bytes != s.size()) {
     return Failure(corrupt("a stream whose size is not its blocks' sum"));
   }
   return t;

@@ -32,14 +32,19 @@ namespace kvtier::codec {
 struct Split16Table {
   uint64_t decoded_bytes = 0;
   uint64_t data_offset = 0;  ///< where the first block starts in the stream
+  /// The stream's whole size as its table says: a header_only caller holds this many bytes before
+  /// any block is decoded (the CUDA decoder trusts the table and does not check).
+  uint64_t stored_bytes = 0;
   std::vector<Split16Block> blocks;
   uint8_t tail = 0;  ///< the last byte of an odd-sized payload
 };
 
-/// The most bytes an encoding of `raw_bytes` bytes takes: headers and table plus the raw bytes.
+/// The most bytes an encoding of `raw_bytes` bytes takes: headers and table plus the raw bytes;
+/// SIZE_MAX past kSplit16MaxBytes (which no stream holds).
 [[nodiscard]] size_t split16_bound(size_t raw_bytes);
 
-/// Encodes `raw` into `out` (at least split16_bound(raw.size()) bytes); returns the bytes written.
+/// Encodes `raw` (at most kSplit16MaxBytes) into `out` (at least split16_bound(raw.size()) bytes);
+/// returns the bytes written.
 [[nodiscard]] Result<size_t> split16_encode(std::span<const std::byte> raw,
                                             std::span<std::byte> out);
 

@@ -16,8 +16,8 @@ using Stream = void*;  // cudaStream_t
 /// first byte plus its table's data_offset) into `out` (device memory, 2-byte aligned, the decoded
 /// payload; an odd payload's last byte is the caller's). `blocks` is the stream's checked table
 /// (codec::split16_table), in device memory. A block whose own data contradicts the table (its
-/// escapes) sets `*bad` (device memory) non-zero and leaves its words unwritten: the caller counts
-/// the record as damaged. Returns a cudaError_t.
+/// escapes, or a code outside its codebook) sets `*bad` (device memory) non-zero and leaves its
+/// words unwritten: the caller counts the record as damaged. Returns a cudaError_t.
 int launch_split16_decode(const codec::Split16Block* blocks, uint32_t count, const uint8_t* data,
                           uint8_t* out, unsigned int* bad, Stream stream);
 

@@ -96,6 +96,10 @@ Result<ProbeReport> probe_read_patterns(int fd, uint64_t file_bytes, const Probe
   std::vector<Trial*> order;
   for (Trial& t : trials) order.push_back(&t);
   std::sort(order.begin(), order.end(), [](Trial* a, Trial* b) { return a->first > b->first; });
+  // Only confirmed trials are ranked (one lucky run on a noisy drive does not decide); with no
+  // confirmations asked for, every trial is.
+  const size_t confirmed =
+      config.confirm == 0 ? order.size() : std::min(config.confirm, order.size());
   for (size_t i = 0; i < std::min(config.confirm, order.size()); ++i) {
     Trial& t = *order[i];
     KVTIER_ASSIGN_OR_RETURN(t.second,
@@ -103,9 +107,8 @@ Result<ProbeReport> probe_read_patterns(int fd, uint64_t file_bytes, const Probe
                                          memory.span(), report.fallback));
     report.rates.push_back({t.pattern, t.second});
   }
-  // Only confirmed trials are ranked: one lucky run on a noisy drive does not decide.
   std::vector<Trial> ranked;
-  for (size_t i = 0; i < std::min(config.confirm, order.size()); ++i) ranked.push_back(*order[i]);
+  for (size_t i = 0; i < confirmed; ++i) ranked.push_back(*order[i]);
   report.best = choose(ranked, config.tie);
   return report;
 }

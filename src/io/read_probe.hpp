@@ -39,7 +39,7 @@ struct ProbeConfig {
   /// past its ramp-up); the file is read round and round when it is smaller.
   uint64_t bytes_per_trial = uint64_t{128} << 20;
   /// The best few of the sweep are measured again and ranked by the mean of both runs, so one
-  /// lucky trial on a noisy drive does not decide.
+  /// lucky trial on a noisy drive does not decide; 0 ranks every trial by its one run.
   size_t confirm = 3;
   /// Patterns within this fraction of the best rate count as equal: the one with the least staging
   /// (then the fewest requests in flight) is chosen, as it leaves memory and queue to others.

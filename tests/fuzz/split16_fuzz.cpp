@@ -3,14 +3,18 @@
 // libFuzzer target: split16 decoding of any stream either refuses it (kCorrupt) or fills exactly
 // the declared bytes; never a crash or an out-of-bounds access. Inputs whose first byte is odd are
 // a payload and a list of edits instead: the payload is encoded, edited, and its table checksum
-// sealed again, so damage reaches the block decoder past the checksum.
+// sealed again, so damage reaches the block decoder past the checksum. Every stream whose table
+// checks also goes through the CUDA decoder's steps run serially (not a GPU run): they must refuse
+// exactly the streams the host refuses and decode the others to the same bytes.
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "../helpers/split16_kernel_emulation.hpp"
 #include "codec/split16.hpp"
 
 namespace {
@@ -21,6 +25,9 @@ void decode(const std::vector<std::byte>& stored) {
   std::vector<std::byte> out(*size);
   kvtier::Status s = kvtier::codec::split16_decode(stored, out);
   if (!s.ok() && s.code() != kvtier::ErrorCode::kCorrupt) __builtin_trap();
+  auto [emulated, flagged] = kvtier::codec::emulate_kernel(stored);
+  const bool refused = std::find(flagged.begin(), flagged.end(), true) != flagged.end();
+  if (refused == s.ok() || (s.ok() && emulated != out)) __builtin_trap();
 }
 
 // The layout in split16.cpp: 40-byte header (checksum at 32, seeded by the first 32 bytes), then

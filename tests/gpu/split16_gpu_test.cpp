@@ -81,6 +81,16 @@ std::pair<Bytes, bool> gpu_decode(const Bytes& stored) {
   return {back, flagged != 0};
 }
 
+/// A flagged block's words are left as gpu_decode's fill (0xEE); every other block decoded.
+void expect_only_block_unwritten(const Bytes& back, const Bytes& raw,
+                                 const codec::Split16Block& b) {
+  ASSERT_EQ(back.size(), raw.size());
+  for (size_t i = 0; i < back.size(); ++i) {
+    const bool in_block = i >= b.out_offset && i < b.out_offset + size_t{b.words} * 2;
+    ASSERT_EQ(back[i], in_block ? std::byte{0xEE} : raw[i]) << "byte " << i;
+  }
+}
+
 TEST(Split16Gpu, DecodesWhatTheHostEncodedByteForByte) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   const uint64_t seed = 20261204;
@@ -118,6 +128,34 @@ TEST(Split16Gpu, FlagsABlockWhoseEscapesContradictItsTable) {
   EXPECT_FALSE(codec::split16_decode(stored, host).ok());
   auto [back, bad] = gpu_decode(stored);
   EXPECT_TRUE(bad);
+  expect_only_block_unwritten(back, raw, b);
+}
+
+TEST(Split16Gpu, FlagsABlockWithACodeOutsideItsCodebookAndWritesNoneOfItsWords) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(6);
+  Bytes raw = kv_like(4096, 1.0f, rng);
+  // A second block of two exponents: 2-bit codes into a codebook of 2, so code 2 is in none.
+  for (int i = 0; i < 4096; ++i) {
+    const uint16_t w = static_cast<uint16_t>((rng() % 2 ? 0x3f00 : 0x3f80) | (rng() & 0x807f));
+    raw.push_back(static_cast<std::byte>(w & 0xff));
+    raw.push_back(static_cast<std::byte>(w >> 8));
+  }
+  Bytes stored = encode(raw);
+  auto table = codec::split16_table(stored);
+  ASSERT_TRUE(table.has_value());
+  const auto& b = table->blocks[1];
+  ASSERT_EQ(b.mode, codec::kSplit16Coded);
+  ASSERT_EQ(b.bits, 2);
+  ASSERT_EQ(b.codebook, 2);
+  // Word 0's code (the first byte's low 2 bits) becomes 2: thread 0 finds it, the others do not.
+  std::byte& first_codes = stored[table->data_offset + b.offset + 4 + b.codebook];
+  first_codes = (first_codes & std::byte{0xfc}) | std::byte{2};
+  Bytes host(raw.size());
+  EXPECT_FALSE(codec::split16_decode(stored, host).ok());
+  auto [back, bad] = gpu_decode(stored);
+  EXPECT_TRUE(bad);
+  expect_only_block_unwritten(back, raw, b);
 }
 
 }  // namespace

@@ -3,14 +3,19 @@
 #include "codec/split16.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <xxhash.h>
 
+#include <algorithm>
 #include <bit>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "common/checksum.hpp"
+#include "split16_kernel_emulation.hpp"
 
 namespace kvtier::codec {
 namespace {
@@ -138,6 +143,20 @@ TEST(Split16, DamagedStreamsAreRefusedOrCaughtByTheRecordChecksum) {
   EXPECT_GT(refused, 0u);
 }
 
+TEST(Split16, AHeaderOnlyTableSaysHowManyBytesTheBlocksNeed) {
+  std::mt19937_64 rng(19);
+  const Bytes stored = encode(gaussian_bf16(2 * 4096 + 9, 0.3f, rng));
+  auto whole = split16_table(stored);
+  ASSERT_TRUE(whole.has_value());
+  EXPECT_EQ(whole->stored_bytes, stored.size());
+  const Bytes head(stored.begin(), stored.begin() + static_cast<long>(whole->data_offset));
+  EXPECT_FALSE(split16_table(head).has_value());
+  auto planned = split16_table(head, /*header_only=*/true);
+  ASSERT_TRUE(planned.has_value()) << planned.error().to_string();
+  EXPECT_EQ(planned->stored_bytes, stored.size());
+  EXPECT_EQ(planned->blocks.size(), 3u);
+}
+
 TEST(Split16, RefusesAnOutputOfTheWrongSize) {
   std::mt19937_64 rng(3);
   const Bytes raw = gaussian_bf16(1000, 1.0f, rng);
@@ -146,6 +165,134 @@ TEST(Split16, RefusesAnOutputOfTheWrongSize) {
   EXPECT_EQ(split16_decode(stored, small).code(), ErrorCode::kInvalidArgument);
   Bytes tiny_out(10);
   EXPECT_FALSE(split16_encode(raw, tiny_out).has_value());
+}
+
+// Seals an edited header and table again (the layout of split16_format.hpp), so the edit reaches
+// the checks past the table checksum.
+void seal(Bytes& s) {
+  uint32_t blocks;
+  std::memcpy(&blocks, s.data() + 20, 4);
+  const uint64_t sum =
+      XXH3_64bits_withSeed(s.data() + 40, size_t{blocks} * 16, XXH3_64bits(s.data(), 32));
+  std::memcpy(s.data() + 32, &sum, 8);
+}
+
+TEST(Split16, RefusesNonZeroZeroFieldsEvenWithTheTableSealed) {
+  std::mt19937_64 rng(13);
+  for (size_t bytes : {size_t{3 * 8192 + 10}, size_t{3 * 8192 + 11}}) {
+    SCOPED_TRACE(::testing::Message() << bytes << " bytes");
+    Bytes raw = gaussian_bf16(bytes / 2, 0.1f, rng);
+    if (bytes % 2) raw.push_back(std::byte{0x42});
+    const Bytes stored = encode(raw);
+    ASSERT_EQ(split16_decoded_bytes(stored).value_or(0), bytes);
+    std::vector<size_t> zero_at = {25, 26, 27, 28, 29, 30, 31};
+    if (bytes % 2 == 0) zero_at.push_back(24);  // an even payload has no tail byte
+    for (size_t entry = 0; entry < 4; ++entry) zero_at.push_back(40 + 16 * entry + 15);
+    for (size_t at : zero_at) {
+      Bytes damaged = stored;
+      damaged[at] = std::byte{0x10};
+      seal(damaged);
+      auto got = split16_decoded_bytes(damaged);
+      ASSERT_FALSE(got.has_value()) << "byte " << at;
+      EXPECT_EQ(got.error().code(), ErrorCode::kCorrupt);
+    }
+  }
+}
+
+TEST(Split16, RefusesPayloadsPastTheFormatsSizeWithoutTouchingThem) {
+  EXPECT_EQ(split16_bound(SIZE_MAX), SIZE_MAX);
+  EXPECT_EQ(split16_bound(kSplit16MaxBytes + 1), SIZE_MAX);
+  EXPECT_GT(split16_bound(kSplit16MaxBytes), kSplit16MaxBytes);
+  EXPECT_LT(split16_bound(kSplit16MaxBytes), SIZE_MAX);
+  // A 32 TiB input and output: address space only (PROT_NONE), so any touch would crash.
+  const size_t in_bytes = kSplit16MaxBytes + 1, out_bytes = in_bytes + (size_t{1} << 40);
+  void* in =
+      ::mmap(nullptr, in_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (in == MAP_FAILED) GTEST_SKIP() << "no 32 TiB of address space";
+  void* out =
+      ::mmap(nullptr, out_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (out == MAP_FAILED) {
+    ::munmap(in, in_bytes);
+    GTEST_SKIP() << "no 64 TiB of address space";
+  }
+  auto n = split16_encode(std::span(static_cast<const std::byte*>(in), in_bytes),
+                          std::span(static_cast<std::byte*>(out), out_bytes));
+  ::munmap(in, in_bytes);
+  ::munmap(out, out_bytes);
+  ASSERT_FALSE(n.has_value());
+  EXPECT_EQ(n.error().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(Split16, TheCudaDecodersStepsRunSeriallyDecodeWhatTheHostDecodes) {
+  const uint64_t seed = 20261205;
+  std::mt19937_64 rng(seed);
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::vector<size_t> sizes = {2, 3, 30, 8190, 8192, 8194, 3 * 8192 + 7, 1 << 20};
+  for (int i = 0; i < 20; ++i) sizes.push_back(2 + rng() % (6 * 8192));
+  for (size_t bytes : sizes) {
+    std::vector<Bytes> raws;
+    for (float sigma : {1e-3f, 0.5f, 100.0f}) {
+      raws.push_back(gaussian_bf16(bytes / 2, sigma, rng));
+      if (bytes % 2) raws.back().push_back(static_cast<std::byte>(rng()));
+    }
+    raws.push_back(random_bytes(bytes, rng));
+    for (const Bytes& raw : raws) {
+      auto [back, flagged] = emulate_kernel(encode(raw));
+      EXPECT_EQ(std::count(flagged.begin(), flagged.end(), true), 0);
+      ASSERT_EQ(back, raw) << bytes << " bytes";
+    }
+  }
+}
+
+// Damage inside one coded block's data (the table stays true): the emulated kernel flags exactly
+// when the host decoder refuses, leaves that block's words unwritten, and decodes the rest.
+TEST(Split16, TheCudaDecodersStepsFlagWhatTheHostRefusesAndWriteNothingOfIt) {
+  std::mt19937_64 rng(17);
+  Bytes raw = gaussian_bf16(3 * 4096, 0.05f, rng);
+  // A last block of two exponents: coded 2 bits wide with a codebook of 2, so code 2 is in no
+  // codebook and not the escape.
+  for (int i = 0; i < 4096 - 5; ++i) {
+    const uint16_t w = static_cast<uint16_t>((rng() % 2 ? 0x3f00 : 0x3f80) | (rng() & 0x807f));
+    raw.push_back(static_cast<std::byte>(w & 0xff));
+    raw.push_back(static_cast<std::byte>(w >> 8));
+  }
+  const Bytes stored = encode(raw);
+  auto t = split16_table(stored);
+  ASSERT_TRUE(t.has_value());
+  size_t flagged_blocks = 0, wrong_code_blocks = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const size_t bi = rng() % t->blocks.size();
+    const Split16Block& b = t->blocks[bi];
+    ASSERT_EQ(b.mode, kSplit16Coded);
+    Bytes damaged = stored;
+    const size_t within = trial % 3 == 0 ? rng() % 4 : 4 + rng() % (b.bytes - 4);
+    damaged[t->data_offset + b.offset + within] ^= static_cast<std::byte>(1 + rng() % 255);
+    Bytes host(raw.size());
+    const Status host_status = split16_decode(damaged, host);
+    const bool host_ok = host_status.ok();
+    auto [back, flagged] = emulate_kernel(damaged);
+    ASSERT_EQ(flagged.size(), t->blocks.size());
+    for (size_t k = 0; k < flagged.size(); ++k) {
+      EXPECT_TRUE(k == bi || !flagged[k]) << "block " << k;
+    }
+    ASSERT_EQ(flagged[bi], !host_ok) << "trial " << trial;
+    if (host_ok) {
+      EXPECT_EQ(back, host);
+      continue;
+    }
+    ++flagged_blocks;
+    wrong_code_blocks += host_status.message().find("codebook") != std::string::npos ? 1 : 0;
+    for (size_t i = 0; i < back.size(); ++i) {
+      const bool in_block = i >= b.out_offset && i < b.out_offset + size_t{b.words} * 2;
+      if (in_block) {
+        ASSERT_EQ(back[i], std::byte{0xEE}) << "trial " << trial << " byte " << i;
+      } else {
+        ASSERT_EQ(back[i], raw[i]) << "trial " << trial << " byte " << i;
+      }
+    }
+  }
+  EXPECT_GT(flagged_blocks, 100u);
+  EXPECT_GT(wrong_code_blocks, 0u);
 }
 
 }  // namespace

@@ -55,6 +55,11 @@ void check_split(uint32_t heads, uint32_t max_tp, uint32_t tp, size_t& accepted)
   if (!vllm_accepts(heads, tp)) {
     EXPECT_FALSE(any_accepted);
   }
+  // Beyond the sizes max_tp divides: taken exactly where each rank's heads are whole groups.
+  const uint32_t per_group = heads / groups;
+  const bool whole_groups = tp <= heads ? (heads / tp) % per_group == 0 : per_group == 1;
+  EXPECT_EQ(any_accepted, vllm_accepts(heads, tp) && whole_groups)
+      << heads << " heads, max_tp " << max_tp << ", tp " << tp;
   if (!any_accepted) return;
   ++accepted;
   for (uint32_t g = 0; g < groups; ++g) {

@@ -178,6 +178,21 @@ TEST_F(ReadProbe, TriesEveryPatternWithinTheStagingBoundAndConfirmsTheBest) {
   EXPECT_LE(report->best.staging_bytes(), c.max_staging_bytes);
 }
 
+TEST_F(ReadProbe, WithoutConfirmationsRanksEveryTrialByItsOneRun) {
+  ModelScope scope(rewards_depth());
+  ProbeConfig c = small_sweep();
+  c.max_staging_bytes = 1u << 20;
+  c.confirm = 0;
+  auto report = probe_read_patterns(fd_.get(), kFileBytes, c);
+  ASSERT_TRUE(report.has_value()) << report.error().to_string();
+  ASSERT_EQ(report->rates.size(), 8u);  // the sweep of the test above, nothing run twice
+  EXPECT_NE(std::find_if(report->rates.begin(), report->rates.end(),
+                         [&](const PatternRate& r) { return r.pattern == report->best; }),
+            report->rates.end())
+      << rates_of(*report);
+  EXPECT_GE(report->best.in_flight, 4u) << rates_of(*report);
+}
+
 TEST_F(ReadProbe, FailsWithTheDrivesErrorWhenAReadFails) {
   DriveModel failing = rewards_depth();
   failing.fail_at = 5;
