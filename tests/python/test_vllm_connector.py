@@ -148,6 +148,16 @@ def cache_config(groups=()):
 
 
 @unittest.skipIf(VLLM is not None, f"vllm is not importable: {VLLM}")
+def port_free(port: int) -> bool:
+    import socket
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
 class ConnectorTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory(dir=os.environ.get("KVTIER_TEST_DIR"))
@@ -445,9 +455,20 @@ class ConnectorTest(unittest.TestCase):
             self.skipTest("kvtier built without the remote tier, or no redis-server")
         repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         cluster = os.path.join(self.dir.name, "cluster")
-        first = random.Random(os.getpid()).randrange(21000, 29000)
-        started = subprocess.run([os.path.join(repo, "bench/remote/start_cluster.sh"), cluster, str(first), "0", "3"],
-                                 capture_output=True, text=True, timeout=120)
+        # Other tests start clusters at the same time (ctest -j): ports found free can be taken
+        # before the servers bind them, so a failed start is tried again on other ports.
+        rng = random.Random(os.getpid())
+        started = subprocess.CompletedProcess([], 1, "", "no three free ports (and bus ports) found in 5 tries")
+        for _ in range(5):
+            first = rng.randrange(21000, 29000)
+            if not all(port_free(p) and port_free(p + 10000) for p in range(first, first + 3)):
+                continue
+            started = subprocess.run([os.path.join(repo, "bench/remote/start_cluster.sh"), cluster, str(first), "0",
+                                      "3"], capture_output=True, text=True, timeout=120)
+            if started.returncode == 0:
+                break
+            subprocess.run([os.path.join(repo, "bench/remote/stop_cluster.sh"), cluster], capture_output=True,
+                           timeout=60)
         self.assertEqual(started.returncode, 0, started.stderr)
         self.addCleanup(subprocess.run, [os.path.join(repo, "bench/remote/stop_cluster.sh"), cluster],
                         capture_output=True, timeout=60)
