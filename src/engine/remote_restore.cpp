@@ -1,23 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // Restores from the remote tier: the chunks past the local prefix, fetched in pipelined batches
-// with no more than the staging pool's bytes in flight, each value copied once out of hiredis's
-// read buffer into a reused buffer of the tier's arena (bounded by the staging pool's size),
-// checked like a record read from disk (header for this key and geometry, then the payload checksum
-// where it lands), and promoted into the local store in the background.
-#include <cstring>
-#include <deque>
-#include <functional>
-#include <future>
+// within the read route's bound on bytes in flight, each value copied once out of hiredis's read
+// buffer into a reused buffer of the tier's arena (bounded by the staging pool's size), read
+// through the route like any record image (header for this key and geometry, then the payload
+// checksum where it lands), and promoted into the local store in the background.
+#include <optional>
 
 #include <fmt/format.h>
 
-#include "common/aligned_buffer.hpp"
-#include "common/checksum.hpp"
-#include "common/posix.hpp"
 #include "common/try.hpp"
-#include "engine/read_route.hpp"
-#include "engine/remote_tier.hpp"
+#include "engine/engine_impl.hpp"
 
 namespace kvtier {
 /// One pipelined batch: the records [begin, stop) of a restore, each value the record's header
@@ -56,90 +49,68 @@ RemoteFetch fetch(remote::ClusterClient& client, RemoteArena& arena, std::span<c
   return f;
 }
 
-/// The header of a fetched value when it is the record `want` of this geometry, sized right.
-std::optional<RecordMeta> check_value(const RemoteFetch::Value& value, const Key128& want,
-                                      uint32_t tokens, const KvGeometry& g) {
+/// The record a fetched value must be to serve chunk `key` of `tokens` tokens: that key and size,
+/// and the payload checksum its own header states. The read route's header check (header_matches)
+/// then decides, as for every tier, and the checksum is verified where the payload lands. nullopt
+/// when the value is absent or of another size.
+std::optional<RecordMeta> expected_record(const RemoteFetch::Value& value, const Key128& key,
+                                          uint32_t tokens, const KvGeometry& g) {
   const uint64_t payload = g.bytes_for_tokens(tokens);
-  const std::span<const std::byte> bytes = value.value.bytes;
-  if (!value.arrived || bytes.size() != kBlock + payload) return std::nullopt;
-  RecordMeta got;
-  if (!decode_header(bytes.first(kBlock), g, got).ok()) return std::nullopt;
-  if (got.key != want || got.token_count != tokens || got.payload_bytes != payload)
-    return std::nullopt;
-  return got;
+  if (!value.arrived || value.value.bytes.size() != kBlock + payload) return std::nullopt;
+  // What the header states (its parent and checksum, kept when the record is promoted), with the
+  // key and size this chunk needs: a header that states otherwise, or none, fails the check.
+  RecordMeta want;
+  (void)decode_header(value.value.bytes.first(kBlock), g, want);
+  want.key = key;
+  want.token_count = tokens;
+  want.payload_bytes = payload;
+  return want;
 }
 
 }  // namespace
 
-Engine::Impl::RemoteRestored Engine::Impl::restore_from_remote(std::span<const Token> tokens,
-                                                               size_t first_chunk,
-                                                               const KvTarget& destination,
-                                                               RestoreResult& result) {
+void Engine::Impl::restore_from_remote(RestoreJob& job, const Tier* tier) {
   const KvGeometry& g = options_.geometry;
   const uint64_t chunk = g.chunk_tokens;
-  const std::vector<Key128> keys = chain_keys(namespace_, tokens, g.chunk_tokens);
-  size_t end = first_chunk;
-  while (end < keys.size() && std::min<uint64_t>((end + 1) * chunk, tokens.size()) <=
-                                  destination.params.capacity_tokens) {
+  const size_t local = std::min(job.served(), job.found.size());
+  const size_t from = remote_start(job.tokens, std::span(job.found).first(local));
+  size_t end = from;
+  while (end < job.keys.size() && std::min<uint64_t>((end + 1) * chunk, job.tokens.size()) <=
+                                      job.destination.params.capacity_tokens) {
     ++end;
   }
-  RemoteRestored out;
-  if (end == first_chunk) return out;
+  if (end <= from) return;
   auto client = remote_->client();
   if (!client) {
-    remote_->counters.errors += end - first_chunk;
-    return out;
+    remote_->counters.errors += end - from;
+    return;
   }
-  // Bytes in flight bounded by the staging pool, as for a read from disk, and kept near it: small
-  // batches of a quarter of the bound, the next ones sent as soon as the oldest has arrived, so the
-  // cluster's nodes are not left idle while one batch waits for its slowest value.
-  const uint64_t bound =
-      std::max<uint64_t>(1, data_->staging().slot_bytes() * data_->staging().slot_count() /
-                                (kBlock + g.bytes_for_tokens(g.chunk_tokens)));
-  const uint64_t batch = std::max<uint64_t>(1, bound / 4);
-  const size_t depth = std::max<uint64_t>(1, bound / batch);  // the batch being placed included
   const std::shared_ptr<RemoteArena> arena = remote_arena_;
-  std::deque<std::future<RemoteFetch>> outstanding;  // waited for on every way out
-  size_t sent = first_chunk;
-  auto top_up = [&](size_t limit) {
-    while (sent < end && outstanding.size() < limit) {
-      const size_t stop = std::min<size_t>(end, sent + batch);
-      outstanding.push_back(std::async(std::launch::async, fetch, std::ref(*client),
-                                       std::ref(*arena), std::span<const Key128>(keys), sent,
-                                       stop));
-      sent = stop;
-    }
-  };
-  top_up(depth);
-  while (!outstanding.empty()) {
-    RemoteFetch current = outstanding.front().get();
-    outstanding.pop_front();
-    top_up(depth - 1);
-    const uint64_t got = place_remote(current, tokens, keys, destination, result, out.placed);
-    out.chunks += got;
-    if (got < current.stop - current.begin) break;  // the prefix ends here
-  }
-  return out;
+  read_route_->prefetch(
+      from, end, kBlock + g.bytes_for_tokens(chunk),
+      [&](size_t begin, size_t stop) {
+        return fetch(*client, *arena, std::span<const Key128>(job.keys), begin, stop);
+      },
+      [&](RemoteFetch& batch) {
+        return place_remote(batch, job, tier) == batch.stop - batch.begin;
+      });
 }
 
-uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, std::span<const Token> tokens,
-                                    std::span<const Key128> keys, const KvTarget& destination,
-                                    RestoreResult& result, bool& placed) {
+uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, RestoreJob& job, const Tier* tier) {
   const KvGeometry& g = options_.geometry;
   const uint64_t chunk = g.chunk_tokens;
   const size_t count = fetched.stop - fetched.begin;
   const auto& outcomes = fetched.outcomes;
   auto& values = fetched.values;
   remote_->note(outcomes);
-  // The prefix the cluster holds, with headers that check out.
-  std::vector<RecordMeta> metas;
+  // The prefix the cluster holds, of the size this geometry expects.
   std::vector<LocatedRecord> located;
-  std::vector<std::span<const std::byte>> payloads;
+  std::vector<std::span<const std::byte>> images;
   std::vector<uint64_t> first_tokens;
   for (size_t j = 0; j < count; ++j) {
     const uint64_t first = (fetched.begin + j) * chunk;
     const auto tokens_here =
-        static_cast<uint32_t>(std::min<uint64_t>(chunk, tokens.size() - first));
+        static_cast<uint32_t>(std::min<uint64_t>(chunk, job.tokens.size() - first));
     if (outcomes[j].state == remote::KeyState::kFailed) {
       remote_->counters.errors += count - j;
       break;
@@ -148,35 +119,42 @@ uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, std::span<const Token>
       remote_->counters.absent++;
       break;
     }
-    auto meta = check_value(values[j], keys[fetched.begin + j], tokens_here, g);
-    if (!meta) {
+    auto want = expected_record(values[j], job.keys[fetched.begin + j], tokens_here, g);
+    if (!want) {
       remote_->counters.rejected++;
       break;
     }
-    metas.push_back(*meta);
-    located.push_back({*meta, nullptr});  // no file: the payload is in host memory
-    payloads.push_back(values[j].value.bytes.subspan(kBlock));
+    located.push_back({*want, nullptr});  // no file: the image is in host memory
+    images.push_back(values[j].value.bytes);
     first_tokens.push_back(first);
   }
-  if (payloads.empty()) return 0;
-  placed = true;
-  auto landed = read_payloads(located, std::move(payloads), first_tokens, destination);
+  if (images.empty()) return 0;
+  auto landed = read_route_->read_images(located, std::move(images), first_tokens, job.destination);
   const Status failed = landed ? landed->status : landed.error();
-  if (!failed.ok()) {
-    result.problem = failed.with_context("placing records from the remote tier").to_string();
-    return 0;
-  }
-  result.host_bytes += landed->host_bytes;
+  // Every record of the batch was written into the destination: one that did not verify leaves
+  // its rows unspecified, so its chunk is no longer served by anyone.
   size_t intact = 0;
-  while (intact < metas.size() && landed->state(intact, metas[intact]) == RecordState::kIntact) {
+  while (failed.ok() && intact < located.size() &&
+         landed->state(intact, located[intact].meta) == RecordState::kIntact) {
     ++intact;
   }
-  if (intact < metas.size()) remote_->counters.rejected++;
+  for (size_t j = 0; j < located.size(); ++j) {
+    job.serve(fetched.begin + j, j < intact ? RecordState::kIntact : RecordState::kIncomplete,
+              located[j].meta.token_count, tier);
+  }
+  if (!failed.ok()) {
+    job.result.problem = failed.with_context("placing records from the remote tier").to_string();
+    return 0;
+  }
+  job.result.host_bytes += landed->host_bytes;
+  if (intact < located.size()) remote_->counters.rejected++;
   remote_->counters.hits += intact;
-  for (size_t j = 0; j < intact; ++j) result.tokens_restored += metas[j].token_count;
-  metas.resize(intact);
+  std::vector<RecordMeta> metas;
   std::vector<remote::OwnedValue> verified;
-  for (size_t j = 0; j < intact; ++j) verified.push_back(std::move(values[j].value));
+  for (size_t j = 0; j < intact; ++j) {
+    metas.push_back(located[j].meta);
+    verified.push_back(std::move(values[j].value));
+  }
   promote(std::move(metas), std::move(verified));
   return intact;
 }
@@ -200,50 +178,17 @@ void Engine::Impl::promote(std::vector<RecordMeta> metas, std::vector<remote::Ow
   uint64_t bytes = 0;
   for (const auto& v : values) bytes += v.bytes.size();
   remote_->post(count, bytes, [this, metas = std::move(metas), values = std::move(values)] {
-    Status st = promote_now(metas, values);
-    if (st.ok()) {
+    // A move between tiers: the verified images into the local drives, through the write route.
+    std::vector<std::span<const std::byte>> images;
+    for (const auto& v : values) images.push_back(v.bytes);
+    auto written = write_images(metas, images);
+    if (written) {
       remote_->counters.promoted += metas.size();
     } else {
       KVTIER_LOG(log_, kWarn, "remote tier: promoting {} record(s) into the local store: {}",
-                 metas.size(), st.to_string());
+                 metas.size(), written.error().to_string());
     }
   });
-}
-
-Status Engine::Impl::promote_now(std::span<const RecordMeta> fetched,
-                                 std::span<const remote::OwnedValue> values) {
-  std::vector<RecordMeta> records;
-  std::vector<const std::byte*> bytes;
-  for (size_t i = 0; i < fetched.size(); ++i) {
-    if (store_->contains(fetched[i].key)) continue;  // saved or promoted meanwhile
-    records.push_back(fetched[i]);
-    bytes.push_back(values[i].bytes.data());
-  }
-  if (records.empty()) return {};
-  std::vector<uint64_t> sizes;
-  for (const RecordMeta& m : records) sizes.push_back(m.record_bytes());
-  KVTIER_ASSIGN_OR_RETURN(std::vector<Placement> placements, store_->reserve(sizes));
-  Status written;
-  AlignedBuffer buffer;
-  for (size_t i = 0; i < records.size() && written.ok(); ++i) {
-    RecordMeta& m = records[i];
-    m.segment = placements[i].file->id;
-    m.offset = placements[i].offset;
-    m.sequence = placements[i].sequence;
-    if (buffer.size() < m.record_bytes()) buffer = AlignedBuffer(m.record_bytes());
-    const std::span<std::byte> record = buffer.span().first(m.record_bytes());
-    // A header of this store's own (its sequence), the payload as it verified, zero padding.
-    encode_header(m, options_.geometry, namespace_, record.first(kBlock));
-    std::memcpy(record.data() + kBlock, bytes[i] + kBlock, m.payload_bytes);
-    std::memset(record.data() + kBlock + m.payload_bytes, 0,
-                record.size() - kBlock - m.payload_bytes);
-    written = pwrite_full(placements[i].file->fd.get(), record, m.offset);
-  }
-  if (!written.ok()) {
-    store_->abort(placements);
-    return written;
-  }
-  return store_->commit(records, placements);
 }
 
 }  // namespace kvtier
