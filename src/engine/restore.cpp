@@ -52,7 +52,6 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens,
                job.corrupt.size());
     if (result.problem.empty())
       result.problem = fmt::format("{} corrupt record(s) dropped", job.corrupt.size());
-    KVTIER_TRY(store_->drop(job.corrupt));
   }
   counters_.bytes_restored += options_.geometry.bytes_for_tokens(result.tokens_restored);
   counters_.restore_host_bytes += result.host_bytes;

@@ -33,12 +33,16 @@ class DriveTier final : public Tier {
     for (size_t i = 0; i < misses.size(); ++i) states[i] = out.state(i, misses[i].meta);
     job.result.recheck_kept =
         engine_.recheck_corrupt(misses, first, &job.destination, std::span(states));
+    std::vector<Key128> corrupt;
     for (size_t i = 0; i < misses.size(); ++i) {
       job.serve(chunk[i], states[i], misses[i].meta.token_count, this);
-      if (states[i] == RecordState::kCorrupt) job.corrupt.push_back(misses[i].meta.key);
+      if (states[i] == RecordState::kCorrupt) corrupt.push_back(misses[i].meta.key);
     }
     if (!out.status.ok()) job.result.problem = out.status.to_string();
-    return {};
+    if (corrupt.empty()) return {};
+    // Dropped before the tiers behind are asked, so that a copy they serve can take its place.
+    job.corrupt.insert(job.corrupt.end(), corrupt.begin(), corrupt.end());
+    return engine_.store_->drop(corrupt);
   }
 
   void served_prefix(uint64_t chunks, RestoreTally& tally) override { tally.store_hits += chunks; }

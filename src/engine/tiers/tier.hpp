@@ -62,7 +62,7 @@ struct RestoreJob {
   std::vector<RecordState> state;  ///< per chunk; kCorrupt: every byte arrived and a check failed
   std::vector<uint32_t> tokens_served;
   std::vector<const Tier*> served_by;
-  std::vector<Key128> corrupt;  ///< records of `found` to drop from the local index
+  std::vector<Key128> corrupt;  ///< records of `found` found corrupt (and dropped) by a tier
   RestoreTally tally;
 };
 
