@@ -102,7 +102,7 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   impl->read_route_ =
       std::make_unique<ReadRoute>(*impl->kit_, o.geometry, impl->counters_.device_copy_bytes);
   if (!o.remote.seeds.empty()) {
-    KVTIER_ASSIGN_OR_RETURN(impl->remote_, RemoteTier::open(o.remote, impl->log_));
+    KVTIER_ASSIGN_OR_RETURN(impl->remote_, ClusterLink::open(o.remote, impl->log_));
   }
   impl->tiers_ = make_tiers(*impl);
   return impl;

@@ -18,8 +18,8 @@
 #include "engine/dram_tier.hpp"
 #include "engine/read_route.hpp"
 #include "engine/record_io.hpp"
-#include "engine/remote_arena.hpp"
-#include "engine/remote_tier.hpp"
+#include "engine/tiers/cluster_arena.hpp"
+#include "engine/tiers/cluster_link.hpp"
 #include "engine/tiers/tier.hpp"
 #include "io/pipeline.hpp"
 #include "kvtier/engine.hpp"
@@ -105,7 +105,7 @@ class Engine::Impl {
   Logger log_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<DramTier> dram_;  // null when Options::dram_bytes is 0
-  /// Where remote values land (remote_arena.hpp), the staging pool's size, pinned with it: before
+  /// Where remote values land (cluster_arena.hpp), the staging pool's size, pinned with it: before
   /// kit_, which unpins it when it goes. Null without a remote tier.
   std::shared_ptr<RemoteArena> remote_arena_;
   std::unique_ptr<TransferKit> kit_;  // devices, channels, staging
@@ -114,7 +114,8 @@ class Engine::Impl {
   std::vector<std::unique_ptr<Tier>> tiers_;
   Key128 namespace_;
 
-  /// What one pipelined batch of GETs from the remote tier brought (defined in remote_restore.cpp).
+  /// What one pipelined batch of GETs from the remote tier brought (defined in
+  /// cluster_restore.cpp).
   struct RemoteFetch;
 
   /// The stored records of the longest stored prefix of `tokens`, in token order.
@@ -137,7 +138,7 @@ class Engine::Impl {
   std::vector<RecordState> read_back(std::span<const LocatedRecord> records,
                                      std::vector<AlignedBuffer>& images);
   /// The chunk of `tokens` the cluster continues the local prefix `served` from
-  /// (remote_lookup.cpp).
+  /// (cluster_lookup.cpp).
   [[nodiscard]] size_t remote_start(std::span<const Token> tokens,
                                     std::span<const LocatedRecord> served) const;
   /// How many chunks from `first` on (a run) the cluster holds with values of the size a restore
@@ -192,8 +193,10 @@ class Engine::Impl {
   /// Checks and places one fetched batch of restore_from_remote into the job's destination;
   /// returns how many of its records verified (a prefix).
   uint64_t place_remote(RemoteFetch& fetched, RestoreJob& job, const Tier* tier);
-  /// Copies verified remote records (header + payload) into the local store, in the background.
-  void promote(std::vector<RecordMeta> metas, std::vector<remote::OwnedValue> values);
+  /// Moves verified remote records (header + payload) into the tier `into`, in the background.
+  void promote(std::vector<RecordMeta> metas, std::vector<remote::OwnedValue> values, Tier& into);
+  /// The tier a restore asks just before `tier` (where its hits are promoted), or null.
+  Tier* tier_in_front_of(const Tier* tier);
   void write_behind_now(std::span<const Key128> keys);
   /// What publish() did with a list of records.
   struct Published {
@@ -209,7 +212,7 @@ class Engine::Impl {
 
  public:
   /// Declared last, so destroyed first: its worker drains while the store is still open.
-  std::unique_ptr<RemoteTier> remote_;  // null when Options::remote.seeds is empty
+  std::unique_ptr<ClusterLink> remote_;  // null when Options::remote.seeds is empty
 };
 
 }  // namespace kvtier

@@ -58,6 +58,13 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens,
   return result;
 }
 
+Tier* Engine::Impl::tier_in_front_of(const Tier* tier) {
+  for (size_t i = 1; i < tiers_.size(); ++i) {
+    if (tiers_[i].get() == tier) return tiers_[i - 1].get();
+  }
+  return nullptr;
+}
+
 uint64_t Engine::Impl::recheck_corrupt(std::span<const LocatedRecord> records,
                                        std::span<const uint64_t> first_tokens,
                                        const KvMemory* destination, std::span<RecordState> states) {

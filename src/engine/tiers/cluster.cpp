@@ -2,8 +2,9 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // The Redis Cluster as a tier: past what this node served, the chunks the cluster holds, fetched
 // within the read route's bound on bytes in flight and read through it like any other record
-// images (engine/remote_restore.cpp); a save's records written behind (engine/remote_save.cpp);
-// lookups answered with sizes only (engine/remote_lookup.cpp).
+// images (engine/tiers/cluster_restore.cpp); a save's records written behind
+// (engine/tiers/cluster_save.cpp); lookups answered with sizes only
+// (engine/tiers/cluster_lookup.cpp).
 #include "engine/tiers/tier_list.hpp"
 
 namespace kvtier {

@@ -62,17 +62,6 @@ class DramSlabsTier final : public Tier {
     return {};
   }
 
-  Result<uint64_t> accept(std::span<const RecordMeta> records,
-                          std::span<const std::span<const std::byte>> images) override {
-    uint64_t taken = 0;
-    for (size_t i = 0; i < records.size(); ++i) {
-      if (images[i].size() > slabs_.slab_bytes()) continue;
-      slabs_.insert(records[i].key, images[i], records[i].payload_checksum);
-      ++taken;
-    }
-    return taken;
-  }
-
   void erase(std::span<const Key128> keys) override { slabs_.erase(keys); }
 
  private:

@@ -4,7 +4,8 @@
 // within the read route's bound on bytes in flight, each value copied once out of hiredis's read
 // buffer into a reused buffer of the tier's arena (bounded by the staging pool's size), read
 // through the route like any record image (header for this key and geometry, then the payload
-// checksum where it lands), and promoted into the local store in the background.
+// checksum where it lands), and promoted into the tier in front (the local drives) in the
+// background.
 #include <optional>
 
 #include <fmt/format.h>
@@ -155,7 +156,7 @@ uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, RestoreJob& job, const
     metas.push_back(located[j].meta);
     verified.push_back(std::move(values[j].value));
   }
-  promote(std::move(metas), std::move(verified));
+  if (Tier* front = tier_in_front_of(tier)) promote(std::move(metas), std::move(verified), *front);
   return intact;
 }
 
@@ -172,21 +173,22 @@ Result<std::vector<RemoteRecordKey>> Engine::Impl::remote_keys(
   return out;
 }
 
-void Engine::Impl::promote(std::vector<RecordMeta> metas, std::vector<remote::OwnedValue> values) {
+void Engine::Impl::promote(std::vector<RecordMeta> metas, std::vector<remote::OwnedValue> values,
+                           Tier& into) {
   const uint64_t count = metas.size();
   if (count == 0) return;
   uint64_t bytes = 0;
   for (const auto& v : values) bytes += v.bytes.size();
-  remote_->post(count, bytes, [this, metas = std::move(metas), values = std::move(values)] {
-    // A move between tiers: the verified images into the local drives, through the write route.
+  remote_->post(count, bytes, [this, &into, metas = std::move(metas), values = std::move(values)] {
+    // A move between tiers: the verified images into the tier in front.
     std::vector<std::span<const std::byte>> images;
     for (const auto& v : values) images.push_back(v.bytes);
-    auto written = write_images(metas, images);
-    if (written) {
+    auto taken = into.accept(metas, images);
+    if (taken) {
       remote_->counters.promoted += metas.size();
     } else {
-      KVTIER_LOG(log_, kWarn, "remote tier: promoting {} record(s) into the local store: {}",
-                 metas.size(), written.error().to_string());
+      KVTIER_LOG(log_, kWarn, "remote tier: promoting {} record(s) into the {}: {}", metas.size(),
+                 into.name(), taken.error().to_string());
     }
   });
 }

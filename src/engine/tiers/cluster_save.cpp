@@ -9,7 +9,7 @@
 #include "common/aligned_buffer.hpp"
 #include "common/try.hpp"
 #include "engine/engine_impl.hpp"
-#include "engine/remote_tier.hpp"
+#include "engine/tiers/cluster_link.hpp"
 
 namespace kvtier {
 namespace {
