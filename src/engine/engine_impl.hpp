@@ -118,6 +118,9 @@ class Engine::Impl {
   /// cluster_restore.cpp).
   struct RemoteFetch;
 
+  // What the tiers (tiers/) call: the local index's prefix, the re-read before drop, the halves of
+  // a move between tiers, and the cluster tier's restore, lookup and write-behind.
+
   /// The stored records of the longest stored prefix of `tokens`, in token order.
   std::vector<LocatedRecord> find_prefix(std::span<const Token> tokens);
   /// The same, given `tokens`' chained chunk keys.
@@ -138,7 +141,9 @@ class Engine::Impl {
   std::vector<RecordState> read_back(std::span<const LocatedRecord> records,
                                      std::vector<AlignedBuffer>& images);
   /// The chunk of `tokens` the cluster continues the local prefix `served` from
-  /// (cluster_lookup.cpp).
+  /// (cluster_lookup.cpp): the one after it, or its last record's own chunk when that record is a
+  /// partial chunk shorter than what `tokens` hold there (the cluster may hold the whole chunk,
+  /// and more after it; the chain of keys goes on only from whole chunks).
   [[nodiscard]] size_t remote_start(std::span<const Token> tokens,
                                     std::span<const LocatedRecord> served) const;
   /// How many chunks from `first` on (a run) the cluster holds with values of the size a restore
@@ -211,7 +216,8 @@ class Engine::Impl {
   mutable Counters counters_;
 
  public:
-  /// Declared last, so destroyed first: its worker drains while the store is still open.
+  /// Declared last, so destroyed first: its worker drains while the store and the tiers (which
+  /// promotion moves records into) are still there.
   std::unique_ptr<ClusterLink> remote_;  // null when Options::remote.seeds is empty
 };
 
