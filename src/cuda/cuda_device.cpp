@@ -22,7 +22,7 @@ class CudaDevice final : public Device {
   std::string_view name() const override { return "cuda"; }
   bool accepts(MemoryKind kind) const override { return kind == MemoryKind::kCuda; }
 
-  Result<std::unique_ptr<DeviceTransfer>> begin(const KvTarget& target, size_t records,
+  Result<std::unique_ptr<DeviceTransfer>> begin(const KvMemory& target, size_t records,
                                                 size_t slots, size_t slot_bytes) override {
     return begin_cuda_transfer(pool_for(target.device), target, records, slots, slot_bytes);
   }

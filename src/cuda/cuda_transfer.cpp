@@ -42,7 +42,7 @@ struct ScratchLayout {
 
 class CudaTransfer final : public DeviceTransfer {
  public:
-  static Result<std::unique_ptr<CudaTransfer>> create(CudaPool& pool, const KvTarget& target,
+  static Result<std::unique_ptr<CudaTransfer>> create(CudaPool& pool, const KvMemory& target,
                                                       size_t records, size_t slots,
                                                       size_t slot_bytes) {
     auto t = std::unique_ptr<CudaTransfer>(new CudaTransfer(pool));
@@ -283,7 +283,7 @@ Status cuda_shape_supported(const KvLayoutParams& p) {
   return {};
 }
 
-Result<std::unique_ptr<DeviceTransfer>> begin_cuda_transfer(CudaPool& pool, const KvTarget& target,
+Result<std::unique_ptr<DeviceTransfer>> begin_cuda_transfer(CudaPool& pool, const KvMemory& target,
                                                             size_t records, size_t slots,
                                                             size_t slot_bytes) {
   KVTIER_ASSIGN_OR_RETURN(auto t, CudaTransfer::create(pool, target, records, slots, slot_bytes));

@@ -17,6 +17,6 @@ namespace kvtier {
 /// `target` (memory of GPU target.device, whose pool `pool` is), ordered after the work queued on
 /// the caller's stream. Its slots and scratch go back to `pool`, which must outlive it.
 [[nodiscard]] Result<std::unique_ptr<DeviceTransfer>> begin_cuda_transfer(
-    CudaPool& pool, const KvTarget& target, size_t records, size_t slots, size_t slot_bytes);
+    CudaPool& pool, const KvMemory& target, size_t records, size_t slots, size_t slot_bytes);
 
 }  // namespace kvtier

@@ -58,20 +58,20 @@ struct Lane {
 
 }  // namespace
 
-size_t drives_of(std::span<const LocatedRecord> records) {
+size_t drives_of(std::span<const ChannelFile> files) {
   std::set<uint32_t> drives;
-  for (const LocatedRecord& r : records) drives.insert(r.file->drive);
+  for (const ChannelFile& f : files) drives.insert(f.drive);
   return drives.size();
 }
 
-Status read_across_drives(std::span<const LocatedRecord> records, std::span<const Piece> pieces,
+Status read_across_drives(std::span<const ChannelFile> files, std::span<const Piece> pieces,
                           StagingPool::Lease& lease, PieceSink& sink, unsigned workers,
                           const EngineMaker& make_engine) {
   std::unordered_map<int, uint32_t> drive_of_fd;
   std::map<uint32_t, size_t> lane_of_drive;
-  for (const LocatedRecord& r : records) {
-    drive_of_fd[r.file->fd.get()] = r.file->drive;
-    lane_of_drive.emplace(r.file->drive, 0);
+  for (const ChannelFile& f : files) {
+    drive_of_fd[f.fd] = f.drive;
+    lane_of_drive.emplace(f.drive, 0);
   }
   const size_t slots = lease.slots().size();
   const size_t lanes = std::max<size_t>(1, std::min(lane_of_drive.size(), slots));

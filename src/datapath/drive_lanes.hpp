@@ -8,23 +8,22 @@
 #include <memory>
 #include <span>
 
-#include "datapath/byte_source.hpp"
+#include "datapath/channel.hpp"
 #include "io/io_engine.hpp"
 #include "io/pipeline.hpp"
-#include "store/store.hpp"
 
 namespace kvtier {
 
-/// How many drives the files of `records` are on.
-[[nodiscard]] size_t drives_of(std::span<const LocatedRecord> records);
+/// How many drives `files` are on.
+[[nodiscard]] size_t drives_of(std::span<const ChannelFile> files);
 
-/// Reads `pieces` (of `records`' files) grouped by drive: each group runs its own pipeline, on its
+/// Reads `pieces` (of `files`) grouped by drive: each group runs its own pipeline, on its
 /// own thread and I/O engine, over an equal share of the slots of `lease` (its bound on bytes in
 /// flight; with fewer slots than drives, drives share a group). A group's error stops that group
 /// only: the others read on, so a failing drive costs only its own records. Returns the first
 /// error. The sink sees the pieces' and slots' indices into `pieces` and `lease`, as run_pipeline
 /// gives them.
-[[nodiscard]] Status read_across_drives(std::span<const LocatedRecord> records,
+[[nodiscard]] Status read_across_drives(std::span<const ChannelFile> files,
                                         std::span<const Piece> pieces, StagingPool::Lease& lease,
                                         PieceSink& sink, unsigned workers,
                                         const EngineMaker& make_engine);

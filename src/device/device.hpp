@@ -17,9 +17,10 @@
 
 namespace kvtier {
 
-/// A caller's KV memory as the engine sees it: layout parameters with host-side pointers (the
-/// addresses the caller gave), plus where that memory lives.
-struct KvTarget {
+/// A caller's KV memory as the engine sees it, the place a restore writes into and a save reads
+/// from: layout parameters with host-side pointers (the addresses the caller gave), plus where
+/// that memory lives.
+struct KvMemory {
   KvLayoutParams params;  ///< layer_base / block_table unset: see below
   MemoryKind kind = MemoryKind::kHost;
   int device = 0;
@@ -90,7 +91,7 @@ class Device {
   [[nodiscard]] virtual std::string_view name() const = 0;
   [[nodiscard]] virtual bool accepts(MemoryKind kind) const = 0;
   /// Starts a transfer over `records` records using `slots` staging slots of `slot_bytes`.
-  [[nodiscard]] virtual Result<std::unique_ptr<DeviceTransfer>> begin(const KvTarget& target,
+  [[nodiscard]] virtual Result<std::unique_ptr<DeviceTransfer>> begin(const KvMemory& target,
                                                                       size_t records, size_t slots,
                                                                       size_t slot_bytes) = 0;
   /// Memory of GPU `device` for another library to register and use (cuFile's staging buffers),

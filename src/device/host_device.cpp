@@ -30,7 +30,7 @@ void for_each_run(const KvLayoutParams& p, uint64_t first_token, uint64_t count,
 
 class HostTransfer final : public DeviceTransfer {
  public:
-  HostTransfer(const KvTarget& target, size_t records) : target_(target), sums_(records) {
+  HostTransfer(const KvMemory& target, size_t records) : target_(target), sums_(records) {
     params_ = target_.params;
     params_.layer_base = target_.layer_base.data();
     params_.block_table = target_.block_table.data();
@@ -111,7 +111,7 @@ class HostTransfer final : public DeviceTransfer {
   }
 
  private:
-  KvTarget target_;
+  KvMemory target_;
   KvLayoutParams params_;
   std::vector<std::atomic<uint64_t>> sums_;  // pieces of one record may land on different threads
   std::atomic<uint64_t> copied_{0};
@@ -121,7 +121,7 @@ class HostDevice final : public Device {
  public:
   std::string_view name() const override { return "host-emulated"; }
   bool accepts(MemoryKind kind) const override { return kind == MemoryKind::kHost; }
-  Result<std::unique_ptr<DeviceTransfer>> begin(const KvTarget& target, size_t records, size_t,
+  Result<std::unique_ptr<DeviceTransfer>> begin(const KvMemory& target, size_t records, size_t,
                                                 size_t) override {
     return std::unique_ptr<DeviceTransfer>(std::make_unique<HostTransfer>(target, records));
   }

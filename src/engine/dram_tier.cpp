@@ -104,8 +104,9 @@ Result<std::unique_ptr<DramTier>> DramTier::create(uint64_t capacity_bytes, uint
         fmt::format("DRAM tier: {} slabs of {} bytes, more than 2^32-1", slabs, slab_bytes));
   }
   const uint64_t bytes = slabs * slab_bytes;
-  // The engine pins the whole arena for the GPU, so it must fit at once.
-  KVTIER_TRY(check_host_memory(bytes, "DRAM tier"));
+  // The engine pins the whole arena for the GPU, so it must fit at once. Checked as asked (the
+  // arena is less by under a slab), so the refusal names the size the caller gave.
+  KVTIER_TRY(check_host_memory(capacity_bytes, "DRAM tier"));
   auto arena = MappedMemory::map(bytes);
   if (!arena) {
     return fail(
@@ -128,7 +129,7 @@ DramTier::DramTier(MappedMemory arena, uint64_t slab_bytes)
 DramTier::Hit::Hit(Hit&& o) noexcept
     : tier_(std::exchange(o.tier_, nullptr)),
       slab_(o.slab_),
-      payload_(o.payload_),
+      bytes_(o.bytes_),
       checksum_(o.checksum_) {}
 
 DramTier::Hit& DramTier::Hit::operator=(Hit&& o) noexcept {
@@ -136,7 +137,7 @@ DramTier::Hit& DramTier::Hit::operator=(Hit&& o) noexcept {
     reset();
     tier_ = std::exchange(o.tier_, nullptr);
     slab_ = o.slab_;
-    payload_ = o.payload_;
+    bytes_ = o.bytes_;
     checksum_ = o.checksum_;
   }
   return *this;
@@ -209,12 +210,12 @@ void DramTier::abandon(const Reservation& r) {
   if (--pins_[r.slab] == 0) free_.push_back(r.slab);
 }
 
-void DramTier::insert(const Key128& key, std::span<const std::byte> payload, uint64_t checksum) {
-  if (payload.size() > slab_bytes_) return;
+void DramTier::insert(const Key128& key, std::span<const std::byte> bytes, uint64_t checksum) {
+  if (bytes.size() > slab_bytes_) return;
   auto r = reserve();
   if (!r) return;
-  std::memcpy(r->data, payload.data(), payload.size());
-  publish(*r, key, payload.size(), checksum);
+  std::memcpy(r->data, bytes.data(), bytes.size());
+  publish(*r, key, bytes.size(), checksum);
 }
 
 void DramTier::erase(std::span<const Key128> keys) {

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// The DRAM tier: payloads of recently saved records kept in (pinned) host memory in front of the
-// disk, so a hit restores with one copy to the device and no disk read.
+// The DRAM tier's store: record images (header block then payload) of recently saved records kept
+// in (pinned) host memory in front of the drives (the tier itself: tiers/dram.cpp), so a hit
+// restores with one copy to the device and no disk read. It keeps bytes under a key and checksum,
+// whatever they are.
 #pragma once
 
 #include <cstdint>
@@ -55,7 +57,7 @@ class MappedMemory {
   uint64_t size_ = 0;
 };
 
-/// @brief Fixed-size slabs (one record payload each: every full chunk weighs the same) carved from
+/// @brief Fixed-size slabs (one record image each: every full chunk weighs the same) carved from
 /// one page-aligned arena, with LRU eviction. Thread-safe. Slabs handed out by find() are pinned
 /// (never evicted or reused) until the Hit is destroyed.
 class DramTier {
@@ -66,12 +68,12 @@ class DramTier {
   [[nodiscard]] static Result<std::unique_ptr<DramTier>> create(uint64_t capacity_bytes,
                                                                 uint64_t slab_bytes);
 
-  /// A record's payload in the tier, held for the caller.
+  /// A record's bytes in the tier, held for the caller.
   class Hit {
    public:
     Hit() = default;
-    Hit(DramTier* tier, uint32_t slab, std::span<const std::byte> payload, uint64_t checksum)
-        : tier_(tier), slab_(slab), payload_(payload), checksum_(checksum) {}
+    Hit(DramTier* tier, uint32_t slab, std::span<const std::byte> bytes, uint64_t checksum)
+        : tier_(tier), slab_(slab), bytes_(bytes), checksum_(checksum) {}
     Hit(Hit&& o) noexcept;
     Hit& operator=(Hit&& o) noexcept;
     Hit(const Hit&) = delete;
@@ -79,17 +81,17 @@ class DramTier {
     ~Hit() { reset(); }
     void reset() noexcept;
     [[nodiscard]] explicit operator bool() const { return tier_ != nullptr; }
-    [[nodiscard]] std::span<const std::byte> payload() const { return payload_; }
+    [[nodiscard]] std::span<const std::byte> bytes() const { return bytes_; }
     [[nodiscard]] uint64_t checksum() const { return checksum_; }
 
    private:
     DramTier* tier_ = nullptr;
     uint32_t slab_ = 0;
-    std::span<const std::byte> payload_;
+    std::span<const std::byte> bytes_;
     uint64_t checksum_ = 0;
   };
 
-  /// The record's payload if the tier holds it with this checksum (a stale copy is dropped).
+  /// The record's bytes if the tier holds them with this checksum (a stale copy is dropped).
   [[nodiscard]] Hit find(const Key128& key, uint64_t checksum);
   /// A slab taken for a record being filled; invisible to find() until published.
   struct Reservation {
@@ -98,12 +100,12 @@ class DramTier {
   };
   /// Takes a free slab, or the least recently used unpinned one; nullopt when every slab is pinned.
   [[nodiscard]] std::optional<Reservation> reserve();
-  /// Makes a filled reservation visible as `key`'s payload (`bytes` long, with `checksum`).
+  /// Makes a filled reservation visible as `key`'s bytes (`bytes` long, with `checksum`).
   void publish(const Reservation& r, const Key128& key, uint64_t bytes, uint64_t checksum);
   /// Gives an unpublished reservation back.
   void abandon(const Reservation& r);
-  /// reserve() + copy + publish(); a no-op when the payload does not fit a slab or none is free.
-  void insert(const Key128& key, std::span<const std::byte> payload, uint64_t checksum);
+  /// reserve() + copy + publish(); a no-op when the bytes do not fit a slab or none is free.
+  void insert(const Key128& key, std::span<const std::byte> bytes, uint64_t checksum);
   void erase(std::span<const Key128> keys);
 
   /// The arena, e.g. to pin it for DMA once.

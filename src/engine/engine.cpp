@@ -15,6 +15,7 @@
 #include "api/try.hpp"
 #include "common/posix.hpp"
 #include "engine/engine_impl.hpp"
+#include "engine/tiers/tier_list.hpp"
 
 namespace kvtier {
 
@@ -98,7 +99,7 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
     KVTIER_ASSIGN_OR_RETURN(
         impl->dram_,
         DramTier::create(o.dram_bytes,
-                         align_up(o.geometry.bytes_for_tokens(o.geometry.chunk_tokens))));
+                         align_up(kBlock + o.geometry.bytes_for_tokens(o.geometry.chunk_tokens))));
   }
   KVTIER_ASSIGN_OR_RETURN(auto staging, make_staging(o));
   std::vector<std::span<std::byte>> pinned;
@@ -110,12 +111,15 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   KVTIER_ASSIGN_OR_RETURN(impl->store_, Store::open(store_config(o), impl->log_, request));
 
   impl->namespace_ = namespace_key(o.geometry, o.tenant);
-  impl->data_ = std::make_unique<DataPath>(o.io_path, std::move(staging), std::move(pinned),
-                                           impl->store_->direct_io(),
-                                           impl->store_->direct_io_fallback(), impl->log_);
+  impl->kit_ = std::make_unique<TransferKit>(o.io_path, std::move(staging), std::move(pinned),
+                                             impl->store_->direct_io(),
+                                             impl->store_->direct_io_fallback(), impl->log_);
+  impl->read_route_ =
+      std::make_unique<ReadRoute>(*impl->kit_, o.geometry, impl->counters_.device_copy_bytes);
   if (!o.remote.seeds.empty()) {
-    KVTIER_ASSIGN_OR_RETURN(impl->remote_, RemoteTier::open(o.remote, impl->log_));
+    KVTIER_ASSIGN_OR_RETURN(impl->remote_, ClusterLink::open(o.remote, impl->log_));
   }
+  impl->tiers_ = make_tiers(*impl);
   return impl;
 }
 
@@ -158,11 +162,12 @@ Result<uint64_t> Engine::Impl::lookup(std::span<const Token> tokens) {
   const std::vector<LocatedRecord> found = find_prefix(tokens, keys);
   uint64_t hit = 0;
   for (const LocatedRecord& r : found) hit += r.meta.token_count;
-  if (remote_) {
-    // Where restore() would go on in the cluster, and how far the cluster holds the chain.
-    const size_t from = remote_start(tokens, found);
-    const uint64_t held = remote_run(tokens, keys, from);
-    if (held > 0) hit = std::min<uint64_t>((from + held) * chunk, tokens.size());
+  // Where restore() would go on past the local index, and how far a tier behind it holds the
+  // chain from there.
+  const size_t from = remote_start(tokens, found);
+  for (const auto& tier : tiers_) {
+    const uint64_t held = tier->held_run(tokens, keys, from);
+    if (held > 0) hit = std::max(hit, std::min<uint64_t>((from + held) * chunk, tokens.size()));
   }
   counters_.lookup_hit_tokens += hit;
   return hit;
@@ -171,7 +176,7 @@ Result<uint64_t> Engine::Impl::lookup(std::span<const Token> tokens) {
 Result<uint64_t> Engine::Impl::evict(std::span<const Token> tokens) {
   std::vector<Key128> keys;
   for (const LocatedRecord& r : find_prefix(tokens)) keys.push_back(r.meta.key);
-  if (dram_) dram_->erase(keys);
+  for (const auto& tier : tiers_) tier->erase(keys);
   KVTIER_TRY(store_->drop(keys));
   return keys.size();
 }
@@ -191,12 +196,12 @@ Status Engine::Impl::drop_page_cache() {
 Stats Engine::Impl::stats() const {
   Stats s;
   counters_.fill(s);
-  s.io_engine = data_->io_name();
-  s.io_fallback = data_->fallback();
-  s.gds = data_->gds_note();
-  s.gds_io_counts = data_->gds_io_counts();
+  s.io_engine = kit_->io_name();
+  s.io_fallback = kit_->fallback();
+  s.gds = kit_->gds_note();
+  s.gds_io_counts = kit_->gds_io_counts();
   store_->fill_stats(s);
-  s.fallbacks = data_->fallbacks();
+  s.fallbacks = kit_->fallbacks();
   s.remote = "off";
   if (remote_) remote_->fill_stats(s);
   s.dram_records = dram_ ? dram_->entries() : 0;
@@ -227,32 +232,32 @@ Result<std::unique_ptr<Engine>> Engine::open(const Options& options) {
 
 // Checks the caller's KV memory, then runs op on it.
 template <typename Kv, typename Op>
-auto on_target(Engine::Impl& impl, const Kv& kv, bool restore, Op&& op) {
-  using R = decltype(op(std::declval<const KvTarget&>()));
+auto on_kv_memory(Engine::Impl& impl, const Kv& kv, bool restore, Op&& op) {
+  using R = decltype(op(std::declval<const KvMemory&>()));
   return guarded([&]() -> R {
-    KVTIER_ASSIGN_OR_RETURN(KvTarget target, impl.target_of(kv, restore));
-    return op(target);
+    KVTIER_ASSIGN_OR_RETURN(KvMemory memory, impl.kv_memory_of(kv, restore));
+    return op(memory);
   });
 }
 
 Result<SaveResult> Engine::save(std::span<const Token> tokens, const ChunkedKv& source) {
-  return on_target(*impl_, source, /*restore=*/false,
-                   [&](const KvTarget& t) { return impl_->save(tokens, t); });
+  return on_kv_memory(*impl_, source, /*restore=*/false,
+                      [&](const KvMemory& t) { return impl_->save(tokens, t); });
 }
 Result<SaveResult> Engine::save(std::span<const Token> tokens, const PagedKv& source) {
-  return on_target(*impl_, source, /*restore=*/false,
-                   [&](const KvTarget& t) { return impl_->save(tokens, t); });
+  return on_kv_memory(*impl_, source, /*restore=*/false,
+                      [&](const KvMemory& t) { return impl_->save(tokens, t); });
 }
 Result<uint64_t> Engine::lookup(std::span<const Token> tokens) {
   return guarded([&] { return impl_->lookup(tokens); });
 }
 Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const ChunkedKv& destination) {
-  return on_target(*impl_, destination, /*restore=*/true,
-                   [&](const KvTarget& t) { return impl_->restore(tokens, t); });
+  return on_kv_memory(*impl_, destination, /*restore=*/true,
+                      [&](const KvMemory& t) { return impl_->restore(tokens, t); });
 }
 Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const PagedKv& destination) {
-  return on_target(*impl_, destination, /*restore=*/true,
-                   [&](const KvTarget& t) { return impl_->restore(tokens, t); });
+  return on_kv_memory(*impl_, destination, /*restore=*/true,
+                      [&](const KvMemory& t) { return impl_->restore(tokens, t); });
 }
 Result<uint64_t> Engine::evict(std::span<const Token> tokens) {
   return guarded([&] { return impl_->evict(tokens); });

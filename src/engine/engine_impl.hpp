@@ -10,15 +10,18 @@
 #include <string>
 #include <vector>
 
+#include "common/aligned_buffer.hpp"
 #include "common/keys.hpp"
 #include "common/log.hpp"
-#include "datapath/data_path.hpp"
+#include "datapath/transfer_kit.hpp"
 #include "device/device.hpp"
 #include "engine/counters.hpp"
 #include "engine/dram_tier.hpp"
+#include "engine/read_route.hpp"
 #include "engine/record_io.hpp"
-#include "engine/remote_arena.hpp"
-#include "engine/remote_tier.hpp"
+#include "engine/tiers/cluster_arena.hpp"
+#include "engine/tiers/cluster_link.hpp"
+#include "engine/tiers/tier.hpp"
 #include "io/pipeline.hpp"
 #include "kvtier/engine.hpp"
 #include "store/store.hpp"
@@ -33,18 +36,15 @@ enum class RecheckOutcome : uint8_t {
   kIntactNotPlaced,  ///< verified on the host, but placing it failed: the record stays, a miss
 };
 
-/// What a read found of one record (read_route.hpp).
-enum class RecordState : uint8_t;
-
 /// Engine state. Thread-safe: the store locks itself, counters are atomic, staging is a pool.
 class Engine::Impl {
  public:
   static Result<std::unique_ptr<Impl>> create(const Options& options);
   ~Impl();
 
-  Result<SaveResult> save(std::span<const Token> tokens, const KvTarget& source);
+  Result<SaveResult> save(std::span<const Token> tokens, const KvMemory& source);
   Result<uint64_t> lookup(std::span<const Token> tokens);
-  Result<RestoreResult> restore(std::span<const Token> tokens, const KvTarget& destination);
+  Result<RestoreResult> restore(std::span<const Token> tokens, const KvMemory& destination);
   Result<uint64_t> evict(std::span<const Token> tokens);
   Result<VerifyReport> verify(const ProgressFn& progress);
   Result<CeilingResult> measure_read_ceiling(std::span<const Token> tokens);
@@ -58,69 +58,77 @@ class Engine::Impl {
   /// The caller's KV memory checked against the geometry: kInvalidArgument when its size or shape
   /// does not match, kNotSupported when no device of this engine can address it.
   /// A paged target may skip blocks (kSkipBlock) only as a restore's destination.
-  Result<KvTarget> target_of(const ChunkedKv& kv, bool restore) const;
-  Result<KvTarget> target_of(const PagedKv& kv, bool restore) const;
+  Result<KvMemory> kv_memory_of(const ChunkedKv& kv, bool restore) const;
+  Result<KvMemory> kv_memory_of(const PagedKv& kv, bool restore) const;
 
   Options options_;
   Logger log_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<DramTier> dram_;  // null when Options::dram_bytes is 0
-  /// Where remote values land (remote_arena.hpp), the staging pool's size, pinned with it: before
-  /// data_, which unpins it when it goes. Null without a remote tier.
+  /// Where remote values land (cluster_arena.hpp), the staging pool's size, pinned with it: before
+  /// kit_, which unpins it when it goes. Null without a remote tier.
   std::shared_ptr<RemoteArena> remote_arena_;
-  std::unique_ptr<DataPath> data_;  // devices, byte sources, staging
+  std::unique_ptr<TransferKit> kit_;  // devices, channels, staging
+  std::unique_ptr<ReadRoute> read_route_;
+  /// The tiers in the order a restore asks them (tier_list.cpp).
+  std::vector<std::unique_ptr<Tier>> tiers_;
   Key128 namespace_;
 
-  /// What reading a list of records found (defined in read_route.hpp).
-  struct ReadOutcome;
-  /// What one pipelined batch of GETs from the remote tier brought (defined in remote_restore.cpp).
+  /// What one pipelined batch of GETs from the remote tier brought (defined in
+  /// cluster_restore.cpp).
   struct RemoteFetch;
 
- private:
+  // What the tiers (tiers/) call: the local index's prefix, the re-read before drop, the halves of
+  // a move between tiers, and the cluster tier's restore, lookup and write-behind.
+
   /// The stored records of the longest stored prefix of `tokens`, in token order.
   std::vector<LocatedRecord> find_prefix(std::span<const Token> tokens);
   /// The same, given `tokens`' chained chunk keys.
   std::vector<LocatedRecord> find_prefix(std::span<const Token> tokens,
                                          std::span<const Key128> keys);
-  /// The one read route: reads `records` through `source`, checks headers and checksums, and
-  /// restores into `destination` when given (verified where the bytes land). `first_tokens` gives
-  /// each record's first token; empty means record i starts at i * chunk. An error before anything
-  /// was read (the source cannot read these files) is returned as such.
-  Result<ReadOutcome> read_records(ByteSource& source, std::span<const LocatedRecord> records,
-                                   const KvTarget* destination, const ProgressFn& progress,
-                                   std::span<const uint64_t> first_tokens = {});
-  /// Places payloads the engine holds in host memory (`payloads[i]` that of `records[i]`, whose
-  /// header was checked, or stood for by the DRAM tier's key and checksum) into `destination`
-  /// through the read route, verified where they land.
-  Result<ReadOutcome> read_payloads(std::span<const LocatedRecord> records,
-                                    std::vector<std::span<const std::byte>> payloads,
-                                    std::span<const uint64_t> first_tokens,
-                                    const KvTarget& destination);
-  /// Restores those of `records` (record r at token r * chunk) the DRAM tier holds into
-  /// `destination`, setting served[r] for each whose bytes checked out (a bad copy is erased from
-  /// the tier, to be read from disk instead).
-  Status restore_from_dram(std::span<const LocatedRecord> records, const KvTarget& destination,
-                           std::vector<bool>& served, uint64_t& host_bytes);
+  /// Applies recheck() to the records of `states` found corrupt: kept ones become intact (placed)
+  /// or incomplete (a miss), and both outcomes are counted. Returns the records kept.
+  uint64_t recheck_corrupt(std::span<const LocatedRecord> records,
+                           std::span<const uint64_t> first_tokens, const KvMemory* destination,
+                           std::span<RecordState> states);
+  /// Writes verified record images (`images[i]`: records[i]'s header then payload) into the
+  /// local store through the write route, skipping keys stored meanwhile; returns how many.
+  Result<uint64_t> write_images(std::span<const RecordMeta> records,
+                                std::span<const std::span<const std::byte>> images);
+  /// Reads `records` from their files through the read route and the POSIX channel, verified on
+  /// the host, into `images` (one buffer each, header then payload): the first half of a move
+  /// between tiers. What each was found to be (incomplete, all of them, when the read failed).
+  std::vector<RecordState> read_back(std::span<const LocatedRecord> records,
+                                     std::vector<AlignedBuffer>& images);
+  /// The chunk of `tokens` the cluster continues the local prefix `served` from
+  /// (cluster_lookup.cpp): the one after it, or its last record's own chunk when that record is a
+  /// partial chunk shorter than what `tokens` hold there (the cluster may hold the whole chunk,
+  /// and more after it; the chain of keys goes on only from whole chunks).
+  [[nodiscard]] size_t remote_start(std::span<const Token> tokens,
+                                    std::span<const LocatedRecord> served) const;
+  /// How many chunks from `first` on (a run) the cluster holds with values of the size a restore
+  /// expects: pipelined STRLENs, no value fetched. 0 while the cluster is unreachable.
+  uint64_t remote_run(std::span<const Token> tokens, std::span<const Key128> keys, size_t first);
+  /// Restores the chunks of `job` from the cluster, past those this node served (from a partial
+  /// last one's own chunk, see remote_start), through the route's prefetch window.
+  void restore_from_remote(RestoreJob& job, const Tier* tier);
+  /// Queues the durable records of a save for the cluster; never blocks.
+  void write_behind(std::span<const RecordMeta> records);
+
+ private:
   /// Re-read before drop (recheck.cpp): reads each of `records`, which failed a check, once more
   /// through the page cache and verifies it on the host; a verified one is placed into
   /// `destination` (when given) at its first token and verified again there.
   std::vector<RecheckOutcome> recheck(std::span<const LocatedRecord> records,
                                       std::span<const uint64_t> first_tokens,
-                                      const KvTarget* destination);
-  /// Applies recheck() to the records of `states` found corrupt: kept ones become intact (placed)
-  /// or incomplete (a miss), and both outcomes are counted. Returns the records kept.
-  uint64_t recheck_corrupt(std::span<const LocatedRecord> records,
-                           std::span<const uint64_t> first_tokens, const KvTarget* destination,
-                           std::span<RecordState> states);
-  /// Reads records from disk into `destination`: through the data path's source for it (cuFile
-  /// where it is in use), falling back to POSIX when cuFile refuses the files.
-  ReadOutcome read_from_disk(std::span<const LocatedRecord> records, const KvTarget& destination,
-                             std::span<const uint64_t> first_tokens);
+                                      const KvMemory* destination);
   /// Copies the stored records `present` (with their first tokens) the DRAM tier lacks into it
   /// from `source`.
   Status refresh_dram(std::span<const std::pair<RecordMeta, uint64_t>> present,
-                      const KvTarget& source);
-  /// The records of one save (defined in save.cpp).
+                      const KvMemory& source);
+  /// Makes a DRAM tier slab holding record `m`'s payload (after its header block) its image.
+  void publish_image(const DramTier::Reservation& slab, const RecordMeta& m);
+  /// The records of one save (defined in write_route.hpp).
   struct SaveBatch;
   /// Splits the chunks of `tokens` into those stored (`present`, with their first tokens; counted
   /// in `result`) and those to write (`batch`).
@@ -129,47 +137,22 @@ class Engine::Impl {
   /// Checksums the batch's records on the device, places them in the store, plans their pieces
   /// and reserves their DRAM tier slabs.
   Status place_batch(SaveBatch& batch, DeviceTransfer& transfer);
-  /// The one write route: builds each piece of `batch` in `target`'s staging (payload gathered
-  /// from the transfer's KV, headers, padding) and writes it, on at most `slots` of the transfer's
-  /// slots. kNotSupported when the target refuses the files before anything was written (the
-  /// caller writes them the POSIX way).
-  Status write_records(ByteSource& target, const SaveBatch& batch, DeviceTransfer& transfer,
+  /// Places the batch's records (checksummed) in the store and plans their pieces.
+  Status reserve_batch(SaveBatch& batch);
+  /// The one write route (write_route.cpp): builds each piece of `batch` in `channel`'s staging
+  /// (payload gathered from the transfer, headers, padding; a copy of each payload into its DRAM
+  /// tier slab on the way) and writes it, on at most `slots` of the transfer's slots.
+  /// kNotSupported when the channel refuses the files before anything was written (the caller
+  /// writes them the POSIX way).
+  Status write_records(Channel& channel, const SaveBatch& batch, DeviceTransfer& transfer,
                        size_t slots);
-
-  /// Remote tier (remote_*.cpp): the chunk of `tokens` the cluster continues the local prefix
-  /// `served` from: the one after it, or its last record's own chunk when that record is a partial
-  /// chunk shorter than what `tokens` hold there (the cluster may hold the whole chunk, and more
-  /// after it; the chain of keys goes on only from whole chunks).
-  [[nodiscard]] size_t remote_start(std::span<const Token> tokens,
-                                    std::span<const LocatedRecord> served) const;
-  /// How many chunks from `first` on (a run) the cluster holds with values of the size a restore
-  /// expects: pipelined STRLENs, no value fetched. 0 while the cluster is unreachable.
-  uint64_t remote_run(std::span<const Token> tokens, std::span<const Key128> keys, size_t first);
-  /// What restore_from_remote brought: chunks verified and placed (a prefix), and whether anything
-  /// at all was written into the destination (a record that then failed its check included).
-  struct RemoteRestored {
-    uint64_t chunks = 0;
-    bool placed = false;
-  };
-  /// Restores the chunks of `tokens` from `first_chunk` on that the cluster holds and that verify,
-  /// into `destination`. Failures are misses, counted in the tier's Stats.
-  RemoteRestored restore_from_remote(std::span<const Token> tokens, size_t first_chunk,
-                                     const KvTarget& destination, RestoreResult& result);
-  /// The end of restore(): the chunks past the `served` records of the local prefix `found`
-  /// asked of the cluster (from a partial last one's own chunk, see remote_start); returns the
-  /// chunks now served, and keeps `result.tokens_restored` a prefix.
-  uint64_t continue_in_cluster(std::span<const Token> tokens, std::span<const LocatedRecord> found,
-                               uint64_t served, const KvTarget& destination, RestoreResult& result);
-  /// Checks and places one fetched batch of restore_from_remote into `destination`; returns how
-  /// many of its records verified (a prefix).
-  uint64_t place_remote(RemoteFetch& fetched, std::span<const Token> tokens,
-                        std::span<const Key128> keys, const KvTarget& destination,
-                        RestoreResult& result, bool& placed);
-  /// Copies verified remote records (header + payload) into the local store, in the background.
-  void promote(std::vector<RecordMeta> metas, std::vector<remote::OwnedValue> values);
-  Status promote_now(std::span<const RecordMeta> metas, std::span<const remote::OwnedValue> values);
-  /// Queues the durable records of a save for the cluster; never blocks.
-  void write_behind(std::span<const RecordMeta> records);
+  /// Checks and places one fetched batch of restore_from_remote into the job's destination;
+  /// returns how many of its records verified (a prefix).
+  uint64_t place_remote(RemoteFetch& fetched, RestoreJob& job, const Tier* tier);
+  /// Moves verified remote records (header + payload) into the tier `into`, in the background.
+  void promote(std::vector<RecordMeta> metas, std::vector<remote::OwnedValue> values, Tier& into);
+  /// The tier a restore asks just before `tier` (where its hits are promoted), or null.
+  Tier* tier_in_front_of(const Tier* tier);
   void write_behind_now(std::span<const Key128> keys);
   /// What publish() did with a list of records.
   struct Published {
@@ -184,8 +167,9 @@ class Engine::Impl {
   mutable EngineCounters counters_;
 
  public:
-  /// Declared last, so destroyed first: its worker drains while the store is still open.
-  std::unique_ptr<RemoteTier> remote_;  // null when Options::remote.seeds is empty
+  /// Declared last, so destroyed first: its worker drains while the store and the tiers (which
+  /// promotion moves records into) are still there.
+  std::unique_ptr<ClusterLink> remote_;  // null when Options::remote.seeds is empty
 };
 
 }  // namespace kvtier

@@ -1,23 +1,29 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// What the read route (read_route.cpp) found of each record it read, for the restore, verify,
-// recheck and remote-tier code that acts on it.
+// The one read route every tier's bytes go through (read_route.cpp), and what it found of each
+// record it read, for the tiers, verify and recheck that act on it.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <future>
+#include <span>
 #include <vector>
 
 #include "common/checksum.hpp"
+#include "datapath/transfer_kit.hpp"
 #include "device/device.hpp"
-#include "engine/engine_impl.hpp"
+#include "kvtier/engine.hpp"
+#include "store/store.hpp"
 
 namespace kvtier {
 
 enum class HeaderState : uint8_t { kUnseen, kGood, kBad };
 enum class RecordState : uint8_t { kIntact, kCorrupt, kIncomplete };
 
-struct Engine::Impl::ReadOutcome {
+struct ReadOutcome {
   // Pieces of one record may be consumed on different threads; their sums simply add up.
   std::vector<std::atomic<uint64_t>> sums;
   std::vector<std::atomic<uint64_t>> received;  // payload bytes seen per record
@@ -46,6 +52,76 @@ struct Engine::Impl::ReadOutcome {
     }
     for (size_t r = 0; r < sums.size(); ++r) sums[r] += (*device_sums)[r];
   }
+};
+
+/// The files of `records` (those with one), each once, as a channel moves them.
+[[nodiscard]] std::vector<ChannelFile> channel_files(std::span<const LocatedRecord> records);
+
+/// @brief The one read route: whatever channel a tier hands it, plans the records into pieces,
+/// leases the channel's staging (the bound on bytes in flight), begins a device transfer, checks
+/// every header (header_matches) and payload checksum as pieces arrive, scatters payloads into the
+/// destination (verified where they land) and accounts. Thread-safe.
+class ReadRoute {
+ public:
+  ReadRoute(TransferKit& kit, const KvGeometry& g, std::atomic<uint64_t>& device_copy_bytes)
+      : kit_(kit), g_(g), device_copy_bytes_(device_copy_bytes) {}
+
+  /// Reads `records` through `channel` into `destination` (or, with none, checks them on the
+  /// host: a host-resident channel only). A record with a file is read from it; one without is
+  /// image i of a memory channel, i its index here. `first_tokens[i]`: record i's first token
+  /// (empty: i * chunk). `keep[i]`, when given, receives record i's header and payload as they
+  /// land on the host (a move between tiers). An error before anything was read (the channel
+  /// refuses these files) is returned as such; later ones are in ReadOutcome::status.
+  [[nodiscard]] Result<ReadOutcome> read(Channel& channel, std::span<const LocatedRecord> records,
+                                         const KvMemory* destination,
+                                         std::span<const uint64_t> first_tokens = {},
+                                         const ProgressFn& progress = {},
+                                         std::span<const std::span<std::byte>> keep = {});
+  /// Reads record images a tier holds in host memory (`images[i]` that of `records[i]`: header
+  /// block then payload) into `destination` through a memory channel.
+  [[nodiscard]] Result<ReadOutcome> read_images(std::span<const LocatedRecord> records,
+                                                std::vector<std::span<const std::byte>> images,
+                                                std::span<const uint64_t> first_tokens,
+                                                const KvMemory& destination);
+
+  /// For a tier whose records arrive from far away (the cluster): runs fetch(begin, stop) for
+  /// batches of [first, end) ahead of place(batch), which takes them in order on this thread,
+  /// with no more than the route's bound on bytes in flight (the staging pool) fetched and not yet
+  /// placed; small batches of a quarter of it, the next sent as soon as the oldest has arrived,
+  /// so no source idles while one batch waits for its slowest record. Stops after the first
+  /// place() that returns false; every fetch started is waited for.
+  template <typename Fetch, typename Place>
+  void prefetch(size_t first, size_t end, uint64_t record_bytes, Fetch&& fetch, Place&& place) {
+    const StagingPool& staging = kit_.staging();
+    const uint64_t bound = std::max<uint64_t>(
+        1, staging.slot_bytes() * staging.slot_count() / std::max<uint64_t>(1, record_bytes));
+    const uint64_t batch = std::max<uint64_t>(1, bound / 4);
+    const size_t depth = std::max<uint64_t>(1, bound / batch);  // the batch being placed included
+    using Batch = decltype(fetch(first, end));
+    std::deque<std::future<Batch>> outstanding;  // waited for on every way out
+    size_t sent = first;
+    auto top_up = [&](size_t limit) {
+      while (sent < end && outstanding.size() < limit) {
+        const size_t stop = std::min<size_t>(end, sent + batch);
+        outstanding.push_back(std::async(std::launch::async, fetch, sent, stop));
+        sent = stop;
+      }
+    };
+    top_up(depth);
+    while (!outstanding.empty()) {
+      Batch current = outstanding.front().get();
+      outstanding.pop_front();
+      top_up(depth - 1);
+      if (!place(current)) break;
+    }
+  }
+
+  [[nodiscard]] TransferKit& kit() { return kit_; }
+
+ private:
+  TransferKit& kit_;
+  const KvGeometry& g_;
+  std::atomic<uint64_t>& device_copy_bytes_;
 };
 
 }  // namespace kvtier

@@ -32,4 +32,19 @@ IoPlan plan_io(std::span<const RecordMeta> records, std::span<const int> fds, ui
   return plan;
 }
 
+IoPlan plan_images(std::span<RecordMeta> records, uint64_t max_piece) {
+  IoPlan plan;
+  for (size_t r = 0; r < records.size(); ++r) {
+    records[r].offset = 0;
+    const uint64_t length = kBlock + records[r].payload_bytes;
+    const size_t first_piece = plan.pieces.size();
+    split_into_pieces(static_cast<int>(r), 0, length, max_piece, plan.pieces);
+    for (size_t p = first_piece; p < plan.pieces.size(); ++p)
+      plan.piece_records.emplace_back(r, r + 1);
+    ++plan.extents;
+    plan.bytes += length;
+  }
+  return plan;
+}
+
 }  // namespace kvtier

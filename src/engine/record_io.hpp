@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// Turns records into I/O pieces and maps piece bytes back to records and KV tensor rows.
+// Turns records (in files, or images in memory) into I/O pieces, maps piece bytes back to records
+// and KV tensor rows, and checks a record's header: the one check every tier's bytes pass.
 #pragma once
 
 #include <algorithm>
@@ -26,6 +27,11 @@ struct IoPlan {
 /// into pieces of at most `max_piece` bytes (a multiple of 4 KiB, so no header straddles two).
 /// `fds[i]` is the file of records[i].
 IoPlan plan_io(std::span<const RecordMeta> records, std::span<const int> fds, uint64_t max_piece);
+
+/// Pieces of record images held in memory (header block then payload, no padding): record i is
+/// the image a memory channel reads as fd i, its offset set to 0 there, split into pieces of at
+/// most `max_piece` bytes.
+IoPlan plan_images(std::span<RecordMeta> records, uint64_t max_piece);
 
 /// Whether a header block decodes for geometry `g` and describes the record the index expects.
 inline bool header_matches(std::span<const std::byte> block, const RecordMeta& want,

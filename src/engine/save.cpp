@@ -1,141 +1,38 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// Engine::save and the one write route: checksum, place, build each piece in the target's staging
-// (host slots or device buffers), write, fdatasync, journal.
-#include <array>
-#include <atomic>
-#include <cstring>
-#include <mutex>
+// Engine::save: checksum, place, the write route (write_route.cpp) to the drives with the DRAM
+// tier written through, fdatasync, journal; then the tiers behind (write-behind to the cluster).
 #include <optional>
-#include <thread>
-#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "api/try.hpp"
 #include "common/checksum.hpp"
-#include "engine/engine_impl.hpp"
-#include "engine/record_io.hpp"
+#include "engine/write_route.hpp"
 
 namespace kvtier {
-namespace {
 
-/// What write piece `p` of `plan` holds: payload spans the device gathers from the source, record
-/// headers encoded here, padding to clear. One description serves the POSIX path (filled into host
-/// staging) and the GDS path (built in device memory).
-struct WritePiece {
-  struct alignas(8) HeaderBlock {
-    std::array<std::byte, kBlock> bytes;
-  };
-  std::vector<PieceSpan> spans;
-  std::vector<std::pair<uint64_t, std::span<const std::byte>>> headers;  // (offset in piece, bytes)
-  std::vector<std::pair<uint64_t, uint64_t>> padding;  // (offset in piece, length)
-  std::vector<HeaderBlock> blocks;                     // storage behind `headers`
-
-  void describe(const IoPlan& plan, std::span<const RecordMeta> records,
-                std::span<const uint64_t> first_tokens, const KvGeometry& g, const Key128& ns,
-                size_t p) {
-    spans.clear();
-    headers.clear();
-    padding.clear();
-    const size_t first = plan.piece_records[p].first;
-    blocks.resize(plan.piece_records[p].second - first);  // sized first: `headers` points into it
-    for_each_region(
-        plan, records, p, [&](size_t r, Region region, uint64_t at, uint64_t out, uint64_t n) {
-          switch (region) {
-            case Region::kHeader: {
-              std::span<std::byte> block = blocks[r - first].bytes;
-              encode_header(records[r], g, ns, block);
-              headers.emplace_back(out, block.subspan(at, n));
-              return;
-            }
-            case Region::kPayload:
-              spans.push_back(
-                  {out, at, n, first_tokens[r], records[r].token_count, static_cast<uint32_t>(r)});
-              return;
-            case Region::kPadding:
-              padding.emplace_back(out, n);
-              return;
-          }
-        });
-  }
-};
-
-/// Builds each write piece in the target's staging: header blocks, payload gathered from the
-/// source by the device, padding. In host staging the payload also goes into the DRAM tier's
-/// reserved slabs (write-through) while it is there; in device memory (cuFile) the device builds
-/// the whole piece. Thread-safe across pieces.
-class GatherSink final : public RecordSink {
- public:
-  GatherSink(const IoPlan& plan, std::span<const RecordMeta> records,
-             std::span<const uint64_t> first_tokens, const KvGeometry& g, const Key128& ns,
-             DeviceTransfer& transfer, Landing landing,
-             std::span<const std::optional<DramTier::Reservation>> tier)
-      : plan_(plan),
-        records_(records),
-        first_tokens_(first_tokens),
-        g_(g),
-        ns_(ns),
-        transfer_(transfer),
-        landing_(landing),
-        tier_(tier) {}
-
-  Status fill(size_t index, size_t slot, std::span<std::byte> data) override {
-    WritePiece piece;
-    piece.describe(plan_, records_, first_tokens_, g_, ns_, index);
-    if (landing_ == Landing::kDevice) {
-      return transfer_.stage_device(slot, data.data(), piece.spans, piece.headers, piece.padding);
-    }
-    for (const auto& [at, bytes] : piece.headers)
-      std::memcpy(data.data() + at, bytes.data(), bytes.size());
-    for (const auto& [at, n] : piece.padding) std::memset(data.data() + at, 0, n);
-    KVTIER_TRY(transfer_.gather(slot, data, piece.spans));
-    for (const PieceSpan& span : piece.spans) {
-      if (const auto& r = tier_[span.record]) {
-        std::memcpy(r->data + span.payload_offset, data.data() + span.piece_offset, span.bytes);
-      }
-    }
-    return {};
-  }
-
-  Status release(size_t slot) override { return transfer_.release(slot); }
-
- private:
-  const IoPlan& plan_;
-  std::span<const RecordMeta> records_;
-  std::span<const uint64_t> first_tokens_;
-  const KvGeometry& g_;
-  const Key128& ns_;
-  DeviceTransfer& transfer_;
-  Landing landing_;
-  std::span<const std::optional<DramTier::Reservation>> tier_;
-};
-
-}  // namespace
-
-struct Engine::Impl::SaveBatch {
-  std::vector<RecordMeta> records;  // placed by place_batch()
-  std::vector<uint64_t> first_tokens;
-  std::vector<Placement> placements;
-  std::vector<LocatedRecord> located;  // records with their files
-  IoPlan plan;
-  std::vector<std::optional<DramTier::Reservation>> tier;  // write-through slabs, per record
-};
+void Engine::Impl::publish_image(const DramTier::Reservation& slab, const RecordMeta& m) {
+  // The payload is in place after the header block; the header makes the slab a record image,
+  // checked like any other where it is read.
+  encode_header(m, options_.geometry, namespace_, std::span(slab.data, kBlock));
+  dram_->publish(slab, m.key, kBlock + m.payload_bytes, m.payload_checksum);
+}
 
 // A session saved again is hot: its stored chunks the DRAM tier lacks are copied in from the
 // caller's KV (it is the same KV: the tier publishes them under the stored checksum, and every
 // DRAM hit is verified where it lands, so a source that differs is a miss, never wrong KV).
 Status Engine::Impl::refresh_dram(std::span<const std::pair<RecordMeta, uint64_t>> present,
-                                  const KvTarget& source) {
+                                  const KvMemory& source) {
   std::vector<size_t> missing;
   for (size_t i = 0; i < present.size(); ++i) {
     const RecordMeta& m = present[i].first;
-    if (!dram_->find(m.key, m.payload_checksum) && m.payload_bytes <= dram_->slab_bytes())
+    if (!dram_->find(m.key, m.payload_checksum) && kBlock + m.payload_bytes <= dram_->slab_bytes())
       missing.push_back(i);
   }
   if (missing.empty()) return {};
-  KVTIER_ASSIGN_OR_RETURN(Device * device, data_->device_for(source.kind));
-  const uint64_t piece = data_->staging().slot_bytes();
+  KVTIER_ASSIGN_OR_RETURN(Device * device, kit_->device_for(source.kind));
+  const uint64_t piece = kit_->staging().slot_bytes();
   KVTIER_ASSIGN_OR_RETURN(auto transfer, device->begin(source, present.size(), 1, piece));
   for (size_t i : missing) {
     const auto& [m, first] = present[i];
@@ -145,31 +42,16 @@ Status Engine::Impl::refresh_dram(std::span<const std::pair<RecordMeta, uint64_t
     for (uint64_t at = 0; at < m.payload_bytes && copied.ok(); at += piece) {
       const uint64_t n = std::min(piece, m.payload_bytes - at);
       const PieceSpan span{0, at, n, first, m.token_count, static_cast<uint32_t>(i)};
-      copied = transfer->gather(0, std::span(slab->data + at, n), std::span(&span, 1));
+      copied = transfer->gather(0, std::span(slab->data + kBlock + at, n), std::span(&span, 1));
     }
     if (!copied.ok()) {
       dram_->abandon(*slab);
       return copied.with_context("copying a saved chunk into the DRAM tier");
     }
-    dram_->publish(*slab, m.key, m.payload_bytes, m.payload_checksum);
+    publish_image(*slab, m);
   }
   counters_.device_copy_bytes += transfer->device_copy_bytes();
   return {};
-}
-
-Status Engine::Impl::write_records(ByteSource& target, const SaveBatch& batch,
-                                   DeviceTransfer& transfer, size_t slots) {
-  KVTIER_TRY(target.prepare(batch.located));
-  // This save's share of the target's staging, no more than the transfer has slots for.
-  StagingPool::Lease lease = target.staging().acquire(std::min(slots, batch.plan.pieces.size()));
-  GatherSink sink(batch.plan, batch.records, batch.first_tokens, options_.geometry, namespace_,
-                  transfer, target.landing(), batch.tier);
-  Status st = target.write(batch.located, batch.plan.pieces, lease, sink);
-  // Only prepare() refuses files, before anything was written; an error here is an I/O error
-  // (never a reason to write the same records again another way).
-  if (st.code() == ErrorCode::kNotSupported) return Status(ErrorCode::kIo, st.message());
-  if (st.ok() && target.landing() == Landing::kDevice) counters_.gds_saves++;
-  return st;
 }
 
 void Engine::Impl::split_save(std::span<const Token> tokens, SaveBatch& batch,
@@ -201,30 +83,16 @@ Status Engine::Impl::place_batch(SaveBatch& batch, DeviceTransfer& transfer) {
   for (size_t i = 0; i < records.size(); ++i)
     ranges.push_back({batch.first_tokens[i], records[i].token_count});
   KVTIER_ASSIGN_OR_RETURN(std::vector<uint64_t> sums, transfer.record_sums(ranges));
-  std::vector<uint64_t> sizes;
-  for (size_t i = 0; i < records.size(); ++i) {
+  for (size_t i = 0; i < records.size(); ++i)
     records[i].payload_checksum = kvsum::finish(sums[i], records[i].payload_bytes);
-    sizes.push_back(records[i].record_bytes());
-  }
-  KVTIER_ASSIGN_OR_RETURN(batch.placements, store_->reserve(sizes));
-  std::vector<int> fds;
-  for (size_t i = 0; i < records.size(); ++i) {
-    const Placement& at = batch.placements[i];
-    records[i].segment = at.file->id;
-    records[i].offset = at.offset;
-    records[i].sequence = at.sequence;
-    fds.push_back(at.file->fd.get());
-    batch.located.push_back({records[i], at.file});
-  }
-  batch.plan = plan_io(records, fds, data_->staging().slot_bytes());
-  batch.tier.resize(records.size());
+  KVTIER_TRY(reserve_batch(batch));
   if (dram_) {
     for (auto& r : batch.tier) r = dram_->reserve();
   }
   return {};
 }
 
-Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTarget& source) {
+Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvMemory& source) {
   KVTIER_EXPECTS(!tokens.empty(), "save: the token list is empty");
   const LatencyTimer timer(counters_.save_latency);
   KVTIER_EXPECTS(source.params.capacity_tokens >= tokens.size(),
@@ -240,18 +108,18 @@ Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTar
   const std::vector<RecordMeta>& records = batch.records;
   if (records.empty()) return result;
 
-  KVTIER_ASSIGN_OR_RETURN(Device * device, data_->device_for(source.kind));
+  KVTIER_ASSIGN_OR_RETURN(Device * device, kit_->device_for(source.kind));
   // GPU memory to the file through cuFile where restores use it too; the DRAM tier's write-through
   // needs the bytes in host memory, so with a tier saves take the POSIX path.
-  ByteSource& target = data_->source_for(&source, /*through_host=*/dram_ != nullptr);
-  const size_t slots = std::min(records.size() * 2, target.staging().slot_count());
+  Channel& channel = kit_->file_channel_for(&source, /*through_host=*/dram_ != nullptr);
+  const size_t slots = std::min(records.size() * 2, channel.staging().slot_count());
   KVTIER_ASSIGN_OR_RETURN(
-      auto transfer, device->begin(source, records.size(), slots, data_->staging().slot_bytes()));
+      auto transfer, device->begin(source, records.size(), slots, kit_->staging().slot_bytes()));
   KVTIER_TRY(place_batch(batch, *transfer));
-  Status written = write_records(target, batch, *transfer, slots);
-  if (written.code() == ErrorCode::kNotSupported && &target != &data_->posix_source()) {
-    data_->refuse_gds(written);  // cuFile refused the files: said once, then POSIX
-    written = write_records(data_->posix_source(), batch, *transfer, slots);
+  Status written = write_records(channel, batch, *transfer, slots);
+  if (written.code() == ErrorCode::kNotSupported && &channel != &kit_->posix_channel()) {
+    kit_->refuse_gds(written);  // cuFile refused the files: said once, then POSIX
+    written = write_records(kit_->posix_channel(), batch, *transfer, slots);
   }
   counters_.device_copy_bytes += transfer->device_copy_bytes();
   if (written.ok())
@@ -261,14 +129,13 @@ Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvTar
   for (size_t i = 0; i < records.size() && dram_; ++i) {
     if (!batch.tier[i]) continue;
     if (written.ok()) {
-      dram_->publish(*batch.tier[i], records[i].key, records[i].payload_bytes,
-                     records[i].payload_checksum);
+      publish_image(*batch.tier[i], records[i]);
     } else {
       dram_->abandon(*batch.tier[i]);
     }
   }
   if (!written.ok()) return fail(written.with_context(fmt::format("save to {}", store_->dir())));
-  if (remote_) write_behind(records);
+  for (const auto& tier : tiers_) tier->saved(records);
   result.chunks_written = records.size();
   for (const RecordMeta& m : records) result.bytes_written += m.payload_bytes;
   counters_.chunks_written += result.chunks_written;

@@ -1,14 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// Engine::verify (every stored record read and checked on the host) and the read ceiling (the same
-// reads, the bytes discarded).
-#include <chrono>
-
+// Engine::verify: every stored record read through the read route and the POSIX channel, checked
+// on the host, re-read before it is dropped.
 #include <fmt/format.h>
 
 #include "api/try.hpp"
-#include "engine/read_route.hpp"
-#include "engine/record_io.hpp"
+#include "engine/engine_impl.hpp"
 
 namespace kvtier {
 
@@ -17,7 +14,8 @@ Result<VerifyReport> Engine::Impl::verify(const ProgressFn& progress) {
   VerifyReport report;
   if (all.empty()) return report;
   KVTIER_ASSIGN_OR_RETURN(ReadOutcome out,
-                          read_records(data_->posix_source(), all, nullptr, progress));
+                          read_route_->read(kit_->posix_channel(), all, nullptr, {}, progress));
+  counters_.staging_bytes_read += out.bytes;
   if (!out.status.ok()) return fail(out.status.with_context("verify"));
   std::vector<RecordState> states(all.size());
   for (size_t r = 0; r < all.size(); ++r) states[r] = out.state(r, all[r].meta);
@@ -38,24 +36,6 @@ Result<VerifyReport> Engine::Impl::verify(const ProgressFn& progress) {
   counters_.checksum_misses += corrupt.size();
   KVTIER_TRY(store_->drop(corrupt));
   return report;
-}
-
-Result<CeilingResult> Engine::Impl::measure_read_ceiling(std::span<const Token> tokens) {
-  std::vector<LocatedRecord> all = tokens.empty() ? store_->all_records() : find_prefix(tokens);
-  ByteSource& source = data_->posix_source();
-  std::vector<RecordMeta> records;
-  std::vector<int> fds;
-  for (const LocatedRecord& r : all) {
-    records.push_back(r.meta);
-    fds.push_back(r.file->fd.get());
-  }
-  const IoPlan plan = plan_io(records, fds, source.staging().slot_bytes());
-  RecordSink discard;
-  StagingPool::Lease lease = source.staging().acquire(plan.pieces.size());
-  auto start = std::chrono::steady_clock::now();
-  KVTIER_TRY(source.read(all, plan.pieces, lease, discard, 0));
-  std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-  return CeilingResult{plan.bytes, elapsed.count()};
 }
 
 }  // namespace kvtier

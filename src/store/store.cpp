@@ -210,6 +210,17 @@ Status Store::read_bytes(const SegmentFile& file, std::span<std::byte> out, uint
   return plain->read_at(out, offset);
 }
 
+Result<std::shared_ptr<SegmentFile>> Store::reopen_buffered(const SegmentFile& file) {
+  auto seg = std::make_shared<SegmentFile>();
+  seg->id = file.id;
+  seg->path = file.path;
+  seg->size = file.size;
+  seg->drive = file.drive;
+  KVTIER_ASSIGN_OR_RETURN(seg->file, fs_->open(file.path, O_RDONLY));
+  seg->fd = RawFd(seg->file->fd());
+  return seg;
+}
+
 Status Store::write_bytes(const SegmentFile& file, std::span<const std::byte> bytes,
                           uint64_t offset) {
   return file.file->write_at(bytes, offset);

@@ -124,6 +124,9 @@ class Store {
   /// `buffered`, through the page cache even where the store uses O_DIRECT (a second path).
   [[nodiscard]] Status read_bytes(const SegmentFile& file, std::span<std::byte> out,
                                   uint64_t offset, bool buffered = false);
+  /// `file` opened anew through the page cache (through the store's FileSystem): the second path
+  /// a record that failed a check is read by.
+  [[nodiscard]] Result<std::shared_ptr<SegmentFile>> reopen_buffered(const SegmentFile& file);
   /// Writes bytes of a reserved record through the store's FileSystem (commit() syncs them).
   [[nodiscard]] Status write_bytes(const SegmentFile& file, std::span<const std::byte> bytes,
                                    uint64_t offset);

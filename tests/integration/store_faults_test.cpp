@@ -260,7 +260,7 @@ TEST_F(StoreFaultTest, EvictingASegmentDropsOnlyTheRecordsStillInIt) {
 
 TEST_F(StoreFaultTest, DramTierServesWhatItHoldsWithoutReadingTheDisk) {
   Options o = options();
-  o.dram_bytes = 8 << 20;  // 31 slabs of 256 KiB: room for one 7-chunk session, not for three
+  o.dram_bytes = 8 << 20;  // 31 slabs of 260 KiB: room for one 7-chunk session, not for three
   auto e = open(o);
   auto a = synthetic::tokens(400, 7 * 256);
   save(*e, a);

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "common/keys.hpp"
-#include "engine/remote_tier.hpp"
+#include "engine/tiers/cluster_link.hpp"
 #include "engine_remote_util.hpp"
 #include "remote_test_util.hpp"
 

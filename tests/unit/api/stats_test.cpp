@@ -107,7 +107,7 @@ TEST(EngineStats, HitsMissesAndLatenciesAreCountedPerTier) {
   testing::TempDir dir;
   KvGeometry g = testing::tiny_geometry(256);
   Options o = testing::small_options(dir.str(), g);
-  o.dram_bytes = 8 << 20;  // 32 chunks of 256 KiB
+  o.dram_bytes = 8 << 20;  // 31 slabs of a 256 KiB chunk's record image (header + payload)
   auto e = Engine::open(o);
   ASSERT_OK(e);
   auto tokens = synthetic::tokens(5, 1024);  // four chunks

@@ -38,7 +38,7 @@ TEST(DramTier, HoldsPayloadsAndEvictsTheLeastRecentlyUsed) {
   {
     auto hit = tier.find({1, 1}, 11);
     ASSERT_TRUE(hit);
-    EXPECT_TRUE(std::equal(a.begin(), a.end(), hit.payload().begin()));
+    EXPECT_TRUE(std::equal(a.begin(), a.end(), hit.bytes().begin()));
   }
   tier.insert({4, 4}, d, 44);  // evicts {2,2}: {1,1} was used more recently
   EXPECT_FALSE(tier.find({2, 2}, 22));
@@ -70,7 +70,7 @@ TEST(DramTier, PinnedSlabsAreNeitherEvictedNorReusedUntilReleased) {
   EXPECT_FALSE(tier.find({2, 2}, 22));
   const Key128 k{1, 1};
   tier.erase(std::span(&k, 1));  // erased while read: bytes stay valid for the reader
-  EXPECT_TRUE(std::equal(a.begin(), a.end(), hit.payload().begin()));
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), hit.bytes().begin()));
   tier.insert({3, 3}, bytes(64, 3), 33);  // still pinned: nowhere to go
   EXPECT_FALSE(tier.find({3, 3}, 33));
   hit.reset();

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-#include "datapath/data_path.hpp"
+#include "datapath/transfer_kit.hpp"
 
 #include <utility>
 
@@ -8,9 +8,9 @@
 
 namespace kvtier {
 
-DataPath::DataPath(IoPath path, std::unique_ptr<StagingPool> staging,
-                   std::vector<std::span<std::byte>> pinned_extra, bool direct,
-                   std::string open_fallback, const Logger& log)
+TransferKit::TransferKit(IoPath path, std::unique_ptr<StagingPool> staging,
+                         std::vector<std::span<std::byte>> pinned_extra, bool direct,
+                         std::string open_fallback, const Logger& log)
     : path_(path),
       log_(log),
       direct_(direct),
@@ -27,15 +27,15 @@ DataPath::DataPath(IoPath path, std::unique_ptr<StagingPool> staging,
   }
   if (path_ == IoPath::kGds) note_gds_without_gpu();
   if (!fallback_.empty()) fallbacks_ = 1;
-  posix_ = make_posix_source(*staging_, direct_, [this](FixedBuffers slots, size_t pieces) {
+  posix_ = make_posix_channel(*staging_, direct_, [this](FixedBuffers slots, size_t pieces) {
     // Registering pins the slots once for the read; worth it only where slots are reused.
-    std::string ignored;  // the reason was logged and recorded when the data path was made
+    std::string ignored;  // the reason was logged and recorded when the kit was made
     return make_io_engine(path_, static_cast<uint32_t>(slots.size()), ignored,
                           pieces > slots.size() ? slots : FixedBuffers{});
   });
 }
 
-void DataPath::note_gds_without_gpu() {
+void TransferKit::note_gds_without_gpu() {
   // Said at open, so that an engine (or `kvtier stat --io gds`) shows it before any transfer.
   std::call_once(cuda_once_, [this] { start_cuda(); });
   if (cuda_device_) return;
@@ -48,7 +48,7 @@ void DataPath::note_gds_without_gpu() {
   host_memory_noted_ = true;  // the same fact as the note below, said once
 }
 
-void DataPath::note_host_memory() {
+void TransferKit::note_host_memory() {
   if (path_ != IoPath::kGds) return;
   std::lock_guard lock(mu_);
   ++fallbacks_;
@@ -61,15 +61,15 @@ void DataPath::note_host_memory() {
   fallback_ += (fallback_.empty() ? "" : "; ") + why;
 }
 
-DataPath::~DataPath() {
-  gds_source_.reset();
+TransferKit::~TransferKit() {
+  gds_channel_.reset();
   gds_.reset();  // cuFile lets go of its handles and buffers while CUDA is still up
   if (cuda_device_) {
     for (std::span<std::byte> m : pinned_memory()) cuda_device_->unregister_staging(m);
   }
 }
 
-std::vector<std::span<std::byte>> DataPath::pinned_memory() const {
+std::vector<std::span<std::byte>> TransferKit::pinned_memory() const {
   std::vector<std::span<std::byte>> out = staging_->all_slots();
   for (std::span<std::byte> m : pinned_extra_) {
     if (!m.empty()) out.push_back(m);
@@ -77,7 +77,7 @@ std::vector<std::span<std::byte>> DataPath::pinned_memory() const {
   return out;
 }
 
-Result<Device*> DataPath::device_for(MemoryKind kind) const {
+Result<Device*> TransferKit::device_for(MemoryKind kind) const {
   if (host_device_->accepts(kind)) return host_device_.get();
   std::call_once(cuda_once_, [this] { start_cuda(); });
   if (cuda_device_ && cuda_device_->accepts(kind)) return cuda_device_.get();
@@ -96,7 +96,7 @@ std::string cuda_reason(const Status& st) {
 
 }  // namespace
 
-void DataPath::start_cuda() const {
+void TransferKit::start_cuda() const {
   auto cuda = make_cuda_device();
   if (!cuda) {
     cuda_unavailable_ = cuda_reason(cuda.error());
@@ -119,7 +119,7 @@ void DataPath::start_cuda() const {
   cuda_device_ = std::move(*cuda);
 }
 
-GdsContext* DataPath::gds_for(int device) const {
+GdsContext* TransferKit::gds_for(int device) const {
   std::call_once(gds_once_, [&] {
     std::string note = start_gds(device);
     std::lock_guard lock(mu_);
@@ -129,16 +129,16 @@ GdsContext* DataPath::gds_for(int device) const {
   return gds_refused_ ? nullptr : gds_.get();
 }
 
-ByteSource& DataPath::source_for(const KvTarget* kv, bool through_host) {
+Channel& TransferKit::file_channel_for(const KvMemory* kv, bool through_host) {
   if (kv != nullptr && kv->kind != MemoryKind::kCuda) note_host_memory();
   if (kv != nullptr && kv->kind == MemoryKind::kCuda && !through_host &&
       gds_for(kv->device) != nullptr) {
-    return *gds_source_;
+    return *gds_channel_;
   }
   return *posix_;
 }
 
-std::string DataPath::start_gds(int device) const {
+std::string TransferKit::start_gds(int device) const {
   if (path_ != IoPath::kGds && path_ != IoPath::kAuto)
     return fmt::format("not used (I/O path {})", io_path_name(path_));
   // cuFile's buffers live on the GPU, allocated by the CUDA device (only src/cuda calls CUDA).
@@ -168,11 +168,11 @@ std::string DataPath::start_gds(int device) const {
   }
   KVTIER_LOG(log_, kInfo, "GDS: {}", note);
   gds_ = std::move(*gds);
-  gds_source_ = make_gds_source(*gds_);
+  gds_channel_ = make_gds_channel(*gds_);
   return note;
 }
 
-void DataPath::refuse_gds(const Status& why) {
+void TransferKit::refuse_gds(const Status& why) {
   std::lock_guard lock(mu_);
   if (!gds_refused_)
     KVTIER_LOG(log_, kWarn, "GDS refused the store's files; using O_DIRECT + host bounce: {}",
@@ -182,23 +182,23 @@ void DataPath::refuse_gds(const Status& why) {
   ++fallbacks_;
 }
 
-std::string DataPath::fallback() const {
+std::string TransferKit::fallback() const {
   std::lock_guard lock(mu_);
   return fallback_;
 }
 
-std::string DataPath::gds_note() const {
+std::string TransferKit::gds_note() const {
   std::lock_guard lock(mu_);
   return gds_note_;
 }
 
-std::string DataPath::gds_io_counts() const {
+std::string TransferKit::gds_io_counts() const {
   std::lock_guard lock(mu_);
   // gds_ is settled once its note is (start_gds assigns it before the note is published).
   return !gds_note_.empty() && gds_ ? gds_->io_counts() : std::string();
 }
 
-uint64_t DataPath::fallbacks() const {
+uint64_t TransferKit::fallbacks() const {
   std::lock_guard lock(mu_);
   return fallbacks_;
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-#include "engine/remote_arena.hpp"
+#include "engine/tiers/cluster_arena.hpp"
 
 #include <algorithm>
 

@@ -43,8 +43,8 @@ uint64_t Engine::Impl::remote_run(std::span<const Token> tokens, std::span<const
     const auto sizes = client->sizes(names, kLookupAttempts);
     remote_->note(sizes);
     for (size_t i = begin; i < stop; ++i) {
-      // The size a restore accepts (check_value in remote_restore.cpp): a truncated value, or one
-      // of another geometry, ends the run here as it would end the restore.
+      // The size a restore accepts (expected_record in cluster_restore.cpp): a truncated value, or
+      // one of another geometry, ends the run here as it would end the restore.
       const uint64_t here = std::min<uint64_t>(chunk, tokens.size() - i * chunk);
       const remote::KeyOutcome& o = sizes[i - begin];
       if (o.state != remote::KeyState::kDone || o.size != kBlock + g.bytes_for_tokens(here)) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-#include "engine/remote_tier.hpp"
+#include "engine/tiers/cluster_link.hpp"
 
 #include <fmt/format.h>
 
@@ -18,8 +18,8 @@ constexpr std::chrono::seconds kReconnectInterval{2};
 
 std::string remote_key(const Key128& key) { return "kvtier:" + key.hex(); }
 
-Result<std::unique_ptr<RemoteTier>> RemoteTier::open(const RemoteOptions& options,
-                                                     const Logger& log) {
+Result<std::unique_ptr<ClusterLink>> ClusterLink::open(const RemoteOptions& options,
+                                                       const Logger& log) {
   remote::ClientConfig config;
   auto seeds = remote::parse_seeds(options.seeds);
   if (!seeds) return fail(seeds.error().with_context("Options::remote.seeds"));
@@ -36,9 +36,9 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::open(const RemoteOptions& option
   config.timeouts.connect = std::chrono::milliseconds(options.connect_timeout_ms);
   config.timeouts.command = std::chrono::milliseconds(options.command_timeout_ms);
   config.connections_per_node = options.connections_per_node;
-  std::unique_ptr<RemoteTier> tier(new RemoteTier(std::move(config),
-                                                  std::chrono::seconds(options.ttl_seconds),
-                                                  options.queue_records, options.queue_bytes, log));
+  std::unique_ptr<ClusterLink> tier(
+      new ClusterLink(std::move(config), std::chrono::seconds(options.ttl_seconds),
+                      options.queue_records, options.queue_bytes, log));
   auto client = remote::ClusterClient::create(tier->config_);
   if (client) {
     tier->client_ = std::move(*client);
@@ -54,8 +54,8 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::open(const RemoteOptions& option
   return tier;
 }
 
-RemoteTier::RemoteTier(remote::ClientConfig config, std::chrono::milliseconds ttl,
-                       uint64_t queue_bound, uint64_t queue_bytes, const Logger& log)
+ClusterLink::ClusterLink(remote::ClientConfig config, std::chrono::milliseconds ttl,
+                         uint64_t queue_bound, uint64_t queue_bytes, const Logger& log)
     : config_(std::move(config)),
       ttl_(ttl),
       queue_bound_(queue_bound),
@@ -64,7 +64,7 @@ RemoteTier::RemoteTier(remote::ClientConfig config, std::chrono::milliseconds tt
   worker_ = std::thread([this] { run(); });
 }
 
-RemoteTier::~RemoteTier() {
+ClusterLink::~ClusterLink() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
@@ -73,12 +73,12 @@ RemoteTier::~RemoteTier() {
   worker_.join();
 }
 
-void RemoteTier::set_reason(std::string reason) {
+void ClusterLink::set_reason(std::string reason) {
   std::lock_guard lock(mu_);
   reason_ = std::move(reason);
 }
 
-std::shared_ptr<remote::ClusterClient> RemoteTier::client() {
+std::shared_ptr<remote::ClusterClient> ClusterLink::client() {
   std::unique_lock lock(mu_);
   if (client_ || std::chrono::steady_clock::now() < next_connect_) return client_;
   next_connect_ = std::chrono::steady_clock::now() + kReconnectInterval;
@@ -94,12 +94,12 @@ std::shared_ptr<remote::ClusterClient> RemoteTier::client() {
   return client_;
 }
 
-std::string RemoteTier::reason() const {
+std::string ClusterLink::reason() const {
   std::lock_guard lock(mu_);
   return reason_;
 }
 
-void RemoteTier::note(const std::vector<remote::KeyOutcome>& outcomes) {
+void ClusterLink::note(const std::vector<remote::KeyOutcome>& outcomes) {
   for (const auto& o : outcomes) {
     if (o.state != remote::KeyState::kFailed) continue;
     set_reason(o.error.to_string());
@@ -108,7 +108,7 @@ void RemoteTier::note(const std::vector<remote::KeyOutcome>& outcomes) {
   if (!outcomes.empty()) set_reason("ok");
 }
 
-void RemoteTier::post(uint64_t records, uint64_t bytes, std::function<void()> work) {
+void ClusterLink::post(uint64_t records, uint64_t bytes, std::function<void()> work) {
   {
     std::lock_guard lock(mu_);
     if (stop_ || queued_records_ + records > queue_bound_ ||
@@ -123,7 +123,7 @@ void RemoteTier::post(uint64_t records, uint64_t bytes, std::function<void()> wo
   wake_.notify_one();
 }
 
-void RemoteTier::run() {
+void ClusterLink::run() {
   std::unique_lock lock(mu_);
   for (;;) {
     wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -142,12 +142,12 @@ void RemoteTier::run() {
   }
 }
 
-void RemoteTier::drain() {
+void ClusterLink::drain() {
   std::unique_lock lock(mu_);
   idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
 }
 
-void RemoteTier::fill_stats(Stats& stats) const {
+void ClusterLink::fill_stats(Stats& stats) const {
   {
     std::lock_guard lock(mu_);
     stats.remote = reason_;

@@ -1,16 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// Writes to the remote tier: write-behind (after a save is durable, its records are read back from
-// the local store in the background, checked, and SET in the cluster as header + payload), and
+// Writes to the remote tier: write-behind (after a save is durable, its records move from the local
+// drives to the cluster in the background: read back through the read route, verified, and SET as
+// header + payload), and
 // sync (the local records the cluster lacks, found with STRLEN, sent the same way).
 #include <fmt/format.h>
 
 #include "api/try.hpp"
 #include "common/aligned_buffer.hpp"
-#include "common/checksum.hpp"
-#include "common/posix.hpp"
 #include "engine/engine_impl.hpp"
-#include "engine/remote_tier.hpp"
+#include "engine/tiers/cluster_link.hpp"
 
 namespace kvtier {
 namespace {
@@ -19,17 +18,6 @@ namespace {
 constexpr uint64_t kWriteWindowBytes = uint64_t{64} << 20;
 // Records whose sizes sync asks the cluster for in one pipelined batch.
 constexpr size_t kSyncBatch = 1024;
-
-/// Reads `r` back into `buffer` (sized to it); true when it still checks out: a segment reused
-/// since the record was found (evicted meanwhile) or a damaged record never goes to the cluster.
-bool read_back(Store& store, const LocatedRecord& r, const KvGeometry& g, AlignedBuffer& buffer) {
-  const RecordMeta& m = r.meta;
-  buffer = AlignedBuffer(m.record_bytes());
-  const auto payload = buffer.span().subspan(kBlock, m.payload_bytes);
-  return store.read_bytes(*r.file, buffer.span(), m.offset).ok() &&
-         header_matches(buffer.span().first(kBlock), m, g) &&
-         kvsum::of(payload.data(), payload.size()) == m.payload_checksum;
-}
 
 }  // namespace
 
@@ -55,6 +43,20 @@ void Engine::Impl::write_behind_now(std::span<const Key128> keys) {
   (void)publish(*client, records);
 }
 
+std::vector<RecordState> Engine::Impl::read_back(std::span<const LocatedRecord> records,
+                                                 std::vector<AlignedBuffer>& images) {
+  std::vector<RecordState> states(records.size(), RecordState::kIncomplete);
+  std::vector<std::span<std::byte>> keep;
+  for (const LocatedRecord& r : records) {
+    images.emplace_back(kBlock + r.meta.payload_bytes);
+    keep.push_back(images.back().span());
+  }
+  auto read = read_route_->read(kit_->posix_channel(), records, nullptr, {}, {}, keep);
+  if (!read || !read->status.ok()) return states;
+  for (size_t i = 0; i < records.size(); ++i) states[i] = read->state(i, records[i].meta);
+  return states;
+}
+
 Engine::Impl::Published Engine::Impl::publish(remote::ClusterClient& client,
                                               std::span<const LocatedRecord> records) {
   Published out;
@@ -65,14 +67,21 @@ Engine::Impl::Published Engine::Impl::publish(remote::ClusterClient& client,
   };
   size_t next = 0;
   while (next < records.size()) {
+    // A window of records moved from the drives to the cluster through the read route: read back
+    // and verified on the host (a record evicted and its segment reused since, or damaged, never
+    // goes to the cluster), then SET.
+    size_t stop = next;
+    for (uint64_t bytes = 0; stop < records.size() && bytes < kWriteWindowBytes; ++stop)
+      bytes += records[stop].meta.record_bytes();
+    const std::span<const LocatedRecord> window = records.subspan(next, stop - next);
+    next = stop;
     std::vector<AlignedBuffer> buffers;
+    const std::vector<RecordState> states = read_back(window, buffers);
     std::vector<std::string> names;
     std::vector<std::span<const std::byte>> values;
-    uint64_t bytes = 0;
-    for (; next < records.size() && bytes < kWriteWindowBytes; ++next) {
-      const RecordMeta& m = records[next].meta;
-      AlignedBuffer buffer;
-      if (!read_back(*store_, records[next], options_.geometry, buffer)) {
+    for (size_t i = 0; i < window.size(); ++i) {
+      const RecordMeta& m = window[i].meta;
+      if (states[i] != RecordState::kIntact) {
         failed(Status(ErrorCode::kCorrupt,
                       fmt::format("record {} no longer reads back intact from the local store "
                                   "(evicted meanwhile, or damaged: `kvtier verify` checks)",
@@ -80,9 +89,7 @@ Engine::Impl::Published Engine::Impl::publish(remote::ClusterClient& client,
         continue;
       }
       names.push_back(remote_key(m.key));
-      values.push_back(buffer.span().first(kBlock + m.payload_bytes));
-      bytes += m.record_bytes();
-      buffers.push_back(std::move(buffer));
+      values.push_back(buffers[i].span().first(kBlock + m.payload_bytes));
     }
     if (names.empty()) continue;
     const auto outcomes = client.set(names, values, remote_->ttl());

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// The engine's side of the shared remote tier: the cluster connection (or why there is none), the
-// write-behind worker and its bounded queue, and the counters Stats reports.
+// The cluster tier's link to the Redis Cluster: the connection (or why there is none), the
+// background worker (write-behind and promotion) and its bounded queue, and the counters Stats
+// reports. The tier itself is cluster.cpp; what it does, cluster_{restore,save,lookup}.cpp.
 #pragma once
 
 #include <atomic>
@@ -27,17 +28,17 @@ namespace kvtier {
 /// world and tenant.
 [[nodiscard]] std::string remote_key(const Key128& key);
 
-/// @brief Connection, queue and counters of the remote tier. Thread-safe.
-class RemoteTier {
+/// @brief Connection, queue and counters of the cluster tier. Thread-safe.
+class ClusterLink {
  public:
   /// Reads the password and connects. A bad seed list, an unreadable password source, a rejected
   /// password or a build without hiredis fail the open; an unreachable cluster does not: the
   /// engine runs local-only, says why in Stats, and tries again now and then.
-  [[nodiscard]] static Result<std::unique_ptr<RemoteTier>> open(const RemoteOptions& options,
-                                                                const Logger& log);
-  ~RemoteTier();
-  RemoteTier(const RemoteTier&) = delete;
-  RemoteTier& operator=(const RemoteTier&) = delete;
+  [[nodiscard]] static Result<std::unique_ptr<ClusterLink>> open(const RemoteOptions& options,
+                                                                 const Logger& log);
+  ~ClusterLink();
+  ClusterLink(const ClusterLink&) = delete;
+  ClusterLink& operator=(const ClusterLink&) = delete;
 
   /// The client, or null while the cluster is unreachable (a reconnect is tried at most once per
   /// kReconnectInterval).
@@ -58,8 +59,8 @@ class RemoteTier {
   RemoteCounters counters;
 
  private:
-  RemoteTier(remote::ClientConfig config, std::chrono::milliseconds ttl, uint64_t queue_bound,
-             uint64_t queue_bytes, const Logger& log);
+  ClusterLink(remote::ClientConfig config, std::chrono::milliseconds ttl, uint64_t queue_bound,
+              uint64_t queue_bytes, const Logger& log);
   void set_reason(std::string reason);
   void run();
 

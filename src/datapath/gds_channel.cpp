@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// The cuFile byte source: synchronous cuFile reads and writes, one thread per leased device buffer.
+// The cuFile channel: synchronous cuFile reads and writes, one thread per leased device buffer.
 #include <map>
 #include <unordered_map>
 #include <vector>
 
 #include "api/try.hpp"
-#include "datapath/byte_source.hpp"
+#include "datapath/channel.hpp"
 
 namespace kvtier {
 namespace {
@@ -15,9 +15,9 @@ namespace {
 /// store over several drives places whole segments on one drive, so reading in record order would
 /// keep every thread on one drive at a time.
 std::vector<size_t> interleaved_by_drive(std::span<const Piece> pieces,
-                                         const std::unordered_map<int, const SegmentFile*>& files) {
+                                         const std::unordered_map<int, uint32_t>& drive_of) {
   std::map<uint32_t, std::vector<size_t>> by_drive;
-  for (size_t p = 0; p < pieces.size(); ++p) by_drive[files.at(pieces[p].fd)->drive].push_back(p);
+  for (size_t p = 0; p < pieces.size(); ++p) by_drive[drive_of.at(pieces[p].fd)].push_back(p);
   std::vector<size_t> order;
   order.reserve(pieces.size());
   for (size_t k = 0; order.size() < pieces.size(); ++k) {
@@ -28,24 +28,24 @@ std::vector<size_t> interleaved_by_drive(std::span<const Piece> pieces,
   return order;
 }
 
-class GdsSource final : public ByteSource {
+class GdsChannel final : public Channel {
  public:
-  explicit GdsSource(GdsContext& gds) : gds_(gds) {}
+  explicit GdsChannel(GdsContext& gds) : gds_(gds) {}
 
   std::string_view name() const override { return "cuFile"; }
   StagingPool& staging() override { return gds_.buffers(); }
-  Landing landing() const override { return Landing::kDevice; }
+  Residency residency() const override { return Residency::kDevice; }
 
-  Status prepare(std::span<const LocatedRecord> records) override {
-    for (const LocatedRecord& r : records)
-      KVTIER_TRY(gds_.attach(r.file->fd.get(), r.file->path, r.file));
+  Status prepare(std::span<const ChannelFile> files) override {
+    for (const ChannelFile& f : files) KVTIER_TRY(gds_.attach(f.fd, f.path, f.owner));
     return {};
   }
 
-  Status read(std::span<const LocatedRecord> records, std::span<const Piece> pieces,
-              StagingPool::Lease& lease, RecordSink& sink, unsigned /*workers*/) override {
-    const auto files = files_of(records);
-    const std::vector<size_t> order = interleaved_by_drive(pieces, files);
+  Status read(std::span<const ChannelFile> files, std::span<const Piece> pieces,
+              StagingPool::Lease& lease, PieceSink& sink, unsigned /*workers*/) override {
+    std::unordered_map<int, uint32_t> drive_of;
+    for (const ChannelFile& f : files) drive_of[f.fd] = f.drive;
+    const std::vector<size_t> order = interleaved_by_drive(pieces, drive_of);
     auto body = [&](size_t i, size_t slot) -> Status {
       const size_t p = order[i];
       const Piece& piece = pieces[p];
@@ -57,8 +57,8 @@ class GdsSource final : public ByteSource {
         pieces.size(), lease, [&](size_t slot) { return sink.release(slot); }, body);
   }
 
-  Status write(std::span<const LocatedRecord> /*records*/, std::span<const Piece> pieces,
-               StagingPool::Lease& lease, RecordSink& sink) override {
+  Status write(std::span<const ChannelFile> /*files*/, std::span<const Piece> pieces,
+               StagingPool::Lease& lease, PieceSink& sink) override {
     auto body = [&](size_t p, size_t slot) -> Status {
       const Piece& piece = pieces[p];
       std::byte* buffer = lease.slots()[slot].data();
@@ -76,20 +76,13 @@ class GdsSource final : public ByteSource {
   }
 
  private:
-  static std::unordered_map<int, const SegmentFile*> files_of(
-      std::span<const LocatedRecord> records) {
-    std::unordered_map<int, const SegmentFile*> files;
-    for (const LocatedRecord& r : records) files[r.file->fd.get()] = r.file.get();
-    return files;
-  }
-
   GdsContext& gds_;
 };
 
 }  // namespace
 
-std::unique_ptr<ByteSource> make_gds_source(GdsContext& gds) {
-  return std::make_unique<GdsSource>(gds);
+std::unique_ptr<Channel> make_gds_channel(GdsContext& gds) {
+  return std::make_unique<GdsChannel>(gds);
 }
 
 }  // namespace kvtier

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// Checks a caller's KV memory against the geometry and describes it as a KvTarget.
+// Checks a caller's KV memory against the geometry and describes it as a KvMemory.
 #include <fmt/format.h>
 
 #include "api/try.hpp"
@@ -34,7 +34,7 @@ KvForm form_of(PagedLayout layout) {
 
 }  // namespace
 
-Result<KvTarget> Engine::Impl::target_of(const ChunkedKv& kv, bool /*restore*/) const {
+Result<KvMemory> Engine::Impl::kv_memory_of(const ChunkedKv& kv, bool /*restore*/) const {
   const KvGeometry& g = options_.geometry;
   KVTIER_EXPECTS(kv.memory.data != nullptr, "KV memory: null pointer");
   if (kv.memory.size != g.bytes_for_tokens(kv.capacity_tokens)) {
@@ -45,9 +45,9 @@ Result<KvTarget> Engine::Impl::target_of(const ChunkedKv& kv, bool /*restore*/) 
             kv.memory.size, g.layers, kv.capacity_tokens, g.kv_heads * g.head_dim, g.element_bytes,
             g.bytes_for_tokens(kv.capacity_tokens)));
   }
-  KVTIER_ASSIGN_OR_RETURN(Device * device, data_->device_for(kv.memory.kind));
+  KVTIER_ASSIGN_OR_RETURN(Device * device, kit_->device_for(kv.memory.kind));
   KVTIER_TRY(device->check_memory(kv.memory));
-  KvTarget t;
+  KvMemory t;
   t.params = base_params(g);
   t.params.form = KvForm::kContiguous;
   t.params.capacity_tokens = kv.capacity_tokens;
@@ -59,7 +59,7 @@ Result<KvTarget> Engine::Impl::target_of(const ChunkedKv& kv, bool /*restore*/) 
   return t;
 }
 
-Result<KvTarget> Engine::Impl::target_of(const PagedKv& kv, bool restore) const {
+Result<KvMemory> Engine::Impl::kv_memory_of(const PagedKv& kv, bool restore) const {
   const KvGeometry& g = options_.geometry;
   KVTIER_EXPECTS(
       kv.layers.size() == g.layers,
@@ -68,7 +68,7 @@ Result<KvTarget> Engine::Impl::target_of(const PagedKv& kv, bool restore) const 
                  "paged KV: block_size must be in 1..65536");
   KVTIER_EXPECTS(kv.num_blocks > 0, "paged KV: num_blocks is 0");
   const uint64_t layer_bytes = uint64_t{kv.num_blocks} * 2 * kv.block_size * g.row_bytes();
-  KvTarget t;
+  KvMemory t;
   t.kind = kv.layers[0].kind;
   t.device = kv.layers[0].device;
   for (size_t l = 0; l < kv.layers.size(); ++l) {
@@ -97,7 +97,7 @@ Result<KvTarget> Engine::Impl::target_of(const PagedKv& kv, bool restore) const 
             "paged KV: block_table[{}] = {} is not a block of 0..{} (or -1 to skip, on restore)", i,
             b, kv.num_blocks - 1));
   }
-  KVTIER_ASSIGN_OR_RETURN(Device * device, data_->device_for(t.kind));
+  KVTIER_ASSIGN_OR_RETURN(Device * device, kit_->device_for(t.kind));
   for (const MemoryView& m : kv.layers) KVTIER_TRY(device->check_memory(m));
   t.block_table.assign(kv.block_table.begin(), kv.block_table.end());
   t.params = base_params(g);
