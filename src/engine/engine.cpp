@@ -42,20 +42,6 @@ Result<StoreRequest> store_request(const Options& options) {
   return request;
 }
 
-/// The store's part of the resolved `o`.
-StoreConfig store_config(const Options& o) {
-  StoreConfig c;
-  c.roots.push_back(o.root);
-  c.roots.insert(c.roots.end(), o.extra_roots.begin(), o.extra_roots.end());
-  c.geometry = o.geometry;
-  c.capacity_bytes = o.capacity_bytes;
-  c.segment_bytes = o.segment_bytes;
-  c.create_if_missing = o.create_if_missing;
-  c.read_only = o.read_only;
-  c.try_direct_io = o.io_path != IoPath::kBuffered;
-  return c;
-}
-
 /// What std::bad_alloc from allocating `bytes` of host memory for `what` means: the resource error
 /// (exit 4 in the CLI) with the numbers, not an internal one.
 Status host_allocation_failed(std::string_view what, uint64_t bytes) {
@@ -108,7 +94,7 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
     KVTIER_ASSIGN_OR_RETURN(impl->remote_arena_, make_remote_arena(o));
     pinned.push_back(impl->remote_arena_->memory());
   }
-  KVTIER_ASSIGN_OR_RETURN(impl->store_, Store::open(store_config(o), impl->log_, request));
+  KVTIER_ASSIGN_OR_RETURN(impl->store_, Store::open(StoreConfig::of(o), impl->log_, request));
 
   impl->namespace_ = namespace_key(o.geometry, o.tenant);
   impl->kit_ = std::make_unique<TransferKit>(o.io_path, std::move(staging), std::move(pinned),

@@ -210,6 +210,20 @@ Status Store::read_bytes(const SegmentFile& file, std::span<std::byte> out, uint
   return plain->read_at(out, offset);
 }
 
+StoreConfig StoreConfig::of(const Options& o, std::shared_ptr<FileSystem> fs) {
+  StoreConfig c;
+  c.roots.push_back(o.root);
+  c.roots.insert(c.roots.end(), o.extra_roots.begin(), o.extra_roots.end());
+  c.geometry = o.geometry;
+  c.capacity_bytes = o.capacity_bytes;
+  c.segment_bytes = o.segment_bytes;
+  c.create_if_missing = o.create_if_missing;
+  c.read_only = o.read_only;
+  c.try_direct_io = o.io_path != IoPath::kBuffered;
+  c.fs = std::move(fs);
+  return c;
+}
+
 Result<std::shared_ptr<SegmentFile>> Store::reopen_buffered(const SegmentFile& file) {
   auto seg = std::make_shared<SegmentFile>();
   seg->id = file.id;

@@ -54,6 +54,10 @@ struct StoreConfig {
   bool try_direct_io = true;  ///< false: buffered I/O only (IoPath::kBuffered).
   /// Every file operation of the store goes through it.
   std::shared_ptr<FileSystem> fs = FileSystem::posix();
+
+  /// The store's part of `o` (already resolved), over `fs`.
+  [[nodiscard]] static StoreConfig of(const Options& o,
+                                      std::shared_ptr<FileSystem> fs = FileSystem::posix());
 };
 
 /// What the caller chose explicitly, as opposed to defaults Options::resolved() filled in. A store
