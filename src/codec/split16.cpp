@@ -41,11 +41,6 @@ Status corrupt(const std::string& why) { return {ErrorCode::kCorrupt, "split16 s
 
 uint8_t symbol_of(uint16_t w) { return static_cast<uint8_t>(w >> 7); }
 uint8_t rest_of(uint16_t w) { return static_cast<uint8_t>(((w >> 8) & 0x80) | (w & 0x7f)); }
-uint16_t word_of(uint8_t symbol, uint8_t rest) { return split16_word(symbol, rest); }
-
-uint64_t coded_bytes(uint32_t words, uint32_t bits, uint32_t codebook, uint64_t escapes) {
-  return split16_coded_bytes(words, bits, codebook, escapes);
-}
 
 uint64_t table_checksum(const std::byte* header, const std::byte* table, size_t table_bytes) {
   return XXH3_64bits_withSeed(table, table_bytes, XXH3_64bits(header, 32));
@@ -63,7 +58,7 @@ Entry encode_block(const uint16_t* w, uint32_t words, std::byte* out) {
   for (uint32_t bits = 1; bits <= kMaxBits; ++bits) {
     uint32_t k = (1u << bits) - 1, covered = 0, used = 0;
     for (; used < k && count[order[used]] > 0; ++used) covered += count[order[used]];
-    const uint64_t size = coded_bytes(words, bits, used, words - covered);
+    const uint64_t size = split16_coded_bytes(words, bits, used, words - covered);
     if (size < best.bytes) {
       best = {.bytes = static_cast<uint32_t>(size),
               .words = words,
@@ -102,40 +97,32 @@ Entry encode_block(const uint16_t* w, uint32_t words, std::byte* out) {
   return best;
 }
 
-Status decode_block(const Entry& e, const std::byte* in, uint32_t words, uint16_t* w) {
+/// The host's serial decode of one block, through the same steps as the CUDA decoder's
+/// (split16_format.hpp), refusing what the kernel flags.
+Status decode_block(const Entry& e, const std::byte* in, uint16_t* w) {
   if (e.mode == kRaw) {
-    std::memcpy(w, in, size_t{words} * 2);
+    std::memcpy(w, in, size_t{e.words} * 2);
     return {};
   }
-  const uint32_t n_escapes = get<uint32_t>(in);
-  if (n_escapes > words || e.bytes != coded_bytes(words, e.bits, e.codebook, n_escapes)) {
+  Split16Coded c;
+  if (!split16_coded_parts(e, reinterpret_cast<const uint8_t*>(in), c)) {
     return corrupt("a coded block whose size does not match its escapes");
   }
-  const std::byte* codebook = in + 4;
-  const std::byte* codes = codebook + e.codebook;
-  const uint64_t code_bytes = (uint64_t{words} * e.bits + 7) / 8;
-  const std::byte* escapes = codes + code_bytes;
-  const std::byte* rest = escapes + n_escapes;
-  const uint32_t escape = (1u << e.bits) - 1, mask = escape;
   uint32_t used = 0;
-  for (uint32_t i = 0; i < words; ++i) {
-    const uint64_t bit = uint64_t{i} * e.bits;
-    const uint64_t at = bit >> 3;
-    uint32_t v = std::to_integer<uint32_t>(codes[at]);
-    if (at + 1 < code_bytes) v |= std::to_integer<uint32_t>(codes[at + 1]) << 8;
-    const uint32_t c = (v >> (bit & 7)) & mask;
+  for (uint32_t i = 0; i < e.words; ++i) {
+    const uint32_t code = split16_code_at(c, i, e.bits);
     uint8_t s;
-    if (c == escape) {
-      if (used == n_escapes) return corrupt("more escape codes than escapes");
-      s = std::to_integer<uint8_t>(escapes[used++]);
-    } else if (c < e.codebook) {
-      s = std::to_integer<uint8_t>(codebook[c]);
+    if (code == c.escape) {
+      if (used == c.escapes) return corrupt("more escape codes than escapes");
+      s = c.escaped[used++];
+    } else if (code < e.codebook) {
+      s = c.codebook[code];
     } else {
       return corrupt("a code outside its block's codebook");
     }
-    w[i] = word_of(s, std::to_integer<uint8_t>(rest[i]));
+    w[i] = split16_word(s, c.rest[i]);
   }
-  if (used != n_escapes) return corrupt("fewer escape codes than escapes");
+  if (used != c.escapes) return corrupt("fewer escape codes than escapes");
   return {};
 }
 
@@ -273,7 +260,7 @@ Status split16_decode(std::span<const std::byte> stored, std::span<std::byte> ra
   std::vector<uint16_t> w(kSplit16BlockWords);
   for (size_t b = 0; b < t->blocks.size(); ++b) {
     const Entry& e = t->blocks[b];
-    Status s = decode_block(e, stored.data() + t->data_offset + e.offset, e.words, w.data());
+    Status s = decode_block(e, stored.data() + t->data_offset + e.offset, w.data());
     if (!s.ok()) return s.with_context("block " + std::to_string(b));
     std::memcpy(raw.data() + e.out_offset, w.data(), size_t{e.words} * 2);
   }
