@@ -4,9 +4,8 @@
 // bytes, listings and stats.
 #include "store/store.hpp"
 
-#include <fcntl.h>
-
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 #include <fmt/format.h>
@@ -203,11 +202,8 @@ Status Store::drop_locked(std::span<const Key128> keys) {
 
 std::vector<RecordMeta> Store::live_records_locked() const { return index_.live(); }
 
-Status Store::read_bytes(const SegmentFile& file, std::span<std::byte> out, uint64_t offset,
-                         bool buffered) {
-  if (!buffered || !file.direct) return file.file->read_at(out, offset);
-  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<File> plain, fs_->open(file.path, O_RDONLY));
-  return plain->read_at(out, offset);
+Status Store::read_bytes(const SegmentFile& file, std::span<std::byte> out, uint64_t offset) {
+  return file.file->read_at(out, offset);
 }
 
 StoreConfig StoreConfig::of(const Options& o, std::shared_ptr<FileSystem> fs) {
@@ -225,13 +221,11 @@ StoreConfig StoreConfig::of(const Options& o, std::shared_ptr<FileSystem> fs) {
 }
 
 Result<std::shared_ptr<SegmentFile>> Store::reopen_buffered(const SegmentFile& file) {
-  auto seg = std::make_shared<SegmentFile>();
-  seg->id = file.id;
-  seg->path = file.path;
-  seg->size = file.size;
+  KVTIER_ASSIGN_OR_RETURN(
+      std::shared_ptr<SegmentFile> seg,
+      open_segment(*fs_, std::filesystem::path(file.path).parent_path().string(), file.id,
+                   /*direct=*/false, /*read_only=*/true));
   seg->drive = file.drive;
-  KVTIER_ASSIGN_OR_RETURN(seg->file, fs_->open(file.path, O_RDONLY));
-  seg->fd = RawFd(seg->file->fd());
   return seg;
 }
 

@@ -124,10 +124,9 @@ class Store {
   /// refuses (kPermission) when any of them is stored, and changes nothing.
   [[nodiscard]] Status drop(std::span<const Key128> keys);
 
-  /// Reads `out.size()` bytes of segment `file` at `offset` through the store's FileSystem; with
-  /// `buffered`, through the page cache even where the store uses O_DIRECT (a second path).
+  /// Reads `out.size()` bytes of segment `file` at `offset` through the store's FileSystem.
   [[nodiscard]] Status read_bytes(const SegmentFile& file, std::span<std::byte> out,
-                                  uint64_t offset, bool buffered = false);
+                                  uint64_t offset);
   /// `file` opened anew through the page cache (through the store's FileSystem): the second path
   /// a record that failed a check is read by.
   [[nodiscard]] Result<std::shared_ptr<SegmentFile>> reopen_buffered(const SegmentFile& file);
