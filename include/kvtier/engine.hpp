@@ -159,6 +159,13 @@ class KVTIER_EXPORT Engine {
 
   [[nodiscard]] Stats stats() const;
   [[nodiscard]] std::vector<SegmentInfo> segments() const;
+  /// The request size and staging this engine uses, where they came from, and each drive's tuning.
+  [[nodiscard]] IoSettings io_settings() const;
+  /// @brief Probes every drive that holds written data now (a few GB of reads each), keeps what
+  /// it finds in the drive's TUNING.json and returns it; engines opened from then on use it. A
+  /// drive whose probe fails keeps its earlier tuning, and says why. kPermission on a read-only
+  /// store.
+  [[nodiscard]] Result<IoSettings> tune();
   /// Directory holding this rank's store.
   [[nodiscard]] const std::string& store_dir() const;
   /// The geometry the store was created with.

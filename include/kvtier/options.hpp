@@ -109,6 +109,11 @@ struct KVTIER_EXPORT Options {
   uint64_t io_request_bytes = 0;
   /// Bound on staging memory, and so on the bytes in flight, per engine. 0: 128 MiB.
   uint64_t staging_bytes = 0;
+  /// Read each drive in the pattern its read probe found (request size x requests in flight, kept
+  /// in the drive's TUNING.json) whenever io_request_bytes and staging_bytes are both left 0 here
+  /// and in the environment; at open, a writable store probes drives not yet tuned that hold
+  /// enough written data (Engine::tune() probes on request). false: neither; the defaults above.
+  bool tune = true;
   /// Bytes of the DRAM tier: pinned host memory holding the payloads of recently saved records in
   /// front of the disk; a hit restores with one copy to the device and no disk read. 0 (the
   /// default) disables it; KVTIER_DRAM_BYTES sets it when left 0 here.

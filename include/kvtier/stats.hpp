@@ -171,6 +171,23 @@ struct SegmentInfo {
   uint64_t tokens = 0;
 };
 
+/// How one drive of the store is read, as kvtier's read probe found (docs/options.md "Tuning").
+struct DriveTuningInfo {
+  std::string dir;             ///< the drive's rank directory
+  uint64_t request_bytes = 0;  ///< 0: not tuned
+  uint32_t in_flight = 0;
+  double bytes_per_second = 0;  ///< what the probe measured for that pattern
+  std::string state;            ///< "probed", "kept" (an earlier probe's), or why it is not tuned
+};
+
+/// The request size and staging an engine reads and writes with, and where they came from.
+struct IoSettings {
+  uint64_t request_bytes = 0;
+  uint64_t staging_bytes = 0;
+  std::string source;  ///< "options", "environment", "tuned", "defaults"
+  std::vector<DriveTuningInfo> drives;
+};
+
 struct VerifyReport {
   uint64_t records_checked = 0;
   uint64_t bytes_checked = 0;

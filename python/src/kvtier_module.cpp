@@ -391,6 +391,25 @@ Paged paged_of(const kvtier::KvGeometry& g, nb::handle layers, nb::handle block_
 
 /// Stats as a dict, one key per field of kvtier::stat_fields(); a histogram is a dict of its
 /// cumulative buckets (upper bound in seconds -> count), count and sum.
+nb::dict io_settings_dict(const kvtier::IoSettings& io) {
+  nb::list drives;
+  for (const kvtier::DriveTuningInfo& t : io.drives) {
+    nb::dict d;
+    d["dir"] = t.dir;
+    d["request_bytes"] = t.request_bytes;
+    d["in_flight"] = t.in_flight;
+    d["bytes_per_second"] = t.bytes_per_second;
+    d["state"] = t.state;
+    drives.append(d);
+  }
+  nb::dict d;
+  d["request_bytes"] = io.request_bytes;
+  d["staging_bytes"] = io.staging_bytes;
+  d["source"] = io.source;
+  d["drives"] = drives;
+  return d;
+}
+
 nb::dict stats_dict(const kvtier::Stats& s) {
   nb::dict d;
   for (const kvtier::StatField& f : kvtier::stat_fields()) {
@@ -632,7 +651,7 @@ NB_MODULE(_kvtier, m) {
          const kvtier::KvGeometry& geometry, const std::string& io, const std::string& capacity,
          const std::string& dram, const std::string& staging, const std::string& tenant,
          const std::string& remote, const std::string& remote_password_env, uint64_t remote_ttl,
-         const std::string& request_size, bool read_only) {
+         const std::string& request_size, bool read_only, bool tune) {
         kvtier::Options o;
         if (const auto* one = std::get_if<std::string>(&root)) {
           o.root = *one;
@@ -650,6 +669,7 @@ NB_MODULE(_kvtier, m) {
         o.staging_bytes = unwrap(kvtier::parse_size(staging));
         o.io_request_bytes = unwrap(kvtier::parse_size(request_size));
         o.read_only = read_only;
+        o.tune = tune;
         o.tenant = tenant;
         o.remote.seeds = remote;
         o.remote.password_env = remote_password_env;
@@ -659,7 +679,7 @@ NB_MODULE(_kvtier, m) {
       },
       "root"_a, "geometry"_a, "io"_a = "auto", "capacity"_a = "0", "dram"_a = "0",
       "staging"_a = "0", "tenant"_a = "", "remote"_a = "", "remote_password_env"_a = "",
-      "remote_ttl"_a = 0, "request_size"_a = "0", "read_only"_a = false,
+      "remote_ttl"_a = 0, "request_size"_a = "0", "read_only"_a = false, "tune"_a = true,
       "Opens (or creates) the rank's store under root: a directory, or a list of them, one per "
       "drive (the store "
       "spreads its segments over them; capacity is per drive). io: auto, posix, buffered or gds. "
@@ -667,8 +687,10 @@ NB_MODULE(_kvtier, m) {
       "remote: Redis Cluster seeds, redis://host:port[,host:port...] (a shared tier behind the "
       "local store); "
       "remote_password_env: the environment variable holding its password; remote_ttl: seconds. "
-      "request_size: bytes per read or write request (0: 16M); read_only: open beside a writer "
-      "process to look (lookup, stats), never writing.");
+      "request_size, staging: 0 takes each drive's tuning (tune(), docs/options.md \"Tuning\"), "
+      "else 16M and 128M; read_only: open beside a writer process to look (lookup, stats), "
+      "never writing; tune: False neither probes untuned drives at open nor uses their "
+      "tunings.");
 
   nb::class_<kvtier::Engine>(m, "Engine", nb::is_weak_referenceable())
       .def(
@@ -813,6 +835,26 @@ NB_MODULE(_kvtier, m) {
           "Evicts the store's files from the page cache (drop_caches as root, else fadvise), for "
           "cold reads.")
       .def("stats", [](kvtier::Engine& e) { return stats_dict(e.stats()); })
+      .def(
+          "io_settings", [](kvtier::Engine& e) { return io_settings_dict(e.io_settings()); },
+          "The request size and staging this engine reads and writes with, where they came from "
+          "(options, environment, tuned, defaults) and each drive's tuning: {request_bytes, "
+          "staging_bytes, source, drives: [{dir, request_bytes, in_flight, bytes_per_second, "
+          "state}]}.")
+      .def(
+          "tune",
+          [](kvtier::Engine& e) {
+            kvtier::IoSettings found;
+            {
+              nb::gil_scoped_release release;
+              found = unwrap(e.tune());
+            }
+            return io_settings_dict(found);
+          },
+          "Probes every drive holding written data for its best read pattern (a few GB of reads "
+          "each) and keeps it with the drive; engines opened from then on use it. Returns what "
+          "io_settings() returns for them. kvtier.Error (code \"permission denied\") on a "
+          "read-only store.")
       .def(
           "prometheus",
           [](kvtier::Engine& e, nb::handle labels) {

@@ -16,6 +16,7 @@
 #include "common/posix.hpp"
 #include "engine/engine_impl.hpp"
 #include "engine/tiers/tier_list.hpp"
+#include "engine/tuning.hpp"
 
 namespace kvtier {
 
@@ -88,13 +89,18 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
                          align_up(kBlock + o.geometry.bytes_for_tokens(o.geometry.chunk_tokens))));
   }
   KVTIER_ASSIGN_OR_RETURN(auto staging, make_staging(o));
-  std::vector<std::span<std::byte>> pinned;
-  if (impl->dram_) pinned.push_back(impl->dram_->arena());
   if (!o.remote.seeds.empty()) {
     KVTIER_ASSIGN_OR_RETURN(impl->remote_arena_, make_remote_arena(o));
-    pinned.push_back(impl->remote_arena_->memory());
   }
   KVTIER_ASSIGN_OR_RETURN(impl->store_, Store::open(StoreConfig::of(o), impl->log_, request));
+  const uint64_t defaults_request = o.io_request_bytes, defaults_staging = o.staging_bytes;
+  KVTIER_ASSIGN_OR_RETURN(const bool retuned, impl->apply_tuning(options));
+  if (retuned) {
+    KVTIER_TRY(impl->remake_host_buffers(staging, defaults_request, defaults_staging));
+  }
+  std::vector<std::span<std::byte>> pinned;
+  if (impl->dram_) pinned.push_back(impl->dram_->arena());
+  if (impl->remote_arena_) pinned.push_back(impl->remote_arena_->memory());
 
   impl->namespace_ = namespace_key(o.geometry, o.tenant);
   impl->kit_ = std::make_unique<TransferKit>(o.io_path, std::move(staging), std::move(pinned),
@@ -107,6 +113,59 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   }
   impl->tiers_ = make_tiers(*impl);
   return impl;
+}
+
+Result<bool> Engine::Impl::apply_tuning(const Options& asked) {
+  KVTIER_ASSIGN_OR_RETURN(EnvOverrides env, read_env_overrides());
+  const bool in_options = asked.io_request_bytes != 0 || asked.staging_bytes != 0;
+  const bool in_env = env.io_request_bytes || env.staging_bytes;
+  if (in_options || in_env || !options_.tune) {
+    io_settings_ = {options_.io_request_bytes, options_.staging_bytes,
+                    in_options ? "options"
+                    : in_env   ? "environment"
+                               : "defaults (tuning off)",
+                    tune_drives(*store_, TuneMode::kRead, log_)};
+    return false;
+  }
+  const TuneMode mode = store_->read_only() ? TuneMode::kRead : TuneMode::kProbeUntuned;
+  io_settings_ = io_from_tuning(tune_drives(*store_, mode, log_), options_);
+  const bool changed = io_settings_.request_bytes != options_.io_request_bytes ||
+                       io_settings_.staging_bytes != options_.staging_bytes;
+  options_.io_request_bytes = io_settings_.request_bytes;
+  options_.staging_bytes = io_settings_.staging_bytes;
+  return changed;
+}
+
+Status Engine::Impl::remake_host_buffers(std::unique_ptr<StagingPool>& staging,
+                                         uint64_t defaults_request, uint64_t defaults_staging) {
+  staging.reset();
+  remote_arena_.reset();
+  auto tuned = make_staging(options_);
+  if (!tuned) {
+    // The defaults were had a moment ago: a tuning never costs an open that would have worked.
+    KVTIER_LOG(log_, kWarn, "drive tuning: {}; reading with the defaults instead",
+               tuned.error().message());
+    io_settings_.source = "defaults (the tuned staging could not be had)";
+    io_settings_.request_bytes = options_.io_request_bytes = defaults_request;
+    io_settings_.staging_bytes = options_.staging_bytes = defaults_staging;
+    KVTIER_ASSIGN_OR_RETURN(tuned, make_staging(options_));
+  }
+  staging = std::move(*tuned);
+  if (!options_.remote.seeds.empty()) {
+    KVTIER_ASSIGN_OR_RETURN(remote_arena_, make_remote_arena(options_));
+  }
+  return {};
+}
+
+Result<IoSettings> Engine::Impl::tune() {
+  if (store_->read_only()) {
+    return fail(ErrorCode::kPermission, "tune: the store is open read-only (" +
+                                            store_->read_only_reason() +
+                                            "): the drives' tunings cannot be kept");
+  }
+  IoSettings found = io_from_tuning(tune_drives(*store_, TuneMode::kProbeAll, log_), options_);
+  found.source = "tuned (used by engines opened from now on)";
+  return found;
 }
 
 Engine::Impl::~Impl() = default;
@@ -276,6 +335,10 @@ Status Engine::drop_page_cache() {
 }
 Stats Engine::stats() const { return impl_->stats(); }
 std::vector<SegmentInfo> Engine::segments() const { return impl_->store_->segments(); }
+IoSettings Engine::io_settings() const { return impl_->io_settings_; }
+Result<IoSettings> Engine::tune() {
+  return guarded([&] { return impl_->tune(); });
+}
 const std::string& Engine::store_dir() const { return impl_->store_->dir(); }
 const KvGeometry& Engine::geometry() const { return impl_->options_.geometry; }
 

@@ -40,6 +40,14 @@ enum class RecheckOutcome : uint8_t {
 class Engine::Impl {
  public:
   static Result<std::unique_ptr<Impl>> create(const Options& options);
+  /// Takes the drives' tunings (probing those not yet tuned) as options_'s request size and
+  /// staging, unless `asked` or the environment set either or tuning is off; whether they changed.
+  Result<bool> apply_tuning(const Options& asked);
+  /// Staging (and the remote tier's buffers, sized like it) again at options_'s tuned sizes, or
+  /// at the defaults where the tuned ones cannot be had.
+  Status remake_host_buffers(std::unique_ptr<StagingPool>& staging, uint64_t defaults_request,
+                             uint64_t defaults_staging);
+  Result<IoSettings> tune();
   ~Impl();
 
   Result<SaveResult> save(std::span<const Token> tokens, const KvMemory& source);
@@ -62,6 +70,7 @@ class Engine::Impl {
   Result<KvMemory> kv_memory_of(const PagedKv& kv, bool restore) const;
 
   Options options_;
+  IoSettings io_settings_;  // the request size and staging options_ holds, and why
   Logger log_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<DramTier> dram_;  // null when Options::dram_bytes is 0

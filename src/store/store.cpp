@@ -257,6 +257,26 @@ std::vector<SegmentInfo> Store::segments() {
   return out;
 }
 
+std::vector<DriveSample> Store::drive_samples() {
+  std::lock_guard lock(mu_);
+  std::vector<DriveSample> out(drives_.size());
+  for (size_t d = 0; d < drives_.size(); ++d) {
+    out[d].drive = static_cast<uint32_t>(d);
+    out[d].dir = drives_[d].dir;
+    out[d].available = drives_[d].available;
+    out[d].unwritable = drives_[d].unwritable;
+  }
+  for (const auto& [id, seg] : segments_) {
+    if (seg.pins > 0) continue;
+    DriveSample& s = out.at(seg.drive);
+    if (seg.write_offset > s.largest_written) {
+      s.largest_written = seg.write_offset;
+      s.largest = seg.file;
+    }
+  }
+  return out;
+}
+
 void Store::fill_stats(Stats& stats) {
   std::lock_guard lock(mu_);
   stats.capacity_bytes =

@@ -41,6 +41,18 @@ struct LocatedRecord {
   std::shared_ptr<SegmentFile> file;
 };
 
+/// One drive of a store as a read probe sees it: where its tuning is kept (drive_tuning.hpp) and
+/// its segment file holding the most written bytes.
+struct DriveSample {
+  uint32_t drive = 0;
+  std::string dir;  ///< its rank directory
+  bool available = true;
+  std::string unwritable;  ///< why it takes no writes now (Drive::unwritable); empty when it does
+  /// Segments a save is writing into are left out: their reserved bytes may not be written yet.
+  std::shared_ptr<SegmentFile> largest;  ///< null when it holds no segment
+  uint64_t largest_written = 0;          ///< bytes written at the start of `largest`
+};
+
 /// What a store is opened with: src/engine fills it from the resolved Options.
 struct StoreConfig {
   /// The drives' roots: Options::root, then Options::extra_roots. Each holds rank<R>of<W>.
@@ -137,6 +149,9 @@ class Store {
   /// Every live record, grouped by segment and in file order.
   [[nodiscard]] std::vector<LocatedRecord> all_records();
   [[nodiscard]] std::vector<SegmentInfo> segments();
+  /// Every drive, in the store's order, with its largest written segment.
+  [[nodiscard]] std::vector<DriveSample> drive_samples();
+  [[nodiscard]] FileSystem& file_system() { return *fs_; }
   /// Fills the store part of `stats`.
   void fill_stats(Stats& stats);
 

@@ -52,6 +52,17 @@ expect 0 "verified 4 records" verify "${readers[@]}"
 expect 0 "records" stat "${readers[@]}"
 expect 0 '"records": 4' stat "${readers[@]}" --json
 expect 0 "segment" ls "${readers[@]}"
+# tune: too little data to probe (1 MB), then 20 MB on another store: probed, kept, shown by stat
+# and used by the next command; explicit sizes are not tune's to take.
+expect 3 "no drive could be tuned" tune "${readers[@]}"
+expect 0 '"io_settings_from": "defaults"' stat "${readers[@]}" --json
+t="$work/tuned"
+expect 0 "chunks written=80" put --store "$t" --model tiny --capacity 256M --tokens 20480
+expect 0 "in flight" tune --store "$t"
+expect 0 '"state": "kept"' stat --store "$t" --json
+expect 0 '"io_settings_from": "tuned"' stat --store "$t" --json
+expect 0 "restored 20480/20480" get --store "$t" --tokens 20480
+expect 2 "--request-size" tune --store "$t" --request-size 1M
 # stat --prometheus: the text exposition, every sample line well formed and labelled with the store.
 expect 0 "kvtier_records{store=\"$s/rank0of1\"} 4" stat "${readers[@]}" --prometheus
 out=$("$kvtier" stat "${readers[@]}" --prometheus 2>/dev/null)

@@ -156,6 +156,43 @@ class EngineTest(unittest.TestCase):
             reader.save(self.rng.integers(0, 150000, size=64, dtype=np.int64), session(self.rng, self.g, 64))
         del reader
 
+    def test_io_settings_and_tune(self):
+        # explicit settings win and are reported as such; tune() probes a drive holding data and
+        # keeps what it found, which the next engine without settings uses
+        with tempfile.TemporaryDirectory(dir=os.environ.get("KVTIER_TEST_DIR")) as d:
+            e = kvtier.open(d, self.g, io="posix", request_size="64K", staging="256K")
+            self.assertEqual(e.io_settings()["source"], "options")
+            self.assertEqual(e.io_settings()["request_bytes"], 64 << 10)
+            tokens = self.rng.integers(0, 150000, size=20000, dtype=np.int64)
+            kv = session(self.rng, self.g, 20000)  # 20 MB: enough for tune(), not for a probe at open
+            e.save(tokens, kv)
+            found = e.tune()
+            self.assertEqual(len(found["drives"]), 1)
+            drive = found["drives"][0]
+            self.assertEqual(drive["state"], "probed")
+            self.assertGreater(drive["request_bytes"], 0)
+            self.assertGreater(drive["in_flight"], 0)
+            self.assertGreater(drive["bytes_per_second"], 0)
+            self.assertTrue(os.path.exists(os.path.join(drive["dir"], "TUNING.json")))
+            del e
+            e = kvtier.open(d, self.g, io="posix")
+            used = e.io_settings()
+            self.assertEqual(used["source"], "tuned")
+            self.assertEqual(used["request_bytes"], drive["request_bytes"])
+            self.assertEqual(used["staging_bytes"], drive["request_bytes"] * max(drive["in_flight"], 2))
+            self.assertEqual(used["drives"][0]["state"], "kept")
+            out = np.zeros_like(kv)
+            self.assertEqual(e.restore(tokens, out)["tokens_restored"], 20000)
+            np.testing.assert_array_equal(out, kv)
+            del e
+            self.assertEqual(kvtier.open(d, self.g, io="posix", tune=False).io_settings()["source"],
+                             "defaults (tuning off)")
+            reader = kvtier.open(d, self.g, io="posix", read_only=True)
+            with self.assertRaises(kvtier.Error) as err:
+                reader.tune()
+            self.assertEqual(err.exception.code, "permission denied")
+            del reader
+
     def test_corrupt_record_is_a_miss(self):
         tokens = list(range(640))
         kv = session(self.rng, self.g, 640)

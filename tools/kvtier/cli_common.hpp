@@ -118,6 +118,8 @@ enum class StatFormat : uint8_t { kText, kJson, kPrometheus };
 
 int run_stat(const StoreFlags& flags, StatFormat format);
 int run_verify(const StoreFlags& flags);
+/// Probes every drive's read pattern and keeps it (Engine::tune).
+int run_tune(const StoreFlags& flags);
 /// put with --remote, after its saves: waits for the write-behind queue and says what reached
 /// the cluster; with --remote-wait publishes what it lacks. The exit code: 1 when asked to wait and
 /// records were not published.

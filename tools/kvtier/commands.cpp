@@ -32,10 +32,12 @@ std::string duration_text(double seconds) {
 
 /// Opens the store for a command that reads it (never creates one). `snapshot`: without its lock,
 /// so that ls and stat work beside a writer and never keep one out.
-Result<std::unique_ptr<Engine>> open_existing(const StoreFlags& flags, bool snapshot) {
+Result<std::unique_ptr<Engine>> open_existing(const StoreFlags& flags, bool snapshot,
+                                              bool tune_at_open = true) {
   auto options = flags.options(false);
   if (!options) return fail(options.error());
   options->read_only = snapshot;
+  options->tune = tune_at_open;
   KVTIER_TRY(check_store_root(options->root));
   for (const std::string& extra : options->extra_roots) KVTIER_TRY(check_store_root(extra));
   return Engine::open(*options);
@@ -224,6 +226,58 @@ int run_ls(const StoreFlags& flags) {
   return 0;
 }
 
+namespace {
+
+nlohmann::ordered_json tuning_json(const IoSettings& io) {
+  nlohmann::ordered_json drives = nlohmann::ordered_json::array();
+  for (const DriveTuningInfo& d : io.drives) {
+    drives.push_back({{"dir", d.dir},
+                      {"request_bytes", d.request_bytes},
+                      {"in_flight", d.in_flight},
+                      {"bytes_per_second", d.bytes_per_second},
+                      {"state", d.state}});
+  }
+  return drives;
+}
+
+}  // namespace
+
+int run_tune(const StoreFlags& flags) {
+  // Not at open too: tune() probes every drive right after.
+  auto engine = open_existing(flags, false, /*tune_at_open=*/false);
+  if (!engine) return report(engine.error(), "tune");
+  say("tune: probing each drive's read patterns on its own segment files (a few GB of reads each)");
+  auto found = (*engine)->tune();
+  if (!found) return report(found.error(), "tune");
+  size_t tuned = 0;
+  for (const DriveTuningInfo& d : found->drives) {
+    if (d.request_bytes > 0) {
+      ++tuned;
+      std::printf("%s: %s x %u in flight, %s/s (%s)\n", d.dir.c_str(),
+                  human_bytes(static_cast<double>(d.request_bytes)).c_str(), d.in_flight,
+                  human_bytes(d.bytes_per_second).c_str(), d.state.c_str());
+    } else {
+      std::printf("%s: %s\n", d.dir.c_str(), d.state.c_str());
+    }
+  }
+  std::printf("engines opened from now on: requests of %s, staging %s (%zu of %zu drives tuned)\n",
+              human_bytes(static_cast<double>(found->request_bytes)).c_str(),
+              human_bytes(static_cast<double>(found->staging_bytes)).c_str(), tuned,
+              found->drives.size());
+  for (const DriveTuningInfo& d : found->drives) {
+    if (tuned == 0 && d.state.find("probe failed") != std::string::npos) {
+      return report({ErrorCode::kIo, d.dir + ": " + d.state}, "tune");
+    }
+  }
+  if (tuned == 0) {
+    return report({ErrorCode::kNotFound,
+                   "no drive could be tuned: each needs a segment with written data (save "
+                   "sessions first)"},
+                  "tune");
+  }
+  return 0;
+}
+
 int run_stat(const StoreFlags& flags, StatFormat format) {
   auto engine = open_existing(flags, true);
   if (!engine) return report(engine.error(), "stat");
@@ -251,6 +305,11 @@ int run_stat(const StoreFlags& flags, StatFormat format) {
                               {"drives_out_of_placement", s.drives_out_of_placement},
                               {"offline_records", s.offline_records},
                               {"drive_problem", s.drive_problem}};
+  const IoSettings io = (*engine)->io_settings();
+  j["io_request_bytes"] = io.request_bytes;
+  j["staging_bytes"] = io.staging_bytes;
+  j["io_settings_from"] = io.source;
+  j["drive_tuning"] = tuning_json(io);
   if (format == StatFormat::kJson) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;

@@ -46,7 +46,7 @@ struct StoreCommands {
   bool remote_wait = false;
   StatFormat format = StatFormat::kText;
   CLI::App *put = nullptr, *get = nullptr, *ls = nullptr, *stat = nullptr, *verify = nullptr,
-           *sync = nullptr;
+           *sync = nullptr, *tune = nullptr;
 
   void add_to(CLI::App& app) {
     put = app.add_subcommand("put", "Save synthetic sessions (KV generated from token ids)");
@@ -78,6 +78,14 @@ struct StoreCommands {
     flags.add_to(
         *verify,
         {.tenant = false, .layout = false, .io_path = true, .io_tuning = true, .dram = false});
+    tune = app.add_subcommand(
+        "tune",
+        "Probe each drive's best read pattern (request size x requests in flight) on its own "
+        "segment files and keep it with the drive: engines opened later use it unless "
+        "--request-size or --staging is given");
+    flags.add_to(
+        *tune,
+        {.tenant = false, .layout = false, .io_path = false, .io_tuning = false, .dram = false});
     sync = app.add_subcommand(
         "sync",
         "Publish every local record the cluster (--remote) lacks: saved before --remote was given, "
@@ -106,7 +114,7 @@ struct StoreCommands {
   /// The exit code, or -1 when none of these commands was given.
   int run() {
     CLI::App* cmd = nullptr;
-    for (CLI::App* c : {put, get, ls, stat, verify, sync}) {
+    for (CLI::App* c : {put, get, ls, stat, verify, sync, tune}) {
       if (*c) cmd = c;
     }
     if (cmd == nullptr) return -1;
@@ -121,6 +129,7 @@ struct StoreCommands {
     if (cmd == ls) return run_ls(flags);
     if (cmd == stat) return run_stat(flags, format);
     if (cmd == sync) return run_sync(flags);
+    if (cmd == tune) return run_tune(flags);
     return run_verify(flags);
   }
 };

@@ -136,12 +136,22 @@ class Worker {
     auto engine = Engine::open(*options);
     if (!engine) return error(engine.error());
     slot = std::move(*engine);
+    // The sizes the engine took: the options', or its drives' tuning (probed at this open when a
+    // drive holds enough and was not tuned yet).
+    const IoSettings io = slot->io_settings();
+    request_bytes_ = io.request_bytes;
+    if (!local) {
+      options_.io_request_bytes = io.request_bytes;
+      options_.staging_bytes = io.staging_bytes;
+    }
     const Stats s = slot->stats();
     return Json{{"ok", true},
                 {"io_engine", s.io_engine},
                 {"fallback", s.io_fallback},
                 {"remote", s.remote},
-                {"staging_bytes", options_.staging_bytes},
+                {"io_settings_from", io.source},
+                {"request_bytes", io.request_bytes},
+                {"staging_bytes", io.staging_bytes},
                 {"connections_per_node", options_.remote.connections_per_node}};
   }
 

@@ -413,7 +413,11 @@ class SeedRun {
                               {"dram_bytes", dram}}));
     const std::string fallback = replies[0].value("fallback", "");
     const std::string line = fmt::format(
-        "-- {}: {}{}{}", path, replies[0].value("io_engine", ""),
+        "-- {}: {}, requests of {} and staging {} per rank ({}){}{}", path,
+        replies[0].value("io_engine", ""),
+        cli::human_bytes(static_cast<double>(replies[0].value("request_bytes", uint64_t{0}))),
+        cli::human_bytes(static_cast<double>(replies[0].value("staging_bytes", uint64_t{0}))),
+        replies[0].value("io_settings_from", ""),
         dram > 0
             ? fmt::format(", DRAM tier {} per rank", cli::human_bytes(static_cast<double>(dram)))
             : "",

@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#include "engine/tuning.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <mutex>
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include "api/try.hpp"
+#include "store/drive_tuning.hpp"
+
+namespace kvtier {
+
+namespace {
+
+constexpr const char* kOffline = "not tuned: the drive is offline";
+
+std::mutex config_mu;
+std::optional<TuningConfig> config_override;
+
+TuningConfig tuning_config() {
+  std::lock_guard lock(config_mu);
+  return config_override.value_or(TuningConfig{});
+}
+
+std::string utc_now() {
+  return fmt::format(
+      "{:%Y-%m-%dT%H:%M:%SZ}",
+      fmt::gmtime(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now())));
+}
+
+DriveTuningInfo info_of(const std::string& dir, const DriveTuning& t, std::string state) {
+  return {dir, t.request_bytes, t.in_flight, t.bytes_per_second, std::move(state)};
+}
+
+/// Probes `sample`'s largest segment; the tuning found, or why there is none.
+Result<DriveTuning> probe_drive(const DriveSample& sample, const TuningConfig& config) {
+  ProbeConfig probe = config.probe;
+  probe.path = IoPath::kDirect;
+  probe.max_staging_bytes = std::min(probe.max_staging_bytes, sample.largest_written);
+  const uint64_t file_bytes = sample.largest_written / 4096 * 4096;
+  // The file is open with O_DIRECT: an engine falling back from io_uring to pread still reads it
+  // past the page cache, as a restore on this machine would.
+  Result<ProbeReport> got = fail(ErrorCode::kInternal, "not run");
+  try {
+    got = probe_read_patterns(sample.largest->fd.get(), file_bytes, probe);
+  } catch (const std::bad_alloc&) {
+    return fail(ErrorCode::kNoSpace, fmt::format("no host memory for the probe's {} MiB of buffers",
+                                                 probe.max_staging_bytes >> 20));
+  }
+  if (!got) return fail(got.error());
+  const ProbeReport& report = *got;
+  double rate = 0;
+  for (const PatternRate& r : report.rates) {
+    if (r.pattern == report.best) rate = std::max(rate, r.bytes_per_second);
+  }
+  return DriveTuning{report.best.request_bytes, report.best.in_flight, rate, sample.largest->path,
+                     utc_now()};
+}
+
+}  // namespace
+
+void set_tuning_config_for_testing(std::optional<TuningConfig> config) {
+  std::lock_guard lock(config_mu);
+  config_override = std::move(config);
+}
+
+std::vector<DriveTuningInfo> tune_drives(Store& store, TuneMode mode, const Logger& log) {
+  const TuningConfig config = tuning_config();
+  const uint64_t enough =
+      mode == TuneMode::kProbeAll ? config.min_written_bytes_on_request : config.min_written_bytes;
+  FileSystem& fs = store.file_system();
+  std::vector<DriveTuningInfo> out;
+  for (const DriveSample& sample : store.drive_samples()) {
+    if (!sample.available) {
+      out.push_back({sample.dir, 0, 0, 0, kOffline});
+      continue;
+    }
+    std::optional<DriveTuning> kept;
+    std::string why_untuned = "not tuned yet";
+    if (auto read = read_drive_tuning(fs, sample.dir)) {
+      kept = *read;
+    } else {
+      why_untuned = "not tuned: " + read.error().message();
+      KVTIER_LOG(log, kWarn, "drive tuning: {}; the drive counts as not tuned",
+                 read.error().message());
+    }
+    const bool probe = mode == TuneMode::kProbeAll || (mode == TuneMode::kProbeUntuned && !kept);
+    if (!probe) {
+      out.push_back(kept ? info_of(sample.dir, *kept, "kept")
+                         : DriveTuningInfo{sample.dir, 0, 0, 0, why_untuned});
+      continue;
+    }
+    std::string skip;
+    if (!sample.unwritable.empty()) {
+      skip = "its tuning could not be kept: " + sample.unwritable;
+    } else if (!sample.largest || sample.largest_written < enough) {
+      skip = fmt::format("holds no segment with {} MiB written yet", enough >> 20);
+    } else if (!sample.largest->direct) {
+      skip = "the store reads it through the page cache, which a probe cannot measure";
+    }
+    if (!skip.empty()) {
+      out.push_back(kept ? info_of(sample.dir, *kept, "kept (" + skip + ")")
+                         : DriveTuningInfo{sample.dir, 0, 0, 0, "not tuned: " + skip});
+      continue;
+    }
+    auto found = probe_drive(sample, config);
+    if (!found) {
+      KVTIER_LOG(log, kWarn, "drive tuning: probing {} failed ({}); {}", sample.dir,
+                 found.error().message(),
+                 kept ? "its earlier tuning stays" : "it is read with the defaults");
+      out.push_back(
+          kept ? info_of(sample.dir, *kept, "kept (probe failed: " + found.error().message() + ")")
+               : DriveTuningInfo{sample.dir, 0, 0, 0,
+                                 "not tuned: probe failed: " + found.error().message()});
+      continue;
+    }
+    if (Status kept_now = write_drive_tuning(fs, sample.dir, *found); !kept_now.ok()) {
+      KVTIER_LOG(log, kWarn, "drive tuning: {} found {} KiB x {} but could not keep it: {}",
+                 sample.dir, found->request_bytes >> 10, found->in_flight, kept_now.message());
+    }
+    KVTIER_LOG(log, kInfo, "drive tuning: {} reads best as {} KiB x {} in flight ({:.2f} GB/s)",
+               sample.dir, found->request_bytes >> 10, found->in_flight,
+               found->bytes_per_second / 1e9);
+    out.push_back(info_of(sample.dir, *found, "probed"));
+  }
+  return out;
+}
+
+IoSettings io_from_tuning(std::vector<DriveTuningInfo> drives, const Options& resolved) {
+  IoSettings s{resolved.io_request_bytes, resolved.staging_bytes, "defaults", {}};
+  std::map<uint64_t, size_t> votes;
+  size_t tuned = 0, available = 0;
+  for (const DriveTuningInfo& d : drives) {
+    if (d.state != kOffline) ++available;
+    if (d.request_bytes == 0) continue;
+    ++votes[d.request_bytes];
+    ++tuned;
+  }
+  if (tuned > 0) {
+    uint64_t request = 0;
+    size_t most = 0;
+    for (const auto& [size, n] : votes) {  // ascending: a tie keeps the smaller size
+      if (n > most) {
+        request = size;
+        most = n;
+      }
+    }
+    uint64_t in_flight = 0;
+    for (const DriveTuningInfo& d : drives) {
+      if (d.request_bytes == 0) continue;
+      in_flight += std::max<uint64_t>(1, (d.request_bytes * d.in_flight + request - 1) / request);
+    }
+    const double mean = static_cast<double>(in_flight) / static_cast<double>(tuned);
+    in_flight += static_cast<uint64_t>(mean + 0.5) * (std::max(available, tuned) - tuned);
+    const uint64_t cap = uint64_t{1} << 30;
+    s.request_bytes = request;
+    const uint64_t largest = std::max(cap / request, uint64_t{1}) * request;
+    // Two slots at least: the staging pool gives each running operation one slot or more, so with
+    // a single slot a save would wait for a whole restore.
+    s.staging_bytes = std::min(request * std::max<uint64_t>(in_flight, 2), largest);
+    s.source = "tuned";
+  }
+  s.drives = std::move(drives);
+  return s;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// Fast by default: each drive's read pattern found by kvtier's read probe on the drive's own
+// segment files, kept with the drive, and turned into the engine's request size and staging.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "common/log.hpp"
+#include "io/read_probe.hpp"
+#include "kvtier/options.hpp"
+#include "kvtier/stats.hpp"
+#include "store/store.hpp"
+
+namespace kvtier {
+
+struct TuningConfig {
+  /// A drive is probed at open once one of its segments holds this many written bytes: fewer is
+  /// too little to see past the drive's own cache, and a store that small restores quickly anyway.
+  uint64_t min_written_bytes = uint64_t{256} << 20;
+  /// Engine::tune() probes a drive with this much or more.
+  uint64_t min_written_bytes_on_request = uint64_t{16} << 20;
+  /// The sweep (request sizes larger than the file and staging beyond it are left out).
+  ProbeConfig probe = [] {
+    ProbeConfig c;
+    c.bytes_per_trial = uint64_t{64} << 20;
+    return c;
+  }();
+};
+
+/// Tests shrink the sizes; nullopt restores the defaults above.
+void set_tuning_config_for_testing(std::optional<TuningConfig> config);
+
+enum class TuneMode {
+  kRead,          ///< read the drives' tunings, probe nothing
+  kProbeUntuned,  ///< probe drives without a tuning that hold min_written_bytes (at open)
+  kProbeAll,      ///< probe every drive holding min_written_bytes_on_request (Engine::tune)
+};
+
+/// Each drive's tuning, in the store's drive order, after probing as `mode` says (writing what a
+/// probe finds to the drive's TUNING.json). A probe that fails leaves the drive as it was and
+/// says why in its state; nothing here fails the caller.
+[[nodiscard]] std::vector<DriveTuningInfo> tune_drives(Store& store, TuneMode mode,
+                                                       const Logger& log);
+
+/// The request size and staging for `drives`' tunings: the request size most drives chose (the
+/// smaller on a tie), and per available drive its requests in flight at that size (a drive not
+/// tuned counts as the tuned ones' mean), so that each drive sees its own pattern when a restore
+/// reads all of them; two requests at least, 1 GiB at most. `resolved`'s values (source
+/// "defaults") when no drive is tuned.
+[[nodiscard]] IoSettings io_from_tuning(std::vector<DriveTuningInfo> drives,
+                                        const Options& resolved);
+
+}  // namespace kvtier

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#include "store/drive_tuning.hpp"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "api/try.hpp"
+
+namespace kvtier {
+
+namespace {
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kMostInFlight = 1024;
+}  // namespace
+
+Result<std::optional<DriveTuning>> read_drive_tuning(FileSystem& fs, const std::string& dir) {
+  const std::string path = fmt::format("{}/{}", dir, kTuningName);
+  auto text = read_file(fs, path);
+  if (!text && text.error().code() == ErrorCode::kNotFound) return std::optional<DriveTuning>{};
+  if (!text) return fail(text.error());
+  DriveTuning t;
+  try {
+    const auto j = nlohmann::json::parse(*text);
+    if (j.at("format") != "kvtier-drive-tuning") {
+      return fail(ErrorCode::kCorrupt, path + ": not a kvtier drive tuning");
+    }
+    t.request_bytes = j.at("request_bytes").get<uint64_t>();
+    const auto in_flight = j.at("in_flight").get<uint64_t>();
+    if (in_flight == 0 || in_flight > kMostInFlight) {
+      return fail(ErrorCode::kCorrupt,
+                  fmt::format("{}: {} requests in flight is not a read pattern", path, in_flight));
+    }
+    t.in_flight = static_cast<uint32_t>(in_flight);
+    t.bytes_per_second = j.at("bytes_per_second").get<double>();
+    t.probed_file = j.value("probed_file", "");
+    t.probed_at = j.value("probed_at", "");
+  } catch (const nlohmann::json::exception& e) {
+    return fail(ErrorCode::kCorrupt, fmt::format("{} unreadable: {}", path, e.what()));
+  }
+  if (t.request_bytes == 0 || t.request_bytes % kPage != 0 || t.request_bytes > (1u << 30) ||
+      t.in_flight == 0) {
+    return fail(ErrorCode::kCorrupt,
+                fmt::format("{}: {} bytes x {} in flight is not a read pattern", path,
+                            t.request_bytes, t.in_flight));
+  }
+  return std::optional<DriveTuning>{t};
+}
+
+Status write_drive_tuning(FileSystem& fs, const std::string& dir, const DriveTuning& t) {
+  const nlohmann::ordered_json j = {
+      {"format", "kvtier-drive-tuning"}, {"request_bytes", t.request_bytes},
+      {"in_flight", t.in_flight},        {"bytes_per_second", t.bytes_per_second},
+      {"probed_file", t.probed_file},    {"probed_at", t.probed_at}};
+  const std::string text = j.dump(1) + "\n";
+  return write_file_atomic(fs, dir, kTuningName,
+                           {reinterpret_cast<const std::byte*>(text.data()), text.size()});
+}
+
+}  // namespace kvtier

@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// Fast by default: an engine probes each drive of its store on the drive's own segment files and
+// reads with what it found. Against two emulated drives (modelled_drive.hpp) the choice differs;
+// the tuning is kept with the drive across reopens, a drive added later is probed on its own, a
+// failed probe or an unreadable tuning leaves safe defaults and says why, and explicit settings
+// win. Every restore is checked byte for byte.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "engine/tuning.hpp"
+#include "modelled_drive.hpp"
+#include "store/drive_tuning.hpp"
+#include "synthetic.hpp"
+#include "test_util.hpp"
+
+namespace kvtier {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::DriveModel;
+using testing::ModelScope;
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+// As in read_probe_test.cpp: slow next to the real reads, so the model decides every rate.
+DriveModel rewards_depth() {
+  return {.channels = 16, .overhead_s = 2e-3, .bytes_per_s = 50e6, .switch_s = 0};
+}
+DriveModel punishes_depth() {
+  return {.channels = 1, .overhead_s = 1e-3, .bytes_per_s = 100e6, .switch_s = 2e-3};
+}
+
+class TuningTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // A probe measures the drive, never the page cache: where O_DIRECT is refused (tmpfs before
+    // Linux 6.6) there is nothing to tune, and the engine says so instead.
+    const std::string probe = (dir_.path() / "direct").string();
+    const int fd = ::open(probe.c_str(), O_RDWR | O_CREAT | O_DIRECT, 0600);
+    if (fd < 0)
+      GTEST_SKIP() << "O_DIRECT refused in " << dir_.path() << ": " << std::strerror(errno);
+    ::close(fd);
+    TuningConfig c;
+    c.min_written_bytes = 4 * kMiB;
+    c.min_written_bytes_on_request = kMiB;
+    c.probe.request_sizes = {64u << 10, 256u << 10, 1u << 20};
+    c.probe.in_flight = {1, 2, 4, 8};
+    c.probe.max_staging_bytes = 8 * kMiB;
+    c.probe.bytes_per_trial = 4 * kMiB;
+    set_tuning_config_for_testing(c);
+  }
+  void TearDown() override { set_tuning_config_for_testing(std::nullopt); }
+
+  std::string root(size_t i) const { return (dir_.path() / fmt::format("drive{}", i)).string(); }
+  std::string tuning_file(size_t i) const { return root(i) + "/rank0of1/" + kTuningName; }
+
+  /// Tuning on: no request size or staging given.
+  Options options(std::vector<size_t> drives = {0}) {
+    Options o = testing::small_options(root(drives[0]), g_);
+    for (size_t i = 1; i < drives.size(); ++i) o.extra_roots.push_back(root(drives[i]));
+    o.io_request_bytes = 0;
+    o.staging_bytes = 0;
+    o.log_level = LogLevel::kWarn;
+    o.log_sink = [this](LogLevel, std::string_view line) {
+      std::lock_guard lock(log_mu_);
+      log_ += std::string(line) + "\n";
+    };
+    return o;
+  }
+
+  /// Saves `sessions` seeded sessions of `tokens` tokens (8 MiB of KV each by default) through an
+  /// engine opened with `o`, and returns the tokens.
+  std::vector<std::vector<Token>> fill(const Options& o, size_t sessions = 1,
+                                       size_t tokens = 8192) {
+    auto e = Engine::open(o);
+    EXPECT_TRUE(e.has_value()) << e.error().to_string();
+    std::vector<std::vector<Token>> out;
+    for (size_t s = 0; s < sessions; ++s) {
+      out.push_back(synthetic::tokens(next_seed_++, tokens));
+      EXPECT_TRUE(testing::is_ok(testing::save_synthetic(**e, g_, out.back())));
+    }
+    return out;
+  }
+
+  static std::string describe(const IoSettings& s) {
+    std::string out =
+        fmt::format("{} x staging {} from {}:", s.request_bytes, s.staging_bytes, s.source);
+    for (const DriveTuningInfo& d : s.drives) {
+      out += fmt::format(" [{}: {} x {} ({})]", d.dir, d.request_bytes, d.in_flight, d.state);
+    }
+    return out;
+  }
+
+  KvGeometry g_ = testing::tiny_geometry();
+  testing::TempDir dir_;
+  uint64_t next_seed_ = testing::test_seed();
+  std::mutex log_mu_;
+  std::string log_;
+};
+
+TEST_F(TuningTest, ProbesAtOpenAndPicksDifferentlyForDrivesThatRewardOrPunishDepth) {
+  IoSettings got[2];
+  for (size_t i = 0; i < 2; ++i) {
+    const Options o = options({i});
+    auto sessions = fill(o);  // a new store: nothing to probe while it is empty
+    ModelScope scope(i == 0 ? rewards_depth() : punishes_depth());
+    auto e = Engine::open(o);
+    ASSERT_TRUE(e.has_value()) << e.error().to_string();
+    got[i] = (*e)->io_settings();
+    SCOPED_TRACE(describe(got[i]));
+    ASSERT_EQ(got[i].source, "tuned");
+    ASSERT_EQ(got[i].drives.size(), 1u);
+    EXPECT_EQ(got[i].drives[0].state, "probed");
+    EXPECT_TRUE(fs::exists(tuning_file(i)));
+    // The engine reads with it: request size and staging are the drive's pattern.
+    EXPECT_EQ(got[i].request_bytes, got[i].drives[0].request_bytes);
+    EXPECT_EQ(got[i].staging_bytes,
+              got[i].drives[0].request_bytes * std::max(got[i].drives[0].in_flight, 2u));
+    EXPECT_EQ(testing::restored_exact(**e, g_, sessions[0]), sessions[0].size());
+  }
+  EXPECT_GE(got[0].drives[0].in_flight, 4u) << describe(got[0]);
+  EXPECT_EQ(got[1].drives[0].in_flight, 1u) << describe(got[1]);
+}
+
+TEST_F(TuningTest, TheTuningOutlivesAReopenWithoutProbingAgain) {
+  const Options o = options();
+  auto sessions = fill(o);
+  IoSettings first;
+  {
+    ModelScope scope(punishes_depth());
+    auto e = Engine::open(o);
+    ASSERT_TRUE(e.has_value()) << e.error().to_string();
+    first = (*e)->io_settings();
+  }
+  ASSERT_EQ(first.source, "tuned") << describe(first);
+  // Every read now fails: a probe at this open would fail and say so; a kept tuning reads nothing.
+  DriveModel failing = rewards_depth();
+  failing.fail_at = 0;
+  {
+    ModelScope scope(failing);
+    auto e = Engine::open(o);
+    ASSERT_TRUE(e.has_value()) << e.error().to_string();
+    const IoSettings again = (*e)->io_settings();
+    SCOPED_TRACE(describe(again));
+    EXPECT_EQ(again.source, "tuned");
+    EXPECT_EQ(again.drives[0].state, "kept");
+    EXPECT_EQ(again.request_bytes, first.request_bytes);
+    EXPECT_EQ(again.staging_bytes, first.staging_bytes);
+  }
+  // A read-only open (kvtier stat) shows it too.
+  Options ro = o;
+  ro.read_only = true;
+  auto e = Engine::open(ro);
+  ASSERT_TRUE(e.has_value()) << e.error().to_string();
+  EXPECT_EQ((*e)->io_settings().drives[0].state, "kept");
+  EXPECT_EQ(testing::restored_exact(**e, g_, sessions[0]), sessions[0].size());
+}
+
+TEST_F(TuningTest, AFailedProbeLeavesTheDefaultsAndSaysWhy) {
+  const Options o = options();
+  auto sessions = fill(o);
+  DriveModel failing = rewards_depth();
+  failing.fail_at = 3;
+  IoSettings s;
+  {
+    ModelScope scope(failing);
+    auto e = Engine::open(o);
+    ASSERT_TRUE(e.has_value()) << e.error().to_string();
+    s = (*e)->io_settings();
+  }
+  SCOPED_TRACE(describe(s));
+  EXPECT_EQ(s.source, "defaults");
+  EXPECT_EQ(s.request_bytes, 16 * kMiB);
+  EXPECT_EQ(s.staging_bytes, 128 * kMiB);
+  EXPECT_TRUE(s.drives[0].state.starts_with("not tuned: probe failed")) << s.drives[0].state;
+  EXPECT_FALSE(fs::exists(tuning_file(0)));
+  EXPECT_NE(log_.find("probing"), std::string::npos) << log_;
+  // Nothing was lost: the next open (drive healthy again) probes it and every byte is there.
+  auto e = Engine::open(o);
+  ASSERT_TRUE(e.has_value()) << e.error().to_string();
+  EXPECT_EQ((*e)->io_settings().source, "tuned") << describe((*e)->io_settings());
+  EXPECT_EQ(testing::restored_exact(**e, g_, sessions[0]), sessions[0].size());
+}
+
+TEST_F(TuningTest, AnUnreadableTuningIsProbedAgainNotUsed) {
+  const Options o = options();
+  fill(o);
+  fs::create_directories(fs::path(tuning_file(0)).parent_path());
+  std::ofstream(tuning_file(0)) << R"({"format": "kvtier-drive-tuning", "request_bytes": 12345})";
+  auto e = Engine::open(o);
+  ASSERT_TRUE(e.has_value()) << e.error().to_string();
+  const IoSettings s = (*e)->io_settings();
+  EXPECT_EQ(s.drives[0].state, "probed") << describe(s);
+  EXPECT_NE(log_.find("counts as not tuned"), std::string::npos) << log_;
+  auto kept = read_drive_tuning(*FileSystem::posix(), root(0) + "/rank0of1");
+  ASSERT_TRUE(kept.has_value()) << kept.error().to_string();
+  EXPECT_TRUE(kept->has_value());
+}
+
+TEST_F(TuningTest, ExplicitSettingsWinAndTuningOffProbesNothing) {
+  Options o = options();
+  fill(o);
+  o.io_request_bytes = 2 * kMiB;
+  {
+    auto e = Engine::open(o);
+    ASSERT_TRUE(e.has_value()) << e.error().to_string();
+    const IoSettings s = (*e)->io_settings();
+    EXPECT_EQ(s.source, "options");
+    EXPECT_EQ(s.request_bytes, 2 * kMiB);
+    EXPECT_EQ(s.staging_bytes, 128 * kMiB);
+  }
+  o.io_request_bytes = 0;
+  o.tune = false;
+  {
+    auto e = Engine::open(o);
+    ASSERT_TRUE(e.has_value()) << e.error().to_string();
+    EXPECT_EQ((*e)->io_settings().source, "defaults (tuning off)");
+  }
+  EXPECT_FALSE(fs::exists(tuning_file(0)));
+}
+
+TEST_F(TuningTest, ASmallStoreIsNotProbedUntilItHoldsEnough) {
+  const Options o = options();
+  fill(o, 1, 1024);  // 1 MiB: under the 4 MiB this test's config asks for
+  auto e = Engine::open(o);
+  ASSERT_TRUE(e.has_value()) << e.error().to_string();
+  const IoSettings s = (*e)->io_settings();
+  EXPECT_EQ(s.source, "defaults") << describe(s);
+  EXPECT_TRUE(s.drives[0].state.starts_with("not tuned: holds no segment")) << s.drives[0].state;
+  // On request it is (1 MiB is enough for tune()), and the next engine uses it.
+  auto found = (*e)->tune();
+  ASSERT_TRUE(found.has_value()) << found.error().to_string();
+  EXPECT_EQ(found->drives[0].state, "probed") << describe(*found);
+  e->reset();
+  auto next = Engine::open(o);
+  ASSERT_TRUE(next.has_value()) << next.error().to_string();
+  EXPECT_EQ((*next)->io_settings().source, "tuned");
+}
+
+TEST_F(TuningTest, ADriveAddedLaterIsProbedOnItsOwnAndTheOthersKeepTheirs) {
+  auto sessions = fill(options({0}));
+  {
+    auto e = Engine::open(options({0}));
+    ASSERT_TRUE(e.has_value()) << e.error().to_string();
+    ASSERT_EQ((*e)->io_settings().drives[0].state, "probed");
+  }
+  // The new drive has the most room, so the next sessions' segments go there.
+  auto more = fill(options({0, 1}), 2);
+  auto e = Engine::open(options({0, 1}));
+  ASSERT_TRUE(e.has_value()) << e.error().to_string();
+  const IoSettings s = (*e)->io_settings();
+  SCOPED_TRACE(describe(s));
+  ASSERT_EQ(s.drives.size(), 2u);
+  EXPECT_EQ(s.drives[0].state, "kept");
+  EXPECT_EQ(s.drives[1].state, "probed");
+  EXPECT_TRUE(fs::exists(tuning_file(1)));
+  for (const auto& t : {sessions[0], more[0], more[1]}) {
+    EXPECT_EQ(testing::restored_exact(**e, g_, t), t.size());
+  }
+}
+
+}  // namespace
+}  // namespace kvtier

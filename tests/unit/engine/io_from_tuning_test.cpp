@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// From the drives' tunings to the engine's request size and staging: the examples issue 26
+// measured, then drawn sets of drives (tuned, untuned, offline) against the rule's properties.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "engine/tuning.hpp"
+#include "test_util.hpp"
+
+namespace kvtier {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+Options defaults() {
+  Options o;
+  o.io_request_bytes = 16 * kMiB;
+  o.staging_bytes = 128 * kMiB;
+  return o;
+}
+
+DriveTuningInfo tuned(uint64_t request, uint32_t in_flight) {
+  return {"d", request, in_flight, 1e9, "kept"};
+}
+DriveTuningInfo untuned() { return {"d", 0, 0, 0, "not tuned yet"}; }
+DriveTuningInfo offline() { return {"d", 0, 0, 0, "not tuned: the drive is offline"}; }
+
+TEST(IoFromTuning, NoTunedDriveKeepsTheDefaults) {
+  const IoSettings s = io_from_tuning({untuned(), offline()}, defaults());
+  EXPECT_EQ(s.request_bytes, 16 * kMiB);
+  EXPECT_EQ(s.staging_bytes, 128 * kMiB);
+  EXPECT_EQ(s.source, "defaults");
+  EXPECT_EQ(s.drives.size(), 2u);
+}
+
+TEST(IoFromTuning, EightDrivesAtOneRequestEachGiveEachDriveItsPattern) {
+  // Issue 26's best flags for eight RAM-backed drives (4M requests, 32M staging), found per drive.
+  const IoSettings s =
+      io_from_tuning(std::vector<DriveTuningInfo>(8, tuned(4 * kMiB, 1)), defaults());
+  EXPECT_EQ(s.request_bytes, 4 * kMiB);
+  EXPECT_EQ(s.staging_bytes, 32 * kMiB);
+  EXPECT_EQ(s.source, "tuned");
+}
+
+TEST(IoFromTuning, ATieTakesTheSmallerRequestAndKeepsEachDrivesBytesInFlight) {
+  const IoSettings s = io_from_tuning({tuned(4 * kMiB, 2), tuned(kMiB, 4)}, defaults());
+  EXPECT_EQ(s.request_bytes, kMiB);
+  EXPECT_EQ(s.staging_bytes, 12 * kMiB);  // 8 MiB for the first drive, 4 for the second
+}
+
+TEST(IoFromTuning, OneDriveAtOneRequestStillGetsTwoSlots) {
+  const IoSettings s = io_from_tuning({tuned(4 * kMiB, 1)}, defaults());
+  EXPECT_EQ(s.request_bytes, 4 * kMiB);
+  EXPECT_EQ(s.staging_bytes, 8 * kMiB);
+}
+
+TEST(IoFromTuning, AnUntunedDriveCountsAsTheTunedOnesMeanAndAnOfflineOneNotAtAll) {
+  const IoSettings two = io_from_tuning({tuned(4 * kMiB, 2), untuned()}, defaults());
+  EXPECT_EQ(two.staging_bytes, 16 * kMiB);
+  const IoSettings gone = io_from_tuning({tuned(4 * kMiB, 2), offline()}, defaults());
+  EXPECT_EQ(gone.staging_bytes, 8 * kMiB);
+}
+
+TEST(IoFromTuning, DrawnDriveSetsKeepTheRulesProperties) {
+  std::mt19937_64 rng(testing::test_seed());
+  const uint64_t sizes[] = {kMiB / 4, kMiB, 2 * kMiB, 4 * kMiB, 8 * kMiB, 16 * kMiB, 64 * kMiB};
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<DriveTuningInfo> drives(1 + rng() % 12);
+    std::map<uint64_t, size_t> votes;
+    uint64_t own_bytes = 0, untuned_available = 0;
+    for (DriveTuningInfo& d : drives) {
+      const unsigned kind = rng() % 10;
+      if (kind == 0) {
+        d = offline();
+      } else if (kind < 3) {
+        d = untuned();
+        ++untuned_available;
+      } else {
+        d = tuned(sizes[rng() % std::size(sizes)], 1 + static_cast<uint32_t>(rng() % 32));
+        ++votes[d.request_bytes];
+        own_bytes += d.request_bytes * d.in_flight;
+      }
+    }
+    const IoSettings s = io_from_tuning(drives, defaults());
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": " << drives.size() << " drives");
+    ASSERT_EQ(s.drives.size(), drives.size());
+    if (votes.empty()) {
+      EXPECT_EQ(s.source, "defaults");
+      EXPECT_EQ(s.request_bytes, 16 * kMiB);
+      EXPECT_EQ(s.staging_bytes, 128 * kMiB);
+      continue;
+    }
+    EXPECT_EQ(s.source, "tuned");
+    ASSERT_TRUE(votes.count(s.request_bytes)) << "a request size no drive chose";
+    for (const auto& [size, n] : votes) {
+      EXPECT_TRUE(n < votes[s.request_bytes] ||
+                  (n == votes[s.request_bytes] && size >= s.request_bytes))
+          << size << " had " << n << " votes against " << votes[s.request_bytes];
+    }
+    EXPECT_EQ(s.staging_bytes % s.request_bytes, 0u);
+    EXPECT_GE(s.staging_bytes, std::min(2 * s.request_bytes, uint64_t{1} << 30));
+    EXPECT_LE(s.staging_bytes, uint64_t{1} << 30);
+    const uint64_t cap = (uint64_t{1} << 30) / s.request_bytes * s.request_bytes;
+    // Every tuned drive keeps at least its own bytes in flight (rounded up to whole requests),
+    // unless the 1 GiB bound stops it; an untuned drive adds at most the largest tuned share.
+    EXPECT_GE(s.staging_bytes, std::min(own_bytes, cap));
+    const uint64_t tuned_count =
+        drives.size() - untuned_available -
+        static_cast<uint64_t>(std::count_if(drives.begin(), drives.end(), [](auto& d) {
+          return d.state == "not tuned: the drive is offline";
+        }));
+    EXPECT_LE(
+        s.staging_bytes,
+        own_bytes + tuned_count * s.request_bytes +
+            untuned_available * (own_bytes / s.request_bytes + tuned_count + 1) * s.request_bytes);
+    // One more untuned drive never lowers the staging.
+    std::vector<DriveTuningInfo> more = drives;
+    more.push_back(untuned());
+    EXPECT_GE(io_from_tuning(more, defaults()).staging_bytes, s.staging_bytes);
+  }
+}
+
+}  // namespace
+}  // namespace kvtier
