@@ -22,6 +22,26 @@ uint64_t pick(uint64_t explicit_value, const std::optional<uint64_t>& env, uint6
   return env.value_or(fallback);
 }
 
+// How long a session a store's segments are sized for when they spread it over several drives.
+constexpr uint64_t kSpreadTokens = 100000;
+
+// A new store's segment size. On one drive: capacity/4, at most 1 GiB, at least 16 MiB. Over
+// several: halved (down to 64 MiB, and never below two chunk records) until one 100K-token session
+// of this rank's KV fills at least two segments per drive. A session's segments go to the drive
+// with the most room, one after another, so with fewer segments than that some drives get none of
+// it and the others one more than their share, and a restore waits for the busiest drive.
+uint64_t default_segment_bytes(const Options& o, uint64_t record) {
+  uint64_t segment = std::max<uint64_t>(std::min(kGiB, o.capacity_bytes / 4), 16 * kMiB);
+  const uint64_t drives = 1 + o.extra_roots.size();
+  if (drives == 1) return segment;
+  const uint64_t session = o.geometry.bytes_for_tokens(kSpreadTokens);
+  const uint64_t floor = std::max(64 * kMiB, 2 * record);
+  while (segment / 2 >= floor && (session + segment - 1) / segment < 2 * drives) {
+    segment = segment / 2 / kAlign * kAlign;
+  }
+  return segment;
+}
+
 }  // namespace
 
 Result<Options> Options::resolved() const {
@@ -36,8 +56,9 @@ Result<Options> Options::resolved() const {
   if (!o.log_level) o.log_level = env.log_level.value_or(LogLevel::kWarn);
   if (o.io_path == IoPath::kAuto && env.io_path) o.io_path = *env.io_path;
   o.capacity_bytes = pick(o.capacity_bytes, env.capacity_bytes, 64 * kGiB);
-  o.segment_bytes = pick(o.segment_bytes, env.segment_bytes,
-                         std::max<uint64_t>(std::min(kGiB, o.capacity_bytes / 4), 16 * kMiB));
+  // A chunk's record (header + payload) must fit in one segment.
+  const uint64_t record = o.geometry.bytes_for_tokens(o.geometry.chunk_tokens) + 2 * kAlign;
+  o.segment_bytes = pick(o.segment_bytes, env.segment_bytes, default_segment_bytes(o, record));
   o.io_request_bytes = pick(o.io_request_bytes, env.io_request_bytes, 16 * kMiB);
   o.staging_bytes = pick(o.staging_bytes, env.staging_bytes, 128 * kMiB);
   o.dram_bytes = pick(o.dram_bytes, env.dram_bytes, 0);
@@ -56,8 +77,6 @@ Result<Options> Options::resolved() const {
   KVTIER_EXPECTS(o.segment_bytes <= o.capacity_bytes,
                  fmt::format("options: segment size {} exceeds capacity {}",
                              size_text(o.segment_bytes), size_text(o.capacity_bytes)));
-  // A chunk's record (header + payload) must fit in one segment.
-  uint64_t record = o.geometry.bytes_for_tokens(o.geometry.chunk_tokens) + 2 * kAlign;
   KVTIER_EXPECTS(
       record <= o.segment_bytes,
       fmt::format("options: a {}-token chunk needs {} but segments are {}", o.geometry.chunk_tokens,

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <random>
+
+#include <fmt/format.h>
 
 #include "test_util.hpp"
 
@@ -107,6 +110,65 @@ TEST(Options, RejectsUnalignedAndInconsistentSizes) {
               b.segment_bytes = 16 << 20;
             }),
             ErrorCode::kInvalidArgument);
+}
+
+TEST(Options, ANewStoreOverSeveralDrivesGetsSegmentsThatSpreadASessionOverEveryDrive) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  // The H200 runs' store: Qwen3-Coder-30B-A3B at TP 2 over eight drives (4.9 GB a rank), where
+  // 256 MiB segments were found to spread a session and 1 GiB ones left three drives idle.
+  Options eight;
+  eight.root = "/d0";
+  for (int i = 1; i < 8; ++i) eight.extra_roots.push_back(fmt::format("/d{}", i));
+  eight.geometry = *geometry_for("qwen3-coder-30b-a3b", 0, 2);
+  ASSERT_EQ(eight.resolved()->segment_bytes, 256 * kMiB);
+  Options one = eight;
+  one.extra_roots.clear();
+  EXPECT_EQ(one.resolved()->segment_bytes, 1024 * kMiB);  // one drive: as before
+  eight.segment_bytes = 1024 * kMiB;                      // given: kept
+  EXPECT_EQ(eight.resolved()->segment_bytes, 1024 * kMiB);
+
+  std::mt19937_64 rng(testing::test_seed());
+  const char* presets[] = {"qwen3-coder-30b-a3b", "llama-3-8b", "llama-3-70b", "qwen3-8b", "tiny"};
+  int spread = 0;  // multi-drive cases checked
+  for (int trial = 0; trial < 500; ++trial) {
+    Options o;
+    o.root = "/d0";
+    const uint32_t world = 1u << (rng() % 4);
+    auto g = geometry_for(presets[rng() % std::size(presets)], 0, world, 64u << (rng() % 4));
+    if (!g) continue;  // a preset this world does not divide
+    o.geometry = *g;
+    const size_t drives = 1 + rng() % 12;
+    for (size_t i = 1; i < drives; ++i) o.extra_roots.push_back(fmt::format("/d{}", i));
+    o.capacity_bytes = (uint64_t{1} << (28 + rng() % 10));
+    auto r = o.resolved();
+    if (!r) continue;  // a capacity too small for this geometry's chunk: refused as before
+    SCOPED_TRACE(::testing::Message()
+                 << o.geometry.describe() << ", " << drives << " drives, capacity "
+                 << o.capacity_bytes << ": segment " << r->segment_bytes);
+    const uint64_t seg = r->segment_bytes;
+    const uint64_t record = g->bytes_for_tokens(g->chunk_tokens) + 8192;
+    const uint64_t one_drive =
+        std::max<uint64_t>(std::min<uint64_t>(1024 * kMiB, o.capacity_bytes / 4), 16 * kMiB);
+    EXPECT_EQ(seg % 4096, 0u);
+    EXPECT_GE(seg, record);
+    EXPECT_LE(seg, one_drive);
+    if (drives == 1) {
+      EXPECT_EQ(seg, one_drive);
+      continue;
+    }
+    ++spread;
+    const uint64_t session = g->bytes_for_tokens(100000);
+    const uint64_t segments = (session + seg - 1) / seg;
+    // Two segments of a 100K-token session per drive, unless the floor (64 MiB, two records) or
+    // the one-drive size stopped the halving; and never halved past that need.
+    if (seg / 2 >= std::max(64 * kMiB, 2 * record)) {
+      EXPECT_GE(segments, 2 * drives);
+    }
+    if (seg < one_drive) {
+      EXPECT_LT((session + 2 * seg - 1) / (2 * seg), 2 * drives);
+    }
+  }
+  EXPECT_GT(spread, 150);  // the draw reached many multi-drive stores
 }
 
 }  // namespace
