@@ -41,6 +41,8 @@ $OUT/summary.txt plus $OUT/runs.tar.gz (every log and run directory). With TESTS
                          4M x 1 (posix and gds), 8M x 1, 16M x 1, 16M x 2, 16M x 32, the defaults
                          (16M x 8) and 4M x 1 again: bytes in flight and request size against
                          rate and CPU per GB
+  tuned N [SEED ARGS]    a store over N fast drives at kvtier's defaults (each drive's tuning, found
+                         by its read probe), twice, against fio's best request size and depth
   drives N [SEED ARGS]   a store over N fast drives: 4M x 1 per drive and rank (posix and gds),
                          16M x 1 per drive and rank, the defaults; e.g. `drives 8 --segment-size 256M`
   destination N [SEED ARGS]
@@ -62,7 +64,7 @@ EOF
 scenario=${1:-}
 [ -n "$scenario" ] && shift
 case "$scenario" in
-  tests | verify | gpu-bench | seed | shared | reliability | peers | model | one-drive | drives | destination | \
+  tests | verify | gpu-bench | seed | shared | reliability | peers | model | one-drive | drives | tuned | destination | \
     fio-scaling | peers-drives | striped) ;;
   -h | --help | help)
     usage
@@ -244,6 +246,26 @@ scenario_drives() {
   h200_seed "drives$n-16M-x1" "$roots" --paths posix --request-size 16M --staging $(( 16 * n ))M "$@"
   h200_seed "drives$n-default" "$roots" --paths posix "$@"
   du -sh /mnt/fast*/m 2> /dev/null | tee -a "$OUT/summary.txt"
+}
+
+# Fast by default (issue 26): a store over N drives at kvtier's defaults, no size given, against
+# fio's best request size and depth (--fio-requests). The first run writes the store; the engines
+# opened for its repeat phase, or else the second run's, probe each drive and read with what they
+# found; `kvtier stat` shows it per drive.
+scenario_tuned() {
+  local n=${1:?tuned N}
+  shift
+  need_fio
+  make_fast_drives "$n" "$(drive_gib "$n")" | tee -a "$OUT/summary.txt" || return 1
+  local roots r
+  roots=$(fast_drive_list "$n" t)
+  h200_seed "tuned$n-first" "$roots" --paths posix,gds --fio-requests 1M,2M,4M,8M,16M "$@"
+  h200_seed "tuned$n-again" "$roots" --paths posix,gds --fio-requests 1M,2M,4M,8M,16M "$@"
+  for r in 0 1; do
+    "$K" stat --store "$roots" --tp-world 2 --tp-rank "$r" --json > "$OUT/tuned$n-stat-rank$r.json" 2>&1
+    grep -E '"(io_request_bytes|staging_bytes|io_settings_from|request_bytes|in_flight|state)"' \
+      "$OUT/tuned$n-stat-rank$r.json" | tr -s ' ' | paste -sd' ' | tee -a "$OUT/summary.txt"
+  done
 }
 
 scenario_destination() {

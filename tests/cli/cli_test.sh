@@ -324,6 +324,17 @@ if grep -q "| posix | 64 |" "$work/seed-out/table.md" && grep -q '"exact": true'
 else
   failed=$((failed + 1)); echo "FAIL: seed table lacks the sweep or a restore was not byte-exact"
 fi
+# fio's ceiling is the drive's best pattern: kvtier's request size and the sizes given, every depth.
+if command -v fio > /dev/null; then
+  expect 0 "by request size and depth" "${seed[@]}" --tokens 700 --device host --paths posix --no-report \
+    --out "$work/fio-out" --fio-requests 64K,256K
+  if grep -q '"kvtier_request_bytes"' "$work/fio-out/seed.json" && grep -q '"request_bytes": 65536' "$work/fio-out/seed.json"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1)); echo "FAIL: seed.json's fio sweep lacks the sizes asked for"
+  fi
+fi
+expect 2 "is not a request size" "${seed[@]}" --tokens 600 --fio-requests 1M,5000 --no-report
 expect 0 "| posix | 2 |" "${seed[@]}" --tokens 600 --device host --concurrency 1,2 --host-load 1 \
   --paths posix,dram --out "$work/conc-out"
 expect 2 "is not 1..64" "${seed[@]}" --tokens 600 --concurrency 0 --no-report

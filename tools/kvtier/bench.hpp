@@ -19,6 +19,7 @@ struct BenchFlags {
   bool keep = false;
   std::string fio = "fio";  // the independent ceiling's tool; "off": not measured
   unsigned fio_depth = 0;   // requests in flight per fio job; 0: the fastest of kFioDepths
+  std::vector<uint64_t> fio_requests;  // seed: request sizes fio tries besides kvtier's
 };
 
 /// The depths tried on the first session when --fio-depth is 0.

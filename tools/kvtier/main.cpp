@@ -238,6 +238,23 @@ void BenchCommand::add_to(CLI::App& app) {
                   "1,2,4,8,16,32 "
                   "on the first session")
       ->transform(whole_number(0, 1024));
+  cmd->add_option_function<std::string>(
+         "--fio-requests",
+         [this](const std::string& list) {
+           std::stringstream in(list);
+           for (std::string item; std::getline(in, item, ',');) {
+             auto size = kvtier::parse_size(item);
+             if (!size || *size == 0 || *size % 4096 != 0) {
+               throw CLI::ValidationError("--fio-requests", "'" + item +
+                                                                "' is not a request size (K/M/G, a "
+                                                                "multiple of 4 KiB)");
+             }
+             bench.fio_requests.push_back(*size);
+           }
+         },
+         "seed: request sizes fio also tries on the first session, e.g. 1M,4M,16M; the fastest "
+         "size and depth found are the ceiling (default: kvtier's request size only)")
+      ->type_name("LIST");
 }
 
 int BenchCommand::run(int argc, char** argv) {
@@ -273,6 +290,7 @@ int BenchCommand::run(int argc, char** argv) {
   seed.keep = bench.keep;
   seed.fio = bench.fio;
   seed.fio_depth = bench.fio_depth;
+  seed.fio_requests = bench.fio_requests;
   seed.report = !no_report;
   std::string command_line;
   for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);

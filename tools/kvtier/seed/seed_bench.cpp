@@ -78,7 +78,7 @@ class SeedRun {
       flags_.out = fmt::format("kvtier-seed-{}", stamp);
     }
     fs::create_directories(flags_.out);
-    fio_ = std::make_unique<SeedFio>(flags_.fio, flags_.fio_depth,
+    fio_ = std::make_unique<SeedFio>(flags_.fio, flags_.fio_depth, flags_.fio_requests,
                                      (fs::path(flags_.out) / "fio").string());
     out_["command"] = command_line;
     out_["workload"] = {{"sessions", sessions_.size()},

@@ -28,11 +28,12 @@ struct SeedFlags {
   std::string dram_bytes = "auto";  // per rank
   std::string out;                  // output directory
   bool keep = false;
-  bool report = true;       // run seed_report.py for figures and report.md
-  std::string concurrency;  // e.g. "1,2,4,8,16": the concurrency workload instead
-  unsigned host_load = 0;   // threads of background memory load (0: none)
-  std::string fio = "fio";  // the independent ceiling's tool; "off": none
-  unsigned fio_depth = 0;   // 0: calibrated on the first session
+  bool report = true;                  // run seed_report.py for figures and report.md
+  std::string concurrency;             // e.g. "1,2,4,8,16": the concurrency workload instead
+  unsigned host_load = 0;              // threads of background memory load (0: none)
+  std::string fio = "fio";             // the independent ceiling's tool; "off": none
+  unsigned fio_depth = 0;              // 0: calibrated on the first session
+  std::vector<uint64_t> fio_requests;  // request sizes fio also tries on the first session
 };
 
 /// `self` is the kvtier executable (started again for each rank).

@@ -2,6 +2,7 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #include "seed_fio.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -13,8 +14,9 @@ namespace kvtier::seed {
 
 using Json = nlohmann::ordered_json;
 
-SeedFio::SeedFio(const std::string& binary, unsigned depth, const std::string& work_dir)
-    : depth_(depth) {
+SeedFio::SeedFio(const std::string& binary, unsigned depth, std::vector<uint64_t> requests,
+                 const std::string& work_dir)
+    : depth_(depth), requests_(std::move(requests)) {
   if (binary == "off") {
     json_ = {{"error", "--fio off: no independent ceiling in this run"}};
     return;
@@ -61,27 +63,49 @@ Result<cli::FioRead> SeedFio::read(std::vector<std::unique_ptr<RankChannel>>& ra
     KVTIER_TRY(calibrate(streams, request));
   }
   KVTIER_TRY(dropper.drop(ranks));
-  return fio_->read(streams, request, fio_->depth());
+  return fio_->read(streams, request_ > 0 ? request_ : request, fio_->depth());
 }
 
 Status SeedFio::calibrate(const std::vector<std::vector<FileExtent>>& streams, uint64_t request) {
   std::vector<unsigned> depths(std::begin(cli::kFioDepths), std::end(cli::kFioDepths));
   if (depth_ > 0) depths = {depth_};
-  KVTIER_ASSIGN_OR_RETURN(auto runs, fio_->calibrate(streams, request, depths));
+  std::vector<uint64_t> sizes{request};
+  for (uint64_t r : requests_) {
+    if (std::find(sizes.begin(), sizes.end(), r) == sizes.end()) sizes.push_back(r);
+  }
   Json sweep = Json::array();
   std::string line;
-  for (const cli::FioRead& r : runs) {
-    sweep.push_back({{"depth", r.depth}, {"gb_per_s", r.gbps()}});
-    line += fmt::format(" {}:{:.2f}", r.depth, r.gbps());
+  double best = -1;
+  unsigned best_depth = 0;
+  for (uint64_t size : sizes) {
+    auto runs = fio_->calibrate(streams, size, depths);
+    if (!runs) {
+      if (size == request) return runs.error();  // kvtier's own size must be measured
+      line += fmt::format(" [{}: {}]", cli::human_bytes(static_cast<double>(size)),
+                          runs.error().message());
+      continue;
+    }
+    line += fmt::format(" [{}]", cli::human_bytes(static_cast<double>(size)));
+    for (const cli::FioRead& r : *runs) {
+      sweep.push_back({{"request_bytes", size}, {"depth", r.depth}, {"gb_per_s", r.gbps()}});
+      line += fmt::format(" {}:{:.2f}", r.depth, r.gbps());
+      if (r.gbps() > best) {
+        best = r.gbps();
+        best_depth = r.depth;
+        request_ = size;
+      }
+    }
   }
-  json_ = {{"version", fio_->version()}, {"engine", fio_->engine()},  {"depth", fio_->depth()},
-           {"request_bytes", request},   {"streams", streams.size()}, {"depth_sweep", sweep},
-           {"what", fio_->describe()}};
+  fio_->set_depth(best_depth);
+  json_ = {
+      {"version", fio_->version()}, {"engine", fio_->engine()},        {"depth", fio_->depth()},
+      {"request_bytes", request_},  {"kvtier_request_bytes", request}, {"streams", streams.size()},
+      {"depth_sweep", sweep},       {"what", fio_->describe()}};
   std::printf(
-      "-- fio ceiling: %s, %zu streams (ranks x drives); GB/s of all streams by depth per "
-      "stream:%s -> "
-      "depth %u\n",
-      fio_->version().c_str(), streams.size(), line.c_str(), fio_->depth());
+      "-- fio ceiling: %s, %zu streams (ranks x drives); GB/s of all streams by request size and "
+      "depth per stream:%s -> %s at depth %u\n",
+      fio_->version().c_str(), streams.size(), line.c_str(),
+      cli::human_bytes(static_cast<double>(request_)).c_str(), fio_->depth());
   return {};
 }
 

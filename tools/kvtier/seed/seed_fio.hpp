@@ -22,8 +22,11 @@ namespace kvtier::seed {
 class SeedFio {
  public:
   /// `binary` "off": no fio this run. `depth` 0: the fastest of cli::kFioDepths on the first
-  /// request.
-  SeedFio(const std::string& binary, unsigned depth, const std::string& work_dir);
+  /// request. `requests`: request sizes tried besides kvtier's own on the first request; the
+  /// fastest size and depth found are the ceiling for the whole run (a drive's best pattern, not
+  /// fio at kvtier's request size).
+  SeedFio(const std::string& binary, unsigned depth, std::vector<uint64_t> requests,
+          const std::string& work_dir);
 
   /// fio's time for the reads every rank's restore of `session` makes (page cache dropped first);
   /// nullopt when fio is off or failed.
@@ -40,6 +43,8 @@ class SeedFio {
 
   std::unique_ptr<cli::FioCeiling> fio_;  // null: fio off, not found, or never ran here
   unsigned depth_ = 0;
+  std::vector<uint64_t> requests_;  // tried besides kvtier's
+  uint64_t request_ = 0;            // the calibrated request size; 0 before calibration
   nlohmann::ordered_json json_;
   std::set<std::string> warned_;
 };

@@ -308,11 +308,15 @@ static std::string fio_ceiling_text(const Json& fio) {
   if (fio.contains("what")) {
     std::string sweep;
     for (const Json& d : fio.value("depth_sweep", Json::array())) {
-      sweep += fmt::format("{}{}: {:.2f}", sweep.empty() ? "" : ", ", d["depth"].get<unsigned>(),
-                           d["gb_per_s"].get<double>());
+      const uint64_t size = d.value("request_bytes", fio.value("request_bytes", uint64_t{0}));
+      sweep += fmt::format("{}{} KiB x {}: {:.2f}", sweep.empty() ? "" : ", ", size >> 10,
+                           d["depth"].get<unsigned>(), d["gb_per_s"].get<double>());
     }
-    return fmt::format("{} took, next to each restore (GB/s by depth on the first session: {})",
-                       fio["what"].get<std::string>(), sweep);
+    return fmt::format(
+        "{} took, next to each restore, at its fastest request size and depth on the first "
+        "session ({} KiB x {}; GB/s of each tried: {})",
+        fio["what"].get<std::string>(), fio.value("request_bytes", uint64_t{0}) >> 10,
+        fio.value("depth", 0u), sweep);
   }
   return "fio took: NOT MEASURED in this run (" + fio.value("error", std::string("no fio")) +
          "); RATIO (RAW) is then no independent ceiling";
