@@ -389,8 +389,7 @@ Paged paged_of(const kvtier::KvGeometry& g, nb::handle layers, nb::handle block_
   return p;
 }
 
-/// Stats as a dict, one key per field of kvtier::stat_fields(); a histogram is a dict of its
-/// cumulative buckets (upper bound in seconds -> count), count and sum.
+/// Engine::io_settings() as a dict; its drives a list of dicts.
 nb::dict io_settings_dict(const kvtier::IoSettings& io) {
   nb::list drives;
   for (const kvtier::DriveTuningInfo& t : io.drives) {
@@ -410,6 +409,8 @@ nb::dict io_settings_dict(const kvtier::IoSettings& io) {
   return d;
 }
 
+/// Stats as a dict, one key per field of kvtier::stat_fields(); a histogram is a dict of its
+/// cumulative buckets (upper bound in seconds -> count), count and sum.
 nb::dict stats_dict(const kvtier::Stats& s) {
   nb::dict d;
   for (const kvtier::StatField& f : kvtier::stat_fields()) {
