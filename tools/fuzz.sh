@@ -4,13 +4,13 @@
 # Builds the libFuzzer targets with clang (ASan + UBSan) and runs each for SECONDS (default 60)
 # from the committed corpus in tests/fuzz/corpus/<target>. New inputs go to a scratch corpus;
 # crashes are written to build/fuzz/crashes/ and fail the script.
-# Usage: tools/fuzz.sh [seconds] [target...]   (targets: record_header index segment_scan split16)
+# Usage: tools/fuzz.sh [seconds] [target...]   (targets: record_header record_v2 index segment_scan split16)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(record_header index segment_scan split16)
+[ ${#targets[@]} -gt 0 ] || targets=(record_header record_v2 index segment_scan split16)
 if ! command -v clang++ >/dev/null || ! dpkg-query -W libclang-rt-14-dev >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
