@@ -31,7 +31,9 @@ What it does, hook by hook:
 Settings (``kv_connector_extra_config``): ``kvtier.root`` (store directory, required; a list of
 directories spreads the store over several drives, one directory each), ``kvtier.io`` (auto, posix,
 gds, buffered), ``kvtier.capacity`` (per drive), ``kvtier.dram``, ``kvtier.staging``,
-``kvtier.request_size`` (sizes with K/M/G/T; 0 = kvtier's defaults), ``kvtier.remote`` (Redis
+``kvtier.request_size`` (sizes with K/M/G/T; 0 = each drive's tuning, else kvtier's defaults),
+``kvtier.tune`` (true: a worker opening a store whose drives hold enough data but no tuning yet
+probes them, a few seconds once, and reads with what it found; false: neither), ``kvtier.remote`` (Redis
 Cluster seeds, ``redis://host:port[,host:port]``: a shared tier behind the local store, looked up
 and restored from like it), ``kvtier.remote_password_env``, ``kvtier.remote_ttl`` (seconds),
 ``kvtier.tenant``, ``kvtier.chunk_tokens`` (256; a multiple of the block size),
@@ -127,11 +129,12 @@ class Settings:
     lookup_timeout_ms: int = 2000
     metrics_port: int = 0
     trace: str = ""
+    tune: bool = True
 
     KEYS = ("kvtier.root", "kvtier.io", "kvtier.capacity", "kvtier.dram", "kvtier.staging",
             "kvtier.request_size", "kvtier.remote", "kvtier.remote_password_env", "kvtier.remote_ttl",
             "kvtier.tenant", "kvtier.chunk_tokens", "kvtier.async_load", "kvtier.lookup_timeout_ms",
-            "kvtier.metrics_port", "kvtier.trace")
+            "kvtier.metrics_port", "kvtier.trace", "kvtier.tune")
 
     @property
     def root(self) -> str:
@@ -165,6 +168,7 @@ class Settings:
                 lookup_timeout_ms=int(extra.get("kvtier.lookup_timeout_ms", 2000)),
                 metrics_port=int(extra.get("kvtier.metrics_port", 0)),
                 trace=str(extra.get("kvtier.trace", "")),
+                tune=str(extra.get("kvtier.tune", True)).lower() not in ("0", "false", "no"),
             )
         except (TypeError, ValueError) as e:
             raise ValueError(f"KvtierConnector: a setting in kv_connector_extra_config is not a number: {e}") from e
@@ -498,7 +502,8 @@ class KvtierConnector(KVConnectorBase_V1):
         root = s.roots if len(s.roots) > 1 else s.root
         self._engine = kvtier.open(root, geometry, io=s.io, capacity=s.capacity, dram=s.dram, staging=s.staging,
                                    request_size=s.request_size, tenant=s.tenant, remote=s.remote,
-                                   remote_password_env=s.remote_password_env, remote_ttl=s.remote_ttl)
+                                   remote_password_env=s.remote_password_env, remote_ttl=s.remote_ttl,
+                                   tune=s.tune)
         # kvtier addresses the bytes in the order they lie: the same memory, viewed densely.
         self._layers = [t.permute(layout.order) for t in layers]
         self._layout = layout

@@ -434,6 +434,10 @@ class ConnectorTest(unittest.TestCase):
         trace = os.path.join(self.dir.name, "trace.jsonl")
         scheduler, worker, layers = self.pair("packed_tokens", root=drives, **{"kvtier.trace": trace})
         self.assertEqual(worker._engine.stats()["drives"], 3)
+        # An empty store has nothing to probe yet: kvtier's defaults, each drive saying why.
+        io = worker._engine.io_settings()
+        self.assertEqual(io["source"], "defaults")
+        self.assertEqual([d["state"].startswith("not tuned") for d in io["drives"]], [True] * 3)
         tokens, kv = self.save_session(scheduler, worker, layers, "packed_tokens")
         b = self.request("B", tokens + [5])
         self.assertEqual(scheduler.get_num_new_matched_tokens(b, 0), (512, False))
@@ -485,6 +489,13 @@ class ConnectorTest(unittest.TestCase):
         _, errors = self.step(b_sched, b_worker)
         self.assertEqual(errors, set())
         self.assert_holds(b_layers, "packed_tokens", b_blocks, kv, 0, 512)
+
+    def test_tuning_is_the_workers_unless_turned_off_or_sizes_are_given(self):
+        _, worker, _ = self.pair("packed_tokens", **{"kvtier.tune": False})
+        self.assertEqual(worker._engine.io_settings()["source"], "defaults (tuning off)")
+        _, worker, _ = self.pair("packed_tokens", **{"kvtier.request_size": "4M"})
+        self.assertEqual(worker._engine.io_settings()["source"], "options")
+        self.assertEqual(worker._engine.io_settings()["request_bytes"], 4 << 20)
 
     def test_worker_metrics_on_a_port_of_their_own(self):
         import socket
