@@ -2,10 +2,14 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #include "engine/tuning.hpp"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
@@ -35,6 +39,23 @@ std::string utc_now() {
 
 DriveTuningInfo info_of(const std::string& dir, const DriveTuning& t, std::string state) {
   return {dir, t.request_bytes, t.in_flight, t.bytes_per_second, std::move(state)};
+}
+
+/// Held while a drive is probed. A deployment's ranks open their stores at once, each with its own
+/// rank directory on the same drives: probed by two at once, a drive would show each half of
+/// itself. The lock file beside the rank directories lets one rank probe a drive at a time; where
+/// it cannot be had (a root that may not be written, a wait past a minute) the probe runs anyway.
+std::unique_ptr<File> lock_drive(FileSystem& fs, const std::string& rank_dir) {
+  const std::string path =
+      (std::filesystem::path(rank_dir).parent_path() / ".kvtier-probe.lock").string();
+  auto file = fs.open(path, O_RDWR | O_CREAT);
+  if (!file) return nullptr;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  while (!(*file)->try_lock(LockMode::kExclusive).ok()) {
+    if (std::chrono::steady_clock::now() > give_up) return nullptr;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return std::move(*file);
 }
 
 /// Probes `sample`'s largest segment; the tuning found, or why there is none.
@@ -108,6 +129,7 @@ std::vector<DriveTuningInfo> tune_drives(Store& store, TuneMode mode, const Logg
                          : DriveTuningInfo{sample.dir, 0, 0, 0, "not tuned: " + skip});
       continue;
     }
+    const std::unique_ptr<File> held = lock_drive(fs, sample.dir);
     auto found = probe_drive(sample, config);
     if (!found) {
       KVTIER_LOG(log, kWarn, "drive tuning: probing {} failed ({}); {}", sample.dir,

@@ -12,9 +12,12 @@
 #include <cerrno>
 #include <cstring>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -246,6 +249,28 @@ TEST_F(TuningTest, ASmallStoreIsNotProbedUntilItHoldsEnough) {
   auto next = Engine::open(o);
   ASSERT_TRUE(next.has_value()) << next.error().to_string();
   EXPECT_EQ((*next)->io_settings().source, "tuned");
+}
+
+TEST_F(TuningTest, OneRankProbesADriveAtATime) {
+  const Options o = options();
+  fill(o);
+  // Another rank probing the same drive holds its lock: this open waits for it, then probes.
+  auto other = FileSystem::posix()->open(root(0) + "/.kvtier-probe.lock", O_RDWR | O_CREAT);
+  ASSERT_TRUE(other.has_value()) << other.error().to_string();
+  ASSERT_TRUE(testing::is_ok((*other)->try_lock(LockMode::kExclusive)));
+  std::atomic<bool> opened{false};
+  IoSettings s;
+  std::thread rank([&] {
+    auto e = Engine::open(o);
+    if (e) s = (*e)->io_settings();
+    opened = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_FALSE(opened.load()) << "the probe did not wait for the drive's lock";
+  other->reset();  // the other rank is done
+  rank.join();
+  ASSERT_TRUE(opened.load());
+  EXPECT_EQ(s.drives.at(0).state, "probed") << describe(s);
 }
 
 TEST_F(TuningTest, ADriveAddedLaterIsProbedOnItsOwnAndTheOthersKeepTheirs) {
