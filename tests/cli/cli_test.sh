@@ -325,8 +325,9 @@ else
   failed=$((failed + 1)); echo "FAIL: seed table lacks the sweep or a restore was not byte-exact"
 fi
 # fio's ceiling is the drive's best pattern: kvtier's request size and the sizes given, every depth.
+# Sessions of 16 MB: fio's runs must last long enough to time (it counts whole milliseconds).
 if command -v fio > /dev/null; then
-  expect 0 "by request size and depth" "${seed[@]}" --tokens 700 --device host --paths posix --no-report \
+  expect 0 "by request size and depth" "${seed[@]}" --tokens 16384 --device host --paths posix --no-report \
     --out "$work/fio-out" --fio-requests 64K,256K
   if grep -q '"kvtier_request_bytes"' "$work/fio-out/seed.json" && grep -q '"request_bytes": 65536' "$work/fio-out/seed.json"; then
     passed=$((passed + 1))
