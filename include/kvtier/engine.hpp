@@ -166,7 +166,7 @@ class KVTIER_EXPORT Engine {
   /// drive whose probe fails keeps its earlier tuning, and says why. kPermission on a read-only
   /// store.
   [[nodiscard]] Result<IoSettings> tune();
-  /// Directory holding this rank's store.
+  /// Directory holding this rank's store (format 2: that of the first head group it holds).
   [[nodiscard]] const std::string& store_dir() const;
   /// The geometry the store was created with.
   [[nodiscard]] const KvGeometry& geometry() const;
@@ -174,8 +174,10 @@ class KVTIER_EXPORT Engine {
   class Impl;
 
  private:
-  explicit Engine(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  Engine(std::vector<std::unique_ptr<Impl>> parts, KvGeometry geometry);
+  /// One per store this rank uses: its own (format 1), or each head group it holds (format 2).
+  std::vector<std::unique_ptr<Impl>> parts_;
+  KvGeometry geometry_;  ///< the rank's, as opened
 };
 
 }  // namespace kvtier

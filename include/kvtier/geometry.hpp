@@ -26,6 +26,9 @@ struct KVTIER_EXPORT KvGeometry {
   uint32_t chunk_tokens = 256;  ///< Tokens per key: the granularity of prefix matching.
   uint32_t tp_rank = 0;         ///< Tensor-parallel rank this store belongs to.
   uint32_t tp_world = 1;        ///< Tensor-parallel world size.
+  /// The model's KV heads over every rank; 0: kv_heads x tp_world. Read by TP-free stores
+  /// (Options::store_format 2), which keep heads in groups that ranks of any TP size share.
+  uint32_t kv_heads_total = 0;
 
   /// Bytes of one token's row in one layer for K or V: kv_heads * head_dim * element_bytes.
   [[nodiscard]] uint64_t row_bytes() const;
@@ -33,6 +36,8 @@ struct KVTIER_EXPORT KvGeometry {
   [[nodiscard]] uint64_t bytes_per_token() const;
   /// Bytes of a contiguous KV tensor holding `tokens` tokens.
   [[nodiscard]] uint64_t bytes_for_tokens(uint64_t tokens) const;
+  /// kv_heads_total, or kv_heads x tp_world when it is 0.
+  [[nodiscard]] uint32_t total_kv_heads() const;
   /// Checks every field is in range (non-zero, rank < world, sizes that do not overflow).
   [[nodiscard]] Status validate() const;
   /// A stable text form, e.g. "qwen3-coder-30b-a3b/L48/H2/D128/E2/C256/tp0of2", used in namespaces.

@@ -83,6 +83,13 @@ struct KVTIER_EXPORT Options {
   std::vector<std::string> extra_roots;
   /// Shape of the KV this rank stores. A store keeps the geometry it was created with.
   KvGeometry geometry;
+  /// 1: one store per TP rank, `rank<R>of<W>` on each drive (docs/format.md). 2: a TP-free store
+  /// (docs/format.md "TP-free stores"): the model's KV heads in gcd(heads, max_tp) groups, one
+  /// store each under `kvtier2/<model>/g<i>of<G>`, so that ranks of any TP size dividing max_tp
+  /// (up to the model's KV heads) save and restore the same records, each reading only its heads.
+  uint32_t store_format = 1;
+  /// Format 2: the largest TP size the store serves (a power of two, 1..1024).
+  uint32_t max_tp = 8;
   /// Optional tenant salt: keys saved under one tenant never match lookups of another.
   std::string tenant;
   /// Upper bound on the bytes the store takes on disk, per drive. 0: not asked for; the store's own

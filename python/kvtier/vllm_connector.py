@@ -40,7 +40,10 @@ and restored from like it), ``kvtier.remote_password_env``, ``kvtier.remote_ttl`
 ``kvtier.async_load`` (false), ``kvtier.lookup_timeout_ms`` (2000), ``kvtier.metrics_port`` (0: none;
 else each worker serves its engine's Prometheus metrics on port + rank, since vLLM's workers are not
 the process that serves ``/metrics``), ``kvtier.trace`` (a file each worker appends one JSON line
-per load and save to: request, tokens, seconds; what the serving benchmark reads).
+per load and save to: request, tokens, seconds; what the serving benchmark reads),
+``kvtier.store_format`` (1: a store per rank; 2: a TP-free store, which deployments of another TP
+size, up to the model's KV heads, read too; docs/format.md "TP-free stores"), ``kvtier.max_tp`` (8:
+the largest TP size a TP-free store serves).
 
 Requests whose KV depends on more than their token ids (LoRA adapters, a cache salt, multimodal
 inputs, prompt embeddings) are neither looked up nor saved: kvtier keys KV by token ids only.
@@ -130,11 +133,13 @@ class Settings:
     metrics_port: int = 0
     trace: str = ""
     tune: bool = True
+    store_format: int = 1
+    max_tp: int = 8
 
     KEYS = ("kvtier.root", "kvtier.io", "kvtier.capacity", "kvtier.dram", "kvtier.staging",
             "kvtier.request_size", "kvtier.remote", "kvtier.remote_password_env", "kvtier.remote_ttl",
             "kvtier.tenant", "kvtier.chunk_tokens", "kvtier.async_load", "kvtier.lookup_timeout_ms",
-            "kvtier.metrics_port", "kvtier.trace", "kvtier.tune")
+            "kvtier.metrics_port", "kvtier.trace", "kvtier.tune", "kvtier.store_format", "kvtier.max_tp")
 
     @property
     def root(self) -> str:
@@ -169,12 +174,17 @@ class Settings:
                 metrics_port=int(extra.get("kvtier.metrics_port", 0)),
                 trace=str(extra.get("kvtier.trace", "")),
                 tune=str(extra.get("kvtier.tune", True)).lower() not in ("0", "false", "no"),
+                store_format=int(extra.get("kvtier.store_format", 1)),
+                max_tp=int(extra.get("kvtier.max_tp", 8)),
             )
         except (TypeError, ValueError) as e:
             raise ValueError(f"KvtierConnector: a setting in kv_connector_extra_config is not a number: {e}") from e
         if s.chunk_tokens <= 0 or s.chunk_tokens % block_size != 0:
             raise ValueError(f"KvtierConnector: kvtier.chunk_tokens ({s.chunk_tokens}) must be a positive multiple "
                              f"of vLLM's block size ({block_size})")
+        if s.store_format not in (1, 2):
+            raise ValueError(f"KvtierConnector: kvtier.store_format ({s.store_format}) is 1 (a store per rank) or 2 "
+                             "(TP-free: shared by every TP size)")
         if not 0 <= s.metrics_port < 65536:
             raise ValueError(f"KvtierConnector: kvtier.metrics_port ({s.metrics_port}) is not a port")
         return s
@@ -364,6 +374,14 @@ def _model_id(vllm_config: "VllmConfig") -> str:
     return f"{stem}-{digest}"
 
 
+def _total_kv_heads(vllm_config: "VllmConfig") -> int:
+    """The model's KV heads over every rank (0: not known; then kv_heads x TP size)."""
+    try:
+        return int(vllm_config.model_config.get_total_num_kv_heads())
+    except Exception:  # a config without a model (the tests' CPU config), or another vLLM's
+        return 0
+
+
 def _check_cache_groups(kv_cache_config: "KVCacheConfig | None") -> None:
     """kvtier stores per-token KV of full attention: one group of FullAttentionSpec layers. A
     sliding-window group hands out the null block for tokens outside the window (saved, they would
@@ -393,6 +411,8 @@ class KvtierConnector(KVConnectorBase_V1):
         self._settings = Settings.of(self._kv_transfer_config.kv_connector_extra_config or {}, self._block_size)
         self._rank, self._world = _worker_rank(vllm_config)
         self._model = _model_id(vllm_config)
+        self._pipeline_stages = vllm_config.parallel_config.pipeline_parallel_size
+        self._total_kv_heads = _total_kv_heads(vllm_config)
         # scheduler side
         self._lookup: LookupClient | None = None
         self._matched: dict[str, tuple[int, int]] = {}  # req -> (vLLM's own computed tokens, restorable)
@@ -494,16 +514,22 @@ class KvtierConnector(KVConnectorBase_V1):
             if detect_layout(t, self._block_size, num_blocks) != layout:
                 raise ValueError(f"KvtierConnector: layer '{name}' lies in memory otherwise (strides {t.stride()}) "
                                  f"than layer '{names[0]}' (strides {layers[0].stride()}): one layout is needed")
+        s = self._settings
+        if s.store_format == 2 and self._pipeline_stages > 1:
+            raise ValueError(f"KvtierConnector: kvtier.store_format 2 (TP-free) with {self._pipeline_stages} "
+                             "pipeline stages: a TP-free store holds every layer per head group; use store_format 1")
+        total = self._total_kv_heads if s.store_format == 2 else 0
+        if total and total != layout.kv_heads * self._world and not (layout.kv_heads == 1 and self._world > total):
+            total = 0  # the model says otherwise than the tensors: kvtier checks what the tensors hold
         geometry = kvtier.Geometry.custom(self._model, layers=len(layers), kv_heads=layout.kv_heads,
                                           head_dim=layout.head_dim, element_bytes=layers[0].element_size(),
-                                          chunk_tokens=self._settings.chunk_tokens, tp_rank=self._rank,
-                                          tp_world=self._world)
-        s = self._settings
+                                          chunk_tokens=s.chunk_tokens, tp_rank=self._rank,
+                                          tp_world=self._world, kv_heads_total=total)
         root = s.roots if len(s.roots) > 1 else s.root
         self._engine = kvtier.open(root, geometry, io=s.io, capacity=s.capacity, dram=s.dram, staging=s.staging,
                                    request_size=s.request_size, tenant=s.tenant, remote=s.remote,
                                    remote_password_env=s.remote_password_env, remote_ttl=s.remote_ttl,
-                                   tune=s.tune)
+                                   tune=s.tune, store_format=s.store_format, max_tp=s.max_tp)
         # kvtier addresses the bytes in the order they lie: the same memory, viewed densely.
         self._layers = [t.permute(layout.order) for t in layers]
         self._layout = layout

@@ -612,7 +612,8 @@ NB_MODULE(_kvtier, m) {
       .def_static(
           "custom",
           [](const std::string& model, uint32_t layers, uint32_t kv_heads, uint32_t head_dim,
-             uint32_t element_bytes, uint32_t chunk, uint32_t rank, uint32_t world) {
+             uint32_t element_bytes, uint32_t chunk, uint32_t rank, uint32_t world,
+             uint32_t kv_heads_total) {
             kvtier::KvGeometry g;
             g.model_id = model;
             g.layers = layers;
@@ -622,13 +623,14 @@ NB_MODULE(_kvtier, m) {
             g.chunk_tokens = chunk;
             g.tp_rank = rank;
             g.tp_world = world;
+            g.kv_heads_total = kv_heads_total;
             if (kvtier::Status st = g.validate(); !st.ok()) throw PyError(st);
             return g;
           },
           "model"_a, "layers"_a, "kv_heads"_a, "head_dim"_a, "element_bytes"_a = 2,
-          "chunk_tokens"_a = 256, "tp_rank"_a = 0, "tp_world"_a = 1,
+          "chunk_tokens"_a = 256, "tp_rank"_a = 0, "tp_world"_a = 1, "kv_heads_total"_a = 0,
           "A geometry for any model: kv_heads are this rank's (total / tp_world); model names the "
-          "namespace.")
+          "namespace. kv_heads_total: the model's KV heads (0: kv_heads x tp_world).")
       .def_prop_ro("model", [](const kvtier::KvGeometry& g) { return g.model_id; })
       .def_prop_ro("layers", [](const kvtier::KvGeometry& g) { return g.layers; })
       .def_prop_ro("kv_heads", [](const kvtier::KvGeometry& g) { return g.kv_heads; })
@@ -637,6 +639,7 @@ NB_MODULE(_kvtier, m) {
       .def_prop_ro("chunk_tokens", [](const kvtier::KvGeometry& g) { return g.chunk_tokens; })
       .def_prop_ro("tp_rank", [](const kvtier::KvGeometry& g) { return g.tp_rank; })
       .def_prop_ro("tp_world", [](const kvtier::KvGeometry& g) { return g.tp_world; })
+      .def_prop_ro("kv_heads_total", [](const kvtier::KvGeometry& g) { return g.total_kv_heads(); })
       .def_prop_ro("row_bytes", [](const kvtier::KvGeometry& g) { return g.row_bytes(); })
       .def("bytes_for_tokens", &kvtier::KvGeometry::bytes_for_tokens)
       .def("__repr__",
@@ -652,7 +655,8 @@ NB_MODULE(_kvtier, m) {
          const kvtier::KvGeometry& geometry, const std::string& io, const std::string& capacity,
          const std::string& dram, const std::string& staging, const std::string& tenant,
          const std::string& remote, const std::string& remote_password_env, uint64_t remote_ttl,
-         const std::string& request_size, bool read_only, bool tune) {
+         const std::string& request_size, bool read_only, bool tune, uint32_t store_format,
+         uint32_t max_tp) {
         kvtier::Options o;
         if (const auto* one = std::get_if<std::string>(&root)) {
           o.root = *one;
@@ -671,6 +675,8 @@ NB_MODULE(_kvtier, m) {
         o.io_request_bytes = unwrap(kvtier::parse_size(request_size));
         o.read_only = read_only;
         o.tune = tune;
+        o.store_format = store_format;
+        o.max_tp = max_tp;
         o.tenant = tenant;
         o.remote.seeds = remote;
         o.remote.password_env = remote_password_env;
@@ -681,6 +687,7 @@ NB_MODULE(_kvtier, m) {
       "root"_a, "geometry"_a, "io"_a = "auto", "capacity"_a = "0", "dram"_a = "0",
       "staging"_a = "0", "tenant"_a = "", "remote"_a = "", "remote_password_env"_a = "",
       "remote_ttl"_a = 0, "request_size"_a = "0", "read_only"_a = false, "tune"_a = true,
+      "store_format"_a = 1, "max_tp"_a = 8,
       "Opens (or creates) the rank's store under root: a directory, or a list of them, one per "
       "drive (the store "
       "spreads its segments over them; capacity is per drive). io: auto, posix, buffered or gds. "
@@ -691,7 +698,8 @@ NB_MODULE(_kvtier, m) {
       "request_size, staging: 0 takes each drive's tuning (tune(), docs/options.md \"Tuning\"), "
       "else 16M and 128M; read_only: open beside a writer process to look (lookup, stats), "
       "never writing; tune: False neither probes untuned drives at open nor uses their "
-      "tunings.");
+      "tunings. store_format: 1, a store per TP rank; 2, a TP-free store that ranks of any TP "
+      "size up to the model's KV heads (and dividing max_tp) share (docs/format.md).");
 
   nb::class_<kvtier::Engine>(m, "Engine", nb::is_weak_referenceable())
       .def(

@@ -42,6 +42,13 @@ Status KvGeometry::validate() const {
     return {ErrorCode::kInvalidArgument,
             fmt::format("geometry: tp_rank {} / tp_world {} invalid", tp_rank, tp_world)};
   }
+  if (kv_heads_total != 0 && kv_heads_total != kv_heads * tp_world &&
+      !(kv_heads == 1 && tp_world % kv_heads_total == 0)) {
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("geometry: kv_heads_total {} is neither kv_heads x tp_world ({} x {}) nor "
+                        "a divisor of tp_world with one head per rank (ranks replicating heads)",
+                        kv_heads_total, kv_heads, tp_world)};
+  }
   if (row_bytes() % 8 != 0) {
     // Payload checksums sum 8-byte words; each (K|V, layer) block must hold whole words.
     return {ErrorCode::kInvalidArgument,
@@ -55,6 +62,10 @@ Status KvGeometry::validate() const {
                         bytes_for_tokens(chunk_tokens))};
   }
   return {};
+}
+
+uint32_t KvGeometry::total_kv_heads() const {
+  return kv_heads_total != 0 ? kv_heads_total : kv_heads * tp_world;
 }
 
 std::string KvGeometry::describe() const {

@@ -53,6 +53,12 @@ Result<Options> Options::resolved() const {
   }
   KVTIER_TRY(o.geometry.validate());
   KVTIER_EXPECTS(o.tenant.size() <= 256, "options: tenant salt over 256 bytes");
+  KVTIER_EXPECTS(o.store_format == 1 || o.store_format == 2,
+                 fmt::format("options: store_format {} is not 1 (a store per TP rank) or 2 "
+                             "(TP-free)",
+                             o.store_format));
+  KVTIER_EXPECTS(o.max_tp >= 1 && o.max_tp <= 1024 && (o.max_tp & (o.max_tp - 1)) == 0,
+                 fmt::format("options: max_tp {} is not a power of two in 1..1024", o.max_tp));
   if (!o.log_level) o.log_level = env.log_level.value_or(LogLevel::kWarn);
   if (o.io_path == IoPath::kAuto && env.io_path) o.io_path = *env.io_path;
   o.capacity_bytes = pick(o.capacity_bytes, env.capacity_bytes, 64 * kGiB);

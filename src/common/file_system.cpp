@@ -71,4 +71,14 @@ Status make_dir_durable(FileSystem& fs, const std::string& path) {
   return {};
 }
 
+Status make_dirs_durable(FileSystem& fs, const std::string& path, uint32_t parents) {
+  std::vector<std::filesystem::path> chain{path};
+  for (uint32_t i = 0; i < parents; ++i) chain.push_back(chain.back().parent_path());
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    if (it->empty()) continue;
+    KVTIER_TRY(make_dir_durable(fs, it->string()));
+  }
+  return {};
+}
+
 }  // namespace kvtier

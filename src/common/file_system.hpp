@@ -126,5 +126,8 @@ class FileSystem {
 /// Makes directory `path` (0700) and syncs its parent so that it lasts; ok when it exists as a
 /// directory, kInvalidArgument when it exists as something else.
 [[nodiscard]] Status make_dir_durable(FileSystem& fs, const std::string& path);
+/// make_dir_durable() of `path` and of its `parents` nearest ancestors, outermost first (a store's
+/// directory and those between it and its root).
+[[nodiscard]] Status make_dirs_durable(FileSystem& fs, const std::string& path, uint32_t parents);
 
 }  // namespace kvtier

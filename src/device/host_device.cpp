@@ -17,8 +17,9 @@ void for_each_run(const KvLayoutParams& p, uint64_t first_token, uint64_t count,
   const uint64_t run = contiguous_run(p);
   while (n > 0) {
     const PayloadPos pos = payload_pos(p, count, q);
-    // In the contiguous form a whole (K|V, layer) block of the record is one run.
-    const uint64_t left = p.form == KvForm::kContiguous
+    // In the contiguous form a whole (K|V, layer) block of the record is one run when the record
+    // holds whole target rows.
+    const uint64_t left = p.form == KvForm::kContiguous && target_row(p) == p.row_bytes
                               ? (count - pos.token) * p.row_bytes - pos.col
                               : run - pos.col % run;
     const uint64_t len = std::min(n, left);

@@ -31,9 +31,14 @@ enum class KvForm : uint32_t {
 struct KvLayoutParams {
   KvForm form = KvForm::kContiguous;
   uint32_t layers = 0;
-  uint32_t heads = 0;
-  uint32_t head_bytes = 0;               // head_dim * element_bytes
-  uint64_t row_bytes = 0;                // heads * head_bytes
+  uint32_t heads = 0;       // heads of a target row
+  uint32_t head_bytes = 0;  // head_dim * element_bytes
+  uint64_t row_bytes = 0;   // a payload row: the record's heads * head_bytes
+  // A record holding some of the target's heads (a head group of a TP-free store): a target row
+  // is target_row_bytes wide (0: row_bytes, the record holds every head) and the record's heads
+  // start col_offset bytes into it.
+  uint64_t target_row_bytes = 0;
+  uint64_t col_offset = 0;
   uint64_t capacity_tokens = 0;          // tokens the target holds
   uint8_t* base = nullptr;               // contiguous form
   uint8_t* const* layer_base = nullptr;  // paged forms: one tensor per layer
@@ -47,8 +52,14 @@ KVTIER_HD bool packs_kv(const KvLayoutParams& p) {
   return p.form == KvForm::kPagedPackedHeads || p.form == KvForm::kPagedPackedTokens;
 }
 
-/// Bytes that sit next to each other in the target starting at a row boundary: a whole row, or one
-/// head's slice of it in the packed layouts.
+/// Bytes of a row of the target (all its heads).
+KVTIER_HD uint64_t target_row(const KvLayoutParams& p) {
+  return p.target_row_bytes != 0 ? p.target_row_bytes : p.row_bytes;
+}
+
+/// Bytes that sit next to each other in the target starting at a payload row boundary: a whole
+/// payload row (the record's heads are adjacent in a target row), or one head's slice of it in the
+/// packed layouts.
 KVTIER_HD uint64_t contiguous_run(const KvLayoutParams& p) {
   return packs_kv(p) ? p.head_bytes : p.row_bytes;
 }
@@ -62,16 +73,18 @@ struct PlainDivide {
   KVTIER_HD uint64_t head_of(uint64_t col) const { return col / head_bytes; }
 };
 
-/// Address of byte `col` of the row of (`kv`, `layer`, `token`), the divisions done by `div`
+/// Address of byte `payload_col` of a payload row of (`kv`, `layer`, `token`) (byte col_offset +
+/// payload_col of the target's row), the divisions done by `div`
 /// (`block_of(token)`: token / block_size; `head_of(col)`: col / head_bytes); null where the block
 /// table skips the token (a negative entry: restores only). The one statement of every layout's
 /// placement: the host device and the CUDA kernels both use it.
 template <typename Divide>
 KVTIER_HD uint8_t* kv_address_by(const KvLayoutParams& p, const Divide& div, uint32_t kv,
-                                 uint32_t layer, uint64_t token, uint64_t col) {
+                                 uint32_t layer, uint64_t token, uint64_t payload_col) {
+  const uint64_t col = payload_col + p.col_offset;
+  const uint64_t row = target_row(p);
   if (p.form == KvForm::kContiguous) {
-    return p.base +
-           (((uint64_t{kv} * p.layers + layer) * p.capacity_tokens + token) * p.row_bytes + col);
+    return p.base + (((uint64_t{kv} * p.layers + layer) * p.capacity_tokens + token) * row + col);
   }
   const uint64_t index = div.block_of(token);
   const int32_t entry = p.block_table[index];
@@ -81,10 +94,9 @@ KVTIER_HD uint8_t* kv_address_by(const KvLayoutParams& p, const Divide& div, uin
   uint8_t* layer_base = p.layer_base[layer];
   switch (p.form) {
     case KvForm::kPagedKvFirst:
-      return layer_base +
-             (((uint64_t{kv} * p.num_blocks + block) * p.block_size + in) * p.row_bytes + col);
+      return layer_base + (((uint64_t{kv} * p.num_blocks + block) * p.block_size + in) * row + col);
     case KvForm::kPagedBlockFirst:
-      return layer_base + (((block * 2 + kv) * p.block_size + in) * p.row_bytes + col);
+      return layer_base + (((block * 2 + kv) * p.block_size + in) * row + col);
     case KvForm::kPagedPackedHeads: {
       const uint64_t head = div.head_of(col);
       const uint64_t within = col - head * p.head_bytes;

@@ -75,9 +75,11 @@ Result<std::shared_ptr<RemoteArena>> make_remote_arena(const Options& o) {
 
 }  // namespace
 
-Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& options) {
+Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& options,
+                                                           const StorePart& part) {
   auto impl = std::make_unique<Impl>();
   KVTIER_ASSIGN_OR_RETURN(impl->options_, options.resolved());
+  impl->part_ = part;
   const Options& o = impl->options_;
   impl->log_ = Logger(o.log_sink, o.log_level.value_or(LogLevel::kWarn));
   KVTIER_ASSIGN_OR_RETURN(StoreRequest request, store_request(options));
@@ -92,7 +94,9 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   if (!o.remote.seeds.empty()) {
     KVTIER_ASSIGN_OR_RETURN(impl->remote_arena_, make_remote_arena(o));
   }
-  KVTIER_ASSIGN_OR_RETURN(impl->store_, Store::open(StoreConfig::of(o), impl->log_, request));
+  StoreConfig config = StoreConfig::of(o);
+  config.dir_name = part.dir_name;
+  KVTIER_ASSIGN_OR_RETURN(impl->store_, Store::open(config, impl->log_, request));
   const uint64_t defaults_request = o.io_request_bytes, defaults_staging = o.staging_bytes;
   KVTIER_ASSIGN_OR_RETURN(const bool retuned, impl->apply_tuning(options));
   if (retuned) {
@@ -106,8 +110,8 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   impl->kit_ = std::make_unique<TransferKit>(o.io_path, std::move(staging), std::move(pinned),
                                              impl->store_->direct_io(),
                                              impl->store_->direct_io_fallback(), impl->log_);
-  impl->read_route_ =
-      std::make_unique<ReadRoute>(*impl->kit_, o.geometry, impl->counters_.device_copy_bytes);
+  impl->read_route_ = std::make_unique<ReadRoute>(*impl->kit_, impl->store_->record_shape(),
+                                                  impl->counters_.device_copy_bytes);
   if (!o.remote.seeds.empty()) {
     KVTIER_ASSIGN_OR_RETURN(impl->remote_, ClusterLink::open(o.remote, impl->log_));
   }
@@ -252,94 +256,5 @@ Stats Engine::Impl::stats() const {
   s.dram_records = dram_ ? dram_->entries() : 0;
   return s;
 }
-
-// The facade: no exception crosses the public API.
-Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Engine::~Engine() = default;
-
-template <typename F>
-auto guarded(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return fail(ErrorCode::kInternal, "out of host memory");
-  } catch (const std::exception& e) {
-    return fail(ErrorCode::kInternal, fmt::format("unexpected exception: {}", e.what()));
-  }
-}
-
-Result<std::unique_ptr<Engine>> Engine::open(const Options& options) {
-  return guarded([&]() -> Result<std::unique_ptr<Engine>> {
-    KVTIER_ASSIGN_OR_RETURN(auto impl, Impl::create(options));
-    return std::unique_ptr<Engine>(new Engine(std::move(impl)));
-  });
-}
-
-// Checks the caller's KV memory, then runs op on it.
-template <typename Kv, typename Op>
-auto on_kv_memory(Engine::Impl& impl, const Kv& kv, bool restore, Op&& op) {
-  using R = decltype(op(std::declval<const KvMemory&>()));
-  return guarded([&]() -> R {
-    KVTIER_ASSIGN_OR_RETURN(KvMemory memory, impl.kv_memory_of(kv, restore));
-    return op(memory);
-  });
-}
-
-Result<SaveResult> Engine::save(std::span<const Token> tokens, const ChunkedKv& source) {
-  return on_kv_memory(*impl_, source, /*restore=*/false,
-                      [&](const KvMemory& t) { return impl_->save(tokens, t); });
-}
-Result<SaveResult> Engine::save(std::span<const Token> tokens, const PagedKv& source) {
-  return on_kv_memory(*impl_, source, /*restore=*/false,
-                      [&](const KvMemory& t) { return impl_->save(tokens, t); });
-}
-Result<uint64_t> Engine::lookup(std::span<const Token> tokens) {
-  return guarded([&] { return impl_->lookup(tokens); });
-}
-Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const ChunkedKv& destination) {
-  return on_kv_memory(*impl_, destination, /*restore=*/true,
-                      [&](const KvMemory& t) { return impl_->restore(tokens, t); });
-}
-Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const PagedKv& destination) {
-  return on_kv_memory(*impl_, destination, /*restore=*/true,
-                      [&](const KvMemory& t) { return impl_->restore(tokens, t); });
-}
-Result<uint64_t> Engine::evict(std::span<const Token> tokens) {
-  return guarded([&] { return impl_->evict(tokens); });
-}
-Result<VerifyReport> Engine::verify(const ProgressFn& progress) {
-  return guarded([&] { return impl_->verify(progress); });
-}
-Result<CeilingResult> Engine::measure_read_ceiling(std::span<const Token> tokens) {
-  return guarded([&] { return impl_->measure_read_ceiling(tokens); });
-}
-Result<std::vector<FileExtent>> Engine::read_extents(std::span<const Token> tokens) {
-  return guarded([&] { return impl_->read_extents(tokens); });
-}
-Result<std::vector<RemoteRecordKey>> Engine::remote_keys(std::span<const Token> tokens) {
-  return guarded([&] { return impl_->remote_keys(tokens); });
-}
-Result<RemoteSyncReport> Engine::sync_remote(std::span<const Token> tokens,
-                                             const ProgressFn& progress) {
-  return guarded([&] { return impl_->sync_remote(tokens, progress); });
-}
-void Engine::wait_remote() {
-  if (impl_->remote_) impl_->remote_->drain();
-}
-Status Engine::drop_page_cache() {
-  try {
-    return impl_->drop_page_cache();
-  } catch (const std::exception& e) {
-    return {ErrorCode::kInternal, e.what()};
-  }
-}
-Stats Engine::stats() const { return impl_->stats(); }
-std::vector<SegmentInfo> Engine::segments() const { return impl_->store_->segments(); }
-IoSettings Engine::io_settings() const { return impl_->io_settings_; }
-Result<IoSettings> Engine::tune() {
-  return guarded([&] { return impl_->tune(); });
-}
-const std::string& Engine::store_dir() const { return impl_->store_->dir(); }
-const KvGeometry& Engine::geometry() const { return impl_->options_.geometry; }
 
 }  // namespace kvtier

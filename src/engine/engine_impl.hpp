@@ -36,10 +36,21 @@ enum class RecheckOutcome : uint8_t {
   kIntactNotPlaced,  ///< verified on the host, but placing it failed: the record stays, a miss
 };
 
+/// Which part of a rank's KV one Impl keeps: all of it (format 1), or one head group of a TP-free
+/// store (format 2, head_group_stores.cpp), whose records hold `options.geometry.kv_heads` of the
+/// `memory_heads` heads of the caller's rows, from head `first_head` on.
+struct StorePart {
+  std::string dir_name;       ///< under each root; empty: rank<R>of<W>
+  uint32_t memory_heads = 0;  ///< heads of a row of the caller's memory; 0: the geometry's
+  uint32_t first_head = 0;
+  /// Another rank writes this group: opened read-only, saves leave it alone.
+  bool follower = false;
+};
+
 /// Engine state. Thread-safe: the store locks itself, counters are atomic, staging is a pool.
 class Engine::Impl {
  public:
-  static Result<std::unique_ptr<Impl>> create(const Options& options);
+  static Result<std::unique_ptr<Impl>> create(const Options& options, const StorePart& part = {});
   /// Takes the drives' tunings (probing those not yet tuned) as options_'s request size and
   /// staging, unless `asked` or the environment set either or tuning is off; whether they changed.
   Result<bool> apply_tuning(const Options& asked);
@@ -68,8 +79,11 @@ class Engine::Impl {
   /// A paged target may skip blocks (kSkipBlock) only as a restore's destination.
   Result<KvMemory> kv_memory_of(const ChunkedKv& kv, bool restore) const;
   Result<KvMemory> kv_memory_of(const PagedKv& kv, bool restore) const;
+  /// The geometry of the caller's memory: options_.geometry with the rank's heads (StorePart).
+  KvGeometry memory_geometry() const;
 
   Options options_;
+  StorePart part_;
   IoSettings io_settings_;  // the request size and staging options_ holds, and why
   Logger log_;
   std::unique_ptr<Store> store_;

@@ -9,12 +9,19 @@
 namespace kvtier {
 namespace {
 
-KvLayoutParams base_params(const KvGeometry& g) {
+/// The caller's rows hold `memory` (a rank's heads); a record's rows hold `records`' heads from
+/// head `first_head` on.
+KvLayoutParams base_params(const KvGeometry& memory, const KvGeometry& records,
+                           uint32_t first_head) {
   KvLayoutParams p;
-  p.layers = g.layers;
-  p.heads = g.kv_heads;
-  p.head_bytes = g.head_dim * g.element_bytes;
-  p.row_bytes = g.row_bytes();
+  p.layers = memory.layers;
+  p.heads = memory.kv_heads;
+  p.head_bytes = memory.head_dim * memory.element_bytes;
+  p.row_bytes = records.row_bytes();
+  if (records.kv_heads != memory.kv_heads) {
+    p.target_row_bytes = memory.row_bytes();
+    p.col_offset = uint64_t{first_head} * p.head_bytes;
+  }
   return p;
 }
 
@@ -34,8 +41,14 @@ KvForm form_of(PagedLayout layout) {
 
 }  // namespace
 
+KvGeometry Engine::Impl::memory_geometry() const {
+  KvGeometry g = options_.geometry;
+  if (part_.memory_heads != 0) g.kv_heads = part_.memory_heads;
+  return g;
+}
+
 Result<KvMemory> Engine::Impl::kv_memory_of(const ChunkedKv& kv, bool /*restore*/) const {
-  const KvGeometry& g = options_.geometry;
+  const KvGeometry g = memory_geometry();
   KVTIER_EXPECTS(kv.memory.data != nullptr, "KV memory: null pointer");
   if (kv.memory.size != g.bytes_for_tokens(kv.capacity_tokens)) {
     return fail(
@@ -48,7 +61,7 @@ Result<KvMemory> Engine::Impl::kv_memory_of(const ChunkedKv& kv, bool /*restore*
   KVTIER_ASSIGN_OR_RETURN(Device * device, kit_->device_for(kv.memory.kind));
   KVTIER_TRY(device->check_memory(kv.memory));
   KvMemory t;
-  t.params = base_params(g);
+  t.params = base_params(g, options_.geometry, part_.first_head);
   t.params.form = KvForm::kContiguous;
   t.params.capacity_tokens = kv.capacity_tokens;
   t.params.base = reinterpret_cast<uint8_t*>(kv.memory.data);
@@ -60,7 +73,7 @@ Result<KvMemory> Engine::Impl::kv_memory_of(const ChunkedKv& kv, bool /*restore*
 }
 
 Result<KvMemory> Engine::Impl::kv_memory_of(const PagedKv& kv, bool restore) const {
-  const KvGeometry& g = options_.geometry;
+  const KvGeometry g = memory_geometry();
   KVTIER_EXPECTS(
       kv.layers.size() == g.layers,
       fmt::format("paged KV: {} layer tensors for a {}-layer model", kv.layers.size(), g.layers));
@@ -100,7 +113,7 @@ Result<KvMemory> Engine::Impl::kv_memory_of(const PagedKv& kv, bool restore) con
   KVTIER_ASSIGN_OR_RETURN(Device * device, kit_->device_for(t.kind));
   for (const MemoryView& m : kv.layers) KVTIER_TRY(device->check_memory(m));
   t.block_table.assign(kv.block_table.begin(), kv.block_table.end());
-  t.params = base_params(g);
+  t.params = base_params(g, options_.geometry, part_.first_head);
   t.params.form = form_of(kv.layout);
   t.params.capacity_tokens = kv.block_table.size() * uint64_t{kv.block_size};
   t.params.block_size = kv.block_size;

@@ -61,12 +61,12 @@ unsigned consumer_threads() { return std::clamp(std::thread::hardware_concurrenc
 class ScatterSink final : public PieceSink {
  public:
   ScatterSink(const ReadPlan& read, DeviceTransfer* transfer, Residency residency,
-              const KvGeometry& g, ReadOutcome& out, const ProgressFn& progress,
+              const RecordShape& shape, ReadOutcome& out, const ProgressFn& progress,
               std::span<const std::span<std::byte>> keep)
       : read_(read),
         transfer_(transfer),
         residency_(residency),
-        g_(g),
+        shape_(shape),
         out_(out),
         progress_(progress),
         keep_(keep) {}
@@ -112,7 +112,7 @@ class ScatterSink final : public PieceSink {
         block = std::span<const std::byte>(header, bytes.size());
       }
       const bool good =
-          at == 0 && block.size() == kBlock && header_matches(block, read_.records[r], g_);
+          at == 0 && block.size() == kBlock && header_matches(block, read_.records[r], shape_);
       out_.header[r] = good ? HeaderState::kGood : HeaderState::kBad;
       if (!keep_.empty() && good) std::memcpy(keep_[r].data(), block.data(), kBlock);
       return {};
@@ -135,7 +135,7 @@ class ScatterSink final : public PieceSink {
   const ReadPlan& read_;
   DeviceTransfer* transfer_;
   Residency residency_;
-  const KvGeometry& g_;
+  const RecordShape& shape_;
   ReadOutcome& out_;
   const ProgressFn& progress_;
   std::span<const std::span<std::byte>> keep_;
@@ -163,7 +163,7 @@ Result<ReadOutcome> ReadRoute::read(Channel& channel, std::span<const LocatedRec
   KVTIER_EXPECTS(destination != nullptr || channel.residency() == Residency::kHost,
                  fmt::format("a {} channel needs a destination", channel.name()));
   StagingPool& staging = channel.staging();
-  const ReadPlan read(located, g_.chunk_tokens, staging.slot_bytes(), first_tokens);
+  const ReadPlan read(located, shape_.geometry.chunk_tokens, staging.slot_bytes(), first_tokens);
   KVTIER_TRY(channel.prepare(read.files));
   ReadOutcome out;
   read.start(out);
@@ -182,7 +182,7 @@ Result<ReadOutcome> ReadRoute::read(Channel& channel, std::span<const LocatedRec
     }
     transfer = std::move(*begun);
   }
-  ScatterSink sink(read, transfer.get(), channel.residency(), g_, out, progress, keep);
+  ScatterSink sink(read, transfer.get(), channel.residency(), shape_, out, progress, keep);
   out.status = channel.read(read.files, read.io.pieces, lease, sink, consumer_threads());
   out.host_bytes = channel.host_bytes(read.io.bytes);
   if (transfer) {

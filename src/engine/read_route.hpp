@@ -63,8 +63,8 @@ struct ReadOutcome {
 /// destination (verified where they land) and accounts. Thread-safe.
 class ReadRoute {
  public:
-  ReadRoute(TransferKit& kit, const KvGeometry& g, std::atomic<uint64_t>& device_copy_bytes)
-      : kit_(kit), g_(g), device_copy_bytes_(device_copy_bytes) {}
+  ReadRoute(TransferKit& kit, RecordShape shape, std::atomic<uint64_t>& device_copy_bytes)
+      : kit_(kit), shape_(std::move(shape)), device_copy_bytes_(device_copy_bytes) {}
 
   /// Reads `records` through `channel` into `destination` (or, with none, checks them on the
   /// host: a host-resident channel only). A record with a file is read from it; one without is
@@ -120,7 +120,7 @@ class ReadRoute {
 
  private:
   TransferKit& kit_;
-  const KvGeometry& g_;
+  const RecordShape shape_;
   std::atomic<uint64_t>& device_copy_bytes_;
 };
 

@@ -33,11 +33,11 @@ IoPlan plan_io(std::span<const RecordMeta> records, std::span<const int> fds, ui
 /// most `max_piece` bytes.
 IoPlan plan_images(std::span<RecordMeta> records, uint64_t max_piece);
 
-/// Whether a header block decodes for geometry `g` and describes the record the index expects.
+/// Whether a header block decodes for `shape` and describes the record the index expects.
 inline bool header_matches(std::span<const std::byte> block, const RecordMeta& want,
-                           const KvGeometry& g) {
+                           const RecordShape& shape) {
   RecordMeta got;
-  if (!decode_header(block, g, got).ok()) return false;
+  if (!decode_header(block, shape, got).ok()) return false;
   return got.key == want.key && got.token_count == want.token_count &&
          got.payload_bytes == want.payload_bytes && got.payload_checksum == want.payload_checksum;
 }

@@ -15,7 +15,7 @@ namespace kvtier {
 void Engine::Impl::publish_image(const DramTier::Reservation& slab, const RecordMeta& m) {
   // The payload is in place after the header block; the header makes the slab a record image,
   // checked like any other where it is read.
-  encode_header(m, options_.geometry, namespace_, std::span(slab.data, kBlock));
+  encode_header(m, store_->record_shape(), namespace_, std::span(slab.data, kBlock));
   dram_->publish(slab, m.key, kBlock + m.payload_bytes, m.payload_checksum);
 }
 

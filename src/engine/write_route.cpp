@@ -27,7 +27,7 @@ struct WritePiece {
   std::vector<HeaderBlock> blocks;                     // storage behind `headers`
 
   void describe(const IoPlan& plan, std::span<const RecordMeta> records,
-                std::span<const uint64_t> first_tokens, const KvGeometry& g, const Key128& ns,
+                std::span<const uint64_t> first_tokens, const RecordShape& shape, const Key128& ns,
                 size_t p) {
     spans.clear();
     headers.clear();
@@ -39,7 +39,7 @@ struct WritePiece {
           switch (region) {
             case Region::kHeader: {
               std::span<std::byte> block = blocks[r - first].bytes;
-              encode_header(records[r], g, ns, block);
+              encode_header(records[r], shape, ns, block);
               headers.emplace_back(out, block.subspan(at, n));
               return;
             }
@@ -62,13 +62,13 @@ struct WritePiece {
 class GatherSink final : public PieceSink {
  public:
   GatherSink(const IoPlan& plan, std::span<const RecordMeta> records,
-             std::span<const uint64_t> first_tokens, const KvGeometry& g, const Key128& ns,
+             std::span<const uint64_t> first_tokens, RecordShape shape, const Key128& ns,
              DeviceTransfer& transfer, Residency residency,
              std::span<const std::optional<DramTier::Reservation>> tier)
       : plan_(plan),
         records_(records),
         first_tokens_(first_tokens),
-        g_(g),
+        shape_(std::move(shape)),
         ns_(ns),
         transfer_(transfer),
         residency_(residency),
@@ -76,7 +76,7 @@ class GatherSink final : public PieceSink {
 
   Status fill(size_t index, size_t slot, std::span<std::byte> data) override {
     WritePiece piece;
-    piece.describe(plan_, records_, first_tokens_, g_, ns_, index);
+    piece.describe(plan_, records_, first_tokens_, shape_, ns_, index);
     if (residency_ == Residency::kDevice) {
       return transfer_.stage_device(slot, data.data(), piece.spans, piece.headers, piece.padding);
     }
@@ -99,7 +99,7 @@ class GatherSink final : public PieceSink {
   const IoPlan& plan_;
   std::span<const RecordMeta> records_;
   std::span<const uint64_t> first_tokens_;
-  const KvGeometry& g_;
+  const RecordShape shape_;
   const Key128& ns_;
   DeviceTransfer& transfer_;
   Residency residency_;
@@ -141,7 +141,7 @@ Status Engine::Impl::write_records(Channel& channel, const SaveBatch& batch,
   KVTIER_TRY(channel.prepare(files));
   // This write's share of the channel's staging, no more than the transfer has slots for.
   StagingPool::Lease lease = channel.staging().acquire(std::min(slots, batch.plan.pieces.size()));
-  GatherSink sink(batch.plan, batch.records, batch.first_tokens, options_.geometry, namespace_,
+  GatherSink sink(batch.plan, batch.records, batch.first_tokens, store_->record_shape(), namespace_,
                   transfer, channel.residency(), batch.tier);
   Status st = channel.write(files, batch.plan.pieces, lease, sink);
   // Only prepare() refuses files, before anything was written; an error here is an I/O error

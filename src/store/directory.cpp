@@ -14,6 +14,7 @@
 #include "api/try.hpp"
 #include "store/index_log.hpp"
 #include "store/record_format.hpp"
+#include "store/record_v2.hpp"
 
 namespace kvtier {
 namespace {
@@ -21,7 +22,7 @@ namespace {
 nlohmann::json manifest_json(const Manifest& m) {
   const KvGeometry& g = m.geometry;
   return {{"format", "kvtier-store"},
-          {"format_version", kFormatVersion},
+          {"format_version", m.format_version},
           {"model_id", g.model_id},
           {"layers", g.layers},
           {"kv_heads", g.kv_heads},
@@ -39,12 +40,14 @@ Result<Manifest> parse_manifest(const std::string& text) {
     auto j = nlohmann::json::parse(text);
     if (j.at("format") != "kvtier-store")
       return fail(ErrorCode::kCorrupt, "MANIFEST.json: not a kvtier store");
-    if (j.at("format_version").get<uint32_t>() != kFormatVersion) {
+    const auto version = j.at("format_version").get<uint32_t>();
+    if (version != kFormatVersion && version != kFormatVersion2) {
       return fail(ErrorCode::kFormatVersion,
-                  fmt::format("store format version {} (this build reads {})",
-                              j.at("format_version").get<uint32_t>(), kFormatVersion));
+                  fmt::format("store format version {} (this build reads {} and {})", version,
+                              kFormatVersion, kFormatVersion2));
     }
     Manifest m;
+    m.format_version = version;
     m.geometry = {j.at("model_id"),      j.at("layers"),       j.at("kv_heads"), j.at("head_dim"),
                   j.at("element_bytes"), j.at("chunk_tokens"), j.at("tp_rank"),  j.at("tp_world")};
     m.segment_bytes = j.at("segment_bytes").get<uint64_t>();

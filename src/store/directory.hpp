@@ -17,6 +17,8 @@ namespace kvtier {
 /// What MANIFEST.json holds. A manifest written before stores kept their capacity has none.
 struct Manifest {
   KvGeometry geometry;
+  uint32_t format_version =
+      1;  ///< of the store and its records: 1 (a TP rank's), 2 (a head group's)
   uint64_t segment_bytes = 0;
   std::optional<uint64_t> capacity_bytes;
 };

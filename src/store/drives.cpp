@@ -167,7 +167,7 @@ Result<size_t> find_home(FileSystem& fs, std::span<const std::string> rank_dirs,
   return size_t{0};
 }
 
-Result<DriveSet> open_drives(FileSystem& fs, const std::string& home,
+Result<DriveSet> open_drives(FileSystem& fs, uint32_t dir_depth, const std::string& home,
                              std::span<const std::string> others, bool read_only,
                              const Logger& log) {
   KVTIER_ASSIGN_OR_RETURN(Members members, read_members(fs, home));
@@ -233,8 +233,7 @@ Result<DriveSet> open_drives(FileSystem& fs, const std::string& home,
     }
     // A new drive's directories are 0700 like the home's (KV is user data).
     if (p.missing) {
-      KVTIER_TRY(make_dir_durable(fs, std::filesystem::path(p.dir).parent_path().string()));
-      KVTIER_TRY(make_dir_durable(fs, p.dir));
+      KVTIER_TRY(make_dirs_durable(fs, p.dir, dir_depth));
     }
     const std::string id = new_id();
     KVTIER_TRY(write_json(fs, p.dir, kDriveName,

@@ -57,7 +57,8 @@ constexpr const char* kDriveName = "DRIVE.json";    // in every other drive: who
 /// `read_only`. A listed directory that is another store's, or that holds segment files without a
 /// marker, is refused (kInvalidArgument, kCorrupt); one that cannot be reached is left out and
 /// noted; a member drive not among those reached is kept, unavailable, with the reason.
-[[nodiscard]] Result<DriveSet> open_drives(FileSystem& fs, const std::string& home,
+[[nodiscard]] Result<DriveSet> open_drives(FileSystem& fs, uint32_t dir_depth,
+                                           const std::string& home,
                                            std::span<const std::string> others, bool read_only,
                                            const Logger& log);
 

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 
 #include "common/keys.hpp"
 #include "kvtier/geometry.hpp"
@@ -73,14 +74,25 @@ struct RecordMeta {
 };
 static_assert(sizeof(RecordMeta) == 72);
 
-/// Writes the 4 KiB header block of `meta` into `block` (zeroing the rest).
-void encode_header(const RecordMeta& meta, const KvGeometry& geometry, const Key128& ns,
+/// What a store's records hold and which header says so: format 1's (a TP rank's KV) or format
+/// 2's (a head group's: the geometry's kv_heads are the group's heads, its tp_rank and tp_world the
+/// group and the groups; src/store/record_v2.hpp). A geometry alone is format 1.
+struct RecordShape {
+  KvGeometry geometry;
+  uint32_t version = kFormatVersion;
+  RecordShape(KvGeometry g, uint32_t v = kFormatVersion)  // NOLINT: a geometry is format 1's shape
+      : geometry(std::move(g)), version(v) {}
+};
+
+/// Writes the 4 KiB header block of `meta` into `block` (zeroing the rest), in `shape`'s format
+/// (format 2: an uncompressed record of the group's full-attention KV).
+void encode_header(const RecordMeta& meta, const RecordShape& shape, const Key128& ns,
                    std::span<std::byte> block);
 
 /// Parses and checks a header block: magic, version, header checksum, and that it was written for
 /// `geometry` (tenants share a store, so the namespace is not checked: the key carries it).
 /// Fills meta except meta.segment and meta.offset.
-[[nodiscard]] Status decode_header(std::span<const std::byte> block, const KvGeometry& geometry,
+[[nodiscard]] Status decode_header(std::span<const std::byte> block, const RecordShape& shape,
                                    RecordMeta& meta);
 
 }  // namespace kvtier

@@ -82,8 +82,7 @@ Result<std::vector<uint32_t>> list_segments(const std::string& dir, FileSystem& 
   return ids;
 }
 
-Result<std::vector<RecordMeta>> scan_segment(const SegmentFile& segment,
-                                             const KvGeometry& geometry) {
+Result<std::vector<RecordMeta>> scan_segment(const SegmentFile& segment, const RecordShape& shape) {
   std::vector<RecordMeta> records;
   AlignedBuffer block(kBlock);
   uint64_t offset = 0;
@@ -91,7 +90,7 @@ Result<std::vector<RecordMeta>> scan_segment(const SegmentFile& segment,
     Status read = segment.file->read_at(block.span(), offset);
     if (!read.ok()) break;  // A truncated tail ends the walk like an invalid header does.
     RecordMeta meta;
-    if (!decode_header(block.span(), geometry, meta).ok()) break;
+    if (!decode_header(block.span(), shape, meta).ok()) break;
     meta.segment = segment.id;
     meta.offset = offset;
     if (meta.end() > segment.size) break;

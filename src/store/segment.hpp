@@ -52,7 +52,7 @@ uint64_t expected_disk_bytes(uint64_t size);
 /// Recovers a segment's records by walking its headers from offset 0 up to the first block that
 /// is not a valid header of `geometry`. Payloads are not read (restores verify them).
 [[nodiscard]] Result<std::vector<RecordMeta>> scan_segment(const SegmentFile& segment,
-                                                           const KvGeometry& geometry);
+                                                           const RecordShape& shape);
 
 /// Whether the filesystem holding `dir` takes O_DIRECT writes and reads of 4 KiB. When it does not,
 /// `reason` says why (e.g. "O_DIRECT refused by the filesystem (EINVAL)").

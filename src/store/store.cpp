@@ -206,11 +206,17 @@ Status Store::read_bytes(const SegmentFile& file, std::span<std::byte> out, uint
   return file.file->read_at(out, offset);
 }
 
+uint32_t StoreConfig::dir_depth() const {
+  return 1 + static_cast<uint32_t>(std::count(dir_name.begin(), dir_name.end(), '/'));
+}
+
 StoreConfig StoreConfig::of(const Options& o, std::shared_ptr<FileSystem> fs) {
   StoreConfig c;
   c.roots.push_back(o.root);
   c.roots.insert(c.roots.end(), o.extra_roots.begin(), o.extra_roots.end());
   c.geometry = o.geometry;
+  c.geometry.kv_heads_total = 0;      // a store keeps its own slice's shape
+  c.record_version = o.store_format;  // format 1 or 2: the store's and its records' alike
   c.capacity_bytes = o.capacity_bytes;
   c.segment_bytes = o.segment_bytes;
   c.create_if_missing = o.create_if_missing;

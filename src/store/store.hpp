@@ -58,6 +58,12 @@ struct StoreConfig {
   /// The drives' roots: Options::root, then Options::extra_roots. Each holds rank<R>of<W>.
   std::vector<std::string> roots;
   KvGeometry geometry;
+  /// The store's directory under each root; empty: `rank<R>of<W>` of the geometry's TP rank.
+  std::string dir_name;
+  /// Its records' format: 1 (a TP rank's), 2 (a head group's; RecordShape).
+  uint32_t record_version = kFormatVersion;
+  /// Directories from a root to the store's: 1 for `rank<R>of<W>`.
+  [[nodiscard]] uint32_t dir_depth() const;
   uint64_t capacity_bytes = 0;  ///< Per drive; the store keeps the one its manifest holds.
   uint64_t segment_bytes = 0;   ///< For a new store; an existing one keeps its own.
   bool create_if_missing = true;
@@ -106,6 +112,8 @@ class Store {
 
   [[nodiscard]] const std::string& dir() const { return dir_; }
   [[nodiscard]] const KvGeometry& geometry() const { return geometry_; }
+  /// What its records hold and which header they carry.
+  [[nodiscard]] RecordShape record_shape() const { return {geometry_, record_version_}; }
   [[nodiscard]] bool direct_io() const { return direct_; }
   [[nodiscard]] const std::string& direct_io_fallback() const { return direct_fallback_; }
   /// Opened read-only, and why (empty when writable).
@@ -256,6 +264,7 @@ class Store {
   std::shared_ptr<FileSystem> fs_;
   std::string dir_;
   KvGeometry geometry_;
+  uint32_t record_version_ = kFormatVersion;
   // A capacity this engine asked for that the store does not have yet. It takes effect at the
   // first save, so an engine that only reads never evicts for a smaller one (docs/format.md).
   std::optional<uint64_t> pending_capacity_;  // guarded by mu_

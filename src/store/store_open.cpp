@@ -53,7 +53,9 @@ std::vector<std::string> store_dirs(const StoreConfig& config) {
   std::vector<std::string> dirs;
   for (const std::string& root : config.roots) {
     dirs.push_back(
-        fmt::format("{}/rank{}of{}", root, config.geometry.tp_rank, config.geometry.tp_world));
+        config.dir_name.empty()
+            ? fmt::format("{}/rank{}of{}", root, config.geometry.tp_rank, config.geometry.tp_world)
+            : fmt::format("{}/{}", root, config.dir_name));
   }
   return dirs;
 }
@@ -136,6 +138,7 @@ Result<std::unique_ptr<Store>> Store::open_once(const StoreConfig& config, const
   store->fs_ = config.fs;
   FileSystem& fs = *config.fs;
   store->geometry_ = config.geometry;
+  store->record_version_ = config.record_version;
   store->index_ = RecordIndex(config.geometry.chunk_tokens);
   KVTIER_TRY(refuse_repeated_roots(fs, config.roots));
   const std::vector<std::string> rank_dirs = store_dirs(config);
@@ -157,8 +160,7 @@ Result<std::unique_ptr<Store>> Store::open_once(const StoreConfig& config, const
     }
   }
   // KV is user data: a directory kvtier makes is 0700; one that exists keeps its owner's mode.
-  KVTIER_TRY(make_dir_durable(fs, std::filesystem::path(store->dir_).parent_path().string()));
-  KVTIER_TRY(make_dir_durable(fs, store->dir_));
+  KVTIER_TRY(make_dirs_durable(fs, store->dir_, config.dir_depth()));
   KVTIER_ASSIGN_OR_RETURN(store->directory_,
                           StoreDirectory::open(fs, store->dir_, config.read_only, log));
   KVTIER_TRY(store->load_or_create_manifest(config, request));
@@ -188,7 +190,8 @@ void Store::make_room_for_open_files() const {
 Status Store::open_drives_and_probe(const StoreConfig& config,
                                     std::span<const std::string> others) {
   // The home's lock guards every drive: the other directories are this store's alone.
-  KVTIER_ASSIGN_OR_RETURN(DriveSet set, open_drives(*fs_, dir_, others, read_only(), *log_));
+  KVTIER_ASSIGN_OR_RETURN(DriveSet set,
+                          open_drives(*fs_, config.dir_depth(), dir_, others, read_only(), *log_));
   drives_ = std::move(set.drives);
   store_id_ = std::move(set.store_id);
   unreachable_ = std::move(set.unreachable);
@@ -264,6 +267,11 @@ Status Store::load_or_create_manifest(const StoreConfig& config, const StoreRequ
     KVTIER_TRY(resize_budget(config.capacity_bytes, config.segment_bytes));
     return write_manifest();
   }
+  if (manifest->format_version != record_version_) {
+    return {ErrorCode::kFormatVersion,
+            fmt::format("store {} is of format {}, not the {} asked for", dir_,
+                        manifest->format_version, record_version_)};
+  }
   if (!(manifest->geometry == geometry_)) {
     return {ErrorCode::kGeometryMismatch,
             fmt::format("store {} was created for {}, not {}", dir_, manifest->geometry.describe(),
@@ -294,7 +302,8 @@ Status Store::load_or_create_manifest(const StoreConfig& config, const StoreRequ
 }
 
 Status Store::write_manifest() const {
-  return directory_.write_manifest({geometry_, budget_.segment_bytes(), budget_.capacity()});
+  return directory_.write_manifest(
+      {geometry_, record_version_, budget_.segment_bytes(), budget_.capacity()});
 }
 
 Status Store::request_capacity(uint64_t requested, const std::string& source) {

@@ -46,7 +46,7 @@ Status Store::load_index() {
     for (auto [id, drive] : ids) {
       KVTIER_ASSIGN_OR_RETURN(auto seg,
                               open_segment(*fs_, drives_[drive].dir, id, direct_, read_only()));
-      KVTIER_ASSIGN_OR_RETURN(auto found, scan_segment(*seg, geometry_));
+      KVTIER_ASSIGN_OR_RETURN(auto found, scan_segment(*seg, record_shape()));
       loaded.records.insert(loaded.records.end(), found.begin(), found.end());
     }
   }

@@ -39,6 +39,14 @@ expect 0 "chunks written=0 present=4" put "${common[@]}" --tokens 1000
 expect 0 "restored 1000/1000" get "${common[@]}" --tokens 1000 --io dram --dram 64M
 expect 0 "restored 1000/1000" get "${common[@]}" --tokens 1000 --io posix
 expect 1 "restored 0/1000" get "${common[@]}" --tokens 1000 --seed 99
+# A TP-free store (format 2) beside it: its own directory, found by --model; a record per chunk
+# and head group (tiny has two KV heads: two groups).
+tpfree=(--store "$s" --model tiny --store-format 2 --segment-size 8M --capacity 256M)
+expect 0 "chunks written=8" put "${tpfree[@]}" --tokens 1000 --seed 5
+expect 0 "restored 1000/1000" get "${tpfree[@]}" --tokens 1000 --seed 5
+expect 1 "restored 0/1000" get "${tpfree[@]}" --tokens 1000 --seed 6
+expect 2 "needs --model" get --store "$s" --store-format 2 --tokens 1000
+expect 2 "--store-format" get "${common[@]}" --store-format 3 --tokens 1000
 # The remote tier: credentials never in the URI; only put and get take it; an unreachable cluster
 # leaves get local-only (built without hiredis, --remote is refused as not supported).
 expect 2 "no credentials in the URI" get "${common[@]}" --tokens 1000 --remote redis://u:pw@127.0.0.1:1

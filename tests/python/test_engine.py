@@ -132,6 +132,34 @@ class EngineTest(unittest.TestCase):
             np.testing.assert_array_equal(out, kv)
             del e
 
+    def test_a_tp_free_store_serves_a_tp_size_other_than_the_one_that_saved(self):
+        heads, tokens = 4, list(range(100, 190))
+        whole = self.rng.integers(0, 2**16, size=(2, 2, len(tokens), heads, 16), dtype=np.uint16)
+
+        def rank(r, tp):
+            return kvtier.Geometry.custom("tp-free", layers=2, kv_heads=heads // tp, head_dim=16,
+                                          chunk_tokens=32, tp_rank=r, tp_world=tp)
+
+        with tempfile.TemporaryDirectory(dir=os.environ.get("KVTIER_TEST_DIR")) as d:
+            for r in range(2):  # TP 2 saves, each rank its two heads
+                e = kvtier.open(d, rank(r, 2), io="posix", store_format=2, tune=False)
+                e.save(tokens, np.ascontiguousarray(whole[:, :, :, 2 * r:2 * r + 2]))
+                del e
+            one = kvtier.open(d, rank(0, 1), io="posix", store_format=2, tune=False)
+            self.assertEqual(one.geometry.kv_heads_total, heads)
+            out = np.zeros_like(whole)
+            self.assertEqual(one.restore(tokens, out)["tokens_restored"], len(tokens))
+            np.testing.assert_array_equal(out, whole)
+            del one
+            for r in range(4):  # TP 4: one head each
+                e = kvtier.open(d, rank(r, 4), io="posix", store_format=2, tune=False)
+                out = np.zeros((2, 2, len(tokens), 1, 16), dtype=np.uint16)
+                self.assertEqual(e.restore(tokens, out)["tokens_restored"], len(tokens))
+                np.testing.assert_array_equal(out, whole[:, :, :, r:r + 1])
+                del e
+            with self.assertRaisesRegex(kvtier.Error, "max_tp 6"):
+                kvtier.open(d, rank(0, 1), store_format=2, max_tp=6)
+
     def test_request_size_and_a_read_only_reader_beside_the_writer(self):
         tokens = self.rng.integers(0, 150000, size=700, dtype=np.int64)
         kv = session(self.rng, self.g, 700)

@@ -425,7 +425,8 @@ class ConnectorTest(unittest.TestCase):
                            ({"kvtier.roots": [self.dir.name]}, "unknown setting"),
                            ({"kvtier.root": []}, "needs 'kvtier.root'"),
                            ({"kvtier.root": self.dir.name, "kvtier.remote_ttl": "soon"}, "not a number"),
-                           ({"kvtier.root": self.dir.name, "kvtier.metrics_port": 70000}, "not a port")):
+                           ({"kvtier.root": self.dir.name, "kvtier.metrics_port": 70000}, "not a port"),
+                           ({"kvtier.root": self.dir.name, "kvtier.store_format": 3}, "store_format \\(3\\)")):
             with self.subTest(extra=extra), self.assertRaisesRegex(ValueError, why):
                 KVConnectorFactory.create_connector(vllm_config(extra), KVConnectorRole.SCHEDULER, cache_config())
 
@@ -450,6 +451,31 @@ class ConnectorTest(unittest.TestCase):
             events = [json.loads(line) for line in f]
         self.assertEqual([(e["event"], e["req"], e["tokens"]) for e in events], [("save", "A", 600), ("load", "B", 512)])
         self.assertEqual(events[1]["restored"], 512)
+
+    def test_a_tp_free_store_is_read_by_ranks_of_another_tp_size(self):
+        scheduler, worker, layers = self.pair("packed_tokens", **{"kvtier.store_format": 2, "kvtier.tune": False})
+        self.assertIn("kvtier2", worker._engine.store_dir)
+        tokens, kv = self.save_session(scheduler, worker, layers, "packed_tokens")
+        b = self.request("B", tokens + [5])
+        self.assertEqual(scheduler.get_num_new_matched_tokens(b, 0), (512, False))
+        b_blocks = list(range(0, 38))
+        scheduler.update_state_after_alloc(b, KVCacheBlocks(([KVCacheBlock(i) for i in b_blocks],)), 512)
+        _, errors = self.step(scheduler, worker)
+        self.assertEqual(errors, set())
+        self.assert_holds(layers, "packed_tokens", b_blocks, kv, 0, 512)
+        model = worker._engine.geometry.model
+        for c in self.connectors:
+            c.shutdown()
+        self.connectors = []
+        # A deployment at TP 2 (each rank one of the two heads) restores what TP 1 saved.
+        for rank in range(2):
+            g = kvtier.Geometry.custom(model, layers=LAYERS, kv_heads=1, head_dim=DIM, chunk_tokens=256,
+                                       tp_rank=rank, tp_world=2)
+            e = kvtier.open(os.path.join(self.dir.name, "store-0"), g, io="posix", store_format=2, tune=False)
+            out = torch.zeros(2, LAYERS, 600, 1, DIM, dtype=torch.bfloat16)
+            self.assertEqual(e.restore(tokens, out)["tokens_restored"], 600)
+            self.assertTrue(torch.equal(out, kv[:, :, :, rank:rank + 1]), f"rank {rank} of TP 2")
+            del e
 
     def test_a_fresh_node_finds_and_loads_what_the_cluster_holds(self):
         """Node A saves with kvtier.remote; node B, another store over the same Redis Cluster (real

@@ -186,6 +186,10 @@ void StoreFlags::add_to(CLI::App& app, const FlagGroups& groups) {
       ->transform(whole_number(0, u32));
   app.add_option("--chunk-tokens", chunk_tokens, "Tokens per key (prefix-match granularity)")
       ->transform(whole_number(0, u32));
+  app.add_option("--store-format", store_format,
+                 "1: a store per TP rank (rank<R>of<W>/); 2: a TP-free store that ranks of any TP "
+                 "size up to the model's KV heads share (kvtier2/, docs/format.md); needs --model")
+      ->transform(whole_number(1, 2));
   // The size options keep "0" (the engine's default, which KVTIER_* variables may replace) as
   // their value; the help shows what 0 resolves to.
   auto size = [&](const char* name, std::string& value, const char* help, const char* shown) {
@@ -262,8 +266,13 @@ Result<Options> StoreFlags::options(bool create) const {
                             "it through a symbolic link or a path without a comma",
                             root, root));
   }
+  o.store_format = store_format;
+  if (store_format == 2 && !model_given) {
+    return fail(ErrorCode::kInvalidArgument,
+                "--store-format 2 needs --model: a TP-free store is found by the model's shape");
+  }
   Result<std::optional<StoredStore>> stored = std::optional<StoredStore>();
-  if (!model_given) {
+  if (!model_given && store_format == 1) {
     stored = stored_store(o, tp_rank, tp_world);
     if (!stored) return fail(stored.error());
   }

@@ -55,13 +55,13 @@ RemoteFetch fetch(remote::ClusterClient& client, RemoteArena& arena, std::span<c
 /// then decides, as for every tier, and the checksum is verified where the payload lands. nullopt
 /// when the value is absent or of another size.
 std::optional<RecordMeta> expected_record(const RemoteFetch::Value& value, const Key128& key,
-                                          uint32_t tokens, const KvGeometry& g) {
-  const uint64_t payload = g.bytes_for_tokens(tokens);
+                                          uint32_t tokens, const RecordShape& shape) {
+  const uint64_t payload = shape.geometry.bytes_for_tokens(tokens);
   if (!value.arrived || value.value.bytes.size() != kBlock + payload) return std::nullopt;
   // What the header states (its parent and checksum, kept when the record is promoted), with the
   // key and size this chunk needs: a header that states otherwise, or none, fails the check.
   RecordMeta want;
-  (void)decode_header(value.value.bytes.first(kBlock), g, want);
+  (void)decode_header(value.value.bytes.first(kBlock), shape, want);
   want.key = key;
   want.token_count = tokens;
   want.payload_bytes = payload;
@@ -120,7 +120,8 @@ uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, RestoreJob& job, const
       remote_->counters.remote_absent++;
       break;
     }
-    auto want = expected_record(values[j], job.keys[fetched.begin + j], tokens_here, g);
+    auto want = expected_record(values[j], job.keys[fetched.begin + j], tokens_here,
+                                store_->record_shape());
     if (!want) {
       remote_->counters.remote_rejected++;
       break;

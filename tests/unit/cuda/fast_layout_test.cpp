@@ -21,16 +21,24 @@ struct Target {
   std::vector<uint8_t*> layer_base;
   std::vector<int32_t> table;
 
-  Target(KvForm form, uint32_t block_size, std::mt19937_64& rng) {
+  /// `group_heads` heads from head `first_head` on are the record's (a head group of a TP-free
+  /// store); 0: every head.
+  Target(KvForm form, uint32_t block_size, std::mt19937_64& rng, uint32_t group_heads = 0,
+         uint32_t first_head = 0) {
     p.form = form;
     p.layers = 3;
-    p.heads = 2;
+    p.heads = 3;
     p.head_bytes = 48;
     p.row_bytes = p.heads * p.head_bytes;
+    if (group_heads != 0) {
+      p.target_row_bytes = p.row_bytes;
+      p.row_bytes = uint64_t{group_heads} * p.head_bytes;
+      p.col_offset = uint64_t{first_head} * p.head_bytes;
+    }
     p.capacity_tokens = 200;
     p.block_size = block_size;
     if (form == KvForm::kContiguous) {
-      contiguous.resize(2 * p.layers * p.capacity_tokens * p.row_bytes);
+      contiguous.resize(2 * p.layers * p.capacity_tokens * target_row(p));
       p.base = contiguous.data();
       return;
     }
@@ -44,7 +52,7 @@ struct Target {
     table[1] = -1;
     table[used / 2] = -1;
     for (uint32_t l = 0; l < p.layers; ++l) {
-      layers.emplace_back(2 * p.num_blocks * block_size * p.row_bytes);
+      layers.emplace_back(2 * p.num_blocks * block_size * target_row(p));
       layer_base.push_back(layers.back().data());
     }
     p.layer_base = layer_base.data();
@@ -57,20 +65,25 @@ TEST(FastLayout, PlacesEveryVectorWhereTheHostDoesForEveryForm) {
   for (KvForm form : {KvForm::kContiguous, KvForm::kPagedKvFirst, KvForm::kPagedBlockFirst,
                       KvForm::kPagedPackedHeads, KvForm::kPagedPackedTokens}) {
     for (uint32_t block_size : {16u, 5u}) {
-      const Target t(form, block_size, rng);
-      const FastLayout fast(t.p);
-      // Records of a full chunk and of a partial last one, at several places in the session.
-      for (uint32_t count : {16u, 7u}) {
-        const FastDiv tokens(count);
-        for (uint32_t first : {0u, 16u, 48u, 176u}) {
-          if (first + count > t.p.capacity_tokens) continue;
-          const uint64_t vectors = 2 * uint64_t{t.p.layers} * count * t.p.row_bytes / 16;
-          for (uint32_t v = 0; v < vectors; ++v) {
-            const PayloadPos pos = payload_pos(t.p, count, uint64_t{v} * 16);
-            const uint8_t* want = kv_address(t.p, pos.kv, pos.layer, first + pos.token, pos.col);
-            ASSERT_EQ(fast.address(v, first, tokens), want)
-                << "form " << static_cast<int>(form) << " block " << block_size << " record "
-                << first << "+" << count << " vector " << v;
+      // Every head, and head groups of one and two heads at each place in the row.
+      for (auto [group_heads, first_head] :
+           {std::pair{0u, 0u}, std::pair{1u, 0u}, std::pair{1u, 2u}, std::pair{2u, 1u}}) {
+        const Target t(form, block_size, rng, group_heads, first_head);
+        const FastLayout fast(t.p);
+        // Records of a full chunk and of a partial last one, at several places in the session.
+        for (uint32_t count : {16u, 7u}) {
+          const FastDiv tokens(count);
+          for (uint32_t first : {0u, 16u, 48u, 176u}) {
+            if (first + count > t.p.capacity_tokens) continue;
+            const uint64_t vectors = 2 * uint64_t{t.p.layers} * count * t.p.row_bytes / 16;
+            for (uint32_t v = 0; v < vectors; ++v) {
+              const PayloadPos pos = payload_pos(t.p, count, uint64_t{v} * 16);
+              const uint8_t* want = kv_address(t.p, pos.kv, pos.layer, first + pos.token, pos.col);
+              ASSERT_EQ(fast.address(v, first, tokens), want)
+                  << "form " << static_cast<int>(form) << " block " << block_size << " heads "
+                  << group_heads << "@" << first_head << " record " << first << "+" << count
+                  << " vector " << v;
+            }
           }
         }
       }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #include "store/record_format.hpp"
+#include "store/record_v2.hpp"
 
 #include <gtest/gtest.h>
 
@@ -79,4 +80,57 @@ TEST(RecordFormat, RecordsAreBlockAligned) {
 }
 
 }  // namespace
+
+TEST(RecordFormat, AHeadGroupsShapeWritesAndReadsFormatTwoHeaders) {
+  // Group 3 of 4 of a model: one head of the rank's geometry.
+  KvGeometry g = testing::tiny_geometry();
+  g.kv_heads = 1;
+  g.tp_rank = 3;
+  g.tp_world = 4;
+  const RecordShape two{g, kFormatVersion2};
+  std::vector<std::byte> block(kBlock);
+  encode_header(sample_meta(g), two, Key128{5, 6}, block);
+  EXPECT_EQ(std::memcmp(block.data(), "KVTREC02", 8), 0);
+  RecordMeta out;
+  ASSERT_OK(decode_header(block, two, out));
+  EXPECT_EQ(out.key, (Key128{1, 2}));
+  EXPECT_EQ(out.token_count, 100u);
+  EXPECT_EQ(out.payload_bytes, g.bytes_for_tokens(100));
+  EXPECT_EQ(out.payload_checksum, 0x1234u);
+  EXPECT_EQ(out.sequence, 9u);
+  // The same header read as format 1, or as another group, is refused.
+  EXPECT_FALSE(decode_header(block, g, out).ok());
+  KvGeometry other = g;
+  other.tp_rank = 2;
+  EXPECT_EQ(decode_header(block, RecordShape{other, kFormatVersion2}, out).code(),
+            ErrorCode::kGeometryMismatch);
+  // A format-1 record where format 2 is expected: the version, not corruption.
+  encode_header(sample_meta(g), g, Key128{5, 6}, block);
+  EXPECT_EQ(decode_header(block, two, out).code(), ErrorCode::kFormatVersion);
+}
+
+TEST(RecordFormat, ACompressedFormatTwoRecordIsNotServedYet) {
+  KvGeometry g = testing::tiny_geometry();
+  Slice2 slice;
+  slice.layers = g.layers;
+  slice.group = 0;
+  slice.groups = 1;
+  slice.heads = g.kv_heads;
+  slice.head_dim = g.head_dim;
+  slice.element_bytes = g.element_bytes;
+  slice.chunk_tokens = g.chunk_tokens;
+  RecordMeta2 m;
+  m.key = {1, 2};
+  m.token_count = 100;
+  m.codec = Codec::kSplit16;
+  m.raw_bytes = g.bytes_for_tokens(100);
+  m.stored_bytes = m.raw_bytes / 2;
+  m.codec_header_checksum = 77;
+  std::vector<std::byte> block(kBlock);
+  encode_header2(m, slice, Key128{5, 6}, block);
+  RecordMeta out;
+  EXPECT_EQ(decode_header(block, RecordShape{g, kFormatVersion2}, out).code(),
+            ErrorCode::kNotSupported);
+}
+
 }  // namespace kvtier

@@ -37,7 +37,7 @@ TEST(StoreDirectory, ManifestReadsBackWhatWasWritten) {
   auto none = d->read_manifest();
   ASSERT_OK(none);
   EXPECT_FALSE(none->has_value());
-  const Manifest m{testing::tiny_geometry(), 16 * kMiB, 256 * kMiB};
+  const Manifest m{testing::tiny_geometry(), kFormatVersion, 16 * kMiB, 256 * kMiB};
   ASSERT_OK(d->write_manifest(m));
   auto back = d->read_manifest();
   ASSERT_OK(back);

@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// The public Engine over its parts: one Impl for a store per rank (format 1), one per head group
+// the rank holds for a TP-free store (format 2, head_group_stores.cpp). A call goes to every part
+// (in parallel where it moves data) and the answers combine: a session is held as far as every
+// part holds it. No exception crosses the public API.
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <new>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "api/try.hpp"
+#include "engine/engine_impl.hpp"
+#include "engine/head_group_stores.hpp"
+
+namespace kvtier {
+namespace {
+
+template <typename F>
+auto guarded(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return fail(ErrorCode::kInternal, "out of host memory");
+  } catch (const std::exception& e) {
+    return fail(ErrorCode::kInternal, fmt::format("unexpected exception: {}", e.what()));
+  }
+}
+
+using Parts = std::vector<std::unique_ptr<Engine::Impl>>;
+
+/// op(part) for every part, the first on this thread and the others on threads of their own; the
+/// results in the parts' order.
+template <typename Op>
+auto each_part(const Parts& parts, Op&& op) {
+  using R = decltype(op(*parts[0]));
+  std::vector<std::future<R>> others;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    others.push_back(
+        std::async(std::launch::async, [&, i] { return guarded([&] { return op(*parts[i]); }); }));
+  }
+  std::vector<R> results;
+  results.push_back(guarded([&] { return op(*parts[0]); }));
+  for (auto& f : others) results.push_back(f.get());
+  return results;
+}
+
+/// The caller's memory checked by `part` (each part addresses its own heads of it), then op.
+template <typename Kv, typename Op>
+auto on_kv_memory(Engine::Impl& part, const Kv& kv, bool restore, Op&& op) {
+  using R = decltype(op(part, std::declval<const KvMemory&>()));
+  return guarded([&]() -> R {
+    KVTIER_ASSIGN_OR_RETURN(KvMemory memory, part.kv_memory_of(kv, restore));
+    return op(part, memory);
+  });
+}
+
+/// A save's parts combined: the session is stored as far as every part stored it. Parts that do
+/// not write (read-only) are left out by the caller.
+Result<SaveResult> combine(std::vector<Result<SaveResult>> results) {
+  SaveResult all;
+  bool first = true;
+  for (auto& r : results) {
+    if (!r) return fail(r.error());
+    all.tokens_stored = first ? r->tokens_stored : std::min(all.tokens_stored, r->tokens_stored);
+    all.chunks_written += r->chunks_written;
+    all.chunks_present += r->chunks_present;
+    all.bytes_written += r->bytes_written;
+    first = false;
+  }
+  return all;
+}
+
+Result<RestoreResult> combine(std::vector<Result<RestoreResult>> results) {
+  RestoreResult all;
+  bool first = true;
+  for (auto& r : results) {
+    if (!r) return fail(r.error());
+    all.tokens_restored =
+        first ? r->tokens_restored : std::min(all.tokens_restored, r->tokens_restored);
+    all.bytes_read += r->bytes_read;
+    all.extents += r->extents;
+    all.checksum_misses += r->checksum_misses;
+    all.recheck_kept += r->recheck_kept;
+    all.host_bytes += r->host_bytes;
+    if (!r->problem.empty()) all.problem += (all.problem.empty() ? "" : "; ") + r->problem;
+    first = false;
+  }
+  return all;
+}
+
+template <typename Kv>
+Result<SaveResult> save_parts(const Parts& parts, std::span<const Token> tokens, const Kv& source) {
+  std::vector<Result<SaveResult>> results = each_part(parts, [&](Engine::Impl& part) {
+    return on_kv_memory(part, source, /*restore=*/false,
+                        [&](Engine::Impl& p, const KvMemory& t) -> Result<SaveResult> {
+                          // Another rank writes this group (format 2).
+                          if (p.part_.follower) return SaveResult{};
+                          return p.save(tokens, t);
+                        });
+  });
+  return combine(std::move(results));
+}
+
+template <typename Kv>
+Result<RestoreResult> restore_parts(const Parts& parts, std::span<const Token> tokens,
+                                    const Kv& destination) {
+  return combine(each_part(parts, [&](Engine::Impl& part) {
+    return on_kv_memory(part, destination, /*restore=*/true,
+                        [&](Engine::Impl& p, const KvMemory& t) { return p.restore(tokens, t); });
+  }));
+}
+
+}  // namespace
+
+Engine::Engine(std::vector<std::unique_ptr<Impl>> parts, KvGeometry geometry)
+    : parts_(std::move(parts)), geometry_(std::move(geometry)) {}
+Engine::~Engine() = default;
+
+Result<std::unique_ptr<Engine>> Engine::open(const Options& options) {
+  return guarded([&]() -> Result<std::unique_ptr<Engine>> {
+    KVTIER_ASSIGN_OR_RETURN(auto parts, open_store_parts(options));
+    KvGeometry geometry = options.geometry;
+    if (options.store_format == 1) geometry = parts[0]->options_.geometry;
+    return std::unique_ptr<Engine>(new Engine(std::move(parts), std::move(geometry)));
+  });
+}
+
+Result<SaveResult> Engine::save(std::span<const Token> tokens, const ChunkedKv& source) {
+  return save_parts(parts_, tokens, source);
+}
+Result<SaveResult> Engine::save(std::span<const Token> tokens, const PagedKv& source) {
+  return save_parts(parts_, tokens, source);
+}
+Result<uint64_t> Engine::lookup(std::span<const Token> tokens) {
+  return guarded([&]() -> Result<uint64_t> {
+    uint64_t held = tokens.size();
+    for (const auto& part : parts_) {
+      KVTIER_ASSIGN_OR_RETURN(uint64_t h, part->lookup(tokens));
+      held = std::min(held, h);
+    }
+    return held;
+  });
+}
+Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const ChunkedKv& destination) {
+  return restore_parts(parts_, tokens, destination);
+}
+Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const PagedKv& destination) {
+  return restore_parts(parts_, tokens, destination);
+}
+Result<uint64_t> Engine::evict(std::span<const Token> tokens) {
+  return guarded([&]() -> Result<uint64_t> {
+    uint64_t dropped = 0;
+    for (const auto& part : parts_) {
+      KVTIER_ASSIGN_OR_RETURN(uint64_t d, part->evict(tokens));
+      dropped += d;
+    }
+    return dropped;
+  });
+}
+Result<VerifyReport> Engine::verify(const ProgressFn& progress) {
+  return guarded([&]() -> Result<VerifyReport> {
+    VerifyReport all;
+    for (const auto& part : parts_) {
+      KVTIER_ASSIGN_OR_RETURN(VerifyReport r, part->verify(progress));
+      all.records_checked += r.records_checked;
+      all.bytes_checked += r.bytes_checked;
+      all.corrupt_records += r.corrupt_records;
+      all.problems.insert(all.problems.end(), r.problems.begin(), r.problems.end());
+    }
+    return all;
+  });
+}
+Result<CeilingResult> Engine::measure_read_ceiling(std::span<const Token> tokens) {
+  // The parts read at once, as a restore reads them: the ceiling is their bytes over the wall time.
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Result<CeilingResult>> results =
+      each_part(parts_, [&](Impl& part) { return part.measure_read_ceiling(tokens); });
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CeilingResult all;
+  for (auto& r : results) {
+    if (!r) return fail(r.error());
+    all.bytes += r->bytes;
+    all.seconds = std::max(all.seconds, r->seconds);
+  }
+  if (parts_.size() > 1) all.seconds = wall;
+  return all;
+}
+Result<std::vector<FileExtent>> Engine::read_extents(std::span<const Token> tokens) {
+  return guarded([&]() -> Result<std::vector<FileExtent>> {
+    std::vector<FileExtent> all;
+    for (const auto& part : parts_) {
+      KVTIER_ASSIGN_OR_RETURN(std::vector<FileExtent> e, part->read_extents(tokens));
+      all.insert(all.end(), e.begin(), e.end());
+    }
+    return all;
+  });
+}
+Result<std::vector<RemoteRecordKey>> Engine::remote_keys(std::span<const Token> tokens) {
+  return guarded([&]() -> Result<std::vector<RemoteRecordKey>> {
+    std::vector<RemoteRecordKey> all;
+    for (const auto& part : parts_) {
+      KVTIER_ASSIGN_OR_RETURN(std::vector<RemoteRecordKey> k, part->remote_keys(tokens));
+      all.insert(all.end(), k.begin(), k.end());
+    }
+    return all;
+  });
+}
+Result<RemoteSyncReport> Engine::sync_remote(std::span<const Token> tokens,
+                                             const ProgressFn& progress) {
+  return guarded([&]() -> Result<RemoteSyncReport> {
+    RemoteSyncReport all;
+    for (const auto& part : parts_) {
+      KVTIER_ASSIGN_OR_RETURN(RemoteSyncReport r, part->sync_remote(tokens, progress));
+      all.records += r.records;
+      all.already_present += r.already_present;
+      all.published += r.published;
+      all.failed += r.failed;
+      if (all.problem.empty()) all.problem = r.problem;
+    }
+    return all;
+  });
+}
+void Engine::wait_remote() {
+  for (const auto& part : parts_) {
+    if (part->remote_) part->remote_->drain();
+  }
+}
+Status Engine::drop_page_cache() {
+  try {
+    for (const auto& part : parts_) KVTIER_TRY(part->drop_page_cache());
+    return {};
+  } catch (const std::exception& e) {
+    return {ErrorCode::kInternal, e.what()};
+  }
+}
+Stats Engine::stats() const {
+  std::vector<Stats> each;
+  for (const auto& part : parts_) each.push_back(part->stats());
+  return combine_part_stats(each);
+}
+std::vector<SegmentInfo> Engine::segments() const {
+  std::vector<SegmentInfo> all;
+  for (const auto& part : parts_) {
+    std::vector<SegmentInfo> s = part->store_->segments();
+    all.insert(all.end(), s.begin(), s.end());
+  }
+  return all;
+}
+IoSettings Engine::io_settings() const { return parts_[0]->io_settings_; }
+Result<IoSettings> Engine::tune() {
+  return guarded([&]() -> Result<IoSettings> {
+    IoSettings first;
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      KVTIER_ASSIGN_OR_RETURN(IoSettings s, parts_[i]->tune());
+      if (i == 0) first = std::move(s);
+    }
+    return first;
+  });
+}
+const std::string& Engine::store_dir() const { return parts_[0]->store_->dir(); }
+const KvGeometry& Engine::geometry() const { return geometry_; }
+
+}  // namespace kvtier

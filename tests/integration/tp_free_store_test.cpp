@@ -1,0 +1,365 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// TP-free stores (Options::store_format 2): KV saved by the ranks of one TP size is restored by the
+// ranks of every other, each rank reading only its heads' records. Ranks are emulated in one
+// process (every rank an Engine of its own over the same root); the model's whole KV is drawn at
+// random and every rank's restore is compared with its heads' slice of it, byte for byte.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <numeric>
+#include <random>
+#include <regex>
+#include <vector>
+
+#include "kvtier/kvtier.hpp"
+#include "paged_reference.hpp"
+#include "test_util.hpp"
+
+namespace kvtier {
+namespace {
+
+using testing::TempDir;
+
+/// A model shape and a session: `heads` KV heads in all, `tokens` tokens.
+struct Model {
+  uint32_t heads = 0;
+  uint32_t layers = 0;
+  uint32_t head_dim = 0;
+  uint32_t element_bytes = 2;
+  uint32_t chunk = 0;
+  uint32_t max_tp = 8;
+  uint64_t tokens = 0;
+
+  [[nodiscard]] uint64_t head_bytes() const { return uint64_t{head_dim} * element_bytes; }
+  [[nodiscard]] KvGeometry rank(uint32_t r, uint32_t tp) const {
+    KvGeometry g;
+    g.model_id = "tp-free-test";
+    g.layers = layers;
+    g.kv_heads = heads / tp;
+    g.head_dim = head_dim;
+    g.element_bytes = element_bytes;
+    g.chunk_tokens = chunk;
+    g.tp_rank = r;
+    g.tp_world = tp;
+    g.kv_heads_total = heads;
+    return g;
+  }
+  /// The TP sizes a TP-free store serves for this model: powers of two dividing max_tp, at most
+  /// the heads and dividing them, whose ranks hold whole groups.
+  [[nodiscard]] std::vector<uint32_t> tp_sizes() const {
+    const uint32_t groups = std::gcd(heads, max_tp);
+    std::vector<uint32_t> sizes;
+    for (uint32_t t = 1; t <= max_tp; t *= 2) {
+      if (t <= heads && heads % t == 0 && groups % t == 0) sizes.push_back(t);
+    }
+    return sizes;
+  }
+};
+
+/// The model's KV of the session, [2, layers, tokens, heads, head_dim], random bytes.
+std::vector<std::byte> whole_kv(const Model& m, std::mt19937_64& rng) {
+  std::vector<std::byte> kv(2 * m.layers * m.tokens * m.heads * m.head_bytes());
+  for (auto& b : kv) b = static_cast<std::byte>(rng());
+  return kv;
+}
+
+/// Rank r of TP tp's heads of `whole`: [2, layers, tokens, heads / tp, head_dim].
+std::vector<std::byte> rank_slice(const Model& m, const std::vector<std::byte>& whole, uint32_t r,
+                                  uint32_t tp) {
+  const uint64_t rank_row = m.heads / tp * m.head_bytes(), row = m.heads * m.head_bytes();
+  std::vector<std::byte> out(2 * m.layers * m.tokens * rank_row);
+  for (uint64_t line = 0; line < 2 * m.layers * m.tokens; ++line) {
+    std::memcpy(out.data() + line * rank_row, whole.data() + line * row + r * rank_row, rank_row);
+  }
+  return out;
+}
+
+Options options_for(const std::string& root, const KvGeometry& g, uint32_t max_tp) {
+  Options o;
+  o.root = root;
+  o.geometry = g;
+  o.store_format = 2;
+  o.max_tp = max_tp;
+  o.capacity_bytes = 512ull << 20;
+  o.io_request_bytes = 64 << 10;
+  o.staging_bytes = 256 << 10;
+  o.tune = false;
+  return o;
+}
+
+void save_at(const std::string& root, const Model& m, const std::vector<std::byte>& whole,
+             const std::vector<Token>& tokens, uint32_t tp) {
+  for (uint32_t r = 0; r < tp; ++r) {
+    auto engine = Engine::open(options_for(root, m.rank(r, tp), m.max_tp));
+    ASSERT_TRUE(engine) << engine.error().message();
+    std::vector<std::byte> slice = rank_slice(m, whole, r, tp);
+    ChunkedKv kv{{slice.data(), slice.size(), MemoryKind::kHost, 0}, m.tokens};
+    auto saved = (*engine)->save(tokens, kv);
+    ASSERT_TRUE(saved) << saved.error().message();
+    ASSERT_EQ(saved->tokens_stored, m.tokens);
+  }
+}
+
+/// Restores the session at TP `tp` (rank by rank, each into its own memory, contiguous or in a
+/// paged layout) and compares every byte with the rank's slice; returns the bytes each rank read.
+std::vector<uint64_t> restore_at(const std::string& root, const Model& m,
+                                 const std::vector<std::byte>& whole,
+                                 const std::vector<Token>& tokens, uint32_t tp,
+                                 std::mt19937_64& rng) {
+  std::vector<uint64_t> read;
+  for (uint32_t r = 0; r < tp; ++r) {
+    const KvGeometry g = m.rank(r, tp);
+    auto engine = Engine::open(options_for(root, g, m.max_tp));
+    EXPECT_TRUE(engine) << engine.error().message();
+    if (!engine) return read;
+    auto held = (*engine)->lookup(tokens);
+    EXPECT_TRUE(held && *held == m.tokens) << "rank " << r << " of TP " << tp;
+    const std::vector<std::byte> want = rank_slice(m, whole, r, tp);
+    std::vector<std::byte> got(want.size(), std::byte{0});
+    const int form = static_cast<int>(rng() % 5);
+    if (form == 4) {
+      ChunkedKv kv{{got.data(), got.size(), MemoryKind::kHost, 0}, m.tokens};
+      auto restored = (*engine)->restore(tokens, kv);
+      EXPECT_TRUE(restored && restored->tokens_restored == m.tokens)
+          << (restored ? restored->problem : restored.error().message());
+      if (restored) read.push_back(restored->bytes_read);
+    } else {
+      const auto layout = static_cast<PagedLayout>(form);
+      const uint32_t block_size = 1 + static_cast<uint32_t>(rng() % 16);
+      const uint32_t blocks = static_cast<uint32_t>((m.tokens + block_size - 1) / block_size) + 3;
+      testing::PagedHost paged(g, blocks, block_size, layout);
+      const std::vector<int32_t> table =
+          testing::shuffled_blocks(m.tokens, block_size, blocks, rng());
+      paged.view.block_table = table;
+      auto restored = (*engine)->restore(tokens, paged.view);
+      EXPECT_TRUE(restored && restored->tokens_restored == m.tokens)
+          << (restored ? restored->problem : restored.error().message());
+      if (restored) read.push_back(restored->bytes_read);
+      testing::move_all(g, paged, table, got.data(), m.tokens, m.tokens, /*to_paged=*/false);
+    }
+    EXPECT_TRUE(got == want) << "rank " << r << " of TP " << tp << " restored other bytes (form "
+                             << form << ")";
+  }
+  return read;
+}
+
+TEST(TpFreeStore, EveryTpSizeRestoresWhatEveryOtherSaved) {
+  std::mt19937_64 rng(testing::test_seed());
+  const uint32_t kHeads[] = {1, 2, 3, 4, 6, 8, 12, 16, 32};
+  uint64_t pairs = 0, models = 0;
+  for (int round = 0; round < 8; ++round) {
+    Model m;
+    m.heads = kHeads[rng() % std::size(kHeads)];
+    m.layers = 1 + static_cast<uint32_t>(rng() % 3);
+    m.head_dim = 8 * (1 + static_cast<uint32_t>(rng() % 4));
+    m.element_bytes = rng() % 2 == 0 ? 2 : 1;
+    m.chunk = 4 + static_cast<uint32_t>(rng() % 29);
+    m.max_tp = rng() % 4 == 0 ? 4 : 8;
+    m.tokens = 1 + rng() % (5 * m.chunk);
+    const std::vector<uint32_t> sizes = m.tp_sizes();
+    std::vector<std::byte> whole = whole_kv(m, rng);
+    std::vector<Token> tokens(m.tokens);
+    for (auto& t : tokens) t = static_cast<Token>(rng() % 50000);
+    for (uint32_t a : sizes) {
+      TempDir dir;
+      save_at(dir.str(), m, whole, tokens, a);
+      for (uint32_t b : sizes) {
+        SCOPED_TRACE(::testing::Message()
+                     << "heads " << m.heads << " layers " << m.layers << " head_dim " << m.head_dim
+                     << " element bytes " << m.element_bytes << " chunk " << m.chunk << " max_tp "
+                     << m.max_tp << " tokens " << m.tokens << ": saved at TP " << a
+                     << ", restored at TP " << b);
+        const std::vector<uint64_t> read = restore_at(dir.str(), m, whole, tokens, b, rng);
+        ASSERT_EQ(read.size(), b);
+        // Each rank reads its heads' records and nothing else: an equal share.
+        for (uint64_t bytes : read) EXPECT_EQ(bytes, read[0]);
+        ++pairs;
+      }
+    }
+    ++models;
+  }
+  std::printf("TP-free: %llu models, %llu (save TP, restore TP) pairs, every byte compared\n",
+              static_cast<unsigned long long>(models), static_cast<unsigned long long>(pairs));
+}
+
+TEST(TpFreeStore, ARankReadsOnlyItsHeadsShare) {
+  Model m{.heads = 8,
+          .layers = 2,
+          .head_dim = 16,
+          .element_bytes = 2,
+          .chunk = 16,
+          .max_tp = 8,
+          .tokens = 64};
+  std::mt19937_64 rng(testing::test_seed());
+  const std::vector<std::byte> whole = whole_kv(m, rng);
+  std::vector<Token> tokens(m.tokens);
+  std::iota(tokens.begin(), tokens.end(), 7);
+  TempDir dir;
+  save_at(dir.str(), m, whole, tokens, 1);
+  const std::vector<uint64_t> one = restore_at(dir.str(), m, whole, tokens, 1, rng);
+  const std::vector<uint64_t> eight = restore_at(dir.str(), m, whole, tokens, 8, rng);
+  ASSERT_EQ(one.size(), 1u);
+  ASSERT_EQ(eight.size(), 8u);
+  // 4 chunks x 8 groups, each record a 4 KiB header and its group's payload (4 KiB here).
+  EXPECT_EQ(one[0], 4u * 8 * (4096 + 4096));
+  for (uint64_t bytes : eight) EXPECT_EQ(bytes, one[0] / 8);
+}
+
+TEST(TpFreeStore, ASessionIsHeldOnlyAsFarAsEveryGroupHoldsIt) {
+  Model m{.heads = 4,
+          .layers = 1,
+          .head_dim = 8,
+          .element_bytes = 2,
+          .chunk = 8,
+          .max_tp = 8,
+          .tokens = 40};
+  std::mt19937_64 rng(testing::test_seed());
+  const std::vector<std::byte> whole = whole_kv(m, rng);
+  std::vector<Token> tokens(m.tokens);
+  std::iota(tokens.begin(), tokens.end(), 1);
+  TempDir dir;
+  // Only rank 0 of TP 2 saved (rank 1 crashed before its save): heads 2 and 3 are missing.
+  {
+    auto engine = Engine::open(options_for(dir.str(), m.rank(0, 2), m.max_tp));
+    ASSERT_TRUE(engine);
+    std::vector<std::byte> slice = rank_slice(m, whole, 0, 2);
+    ASSERT_TRUE((*engine)->save(
+        tokens, ChunkedKv{{slice.data(), slice.size(), MemoryKind::kHost, 0}, m.tokens}));
+  }
+  auto whole_rank = Engine::open(options_for(dir.str(), m.rank(0, 1), m.max_tp));
+  ASSERT_TRUE(whole_rank);
+  // Heads 0 and 1 alone are no session.
+  EXPECT_EQ(*(*whole_rank)->lookup(tokens), 0u);
+  std::vector<std::byte> got(whole.size());
+  auto restored =
+      (*whole_rank)
+          ->restore(tokens, ChunkedKv{{got.data(), got.size(), MemoryKind::kHost, 0}, m.tokens});
+  ASSERT_TRUE(restored);
+  EXPECT_EQ(restored->tokens_restored, 0u);
+  whole_rank->reset();  // a group has one writer at a time
+  // The TP-4 ranks holding heads 0 and 1 find the session whole.
+  for (uint32_t r = 0; r < 2; ++r) {
+    auto engine = Engine::open(options_for(dir.str(), m.rank(r, 4), m.max_tp));
+    ASSERT_TRUE(engine) << engine.error().message();
+    EXPECT_EQ(*(*engine)->lookup(tokens), m.tokens);
+  }
+}
+
+TEST(TpFreeStore, RefusesTpSizesItCannotServeAndSaysWhy) {
+  TempDir dir;
+  Model m{.heads = 2,
+          .layers = 1,
+          .head_dim = 8,
+          .element_bytes = 2,
+          .chunk = 8,
+          .max_tp = 8,
+          .tokens = 8};
+  // More ranks than KV heads: ranks would replicate a head.
+  KvGeometry g = m.rank(0, 1);
+  g.kv_heads = 1;
+  g.tp_world = 4;
+  auto replicated = Engine::open(options_for(dir.str(), g, 8));
+  ASSERT_FALSE(replicated);
+  EXPECT_EQ(replicated.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(replicated.error().message().find("more ranks than the model's 2 KV heads"),
+            std::string::npos)
+      << replicated.error().message();
+  // kv_heads that is not the rank's share of the model's heads.
+  Options o = options_for(dir.str(), m.rank(0, 2), 8);
+  o.geometry.kv_heads_total = 4;  // two ranks of one head each hold 2 of them, not 4
+  auto wrong = Engine::open(o);
+  ASSERT_FALSE(wrong);
+  EXPECT_EQ(wrong.error().code(), ErrorCode::kInvalidArgument);
+  // A TP size that does not divide max_tp.
+  Model six{.heads = 6,
+            .layers = 1,
+            .head_dim = 8,
+            .element_bytes = 2,
+            .chunk = 8,
+            .max_tp = 8,
+            .tokens = 8};
+  auto three = Engine::open(options_for(dir.str(), six.rank(0, 3), 8));
+  ASSERT_FALSE(three);
+  EXPECT_EQ(three.error().code(), ErrorCode::kInvalidArgument);
+  // store_format and max_tp out of range.
+  o = options_for(dir.str(), m.rank(0, 1), 8);
+  o.store_format = 3;
+  EXPECT_EQ(Engine::open(o).error().code(), ErrorCode::kInvalidArgument);
+  o.store_format = 2;
+  o.max_tp = 6;
+  EXPECT_EQ(Engine::open(o).error().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(TpFreeStore, AFormatOneStoreBesideItIsLeftAlone) {
+  Model m{.heads = 4,
+          .layers = 2,
+          .head_dim = 8,
+          .element_bytes = 2,
+          .chunk = 8,
+          .max_tp = 8,
+          .tokens = 24};
+  std::mt19937_64 rng(testing::test_seed());
+  const std::vector<std::byte> whole = whole_kv(m, rng);
+  std::vector<Token> tokens(m.tokens);
+  std::iota(tokens.begin(), tokens.end(), 3);
+  TempDir dir;
+  save_at(dir.str(), m, whole, tokens, 2);
+  // The same rank with a store per rank (format 1) sees none of it, and writes its own.
+  Options one = options_for(dir.str(), m.rank(0, 2), 8);
+  one.store_format = 1;
+  auto f1 = Engine::open(one);
+  ASSERT_TRUE(f1) << f1.error().message();
+  EXPECT_EQ(*(*f1)->lookup(tokens), 0u);
+  EXPECT_NE((*f1)->store_dir().find("rank0of2"), std::string::npos);
+  const std::vector<uint64_t> read = restore_at(dir.str(), m, whole, tokens, 4, rng);
+  EXPECT_EQ(read.size(), 4u);
+}
+
+TEST(TpFreeStore, GroupStoresAreFormatTwoAndRebuildTheirIndexFromTheirHeaders) {
+  Model m{.heads = 4,
+          .layers = 2,
+          .head_dim = 8,
+          .element_bytes = 2,
+          .chunk = 8,
+          .max_tp = 8,
+          .tokens = 45};
+  std::mt19937_64 rng(testing::test_seed());
+  const std::vector<std::byte> whole = whole_kv(m, rng);
+  std::vector<Token> tokens(m.tokens);
+  std::iota(tokens.begin(), tokens.end(), 11);
+  TempDir dir;
+  save_at(dir.str(), m, whole, tokens, 4);
+  // Every group directory: a format-2 manifest and records whose headers say KVTREC02. Its index
+  // lost, each store walks its segments' headers to find its records again.
+  size_t groups = 0;
+  for (const auto& model : std::filesystem::directory_iterator(dir.path() / "kvtier2")) {
+    for (const auto& group : std::filesystem::directory_iterator(model.path())) {
+      ++groups;
+      std::ifstream manifest(group.path() / "MANIFEST.json");
+      const std::string text((std::istreambuf_iterator<char>(manifest)),
+                             std::istreambuf_iterator<char>());
+      EXPECT_TRUE(std::regex_search(text, std::regex(R"("format_version"\s*:\s*2\b)"))) << text;
+      for (const auto& f : std::filesystem::directory_iterator(group.path())) {
+        const std::string name = f.path().filename().string();
+        if (name.starts_with("seg-")) {
+          std::ifstream seg(f.path(), std::ios::binary);
+          char magic[8] = {};
+          seg.read(magic, 8);
+          EXPECT_EQ(std::string(magic, 8), "KVTREC02") << f.path();
+        }
+        if (name.starts_with("index.")) std::filesystem::remove(f.path());
+      }
+    }
+  }
+  EXPECT_EQ(groups, 4u);
+  const std::vector<uint64_t> read = restore_at(dir.str(), m, whole, tokens, 2, rng);
+  EXPECT_EQ(read.size(), 2u);
+}
+
+}  // namespace
+}  // namespace kvtier
