@@ -175,9 +175,13 @@ class KVTIER_EXPORT Engine {
 
  private:
   Engine(std::vector<std::unique_ptr<Impl>> parts, KvGeometry geometry);
+  struct Delivered;
+  Result<RestoreResult> delivered(Result<RestoreResult> result);
+  Result<CeilingResult> ceiling_of_parts(std::span<const Token> tokens);
   /// One per store this rank uses: its own (format 1), or each head group it holds (format 2).
   std::vector<std::unique_ptr<Impl>> parts_;
   KvGeometry geometry_;  ///< the rank's, as opened
+  std::unique_ptr<Delivered> delivered_;
 };
 
 }  // namespace kvtier

@@ -90,6 +90,9 @@ struct KVTIER_EXPORT Options {
   uint32_t store_format = 1;
   /// Format 2: the largest TP size the store serves (a power of two, 1..1024).
   uint32_t max_tp = 8;
+  /// Format 2 with more ranks than KV heads: a rank that reads a head group another rank writes
+  /// waits this long at open for the writer to make its store (ranks start together).
+  uint32_t writer_wait_ms = 30000;
   /// Optional tenant salt: keys saved under one tenant never match lookups of another.
   std::string tenant;
   /// Upper bound on the bytes the store takes on disk, per drive. 0: not asked for; the store's own

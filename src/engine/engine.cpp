@@ -80,6 +80,13 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   auto impl = std::make_unique<Impl>();
   KVTIER_ASSIGN_OR_RETURN(impl->options_, options.resolved());
   impl->part_ = part;
+  if (part.new_store_capacity != 0) {
+    // None asked for: a new store takes the part's share, an existing one keeps its own (there is
+    // no capacity request below).
+    Options share = options;
+    share.capacity_bytes = part.new_store_capacity;
+    KVTIER_ASSIGN_OR_RETURN(impl->options_, share.resolved());
+  }
   const Options& o = impl->options_;
   impl->log_ = Logger(o.log_sink, o.log_level.value_or(LogLevel::kWarn));
   KVTIER_ASSIGN_OR_RETURN(StoreRequest request, store_request(options));
@@ -96,7 +103,10 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   }
   StoreConfig config = StoreConfig::of(o);
   config.dir_name = part.dir_name;
-  KVTIER_ASSIGN_OR_RETURN(impl->store_, Store::open(config, impl->log_, request));
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, Store::open(config, impl->log_, request));
+  impl->store_dir_ = store->dir();
+  impl->store_.reset(std::move(store));
+  impl->store_config_ = config;
   const uint64_t defaults_request = o.io_request_bytes, defaults_staging = o.staging_bytes;
   KVTIER_ASSIGN_OR_RETURN(const bool retuned, impl->apply_tuning(options));
   if (retuned) {
@@ -106,7 +116,7 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   if (impl->dram_) pinned.push_back(impl->dram_->arena());
   if (impl->remote_arena_) pinned.push_back(impl->remote_arena_->memory());
 
-  impl->namespace_ = namespace_key(o.geometry, o.tenant);
+  impl->namespace_ = namespace_key(o.geometry, o.tenant, o.store_format);
   impl->kit_ = std::make_unique<TransferKit>(o.io_path, std::move(staging), std::move(pinned),
                                              impl->store_->direct_io(),
                                              impl->store_->direct_io_fallback(), impl->log_);
@@ -128,11 +138,11 @@ Result<bool> Engine::Impl::apply_tuning(const Options& asked) {
                     in_options ? "options"
                     : in_env   ? "environment"
                                : "defaults (tuning off)",
-                    tune_drives(*store_, TuneMode::kRead, log_)};
+                    tune_drives(*store_.get(), TuneMode::kRead, log_)};
     return false;
   }
   const TuneMode mode = store_->read_only() ? TuneMode::kRead : TuneMode::kProbeUntuned;
-  io_settings_ = io_from_tuning(tune_drives(*store_, mode, log_), options_);
+  io_settings_ = io_from_tuning(tune_drives(*store_.get(), mode, log_), options_);
   const bool changed = io_settings_.request_bytes != options_.io_request_bytes ||
                        io_settings_.staging_bytes != options_.staging_bytes;
   options_.io_request_bytes = io_settings_.request_bytes;
@@ -167,12 +177,26 @@ Result<IoSettings> Engine::Impl::tune() {
                                             store_->read_only_reason() +
                                             "): the drives' tunings cannot be kept");
   }
-  IoSettings found = io_from_tuning(tune_drives(*store_, TuneMode::kProbeAll, log_), options_);
+  IoSettings found =
+      io_from_tuning(tune_drives(*store_.get(), TuneMode::kProbeAll, log_), options_);
   found.source = "tuned (used by engines opened from now on)";
   return found;
 }
 
 Engine::Impl::~Impl() = default;
+
+void Engine::Impl::follow_writer() {
+  if (!part_.follower || !store_->index_changed()) return;
+  auto newer = Store::open(store_config_, log_, {});
+  if (!newer) {
+    KVTIER_LOG(log_, kWarn,
+               "{}: a newer snapshot of the writer's index could not be read ({}); "
+               "serving the one held",
+               store_->dir(), newer.error().message());
+    return;
+  }
+  store_.reset(std::move(*newer));
+}
 
 std::vector<LocatedRecord> Engine::Impl::find_prefix(std::span<const Token> tokens) {
   const std::vector<Key128> keys = chain_keys(namespace_, tokens, options_.geometry.chunk_tokens);

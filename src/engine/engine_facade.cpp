@@ -5,9 +5,12 @@
 // (in parallel where it moves data) and the answers combine: a session is held as far as every
 // part holds it. No exception crosses the public API.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <new>
+#include <optional>
+#include <system_error>
 #include <utility>
 
 #include <fmt/format.h>
@@ -32,19 +35,25 @@ auto guarded(F&& f) -> decltype(f()) {
 
 using Parts = std::vector<std::unique_ptr<Engine::Impl>>;
 
-/// op(part) for every part, the first on this thread and the others on threads of their own; the
-/// results in the parts' order.
+/// op(part) for every part, the first on this thread and the others on threads of their own (on
+/// this one where a thread cannot be had); the results in the parts' order.
 template <typename Op>
 auto each_part(const Parts& parts, Op&& op) {
   using R = decltype(op(*parts[0]));
-  std::vector<std::future<R>> others;
+  auto run = [&](size_t i) { return guarded([&]() -> R { return op(*parts[i]); }); };
+  std::vector<std::optional<std::future<R>>> others(parts.size());
   for (size_t i = 1; i < parts.size(); ++i) {
-    others.push_back(
-        std::async(std::launch::async, [&, i] { return guarded([&] { return op(*parts[i]); }); }));
+    try {
+      others[i] = std::async(std::launch::async, run, i);
+    } catch (const std::system_error&) {
+      others[i].reset();
+    }
   }
   std::vector<R> results;
-  results.push_back(guarded([&] { return op(*parts[0]); }));
-  for (auto& f : others) results.push_back(f.get());
+  results.reserve(parts.size());
+  results.push_back(run(0));
+  for (size_t i = 1; i < parts.size(); ++i)
+    results.push_back(others[i] ? others[i]->get() : run(i));
   return results;
 }
 
@@ -97,8 +106,13 @@ Result<SaveResult> save_parts(const Parts& parts, std::span<const Token> tokens,
   std::vector<Result<SaveResult>> results = each_part(parts, [&](Engine::Impl& part) {
     return on_kv_memory(part, source, /*restore=*/false,
                         [&](Engine::Impl& p, const KvMemory& t) -> Result<SaveResult> {
-                          // Another rank writes this group (format 2).
-                          if (p.part_.follower) return SaveResult{};
+                          // Another rank writes this group (format 2): what it holds of the
+                          // session is what is stored.
+                          if (p.part_.follower) {
+                            p.follow_writer();
+                            KVTIER_ASSIGN_OR_RETURN(uint64_t held, p.lookup(tokens));
+                            return SaveResult{.tokens_stored = held};
+                          }
                           return p.save(tokens, t);
                         });
   });
@@ -109,6 +123,7 @@ template <typename Kv>
 Result<RestoreResult> restore_parts(const Parts& parts, std::span<const Token> tokens,
                                     const Kv& destination) {
   return combine(each_part(parts, [&](Engine::Impl& part) {
+    part.follow_writer();
     return on_kv_memory(part, destination, /*restore=*/true,
                         [&](Engine::Impl& p, const KvMemory& t) { return p.restore(tokens, t); });
   }));
@@ -116,8 +131,16 @@ Result<RestoreResult> restore_parts(const Parts& parts, std::span<const Token> t
 
 }  // namespace
 
+/// Counts of what an engine of several parts delivered, which no single part knows.
+struct Engine::Delivered {
+  std::atomic<uint64_t> lookup_hit_tokens{0};
+  std::atomic<uint64_t> tokens_restored{0};
+};
+
 Engine::Engine(std::vector<std::unique_ptr<Impl>> parts, KvGeometry geometry)
-    : parts_(std::move(parts)), geometry_(std::move(geometry)) {}
+    : parts_(std::move(parts)),
+      geometry_(std::move(geometry)),
+      delivered_(std::make_unique<Delivered>()) {}
 Engine::~Engine() = default;
 
 Result<std::unique_ptr<Engine>> Engine::open(const Options& options) {
@@ -130,31 +153,34 @@ Result<std::unique_ptr<Engine>> Engine::open(const Options& options) {
 }
 
 Result<SaveResult> Engine::save(std::span<const Token> tokens, const ChunkedKv& source) {
-  return save_parts(parts_, tokens, source);
+  return guarded([&] { return save_parts(parts_, tokens, source); });
 }
 Result<SaveResult> Engine::save(std::span<const Token> tokens, const PagedKv& source) {
-  return save_parts(parts_, tokens, source);
+  return guarded([&] { return save_parts(parts_, tokens, source); });
 }
 Result<uint64_t> Engine::lookup(std::span<const Token> tokens) {
   return guarded([&]() -> Result<uint64_t> {
     uint64_t held = tokens.size();
     for (const auto& part : parts_) {
+      part->follow_writer();
       KVTIER_ASSIGN_OR_RETURN(uint64_t h, part->lookup(tokens));
       held = std::min(held, h);
     }
+    if (parts_.size() > 1) delivered_->lookup_hit_tokens += held;
     return held;
   });
 }
 Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const ChunkedKv& destination) {
-  return restore_parts(parts_, tokens, destination);
+  return guarded([&] { return delivered(restore_parts(parts_, tokens, destination)); });
 }
 Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const PagedKv& destination) {
-  return restore_parts(parts_, tokens, destination);
+  return guarded([&] { return delivered(restore_parts(parts_, tokens, destination)); });
 }
 Result<uint64_t> Engine::evict(std::span<const Token> tokens) {
   return guarded([&]() -> Result<uint64_t> {
     uint64_t dropped = 0;
     for (const auto& part : parts_) {
+      if (part->part_.follower) continue;  // the group's writer evicts what the group holds
       KVTIER_ASSIGN_OR_RETURN(uint64_t d, part->evict(tokens));
       dropped += d;
     }
@@ -175,6 +201,9 @@ Result<VerifyReport> Engine::verify(const ProgressFn& progress) {
   });
 }
 Result<CeilingResult> Engine::measure_read_ceiling(std::span<const Token> tokens) {
+  return guarded([&] { return ceiling_of_parts(tokens); });
+}
+Result<CeilingResult> Engine::ceiling_of_parts(std::span<const Token> tokens) {
   // The parts read at once, as a restore reads them: the ceiling is their bytes over the wall time.
   const auto start = std::chrono::steady_clock::now();
   std::vector<Result<CeilingResult>> results =
@@ -241,7 +270,19 @@ Status Engine::drop_page_cache() {
 Stats Engine::stats() const {
   std::vector<Stats> each;
   for (const auto& part : parts_) each.push_back(part->stats());
-  return combine_part_stats(each);
+  Stats all = combine_part_stats(each);
+  if (parts_.size() > 1) {
+    // What the calls delivered: the prefix every part held or restored.
+    all.lookup_hit_tokens = delivered_->lookup_hit_tokens;
+    all.tokens_restored = delivered_->tokens_restored;
+    all.bytes_restored = delivered_->tokens_restored * geometry_.bytes_per_token();
+  }
+  return all;
+}
+
+Result<RestoreResult> Engine::delivered(Result<RestoreResult> result) {
+  if (result && parts_.size() > 1) delivered_->tokens_restored += result->tokens_restored;
+  return result;
 }
 std::vector<SegmentInfo> Engine::segments() const {
   std::vector<SegmentInfo> all;
@@ -253,16 +294,11 @@ std::vector<SegmentInfo> Engine::segments() const {
 }
 IoSettings Engine::io_settings() const { return parts_[0]->io_settings_; }
 Result<IoSettings> Engine::tune() {
-  return guarded([&]() -> Result<IoSettings> {
-    IoSettings first;
-    for (size_t i = 0; i < parts_.size(); ++i) {
-      KVTIER_ASSIGN_OR_RETURN(IoSettings s, parts_[i]->tune());
-      if (i == 0) first = std::move(s);
-    }
-    return first;
-  });
+  // Every part's store lies on the same drives, which the first part's probe measures; the other
+  // parts read with what it found (open_store_parts).
+  return guarded([&] { return parts_[0]->tune(); });
 }
-const std::string& Engine::store_dir() const { return parts_[0]->store_->dir(); }
+const std::string& Engine::store_dir() const { return parts_[0]->store_dir_; }
 const KvGeometry& Engine::geometry() const { return geometry_; }
 
 }  // namespace kvtier

@@ -36,6 +36,30 @@ enum class RecheckOutcome : uint8_t {
   kIntactNotPlaced,  ///< verified on the host, but placing it failed: the record stays, a miss
 };
 
+/// The engine's store. A follower (StorePart::follower) replaces it by a newer snapshot while
+/// other calls run: `store_->f()` holds the store it calls until the call returns, and so does the
+/// pointer get() returns while it is kept.
+class StoreHandle {
+ public:
+  struct Held {
+    std::shared_ptr<Store> store;
+    Store* operator->() const { return store.get(); }
+  };
+  Held operator->() const { return {get()}; }
+  [[nodiscard]] std::shared_ptr<Store> get() const {
+    std::lock_guard lock(mu_);
+    return store_;
+  }
+  void reset(std::shared_ptr<Store> store) {
+    std::lock_guard lock(mu_);
+    store_ = std::move(store);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<Store> store_;
+};
+
 /// Which part of a rank's KV one Impl keeps: all of it (format 1), or one head group of a TP-free
 /// store (format 2, head_group_stores.cpp), whose records hold `options.geometry.kv_heads` of the
 /// `memory_heads` heads of the caller's rows, from head `first_head` on.
@@ -45,6 +69,10 @@ struct StorePart {
   uint32_t first_head = 0;
   /// Another rank writes this group: opened read-only, saves leave it alone.
   bool follower = false;
+  /// A new store's capacity when none is asked for (Options and environment): the group's share
+  /// of the default; 0: the default.
+  uint64_t new_store_capacity = 0;
+  uint32_t share_of_rank = 1;  ///< the parts the rank's memory bounds are split over
 };
 
 /// Engine state. Thread-safe: the store locks itself, counters are atomic, staging is a pool.
@@ -86,7 +114,12 @@ class Engine::Impl {
   StorePart part_;
   IoSettings io_settings_;  // the request size and staging options_ holds, and why
   Logger log_;
-  std::unique_ptr<Store> store_;
+  StoreHandle store_;
+  StoreConfig store_config_;  // what store_ was opened with (a follower opens it again)
+  std::string store_dir_;     // store_'s directory, the same in every snapshot
+  /// A follower: takes a newer snapshot of the group's store when its writer changed the index
+  /// since the one it holds; keeps the one it holds when that fails (logged).
+  void follow_writer();
   std::unique_ptr<DramTier> dram_;  // null when Options::dram_bytes is 0
   /// Where remote values land (cluster_arena.hpp), the staging pool's size, pinned with it: before
   /// kit_, which unpins it when it goes. Null without a remote tier.

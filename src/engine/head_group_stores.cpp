@@ -3,7 +3,9 @@
 #include "engine/head_group_stores.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <string_view>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -22,10 +24,37 @@ std::string model_dir(const KvGeometry& rank) {
   model.kv_heads_total = 0;
   model.tp_rank = 0;
   model.tp_world = 1;
-  return namespace_key(model, "").hex();
+  return namespace_key(model, "", 2).hex();
 }
 
 constexpr uint64_t kDefaultCapacity = uint64_t{64} << 30;
+
+Result<std::unique_ptr<Engine::Impl>> open_part(const Options& o, const StorePart& part,
+                                                const KvGeometry& rank) {
+  const auto wait = std::chrono::milliseconds(o.writer_wait_ms);
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    auto impl = Engine::Impl::create(o, part);
+    if (!impl && impl.error().code() != ErrorCode::kNotFound) {
+      return fail(impl.error().with_context(fmt::format(
+          "head group {} of {} (store_format 2 gives each group 1/{} of the capacity and this "
+          "rank's DRAM tier 1/{} each)",
+          o.geometry.tp_rank, o.geometry.tp_world, o.geometry.tp_world, part.share_of_rank)));
+    }
+    if (impl || !part.follower || impl.error().code() != ErrorCode::kNotFound ||
+        std::chrono::steady_clock::now() > deadline) {
+      if (!impl && part.follower && impl.error().code() == ErrorCode::kNotFound) {
+        return fail(ErrorCode::kNotFound,
+                    fmt::format("rank {} of TP {} reads head group {} of {}, which the lowest rank "
+                                "holding it writes; no such store appeared in {} ms: {}",
+                                rank.tp_rank, rank.tp_world, o.geometry.tp_rank,
+                                o.geometry.tp_world, wait.count(), impl.error().message()));
+      }
+      return impl;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
 
 }  // namespace
 
@@ -46,23 +75,23 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
       fmt::format("geometry: rank {} of TP {} holds {} of the model's {} KV heads, not "
                   "the kv_heads {} given",
                   rank.tp_rank, rank.tp_world, held.heads, split.kv_heads, rank.kv_heads));
-  if (held.heads * rank.tp_world != split.kv_heads) {
-    // Ranks that replicate a head share its group: one writes, the others follow its index as it
-    // grows, which TP-free stores cannot do yet.
-    return fail(ErrorCode::kInvalidArgument,
-                fmt::format("store_format 2: TP {} is more ranks than the model's {} KV heads; a "
-                            "TP-free store serves TP sizes up to the KV heads for now (use "
-                            "store_format 1)",
-                            rank.tp_world, split.kv_heads));
-  }
   // The store's bounds are the rank's share of the model's: a group gets 1/G of the capacity per
-  // drive, and this rank's DRAM tier is shared by the groups it holds.
+  // drive (asked for, or a new store's default; an existing store unasked keeps its own), and this
+  // rank's DRAM tier is shared by the groups it holds.
   KVTIER_ASSIGN_OR_RETURN(EnvOverrides env, read_env_overrides());
   const uint32_t groups = split.groups();
-  const uint64_t capacity = options.capacity_bytes != 0
-                                ? options.capacity_bytes
-                                : env.capacity_bytes.value_or(kDefaultCapacity);
+  const std::optional<uint64_t> capacity =
+      options.capacity_bytes != 0 ? std::optional(options.capacity_bytes) : env.capacity_bytes;
   const uint64_t dram = options.dram_bytes != 0 ? options.dram_bytes : env.dram_bytes.value_or(0);
+  auto share = [](uint64_t bytes, uint32_t parts) { return bytes / parts / 4096 * 4096; };
+  KVTIER_EXPECTS(!capacity || share(*capacity, groups) > 0,
+                 fmt::format("store_format 2: a capacity of {} split over the model's {} head "
+                             "groups leaves less than 4 KiB per group",
+                             size_text(*capacity), groups));
+  KVTIER_EXPECTS(dram == 0 || share(dram, held.groups) > 0,
+                 fmt::format("store_format 2: a DRAM tier of {} split over the {} head groups this "
+                             "rank holds leaves less than 4 KiB per group",
+                             size_text(dram), held.groups));
   const std::string dir = model_dir(rank);
   for (uint32_t k = 0; k < held.groups; ++k) {
     const uint32_t group = held.first_group + k;
@@ -71,13 +100,31 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
     o.geometry.kv_heads_total = 0;
     o.geometry.tp_rank = group;
     o.geometry.tp_world = groups;
-    o.capacity_bytes = capacity / groups / 4096 * 4096;
-    o.dram_bytes = dram / held.groups / 4096 * 4096;
     StorePart part;
+    if (capacity) {
+      o.capacity_bytes = share(*capacity, groups);
+    } else {
+      part.new_store_capacity = share(kDefaultCapacity, groups);
+    }
+    o.dram_bytes = share(dram, held.groups);
     part.dir_name = fmt::format("kvtier2/{}/g{}of{}", dir, group, groups);
     part.memory_heads = rank.kv_heads;
     part.first_head = k * split.heads_per_group();
-    KVTIER_ASSIGN_OR_RETURN(auto impl, Engine::Impl::create(o, part));
+    part.share_of_rank = held.groups;
+    // Ranks that replicate a head (more ranks than KV heads) share its group: the lowest writes
+    // it, the others follow its index (StorePart::follower) and keep no DRAM tier of their own.
+    part.follower = !held.writes;
+    if (part.follower) {
+      o.read_only = true;
+      o.dram_bytes = 0;
+    }
+    if (k > 0 && options.tune && options.io_request_bytes == 0 && options.staging_bytes == 0 &&
+        !env.io_request_bytes && !env.staging_bytes) {
+      // The drives are the first group's drives: its tuning (probed once) is every group's.
+      o.io_request_bytes = parts[0]->io_settings_.request_bytes;
+      o.staging_bytes = parts[0]->io_settings_.staging_bytes;
+    }
+    KVTIER_ASSIGN_OR_RETURN(auto impl, open_part(o, part, rank));
     parts.push_back(std::move(impl));
   }
   return parts;

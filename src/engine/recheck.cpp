@@ -43,7 +43,7 @@ std::vector<RecheckOutcome> Engine::Impl::recheck(std::span<const LocatedRecord>
                                                   std::span<const uint64_t> first_tokens,
                                                   const KvMemory* destination) {
   std::vector<RecheckOutcome> out(records.size(), RecheckOutcome::kUnread);
-  const std::vector<LocatedRecord> reopened = through_page_cache(*store_, records, log_);
+  const std::vector<LocatedRecord> reopened = through_page_cache(*store_.get(), records, log_);
   for (size_t i = 0; i < records.size(); ++i) {
     const RecordMeta& m = records[i].meta;
     if (!reopened[i].file) continue;  // no evidence either way: kept, a miss

@@ -43,11 +43,13 @@ DriveTuningInfo info_of(const std::string& dir, const DriveTuning& t, std::strin
 
 /// Held while a drive is probed. A deployment's ranks open their stores at once, each with its own
 /// rank directory on the same drives: probed by two at once, a drive would show each half of
-/// itself. The lock file beside the rank directories lets one rank probe a drive at a time; where
-/// it cannot be had (a root that may not be written, a wait past a minute) the probe runs anyway.
-std::unique_ptr<File> lock_drive(FileSystem& fs, const std::string& rank_dir) {
-  const std::string path =
-      (std::filesystem::path(rank_dir).parent_path() / ".kvtier-probe.lock").string();
+/// itself. The lock file in the drive's root (`depth` directories above the store's: its rank or
+/// head-group directory) lets one store probe a drive at a time; where it cannot be had (a root
+/// that may not be written, a wait past a minute) the probe runs anyway.
+std::unique_ptr<File> lock_drive(FileSystem& fs, const std::string& store_dir, uint32_t depth) {
+  std::filesystem::path root(store_dir);
+  for (uint32_t i = 0; i < depth; ++i) root = root.parent_path();
+  const std::string path = (root / ".kvtier-probe.lock").string();
   auto file = fs.open(path, O_RDWR | O_CREAT);
   if (!file) return nullptr;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
@@ -129,7 +131,7 @@ std::vector<DriveTuningInfo> tune_drives(Store& store, TuneMode mode, const Logg
                          : DriveTuningInfo{sample.dir, 0, 0, 0, "not tuned: " + skip});
       continue;
     }
-    const std::unique_ptr<File> held = lock_drive(fs, sample.dir);
+    const std::unique_ptr<File> held = lock_drive(fs, sample.dir, store.dir_depth());
     auto found = probe_drive(sample, config);
     if (!found) {
       KVTIER_LOG(log, kWarn, "drive tuning: probing {} failed ({}); {}", sample.dir,

@@ -112,12 +112,17 @@ class Store {
 
   [[nodiscard]] const std::string& dir() const { return dir_; }
   [[nodiscard]] const KvGeometry& geometry() const { return geometry_; }
+  /// Directories from a drive's root to the store's on it (StoreConfig::dir_depth).
+  [[nodiscard]] uint32_t dir_depth() const { return dir_depth_; }
   /// What its records hold and which header they carry.
   [[nodiscard]] RecordShape record_shape() const { return {geometry_, record_version_}; }
   [[nodiscard]] bool direct_io() const { return direct_; }
   [[nodiscard]] const std::string& direct_io_fallback() const { return direct_fallback_; }
   /// Opened read-only, and why (empty when writable).
   [[nodiscard]] bool read_only() const { return directory_.read_only(); }
+  /// A snapshot's (Options::read_only): whether its writer has changed the index files since the
+  /// snapshot was read, so that a newer one would hold more (or fewer) records.
+  [[nodiscard]] bool index_changed() const;
   [[nodiscard]] const std::string& read_only_reason() const {
     return directory_.read_only_reason();
   }
@@ -265,6 +270,8 @@ class Store {
   std::string dir_;
   KvGeometry geometry_;
   uint32_t record_version_ = kFormatVersion;
+  std::string index_stamp_;
+  uint32_t dir_depth_ = 1;  // the index files' identities and sizes when the index was read
   // A capacity this engine asked for that the store does not have yet. It takes effect at the
   // first save, so an engine that only reads never evicts for a smaller one (docs/format.md).
   std::optional<uint64_t> pending_capacity_;  // guarded by mu_

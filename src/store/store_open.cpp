@@ -103,6 +103,13 @@ IndexFiles index_files(FileSystem& fs, const std::string& dir) {
           file_state(fs, fmt::format("{}/{}", dir, IndexLog::kJournalName))};
 }
 
+std::string stamp(const IndexFiles& f) {
+  auto one = [](const FileState& s) {
+    return fmt::format("{}:{}:{}:{}.{}", s.exists, s.ino, s.size, s.mtime.tv_sec, s.mtime.tv_nsec);
+  };
+  return one(f.checkpoint) + "/" + one(f.journal);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Store>> Store::open(const StoreConfig& config, const Logger& log,
@@ -115,7 +122,8 @@ Result<std::unique_ptr<Store>> Store::open(const StoreConfig& config, const Logg
   for (int attempt = 1;; ++attempt) {
     const IndexFiles before = index_files(*config.fs, dir);
     auto store = open_once(config, log, request);
-    const bool settled = index_files(*config.fs, dir).continues(before);
+    const IndexFiles after = index_files(*config.fs, dir);
+    const bool settled = after.continues(before);
     if (settled || attempt == kSnapshotAttempts) {
       if (!settled) {
         return fail(ErrorCode::kLocked,
@@ -123,6 +131,8 @@ Result<std::unique_ptr<Store>> Store::open(const StoreConfig& config, const Logg
                                 "it",
                                 dir, kSnapshotAttempts));
       }
+      // A journal that grew while it was read may hold more than was read: the earlier stamp.
+      if (store) (*store)->index_stamp_ = stamp(before);
       return store;
     }
   }
@@ -139,6 +149,7 @@ Result<std::unique_ptr<Store>> Store::open_once(const StoreConfig& config, const
   FileSystem& fs = *config.fs;
   store->geometry_ = config.geometry;
   store->record_version_ = config.record_version;
+  store->dir_depth_ = config.dir_depth();
   store->index_ = RecordIndex(config.geometry.chunk_tokens);
   KVTIER_TRY(refuse_repeated_roots(fs, config.roots));
   const std::vector<std::string> rank_dirs = store_dirs(config);
@@ -344,5 +355,7 @@ Status Store::resize_budget(uint64_t capacity, uint64_t segment_bytes) {
   return budget_.resize(capacity, segment_bytes, dir.allocated,
                         journal_ ? journal_->journal_bytes() : 0, dir_);
 }
+
+bool Store::index_changed() const { return stamp(index_files(*fs_, dir_)) != index_stamp_; }
 
 }  // namespace kvtier

@@ -40,7 +40,7 @@ struct Model {
     KvGeometry g;
     g.model_id = "tp-free-test";
     g.layers = layers;
-    g.kv_heads = heads / tp;
+    g.kv_heads = std::max(1u, heads / tp);  // more ranks than heads: one (replicated) head each
     g.head_dim = head_dim;
     g.element_bytes = element_bytes;
     g.chunk_tokens = chunk;
@@ -49,15 +49,22 @@ struct Model {
     g.kv_heads_total = heads;
     return g;
   }
-  /// The TP sizes a TP-free store serves for this model: powers of two dividing max_tp, at most
-  /// the heads and dividing them, whose ranks hold whole groups.
+  /// The TP sizes a TP-free store serves for this model: powers of two dividing max_tp whose ranks
+  /// hold whole groups: up to the heads, dividing them and the groups; past the heads, multiples
+  /// of them when every group is one head (ranks then replicate heads).
   [[nodiscard]] std::vector<uint32_t> tp_sizes() const {
     const uint32_t groups = std::gcd(heads, max_tp);
     std::vector<uint32_t> sizes;
     for (uint32_t t = 1; t <= max_tp; t *= 2) {
-      if (t <= heads && heads % t == 0 && groups % t == 0) sizes.push_back(t);
+      if (t <= heads ? heads % t == 0 && groups % t == 0 : t % heads == 0 && groups == heads) {
+        sizes.push_back(t);
+      }
     }
     return sizes;
+  }
+  /// The first of the heads rank r of TP tp holds.
+  [[nodiscard]] uint32_t first_head(uint32_t r, uint32_t tp) const {
+    return tp <= heads ? r * (heads / tp) : r * heads / tp;
   }
 };
 
@@ -68,13 +75,14 @@ std::vector<std::byte> whole_kv(const Model& m, std::mt19937_64& rng) {
   return kv;
 }
 
-/// Rank r of TP tp's heads of `whole`: [2, layers, tokens, heads / tp, head_dim].
+/// Rank r of TP tp's heads of `whole`: [2, layers, tokens, heads / tp (or 1), head_dim].
 std::vector<std::byte> rank_slice(const Model& m, const std::vector<std::byte>& whole, uint32_t r,
                                   uint32_t tp) {
-  const uint64_t rank_row = m.heads / tp * m.head_bytes(), row = m.heads * m.head_bytes();
+  const uint64_t rank_row = std::max(1u, m.heads / tp) * m.head_bytes();
+  const uint64_t row = m.heads * m.head_bytes(), first = m.first_head(r, tp) * m.head_bytes();
   std::vector<std::byte> out(2 * m.layers * m.tokens * rank_row);
   for (uint64_t line = 0; line < 2 * m.layers * m.tokens; ++line) {
-    std::memcpy(out.data() + line * rank_row, whole.data() + line * row + r * rank_row, rank_row);
+    std::memcpy(out.data() + line * rank_row, whole.data() + line * row + first, rank_row);
   }
   return out;
 }
@@ -176,7 +184,8 @@ TEST(TpFreeStore, EveryTpSizeRestoresWhatEveryOtherSaved) {
                      << ", restored at TP " << b);
         const std::vector<uint64_t> read = restore_at(dir.str(), m, whole, tokens, b, rng);
         ASSERT_EQ(read.size(), b);
-        // Each rank reads its heads' records and nothing else: an equal share.
+        // Each rank reads its heads' records and nothing else: an equal share (a replicated head's
+        // record is read by every rank that holds it).
         for (uint64_t bytes : read) EXPECT_EQ(bytes, read[0]);
         ++pairs;
       }
@@ -259,16 +268,26 @@ TEST(TpFreeStore, RefusesTpSizesItCannotServeAndSaysWhy) {
           .chunk = 8,
           .max_tp = 8,
           .tokens = 8};
-  // More ranks than KV heads: ranks would replicate a head.
-  KvGeometry g = m.rank(0, 1);
-  g.kv_heads = 1;
-  g.tp_world = 4;
-  auto replicated = Engine::open(options_for(dir.str(), g, 8));
-  ASSERT_FALSE(replicated);
-  EXPECT_EQ(replicated.error().code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(replicated.error().message().find("more ranks than the model's 2 KV heads"),
-            std::string::npos)
-      << replicated.error().message();
+  // More ranks than KV heads: rank 1 of TP 4 reads head 0, which rank 0 writes; without rank 0's
+  // store it waits for it, then says whose it is.
+  Options follower = options_for(dir.str(), m.rank(1, 4), 8);
+  follower.writer_wait_ms = 200;
+  auto alone = Engine::open(follower);
+  ASSERT_FALSE(alone);
+  EXPECT_EQ(alone.error().code(), ErrorCode::kNotFound);
+  EXPECT_NE(alone.error().message().find("the lowest rank holding it writes"), std::string::npos)
+      << alone.error().message();
+  // A TP size past max_tp.
+  Model four{.heads = 4,
+             .layers = 1,
+             .head_dim = 8,
+             .element_bytes = 2,
+             .chunk = 8,
+             .max_tp = 2,
+             .tokens = 8};
+  auto split = Engine::open(options_for(dir.str(), four.rank(0, 4), 2));
+  ASSERT_FALSE(split);
+  EXPECT_EQ(split.error().code(), ErrorCode::kInvalidArgument);
   // kv_heads that is not the rank's share of the model's heads.
   Options o = options_for(dir.str(), m.rank(0, 2), 8);
   o.geometry.kv_heads_total = 4;  // two ranks of one head each hold 2 of them, not 4
@@ -359,6 +378,168 @@ TEST(TpFreeStore, GroupStoresAreFormatTwoAndRebuildTheirIndexFromTheirHeaders) {
   EXPECT_EQ(groups, 4u);
   const std::vector<uint64_t> read = restore_at(dir.str(), m, whole, tokens, 2, rng);
   EXPECT_EQ(read.size(), 2u);
+}
+
+TEST(TpFreeStore, RanksReplicatingAHeadFollowItsWriterAndTheStoreHoldsOneCopy) {
+  // One KV head (MQA) at TP 8: rank 0 writes the head's group, ranks 1-7 follow it, all open
+  // before anything is saved; every rank then restores sessions saved after it opened.
+  Model m{.heads = 1,
+          .layers = 2,
+          .head_dim = 16,
+          .element_bytes = 2,
+          .chunk = 16,
+          .max_tp = 8,
+          .tokens = 70};
+  std::mt19937_64 rng(testing::test_seed());
+  TempDir dir;
+  std::vector<std::unique_ptr<Engine>> ranks;
+  for (uint32_t r = 0; r < 8; ++r) {
+    auto e = Engine::open(options_for(dir.str(), m.rank(r, 8), m.max_tp));
+    ASSERT_TRUE(e) << e.error().message();
+    ranks.push_back(std::move(*e));
+  }
+  std::vector<Token> tokens(m.tokens);
+  for (int session = 0; session < 3; ++session) {
+    const std::vector<std::byte> whole = whole_kv(m, rng);
+    for (auto& t : tokens) t = static_cast<Token>(rng() % 90000);
+    // Every rank saves what it holds, as vLLM's workers do; followers write nothing.
+    for (uint32_t r = 0; r < 8; ++r) {
+      std::vector<std::byte> slice = rank_slice(m, whole, r, 8);
+      auto saved = ranks[r]->save(
+          tokens, ChunkedKv{{slice.data(), slice.size(), MemoryKind::kHost, 0}, m.tokens});
+      ASSERT_TRUE(saved) << saved.error().message();
+      EXPECT_EQ(saved->tokens_stored, m.tokens) << "rank " << r;
+      EXPECT_EQ(saved->chunks_written, r == 0 ? 5u : 0u) << "rank " << r;
+    }
+    for (uint32_t r = 0; r < 8; ++r) {
+      EXPECT_EQ(*ranks[r]->lookup(tokens), m.tokens) << "rank " << r;
+      std::vector<std::byte> got(rank_slice(m, whole, r, 8).size());
+      auto restored = ranks[r]->restore(
+          tokens, ChunkedKv{{got.data(), got.size(), MemoryKind::kHost, 0}, m.tokens});
+      ASSERT_TRUE(restored) << restored.error().message();
+      EXPECT_EQ(restored->tokens_restored, m.tokens) << "rank " << r << ": " << restored->problem;
+      EXPECT_TRUE(got == rank_slice(m, whole, r, 8)) << "rank " << r << " session " << session;
+    }
+  }
+  // One copy: the one group's live bytes are three sessions of one head, whatever the TP size.
+  const Stats writer = ranks[0]->stats();
+  EXPECT_EQ(writer.records, 15u);
+  for (uint32_t r = 1; r < 8; ++r) EXPECT_EQ(ranks[r]->stats().records, 15u) << "rank " << r;
+  // Evicting is the writer's: a follower's evict drops nothing and fails nothing; once the writer
+  // evicted the last session, no rank finds it.
+  EXPECT_EQ(*ranks[3]->evict(tokens), 0u);
+  EXPECT_EQ(*ranks[0]->evict(tokens), 5u);
+  for (uint32_t r = 0; r < 8; ++r) EXPECT_EQ(*ranks[r]->lookup(tokens), 0u) << "rank " << r;
+  // A TP-1 engine of the same model finds the rest once the writers are gone.
+  ranks.clear();
+  auto one = Engine::open(options_for(dir.str(), m.rank(0, 1), m.max_tp));
+  ASSERT_TRUE(one) << one.error().message();
+  EXPECT_EQ((*one)->stats().records, 10u);
+}
+
+TEST(TpFreeStore, CapacityAndDramAreSharedOverTheGroupsAndAStoresOwnCapacityIsKept) {
+  Model m{.heads = 8,
+          .layers = 1,
+          .head_dim = 8,
+          .element_bytes = 2,
+          .chunk = 8,
+          .max_tp = 8,
+          .tokens = 16};
+  std::vector<Token> tokens(m.tokens);
+  std::iota(tokens.begin(), tokens.end(), 5);
+  std::mt19937_64 rng(testing::test_seed());
+  const std::vector<std::byte> whole = whole_kv(m, rng);
+  TempDir dir;
+  Options o = options_for(dir.str(), m.rank(0, 1), 8);
+  o.capacity_bytes = 8ull << 30;
+  {
+    auto e = Engine::open(o);
+    ASSERT_TRUE(e) << e.error().message();
+    EXPECT_EQ((*e)->stats().capacity_bytes, 8ull << 30);  // 1 GiB for each of 8 groups
+    std::vector<std::byte> slice = rank_slice(m, whole, 0, 1);
+    ASSERT_TRUE((*e)->save(
+        tokens, ChunkedKv{{slice.data(), slice.size(), MemoryKind::kHost, 0}, m.tokens}));
+  }
+  // Not asked for: each group store keeps its own, also across a save.
+  o.capacity_bytes = 0;
+  {
+    auto e = Engine::open(o);
+    ASSERT_TRUE(e) << e.error().message();
+    std::vector<std::byte> slice = rank_slice(m, whole, 0, 1);
+    ASSERT_TRUE((*e)->save(
+        tokens, ChunkedKv{{slice.data(), slice.size(), MemoryKind::kHost, 0}, m.tokens}));
+    EXPECT_EQ((*e)->stats().capacity_bytes, 8ull << 30);
+  }
+  // A new store unasked: the default (64 GiB) over the groups, as a store per rank would have it.
+  TempDir fresh;
+  Options unasked = options_for(fresh.str(), m.rank(0, 1), 8);
+  unasked.capacity_bytes = 0;
+  auto e = Engine::open(unasked);
+  ASSERT_TRUE(e) << e.error().message();
+  EXPECT_EQ((*e)->stats().capacity_bytes, 64ull << 30);
+  e->reset();
+  // Bounds a store per rank would take but that are too small to split say so, naming the
+  // groups, instead of turning into defaults.
+  TempDir other;
+  Options tiny = options_for(other.str(), m.rank(0, 1), 8);
+  tiny.capacity_bytes = 64 << 20;  // 8 MiB a group: less than one 16 MiB segment
+  auto small = Engine::open(tiny);
+  ASSERT_FALSE(small);
+  EXPECT_NE(small.error().message().find("head group"), std::string::npos)
+      << small.error().message();
+  Options dram = options_for(other.str(), m.rank(0, 1), 8);
+  dram.dram_bytes = 16 << 10;  // 2 KiB a group: not one record
+  auto no_room = Engine::open(dram);
+  ASSERT_FALSE(no_room);
+  EXPECT_NE(no_room.error().message().find("head group"), std::string::npos)
+      << no_room.error().message();
+  dram.dram_bytes = 1 << 20;  // 128 KiB a group: kept, and used
+  auto kept = Engine::open(dram);
+  ASSERT_TRUE(kept) << kept.error().message();
+  std::vector<std::byte> slice = rank_slice(m, whole, 0, 1);
+  ASSERT_TRUE((*kept)->save(
+      tokens, ChunkedKv{{slice.data(), slice.size(), MemoryKind::kHost, 0}, m.tokens}));
+  EXPECT_EQ((*kept)->stats().dram_records, 16u);  // 2 chunks x 8 groups
+}
+
+TEST(TpFreeStore, StatsCountWhatTheCallsDelivered) {
+  Model m{.heads = 4,
+          .layers = 1,
+          .head_dim = 8,
+          .element_bytes = 2,
+          .chunk = 8,
+          .max_tp = 8,
+          .tokens = 40};
+  std::mt19937_64 rng(testing::test_seed());
+  const std::vector<std::byte> whole = whole_kv(m, rng);
+  std::vector<Token> tokens(m.tokens);
+  std::iota(tokens.begin(), tokens.end(), 1);
+  TempDir dir;
+  save_at(dir.str(), m, whole, tokens, 1);
+  {
+    // Rank 1 of TP 2 drops its heads' records of the session's tail: TP 1 finds 16 tokens.
+    auto e = Engine::open(options_for(dir.str(), m.rank(1, 2), m.max_tp));
+    ASSERT_TRUE(e);
+    ASSERT_TRUE((*e)->evict(tokens));
+    std::vector<std::byte> slice = rank_slice(m, whole, 1, 2);
+    ASSERT_TRUE(
+        (*e)->save(std::span(tokens).first(16),
+                   ChunkedKv{{slice.data(), slice.size(), MemoryKind::kHost, 0}, m.tokens}));
+  }
+  auto e = Engine::open(options_for(dir.str(), m.rank(0, 1), m.max_tp));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(*(*e)->lookup(tokens), 16u);
+  std::vector<std::byte> got(whole.size());
+  auto r =
+      (*e)->restore(tokens, ChunkedKv{{got.data(), got.size(), MemoryKind::kHost, 0}, m.tokens});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->tokens_restored, 16u);
+  const Stats s = (*e)->stats();
+  EXPECT_EQ(s.lookup_hit_tokens, 16u);
+  EXPECT_EQ(s.tokens_restored, 16u);
+  EXPECT_EQ(s.bytes_restored, 16 * m.rank(0, 1).bytes_per_token());
+  EXPECT_EQ(s.lookups, 1u);
+  EXPECT_EQ(s.restores, 1u);
 }
 
 }  // namespace

@@ -190,6 +190,10 @@ void StoreFlags::add_to(CLI::App& app, const FlagGroups& groups) {
                  "1: a store per TP rank (rank<R>of<W>/); 2: a TP-free store that ranks of any TP "
                  "size up to the model's KV heads share (kvtier2/, docs/format.md); needs --model")
       ->transform(whole_number(1, 2));
+  app.add_option("--max-tp", max_tp,
+                 "With --store-format 2: the largest TP size the store serves (a power of two; "
+                 "a store made with another is another store)")
+      ->transform(whole_number(1, 1024));
   // The size options keep "0" (the engine's default, which KVTIER_* variables may replace) as
   // their value; the help shows what 0 resolves to.
   auto size = [&](const char* name, std::string& value, const char* help, const char* shown) {
@@ -267,6 +271,7 @@ Result<Options> StoreFlags::options(bool create) const {
                             root, root));
   }
   o.store_format = store_format;
+  o.max_tp = max_tp;
   if (store_format == 2 && !model_given) {
     return fail(ErrorCode::kInvalidArgument,
                 "--store-format 2 needs --model: a TP-free store is found by the model's shape");

@@ -68,4 +68,11 @@ TEST(Keys, PartialChunkKeyDependsOnItsLength) {
 }
 
 }  // namespace
+TEST(Keys, ATpFreeStoresNamespaceNeverEqualsAStorePerRanks) {
+  // A head group's geometry describes like a rank's of TP = groups: the version keeps them apart.
+  const KvGeometry g = testing::tiny_geometry(64, 1, 2);
+  EXPECT_NE(namespace_key(g, "", 2), namespace_key(g, "", 1));
+  EXPECT_EQ(namespace_key(g, "t"), namespace_key(g, "t", 1));
+}
+
 }  // namespace kvtier
