@@ -66,7 +66,6 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
     return parts;
   }
   KVTIER_ASSIGN_OR_RETURN(const Options checked, options.resolved());
-  (void)checked;
   const KvGeometry& rank = options.geometry;
   const HeadSplit split{rank.total_kv_heads(), options.max_tp};
   KVTIER_ASSIGN_OR_RETURN(RankHeads held, rank_heads(split, rank.tp_rank, rank.tp_world));
@@ -93,14 +92,13 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
                              "rank holds leaves less than 4 KiB per group",
                              size_text(dram), held.groups));
   const std::string dir = model_dir(rank);
-  for (uint32_t k = 0; k < held.groups; ++k) {
+  auto group_options = [&](uint32_t k, StorePart& part) {
     const uint32_t group = held.first_group + k;
     Options o = options;
     o.geometry.kv_heads = split.heads_per_group();
     o.geometry.kv_heads_total = 0;
     o.geometry.tp_rank = group;
     o.geometry.tp_world = groups;
-    StorePart part;
     if (capacity) {
       o.capacity_bytes = share(*capacity, groups);
     } else {
@@ -118,14 +116,40 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
       o.read_only = true;
       o.dram_bytes = 0;
     }
-    if (k > 0 && options.tune && options.io_request_bytes == 0 && options.staging_bytes == 0 &&
-        !env.io_request_bytes && !env.staging_bytes) {
-      // The drives are the first group's drives: its tuning (probed once) is every group's.
-      o.io_request_bytes = parts[0]->io_settings_.request_bytes;
-      o.staging_bytes = parts[0]->io_settings_.staging_bytes;
+    return o;
+  };
+  // The groups' stores lie on the same drives and restore at once: one tuning for all (the first
+  // group's store probes the drives when they need it), and the rank's staging split over them.
+  IoSettings io{checked.io_request_bytes, checked.staging_bytes, "", {}};
+  const bool sizes_asked = options.io_request_bytes != 0 || options.staging_bytes != 0 ||
+                           env.io_request_bytes || env.staging_bytes;
+  if (held.groups > 1 && options.tune && !sizes_asked) {
+    StorePart part;
+    const Options o = group_options(0, part);
+    KVTIER_ASSIGN_OR_RETURN(auto first, open_part(o, part, rank));
+    io = first->io_settings_;
+  }
+  for (uint32_t k = 0; k < held.groups; ++k) {
+    StorePart part;
+    Options o = group_options(k, part);
+    if (held.groups > 1) {
+      o.io_request_bytes = io.request_bytes;
+      o.staging_bytes = std::max(io.request_bytes, share(io.staging_bytes, held.groups));
     }
     KVTIER_ASSIGN_OR_RETURN(auto impl, open_part(o, part, rank));
     parts.push_back(std::move(impl));
+  }
+  if (held.groups > 1) {
+    IoSettings& shown = parts[0]->io_settings_;
+    if (!io.source.empty()) {
+      shown = io;  // the tuning, as found
+    } else {
+      shown.source = options.io_request_bytes != 0 || options.staging_bytes != 0 ? "options"
+                     : sizes_asked                                               ? "environment"
+                                   : "defaults (tuning off)";
+    }
+    shown.staging_bytes = io.staging_bytes;
+    shown.source += fmt::format(" (staging split over {} head-group stores)", held.groups);
   }
   return parts;
 }

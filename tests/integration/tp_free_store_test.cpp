@@ -456,6 +456,12 @@ TEST(TpFreeStore, CapacityAndDramAreSharedOverTheGroupsAndAStoresOwnCapacityIsKe
     auto e = Engine::open(o);
     ASSERT_TRUE(e) << e.error().message();
     EXPECT_EQ((*e)->stats().capacity_bytes, 8ull << 30);  // 1 GiB for each of 8 groups
+    // The rank's staging is split over its groups' stores, which restore at once.
+    const IoSettings io = (*e)->io_settings();
+    EXPECT_EQ(io.staging_bytes, o.staging_bytes);
+    EXPECT_EQ(io.request_bytes, o.io_request_bytes);
+    EXPECT_NE(io.source.find("options (staging split over 8 head-group stores)"), std::string::npos)
+        << io.source;
     std::vector<std::byte> slice = rank_slice(m, whole, 0, 1);
     ASSERT_TRUE((*e)->save(
         tokens, ChunkedKv{{slice.data(), slice.size(), MemoryKind::kHost, 0}, m.tokens}));
