@@ -29,10 +29,13 @@ struct KVTIER_EXPORT KvGeometry {
   /// The model's KV heads over every rank; 0: kv_heads x tp_world. Read by TP-free stores
   /// (Options::store_format 2), which keep heads in groups that ranks of any TP size share.
   uint32_t kv_heads_total = 0;
+  /// Tensors per token and layer: 2, K and V; 1, one latent (MLA: kv_heads 1, head_dim the
+  /// latent's width, the same on every rank). A latent is stored by TP-free stores only.
+  uint32_t kv_tensors = 2;
 
   /// Bytes of one token's row in one layer for K or V: kv_heads * head_dim * element_bytes.
   [[nodiscard]] uint64_t row_bytes() const;
-  /// Bytes of KV one token carries on this rank: 2 * layers * row_bytes().
+  /// Bytes of KV one token carries on this rank: kv_tensors * layers * row_bytes().
   [[nodiscard]] uint64_t bytes_per_token() const;
   /// Bytes of a contiguous KV tensor holding `tokens` tokens.
   [[nodiscard]] uint64_t bytes_for_tokens(uint64_t tokens) const;
@@ -40,7 +43,8 @@ struct KVTIER_EXPORT KvGeometry {
   [[nodiscard]] uint32_t total_kv_heads() const;
   /// Checks every field is in range (non-zero, rank < world, sizes that do not overflow).
   [[nodiscard]] Status validate() const;
-  /// A stable text form, e.g. "qwen3-coder-30b-a3b/L48/H2/D128/E2/C256/tp0of2", used in namespaces.
+  /// A stable text form, e.g. "qwen3-coder-30b-a3b/L48/H2/D128/E2/C256/tp0of2" (a latent's adds
+  /// "/T1"), used in namespaces.
   [[nodiscard]] std::string describe() const;
 
   bool operator==(const KvGeometry&) const = default;

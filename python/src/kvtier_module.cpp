@@ -278,14 +278,15 @@ std::optional<uint64_t> head_dim_in(const Tensor& t, const kvtier::KvGeometry& g
 /// be saved or restored as if it were that form, its tokens silently scrambled.
 void check_chunked_shape(const Tensor& t, const kvtier::KvGeometry& g) {
   const std::optional<uint64_t> dim = head_dim_in(t, g);
-  const Expected want = {2, g.layers, std::nullopt, g.kv_heads, dim};
+  const Expected want = {g.kv_tensors, g.layers, std::nullopt, g.kv_heads, dim};
   if (dim && matches(t, want)) return;
-  throw PyError({kvtier::ErrorCode::kInvalidArgument,
-                 "kv has shape " + shape_of(t) + " (" + dtype_name(t.dtype()) +
-                     "), but this geometry's contiguous form is " +
-                     expected_string(want, "tokens") +
-                     " ([2, layers, tokens, kv_heads, head_dim]); no other shape is taken, since "
-                     "its tokens would be read in that order"});
+  throw PyError(
+      {kvtier::ErrorCode::kInvalidArgument,
+       "kv has shape " + shape_of(t) + " (" + dtype_name(t.dtype()) +
+           "), but this geometry's contiguous form is " + expected_string(want, "tokens") +
+           " ([kv_tensors, layers, tokens, kv_heads, head_dim]: kv_tensors 2 for K and V, 1 for a "
+           "latent); no other shape is taken, since "
+           "its tokens would be read in that order"});
 }
 
 /// A paged layer's shape for `layout` in the tensor's elements, with `blocks` free when unknown.
@@ -293,9 +294,9 @@ Expected paged_shape(const Tensor& t, const kvtier::KvGeometry& g, kvtier::Paged
                      uint32_t block_size, std::optional<uint64_t> blocks) {
   switch (layout) {
     case kvtier::PagedLayout::kKvFirst:
-      return {2, blocks, block_size, g.kv_heads, head_dim_in(t, g)};
+      return {g.kv_tensors, blocks, block_size, g.kv_heads, head_dim_in(t, g)};
     case kvtier::PagedLayout::kBlockFirst:
-      return {blocks, 2, block_size, g.kv_heads, head_dim_in(t, g)};
+      return {blocks, g.kv_tensors, block_size, g.kv_heads, head_dim_in(t, g)};
     case kvtier::PagedLayout::kPackedHeads:
       return {blocks, g.kv_heads, block_size, head_dim_in(t, g, 2)};
     case kvtier::PagedLayout::kPackedTokens:
@@ -613,7 +614,7 @@ NB_MODULE(_kvtier, m) {
           "custom",
           [](const std::string& model, uint32_t layers, uint32_t kv_heads, uint32_t head_dim,
              uint32_t element_bytes, uint32_t chunk, uint32_t rank, uint32_t world,
-             uint32_t kv_heads_total) {
+             uint32_t kv_heads_total, uint32_t kv_tensors) {
             kvtier::KvGeometry g;
             g.model_id = model;
             g.layers = layers;
@@ -624,13 +625,17 @@ NB_MODULE(_kvtier, m) {
             g.tp_rank = rank;
             g.tp_world = world;
             g.kv_heads_total = kv_heads_total;
+            g.kv_tensors = kv_tensors;
             if (kvtier::Status st = g.validate(); !st.ok()) throw PyError(st);
             return g;
           },
           "model"_a, "layers"_a, "kv_heads"_a, "head_dim"_a, "element_bytes"_a = 2,
           "chunk_tokens"_a = 256, "tp_rank"_a = 0, "tp_world"_a = 1, "kv_heads_total"_a = 0,
+          "kv_tensors"_a = 2,
           "A geometry for any model: kv_heads are this rank's (total / tp_world); model names the "
-          "namespace. kv_heads_total: the model's KV heads (0: kv_heads x tp_world).")
+          "namespace. kv_heads_total: the model's KV heads (0: kv_heads x tp_world). kv_tensors: 2 "
+          "(K "
+          "and V) or 1 (MLA's latent: kv_heads 1, head_dim its width; store_format 2).")
       .def_prop_ro("model", [](const kvtier::KvGeometry& g) { return g.model_id; })
       .def_prop_ro("layers", [](const kvtier::KvGeometry& g) { return g.layers; })
       .def_prop_ro("kv_heads", [](const kvtier::KvGeometry& g) { return g.kv_heads; })
@@ -639,6 +644,7 @@ NB_MODULE(_kvtier, m) {
       .def_prop_ro("chunk_tokens", [](const kvtier::KvGeometry& g) { return g.chunk_tokens; })
       .def_prop_ro("tp_rank", [](const kvtier::KvGeometry& g) { return g.tp_rank; })
       .def_prop_ro("tp_world", [](const kvtier::KvGeometry& g) { return g.tp_world; })
+      .def_prop_ro("kv_tensors", [](const kvtier::KvGeometry& g) { return g.kv_tensors; })
       .def_prop_ro("kv_heads_total", [](const kvtier::KvGeometry& g) { return g.total_kv_heads(); })
       .def_prop_ro("row_bytes", [](const kvtier::KvGeometry& g) { return g.row_bytes(); })
       .def("bytes_for_tokens", &kvtier::KvGeometry::bytes_for_tokens)

@@ -10,7 +10,7 @@ namespace kvtier {
 
 uint64_t KvGeometry::row_bytes() const { return uint64_t{kv_heads} * head_dim * element_bytes; }
 
-uint64_t KvGeometry::bytes_per_token() const { return 2 * uint64_t{layers} * row_bytes(); }
+uint64_t KvGeometry::bytes_per_token() const { return uint64_t{kv_tensors} * layers * row_bytes(); }
 
 uint64_t KvGeometry::bytes_for_tokens(uint64_t tokens) const { return tokens * bytes_per_token(); }
 
@@ -49,6 +49,16 @@ Status KvGeometry::validate() const {
                         "a divisor of tp_world with one head per rank (ranks replicating heads)",
                         kv_heads_total, kv_heads, tp_world)};
   }
+  if (kv_tensors != 1 && kv_tensors != 2) {
+    return {
+        ErrorCode::kInvalidArgument,
+        fmt::format("geometry: kv_tensors {} is not 2 (K and V) or 1 (MLA's latent)", kv_tensors)};
+  }
+  if (kv_tensors == 1 && (kv_heads != 1 || kv_heads_total > 1)) {
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("geometry: a latent (kv_tensors 1) is one head on every rank, not {} of {}",
+                        kv_heads, kv_heads_total)};
+  }
   if (row_bytes() % 8 != 0) {
     // Payload checksums sum 8-byte words; each (K|V, layer) block must hold whole words.
     return {ErrorCode::kInvalidArgument,
@@ -65,12 +75,13 @@ Status KvGeometry::validate() const {
 }
 
 uint32_t KvGeometry::total_kv_heads() const {
+  if (kv_tensors == 1) return 1;  // one latent, which every rank holds
   return kv_heads_total != 0 ? kv_heads_total : kv_heads * tp_world;
 }
 
 std::string KvGeometry::describe() const {
-  return fmt::format("{}/L{}/H{}/D{}/E{}/C{}/tp{}of{}", model_id, layers, kv_heads, head_dim,
-                     element_bytes, chunk_tokens, tp_rank, tp_world);
+  return fmt::format("{}/L{}/H{}/D{}/E{}/C{}/tp{}of{}{}", model_id, layers, kv_heads, head_dim,
+                     element_bytes, chunk_tokens, tp_rank, tp_world, kv_tensors == 1 ? "/T1" : "");
 }
 
 const std::vector<ModelPreset>& model_presets() {

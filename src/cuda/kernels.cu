@@ -87,7 +87,7 @@ __global__ void gather_kernel(uint8_t* __restrict__ dst, PieceSpan span, FastLay
 __global__ void record_sum_kernel(uint32_t first_token, uint32_t count, FastLayout f,
                                   FastDiv tokens, unsigned long long* sum) {
   const uint32_t vectors =
-      static_cast<uint32_t>(2 * uint64_t{f.p.layers} * count * f.p.row_bytes / 16);
+      static_cast<uint32_t>(uint64_t{f.p.kv_tensors} * f.p.layers * count * f.p.row_bytes / 16);
   unsigned long long acc = 0;
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < vectors;
        i += gridDim.x * blockDim.x) {
@@ -139,7 +139,7 @@ int launch_gather(uint8_t* dst, const PieceSpan& span, const KvLayoutParams& p, 
 
 int launch_record_sum(uint64_t first_token, uint32_t token_count, const KvLayoutParams& p,
                       unsigned long long* sum, Stream stream) {
-  const uint64_t bytes = 2 * uint64_t{p.layers} * token_count * p.row_bytes;
+  const uint64_t bytes = uint64_t{p.kv_tensors} * p.layers * token_count * p.row_bytes;
   record_sum_kernel<<<blocks_for(bytes), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       static_cast<uint32_t>(first_token), token_count, FastLayout(p), FastDiv(token_count), sum);
   return last_error();

@@ -95,7 +95,8 @@ class HostTransfer final : public DeviceTransfer {
     std::vector<std::byte> payload;  // runs that split words are gathered first (see scatter)
     const bool whole_words = contiguous_run(params_) % 8 == 0;
     for (const RecordRange& r : records) {
-      const uint64_t bytes = 2 * uint64_t{params_.layers} * r.token_count * params_.row_bytes;
+      const uint64_t bytes =
+          uint64_t{params_.kv_tensors} * params_.layers * r.token_count * params_.row_bytes;
       uint64_t sum = 0;
       if (!whole_words) payload.resize(bytes);
       for_each_run(params_, r.first_token, r.token_count, 0, bytes,

@@ -31,6 +31,7 @@ enum class KvForm : uint32_t {
 struct KvLayoutParams {
   KvForm form = KvForm::kContiguous;
   uint32_t layers = 0;
+  uint32_t kv_tensors = 2;  // 2: K and V; 1: a latent (MLA)
   uint32_t heads = 0;       // heads of a target row
   uint32_t head_bytes = 0;  // head_dim * element_bytes
   uint64_t row_bytes = 0;   // a payload row: the record's heads * head_bytes
@@ -96,7 +97,7 @@ KVTIER_HD uint8_t* kv_address_by(const KvLayoutParams& p, const Divide& div, uin
     case KvForm::kPagedKvFirst:
       return layer_base + (((uint64_t{kv} * p.num_blocks + block) * p.block_size + in) * row + col);
     case KvForm::kPagedBlockFirst:
-      return layer_base + (((block * 2 + kv) * p.block_size + in) * row + col);
+      return layer_base + (((block * p.kv_tensors + kv) * p.block_size + in) * row + col);
     case KvForm::kPagedPackedHeads: {
       const uint64_t head = div.head_of(col);
       const uint64_t within = col - head * p.head_bytes;
@@ -132,7 +133,7 @@ struct PieceSpan {
 };
 
 /// Position of payload byte `q` of a record of `count` tokens: (kv, layer, token within the
-/// record, byte within the row). The payload is [2, layers, count, row].
+/// record, byte within the row). The payload is [kv_tensors, layers, count, row].
 struct PayloadPos {
   uint32_t kv;
   uint32_t layer;

@@ -61,6 +61,9 @@ Result<std::unique_ptr<Engine::Impl>> open_part(const Options& o, const StorePar
 Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Options& options) {
   std::vector<std::unique_ptr<Engine::Impl>> parts;
   if (options.store_format != 2) {
+    KVTIER_EXPECTS(options.geometry.kv_tensors == 2,
+                   "geometry: a latent (kv_tensors 1, MLA) is kept by TP-free stores only "
+                   "(store_format 2), whose records say how many tensors they hold");
     KVTIER_ASSIGN_OR_RETURN(auto impl, Engine::Impl::create(options));
     parts.push_back(std::move(impl));
     return parts;

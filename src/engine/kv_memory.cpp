@@ -15,6 +15,7 @@ KvLayoutParams base_params(const KvGeometry& memory, const KvGeometry& records,
                            uint32_t first_head) {
   KvLayoutParams p;
   p.layers = memory.layers;
+  p.kv_tensors = memory.kv_tensors;
   p.heads = memory.kv_heads;
   p.head_bytes = memory.head_dim * memory.element_bytes;
   p.row_bytes = records.row_bytes();
@@ -54,9 +55,9 @@ Result<KvMemory> Engine::Impl::kv_memory_of(const ChunkedKv& kv, bool /*restore*
     return fail(
         ErrorCode::kInvalidArgument,
         fmt::format(
-            "KV memory: {} bytes do not hold [2, {}, {}, {}] of {}-byte elements ({} bytes)",
-            kv.memory.size, g.layers, kv.capacity_tokens, g.kv_heads * g.head_dim, g.element_bytes,
-            g.bytes_for_tokens(kv.capacity_tokens)));
+            "KV memory: {} bytes do not hold [{}, {}, {}, {}] of {}-byte elements ({} bytes)",
+            kv.memory.size, g.kv_tensors, g.layers, kv.capacity_tokens, g.kv_heads * g.head_dim,
+            g.element_bytes, g.bytes_for_tokens(kv.capacity_tokens)));
   }
   KVTIER_ASSIGN_OR_RETURN(Device * device, kit_->device_for(kv.memory.kind));
   KVTIER_TRY(device->check_memory(kv.memory));
@@ -80,7 +81,12 @@ Result<KvMemory> Engine::Impl::kv_memory_of(const PagedKv& kv, bool restore) con
   KVTIER_EXPECTS(kv.block_size > 0 && kv.block_size <= 65536,
                  "paged KV: block_size must be in 1..65536");
   KVTIER_EXPECTS(kv.num_blocks > 0, "paged KV: num_blocks is 0");
-  const uint64_t layer_bytes = uint64_t{kv.num_blocks} * 2 * kv.block_size * g.row_bytes();
+  KVTIER_EXPECTS(g.kv_tensors == 2 || kv.layout == PagedLayout::kKvFirst ||
+                     kv.layout == PagedLayout::kBlockFirst,
+                 "paged KV: a latent (kv_tensors 1) has no K and V to pack; its layout is kv_first "
+                 "([num_blocks, block_size, head_dim], vLLM's MLA cache) or block_first");
+  const uint64_t layer_bytes =
+      uint64_t{kv.num_blocks} * g.kv_tensors * kv.block_size * g.row_bytes();
   KvMemory t;
   t.kind = kv.layers[0].kind;
   t.device = kv.layers[0].device;

@@ -21,18 +21,21 @@ namespace {
 
 nlohmann::json manifest_json(const Manifest& m) {
   const KvGeometry& g = m.geometry;
-  return {{"format", "kvtier-store"},
-          {"format_version", m.format_version},
-          {"model_id", g.model_id},
-          {"layers", g.layers},
-          {"kv_heads", g.kv_heads},
-          {"head_dim", g.head_dim},
-          {"element_bytes", g.element_bytes},
-          {"chunk_tokens", g.chunk_tokens},
-          {"tp_rank", g.tp_rank},
-          {"tp_world", g.tp_world},
-          {"segment_bytes", m.segment_bytes},
-          {"capacity_bytes", m.capacity_bytes.value_or(0)}};
+  nlohmann::json j = {{"format", "kvtier-store"},
+                      {"format_version", m.format_version},
+                      {"model_id", g.model_id},
+                      {"layers", g.layers},
+                      {"kv_heads", g.kv_heads},
+                      {"head_dim", g.head_dim},
+                      {"element_bytes", g.element_bytes},
+                      {"chunk_tokens", g.chunk_tokens},
+                      {"tp_rank", g.tp_rank},
+                      {"tp_world", g.tp_world},
+                      {"segment_bytes", m.segment_bytes},
+                      {"capacity_bytes", m.capacity_bytes.value_or(0)}};
+  // Only a latent's store says it (format 2): format-1 manifests stay as they were.
+  if (g.kv_tensors != 2) j["kv_tensors"] = g.kv_tensors;
+  return j;
 }
 
 Result<Manifest> parse_manifest(const std::string& text) {
@@ -50,6 +53,7 @@ Result<Manifest> parse_manifest(const std::string& text) {
     m.format_version = version;
     m.geometry = {j.at("model_id"),      j.at("layers"),       j.at("kv_heads"), j.at("head_dim"),
                   j.at("element_bytes"), j.at("chunk_tokens"), j.at("tp_rank"),  j.at("tp_world")};
+    m.geometry.kv_tensors = j.value("kv_tensors", 2u);
     m.segment_bytes = j.at("segment_bytes").get<uint64_t>();
     if (j.contains("capacity_bytes")) m.capacity_bytes = j.at("capacity_bytes").get<uint64_t>();
     return m;

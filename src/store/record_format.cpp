@@ -29,7 +29,7 @@ Slice2 slice_of(const KvGeometry& g) {
   s.heads = g.kv_heads;
   s.head_dim = g.head_dim;
   s.element_bytes = g.element_bytes;
-  s.kv_tensors = 2;
+  s.kv_tensors = g.kv_tensors;
   s.chunk_tokens = g.chunk_tokens;
   return s;
 }

@@ -34,6 +34,7 @@ struct Model {
   uint32_t chunk = 0;
   uint32_t max_tp = 8;
   uint64_t tokens = 0;
+  uint32_t kv_tensors = 2;  ///< 1: MLA's latent (one head, on every rank)
 
   [[nodiscard]] uint64_t head_bytes() const { return uint64_t{head_dim} * element_bytes; }
   [[nodiscard]] KvGeometry rank(uint32_t r, uint32_t tp) const {
@@ -47,6 +48,7 @@ struct Model {
     g.tp_rank = r;
     g.tp_world = tp;
     g.kv_heads_total = heads;
+    g.kv_tensors = kv_tensors;
     return g;
   }
   /// The TP sizes a TP-free store serves for this model: powers of two dividing max_tp whose ranks
@@ -70,7 +72,7 @@ struct Model {
 
 /// The model's KV of the session, [2, layers, tokens, heads, head_dim], random bytes.
 std::vector<std::byte> whole_kv(const Model& m, std::mt19937_64& rng) {
-  std::vector<std::byte> kv(2 * m.layers * m.tokens * m.heads * m.head_bytes());
+  std::vector<std::byte> kv(m.kv_tensors * m.layers * m.tokens * m.heads * m.head_bytes());
   for (auto& b : kv) b = static_cast<std::byte>(rng());
   return kv;
 }
@@ -80,8 +82,8 @@ std::vector<std::byte> rank_slice(const Model& m, const std::vector<std::byte>& 
                                   uint32_t tp) {
   const uint64_t rank_row = std::max(1u, m.heads / tp) * m.head_bytes();
   const uint64_t row = m.heads * m.head_bytes(), first = m.first_head(r, tp) * m.head_bytes();
-  std::vector<std::byte> out(2 * m.layers * m.tokens * rank_row);
-  for (uint64_t line = 0; line < 2 * m.layers * m.tokens; ++line) {
+  std::vector<std::byte> out(m.kv_tensors * m.layers * m.tokens * rank_row);
+  for (uint64_t line = 0; line < m.kv_tensors * m.layers * m.tokens; ++line) {
     std::memcpy(out.data() + line * rank_row, whole.data() + line * row + first, rank_row);
   }
   return out;
@@ -129,7 +131,8 @@ std::vector<uint64_t> restore_at(const std::string& root, const Model& m,
     EXPECT_TRUE(held && *held == m.tokens) << "rank " << r << " of TP " << tp;
     const std::vector<std::byte> want = rank_slice(m, whole, r, tp);
     std::vector<std::byte> got(want.size(), std::byte{0});
-    const int form = static_cast<int>(rng() % 5);
+    // A latent has no K and V to lay out in blocks the paged reference knows: contiguous.
+    const int form = m.kv_tensors == 1 ? 4 : static_cast<int>(rng() % 5);
     if (form == 4) {
       ChunkedKv kv{{got.data(), got.size(), MemoryKind::kHost, 0}, m.tokens};
       auto restored = (*engine)->restore(tokens, kv);
@@ -169,6 +172,10 @@ TEST(TpFreeStore, EveryTpSizeRestoresWhatEveryOtherSaved) {
     m.chunk = 4 + static_cast<uint32_t>(rng() % 29);
     m.max_tp = rng() % 4 == 0 ? 4 : 8;
     m.tokens = 1 + rng() % (5 * m.chunk);
+    if (round == 7) {  // an MLA latent: one head every rank holds
+      m.heads = 1;
+      m.kv_tensors = 1;
+    }
     const std::vector<uint32_t> sizes = m.tp_sizes();
     std::vector<std::byte> whole = whole_kv(m, rng);
     std::vector<Token> tokens(m.tokens);
@@ -178,10 +185,10 @@ TEST(TpFreeStore, EveryTpSizeRestoresWhatEveryOtherSaved) {
       save_at(dir.str(), m, whole, tokens, a);
       for (uint32_t b : sizes) {
         SCOPED_TRACE(::testing::Message()
-                     << "heads " << m.heads << " layers " << m.layers << " head_dim " << m.head_dim
-                     << " element bytes " << m.element_bytes << " chunk " << m.chunk << " max_tp "
-                     << m.max_tp << " tokens " << m.tokens << ": saved at TP " << a
-                     << ", restored at TP " << b);
+                     << "heads " << m.heads << " tensors " << m.kv_tensors << " layers " << m.layers
+                     << " head_dim " << m.head_dim << " element bytes " << m.element_bytes
+                     << " chunk " << m.chunk << " max_tp " << m.max_tp << " tokens " << m.tokens
+                     << ": saved at TP " << a << ", restored at TP " << b);
         const std::vector<uint64_t> read = restore_at(dir.str(), m, whole, tokens, b, rng);
         ASSERT_EQ(read.size(), b);
         // Each rank reads its heads' records and nothing else: an equal share (a replicated head's
@@ -546,6 +553,64 @@ TEST(TpFreeStore, StatsCountWhatTheCallsDelivered) {
   EXPECT_EQ(s.bytes_restored, 16 * m.rank(0, 1).bytes_per_token());
   EXPECT_EQ(s.lookups, 1u);
   EXPECT_EQ(s.restores, 1u);
+}
+
+TEST(TpFreeStore, AnMlaLatentIsStoredOnceAndServedToEveryRankAndTpSize) {
+  // MLA: one latent per token and layer (kv_tensors 1), the same on every rank.
+  Model m{.heads = 1,
+          .layers = 3,
+          .head_dim = 48,
+          .element_bytes = 2,
+          .chunk = 16,
+          .max_tp = 8,
+          .tokens = 100,
+          .kv_tensors = 1};
+  std::mt19937_64 rng(testing::test_seed());
+  const std::vector<std::byte> whole = whole_kv(m, rng);
+  std::vector<Token> tokens(m.tokens);
+  for (auto& t : tokens) t = static_cast<Token>(rng() % 70000);
+  TempDir dir;
+  save_at(dir.str(), m, whole, tokens, 8);
+  // One copy: 7 chunk records, written by rank 0; a TP-8 store per rank would hold 8 of each.
+  for (uint32_t tp : {1u, 2u, 4u, 8u}) {
+    auto e = Engine::open(options_for(dir.str(), m.rank(0, tp), m.max_tp));
+    ASSERT_TRUE(e) << e.error().message();
+    EXPECT_EQ((*e)->stats().records, 7u);
+    // A 4 KiB header each, 16 tokens x 3 layers x 96 bytes padded to 8 KiB, the 4-token tail to 4.
+    EXPECT_EQ((*e)->stats().live_bytes, 7u * 4096 + 6 * 8192 + 4096);
+  }
+  EXPECT_EQ(restore_at(dir.str(), m, whole, tokens, 4, rng).size(), 4u);
+  // Into vLLM's MLA cache, [num_blocks, block_size, latent] per layer: the kv_first layout with
+  // one tensor.
+  const KvGeometry g = m.rank(2, 4);
+  auto e = Engine::open(options_for(dir.str(), g, m.max_tp));
+  ASSERT_TRUE(e);
+  const uint32_t bs = 16, blocks = 9;
+  const uint64_t row = m.head_bytes();
+  std::vector<std::vector<std::byte>> layers(m.layers, std::vector<std::byte>(blocks * bs * row));
+  PagedKv paged;
+  for (auto& l : layers) paged.layers.push_back({l.data(), l.size(), MemoryKind::kHost, 0});
+  const std::vector<int32_t> table = testing::shuffled_blocks(m.tokens, bs, blocks, rng());
+  paged.block_table = table;
+  paged.block_size = bs;
+  paged.num_blocks = blocks;
+  paged.layout = PagedLayout::kKvFirst;
+  auto r = (*e)->restore(tokens, paged);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->tokens_restored, m.tokens);
+  for (uint32_t l = 0; l < m.layers; ++l) {
+    for (uint64_t t = 0; t < m.tokens; ++t) {
+      const std::byte* got = layers[l].data() + (table[t / bs] * uint64_t{bs} + t % bs) * row;
+      ASSERT_EQ(std::memcmp(got, whole.data() + (l * m.tokens + t) * row, row), 0)
+          << "layer " << l << " token " << t;
+    }
+  }
+  // A latent packed as K|V, or kept in a store per rank, is refused.
+  paged.layout = PagedLayout::kPackedTokens;
+  EXPECT_EQ((*e)->restore(tokens, paged).error().code(), ErrorCode::kInvalidArgument);
+  Options one = options_for(dir.str(), g, m.max_tp);
+  one.store_format = 1;
+  EXPECT_EQ(Engine::open(one).error().code(), ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

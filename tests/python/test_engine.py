@@ -160,6 +160,27 @@ class EngineTest(unittest.TestCase):
             with self.assertRaisesRegex(kvtier.Error, "max_tp 6"):
                 kvtier.open(d, rank(0, 1), store_format=2, max_tp=6)
 
+    def test_an_mla_latent_is_stored_once_for_every_rank(self):
+        def rank(r, tp):
+            return kvtier.Geometry.custom("mla", layers=2, kv_heads=1, head_dim=64, chunk_tokens=32,
+                                          tp_rank=r, tp_world=tp, kv_tensors=1)
+
+        tokens = list(range(7, 107))
+        latent = self.rng.integers(0, 2**16, size=(1, 2, len(tokens), 1, 64), dtype=np.uint16)
+        with tempfile.TemporaryDirectory(dir=os.environ.get("KVTIER_TEST_DIR")) as d:
+            ranks = [kvtier.open(d, rank(r, 4), io="posix", store_format=2, tune=False) for r in range(4)]
+            self.assertEqual(ranks[0].geometry.kv_tensors, 1)
+            for e in ranks:  # every rank saves; rank 0 writes the one copy
+                e.save(tokens, latent)
+            for e in ranks:
+                out = np.zeros_like(latent)
+                self.assertEqual(e.restore(tokens, out)["tokens_restored"], len(tokens))
+                np.testing.assert_array_equal(out, latent)
+                self.assertEqual(e.stats()["records"], 4)
+            del ranks, e
+            with self.assertRaisesRegex(kvtier.Error, "TP-free stores only"):
+                kvtier.open(d, rank(0, 1), io="posix")
+
     def test_request_size_and_a_read_only_reader_beside_the_writer(self):
         tokens = self.rng.integers(0, 150000, size=700, dtype=np.int64)
         kv = session(self.rng, self.g, 700)
