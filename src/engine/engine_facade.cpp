@@ -110,7 +110,10 @@ Result<SaveResult> save_parts(const Parts& parts, std::span<const Token> tokens,
                           // session is what is stored.
                           if (p.part_.follower) {
                             p.follow_writer();
-                            KVTIER_ASSIGN_OR_RETURN(uint64_t held, p.lookup(tokens));
+                            uint64_t held = 0;  // what its writer had stored when asked
+                            for (const LocatedRecord& r : p.find_prefix(tokens)) {
+                              held += r.meta.token_count;
+                            }
                             return SaveResult{.tokens_stored = held};
                           }
                           return p.save(tokens, t);

@@ -172,6 +172,16 @@ Status Store::drop(std::span<const Key128> keys) {
   return drop_locked(keys);
 }
 
+Status Store::drop_corrupt(std::span<const Key128> keys) {
+  std::lock_guard lock(mu_);
+  if (!read_only()) return drop_locked(keys);
+  for (const Key128& key : keys) {
+    if (index_.erase_offline(key)) continue;
+    if (const RecordMeta* meta = index_.find(key)) index_remove_locked(RecordMeta(*meta));
+  }
+  return {};
+}
+
 Status Store::drop_locked(std::span<const Key128> keys) {
   std::vector<JournalEntry> entries;
   for (const Key128& key : keys) {

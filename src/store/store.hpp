@@ -148,6 +148,10 @@ class Store {
   /// Drops records from the index (durably); segments left empty are deleted. A read-only store
   /// refuses (kPermission) when any of them is stored, and changes nothing.
   [[nodiscard]] Status drop(std::span<const Key128> keys);
+  /// Drops records found corrupt: as drop() where the store may be written; a read-only snapshot
+  /// (a follower's restores) forgets them in memory only, so that it stops serving them and
+  /// its writer, reading them itself, drops them on disk.
+  [[nodiscard]] Status drop_corrupt(std::span<const Key128> keys);
 
   /// Reads `out.size()` bytes of segment `file` at `offset` through the store's FileSystem.
   [[nodiscard]] Status read_bytes(const SegmentFile& file, std::span<std::byte> out,

@@ -131,9 +131,15 @@ Status Store::adopt_records(std::vector<RecordMeta> records, std::span<const uin
               m.payload_bytes == geometry_.bytes_for_tokens(m.token_count);
     if (!ok) {
       ++dropped_at_open_;
-      KVTIER_LOG(*log_, kWarn,
-                 "{}: index entry for segment {} offset {} has no intact file; dropped", dir_,
-                 m.segment, m.offset);
+      // Beside a writer, a snapshot sees segments it evicted meanwhile: not news.
+      if (read_only()) {
+        KVTIER_LOG(*log_, kDebug, "{}: index entry for segment {} offset {}: its segment is gone",
+                   dir_, m.segment, m.offset);
+      } else {
+        KVTIER_LOG(*log_, kWarn,
+                   "{}: index entry for segment {} offset {} has no intact file; dropped", dir_,
+                   m.segment, m.offset);
+      }
       continue;
     }
     if (const RecordMeta* old = index_.find(m.key)) index_remove_locked(RecordMeta(*old));

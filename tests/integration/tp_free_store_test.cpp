@@ -613,5 +613,58 @@ TEST(TpFreeStore, AnMlaLatentIsStoredOnceAndServedToEveryRankAndTpSize) {
   EXPECT_EQ(Engine::open(one).error().code(), ErrorCode::kInvalidArgument);
 }
 
+TEST(TpFreeStore, ACorruptRecordIsAMissForAFollowerNotAnError) {
+  Model m{.heads = 1,
+          .layers = 1,
+          .head_dim = 16,
+          .element_bytes = 2,
+          .chunk = 16,
+          .max_tp = 8,
+          .tokens = 48};
+  std::mt19937_64 rng(testing::test_seed());
+  const std::vector<std::byte> whole = whole_kv(m, rng);
+  std::vector<Token> tokens(m.tokens);
+  std::iota(tokens.begin(), tokens.end(), 9);
+  TempDir dir;
+  auto writer = Engine::open(options_for(dir.str(), m.rank(0, 2), m.max_tp));
+  auto follower = Engine::open(options_for(dir.str(), m.rank(1, 2), m.max_tp));
+  ASSERT_TRUE(writer && follower);
+  std::vector<std::byte> slice = rank_slice(m, whole, 0, 2);
+  ASSERT_TRUE((*writer)->save(
+      tokens, ChunkedKv{{slice.data(), slice.size(), MemoryKind::kHost, 0}, m.tokens}));
+  // One byte of the third record's payload (records of 4 KiB header + 4 KiB padded payload).
+  std::filesystem::path segment;
+  for (const auto& f : std::filesystem::recursive_directory_iterator(dir.path() / "kvtier2")) {
+    if (f.path().filename().string().starts_with("seg-")) segment = f.path();
+  }
+  ASSERT_FALSE(segment.empty());
+  {
+    std::fstream file(segment, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(2 * 8192 + 4096 + 100);
+    char c = 0;
+    file.read(&c, 1);
+    c = static_cast<char>(c ^ 0x40);
+    file.seekp(2 * 8192 + 4096 + 100);
+    file.write(&c, 1);
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::vector<std::byte> got(slice.size());
+    auto r = (*follower)->restore(
+        tokens, ChunkedKv{{got.data(), got.size(), MemoryKind::kHost, 0}, m.tokens});
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->tokens_restored, 32u) << "attempt " << attempt;
+    EXPECT_TRUE(std::equal(got.begin(), got.begin() + 32 * 32, slice.begin()));
+  }
+  // The writer, reading it itself, drops it on disk; a new snapshot no longer holds it.
+  std::vector<std::byte> got(slice.size());
+  auto r = (*writer)->restore(tokens,
+                              ChunkedKv{{got.data(), got.size(), MemoryKind::kHost, 0}, m.tokens});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->tokens_restored, 32u);
+  EXPECT_EQ(r->checksum_misses, 1u);
+  EXPECT_EQ((*writer)->stats().records, 2u);
+  EXPECT_EQ(*(*follower)->lookup(tokens), 32u);
+}
+
 }  // namespace
 }  // namespace kvtier

@@ -42,7 +42,7 @@ class DriveTier final : public Tier {
     if (corrupt.empty()) return {};
     // Dropped before the tiers behind are asked, so that a copy they serve can take its place.
     job.corrupt.insert(job.corrupt.end(), corrupt.begin(), corrupt.end());
-    return engine_.store_->drop(corrupt);
+    return engine_.store_->drop_corrupt(corrupt);
   }
 
   void served_prefix(uint64_t chunks, RestoreTally& tally) override { tally.store_hits += chunks; }
