@@ -89,6 +89,18 @@ std::vector<std::byte> rank_slice(const Model& m, const std::vector<std::byte>& 
   return out;
 }
 
+/// `bytes` as contiguous KV of `tokens` tokens in host memory.
+ChunkedKv host_kv(std::vector<std::byte>& bytes, uint64_t tokens) {
+  return {{bytes.data(), bytes.size(), MemoryKind::kHost, 0}, tokens};
+}
+
+/// `n` consecutive token ids from `first` on.
+std::vector<Token> token_run(uint64_t n, Token first) {
+  std::vector<Token> tokens(n);
+  std::iota(tokens.begin(), tokens.end(), first);
+  return tokens;
+}
+
 Options options_for(const std::string& root, const KvGeometry& g, uint32_t max_tp) {
   Options o;
   o.root = root;
@@ -108,7 +120,7 @@ void save_at(const std::string& root, const Model& m, const std::vector<std::byt
     auto engine = Engine::open(options_for(root, m.rank(r, tp), m.max_tp));
     ASSERT_TRUE(engine) << engine.error().message();
     std::vector<std::byte> slice = rank_slice(m, whole, r, tp);
-    ChunkedKv kv{{slice.data(), slice.size(), MemoryKind::kHost, 0}, m.tokens};
+    const ChunkedKv kv = host_kv(slice, m.tokens);
     auto saved = (*engine)->save(tokens, kv);
     ASSERT_TRUE(saved) << saved.error().message();
     ASSERT_EQ(saved->tokens_stored, m.tokens);
@@ -134,7 +146,7 @@ std::vector<uint64_t> restore_at(const std::string& root, const Model& m,
     // A latent has no K and V to lay out in blocks the paged reference knows: contiguous.
     const int form = m.kv_tensors == 1 ? 4 : static_cast<int>(rng() % 5);
     if (form == 4) {
-      ChunkedKv kv{{got.data(), got.size(), MemoryKind::kHost, 0}, m.tokens};
+      const ChunkedKv kv = host_kv(got, m.tokens);
       auto restored = (*engine)->restore(tokens, kv);
       EXPECT_TRUE(restored && restored->tokens_restored == m.tokens)
           << (restored ? restored->problem : restored.error().message());
@@ -213,8 +225,7 @@ TEST(TpFreeStore, ARankReadsOnlyItsHeadsShare) {
           .tokens = 64};
   std::mt19937_64 rng(testing::test_seed());
   const std::vector<std::byte> whole = whole_kv(m, rng);
-  std::vector<Token> tokens(m.tokens);
-  std::iota(tokens.begin(), tokens.end(), 7);
+  const std::vector<Token> tokens = token_run(m.tokens, 7);
   TempDir dir;
   save_at(dir.str(), m, whole, tokens, 1);
   const std::vector<uint64_t> one = restore_at(dir.str(), m, whole, tokens, 1, rng);
@@ -236,25 +247,21 @@ TEST(TpFreeStore, ASessionIsHeldOnlyAsFarAsEveryGroupHoldsIt) {
           .tokens = 40};
   std::mt19937_64 rng(testing::test_seed());
   const std::vector<std::byte> whole = whole_kv(m, rng);
-  std::vector<Token> tokens(m.tokens);
-  std::iota(tokens.begin(), tokens.end(), 1);
+  const std::vector<Token> tokens = token_run(m.tokens, 1);
   TempDir dir;
   // Only rank 0 of TP 2 saved (rank 1 crashed before its save): heads 2 and 3 are missing.
   {
     auto engine = Engine::open(options_for(dir.str(), m.rank(0, 2), m.max_tp));
     ASSERT_TRUE(engine);
     std::vector<std::byte> slice = rank_slice(m, whole, 0, 2);
-    ASSERT_TRUE((*engine)->save(
-        tokens, ChunkedKv{{slice.data(), slice.size(), MemoryKind::kHost, 0}, m.tokens}));
+    ASSERT_TRUE((*engine)->save(tokens, host_kv(slice, m.tokens)));
   }
   auto whole_rank = Engine::open(options_for(dir.str(), m.rank(0, 1), m.max_tp));
   ASSERT_TRUE(whole_rank);
   // Heads 0 and 1 alone are no session.
   EXPECT_EQ(*(*whole_rank)->lookup(tokens), 0u);
   std::vector<std::byte> got(whole.size());
-  auto restored =
-      (*whole_rank)
-          ->restore(tokens, ChunkedKv{{got.data(), got.size(), MemoryKind::kHost, 0}, m.tokens});
+  auto restored = (*whole_rank)->restore(tokens, host_kv(got, m.tokens));
   ASSERT_TRUE(restored);
   EXPECT_EQ(restored->tokens_restored, 0u);
   whole_rank->reset();  // a group has one writer at a time
@@ -331,8 +338,7 @@ TEST(TpFreeStore, AFormatOneStoreBesideItIsLeftAlone) {
           .tokens = 24};
   std::mt19937_64 rng(testing::test_seed());
   const std::vector<std::byte> whole = whole_kv(m, rng);
-  std::vector<Token> tokens(m.tokens);
-  std::iota(tokens.begin(), tokens.end(), 3);
+  const std::vector<Token> tokens = token_run(m.tokens, 3);
   TempDir dir;
   save_at(dir.str(), m, whole, tokens, 2);
   // The same rank with a store per rank (format 1) sees none of it, and writes its own.
@@ -356,8 +362,7 @@ TEST(TpFreeStore, GroupStoresAreFormatTwoAndRebuildTheirIndexFromTheirHeaders) {
           .tokens = 45};
   std::mt19937_64 rng(testing::test_seed());
   const std::vector<std::byte> whole = whole_kv(m, rng);
-  std::vector<Token> tokens(m.tokens);
-  std::iota(tokens.begin(), tokens.end(), 11);
+  const std::vector<Token> tokens = token_run(m.tokens, 11);
   TempDir dir;
   save_at(dir.str(), m, whole, tokens, 4);
   // Every group directory: a format-2 manifest and records whose headers say KVTREC02. Its index
@@ -412,8 +417,7 @@ TEST(TpFreeStore, RanksReplicatingAHeadFollowItsWriterAndTheStoreHoldsOneCopy) {
     // Every rank saves what it holds, as vLLM's workers do; followers write nothing.
     for (uint32_t r = 0; r < 8; ++r) {
       std::vector<std::byte> slice = rank_slice(m, whole, r, 8);
-      auto saved = ranks[r]->save(
-          tokens, ChunkedKv{{slice.data(), slice.size(), MemoryKind::kHost, 0}, m.tokens});
+      auto saved = ranks[r]->save(tokens, host_kv(slice, m.tokens));
       ASSERT_TRUE(saved) << saved.error().message();
       EXPECT_EQ(saved->tokens_stored, m.tokens) << "rank " << r;
       EXPECT_EQ(saved->chunks_written, r == 0 ? 5u : 0u) << "rank " << r;
@@ -421,8 +425,7 @@ TEST(TpFreeStore, RanksReplicatingAHeadFollowItsWriterAndTheStoreHoldsOneCopy) {
     for (uint32_t r = 0; r < 8; ++r) {
       EXPECT_EQ(*ranks[r]->lookup(tokens), m.tokens) << "rank " << r;
       std::vector<std::byte> got(rank_slice(m, whole, r, 8).size());
-      auto restored = ranks[r]->restore(
-          tokens, ChunkedKv{{got.data(), got.size(), MemoryKind::kHost, 0}, m.tokens});
+      auto restored = ranks[r]->restore(tokens, host_kv(got, m.tokens));
       ASSERT_TRUE(restored) << restored.error().message();
       EXPECT_EQ(restored->tokens_restored, m.tokens) << "rank " << r << ": " << restored->problem;
       EXPECT_TRUE(got == rank_slice(m, whole, r, 8)) << "rank " << r << " session " << session;
@@ -452,8 +455,7 @@ TEST(TpFreeStore, CapacityAndDramAreSharedOverTheGroupsAndAStoresOwnCapacityIsKe
           .chunk = 8,
           .max_tp = 8,
           .tokens = 16};
-  std::vector<Token> tokens(m.tokens);
-  std::iota(tokens.begin(), tokens.end(), 5);
+  const std::vector<Token> tokens = token_run(m.tokens, 5);
   std::mt19937_64 rng(testing::test_seed());
   const std::vector<std::byte> whole = whole_kv(m, rng);
   TempDir dir;
@@ -470,8 +472,7 @@ TEST(TpFreeStore, CapacityAndDramAreSharedOverTheGroupsAndAStoresOwnCapacityIsKe
     EXPECT_NE(io.source.find("options (staging split over 8 head-group stores)"), std::string::npos)
         << io.source;
     std::vector<std::byte> slice = rank_slice(m, whole, 0, 1);
-    ASSERT_TRUE((*e)->save(
-        tokens, ChunkedKv{{slice.data(), slice.size(), MemoryKind::kHost, 0}, m.tokens}));
+    ASSERT_TRUE((*e)->save(tokens, host_kv(slice, m.tokens)));
   }
   // Not asked for: each group store keeps its own, also across a save.
   o.capacity_bytes = 0;
@@ -479,8 +480,7 @@ TEST(TpFreeStore, CapacityAndDramAreSharedOverTheGroupsAndAStoresOwnCapacityIsKe
     auto e = Engine::open(o);
     ASSERT_TRUE(e) << e.error().message();
     std::vector<std::byte> slice = rank_slice(m, whole, 0, 1);
-    ASSERT_TRUE((*e)->save(
-        tokens, ChunkedKv{{slice.data(), slice.size(), MemoryKind::kHost, 0}, m.tokens}));
+    ASSERT_TRUE((*e)->save(tokens, host_kv(slice, m.tokens)));
     EXPECT_EQ((*e)->stats().capacity_bytes, 8ull << 30);
   }
   // A new store unasked: the default (64 GiB) over the groups, as a store per rank would have it.
@@ -510,8 +510,7 @@ TEST(TpFreeStore, CapacityAndDramAreSharedOverTheGroupsAndAStoresOwnCapacityIsKe
   auto kept = Engine::open(dram);
   ASSERT_TRUE(kept) << kept.error().message();
   std::vector<std::byte> slice = rank_slice(m, whole, 0, 1);
-  ASSERT_TRUE((*kept)->save(
-      tokens, ChunkedKv{{slice.data(), slice.size(), MemoryKind::kHost, 0}, m.tokens}));
+  ASSERT_TRUE((*kept)->save(tokens, host_kv(slice, m.tokens)));
   EXPECT_EQ((*kept)->stats().dram_records, 16u);  // 2 chunks x 8 groups
 }
 
@@ -525,8 +524,7 @@ TEST(TpFreeStore, StatsCountWhatTheCallsDelivered) {
           .tokens = 40};
   std::mt19937_64 rng(testing::test_seed());
   const std::vector<std::byte> whole = whole_kv(m, rng);
-  std::vector<Token> tokens(m.tokens);
-  std::iota(tokens.begin(), tokens.end(), 1);
+  const std::vector<Token> tokens = token_run(m.tokens, 1);
   TempDir dir;
   save_at(dir.str(), m, whole, tokens, 1);
   {
@@ -535,16 +533,13 @@ TEST(TpFreeStore, StatsCountWhatTheCallsDelivered) {
     ASSERT_TRUE(e);
     ASSERT_TRUE((*e)->evict(tokens));
     std::vector<std::byte> slice = rank_slice(m, whole, 1, 2);
-    ASSERT_TRUE(
-        (*e)->save(std::span(tokens).first(16),
-                   ChunkedKv{{slice.data(), slice.size(), MemoryKind::kHost, 0}, m.tokens}));
+    ASSERT_TRUE((*e)->save(std::span(tokens).first(16), host_kv(slice, m.tokens)));
   }
   auto e = Engine::open(options_for(dir.str(), m.rank(0, 1), m.max_tp));
   ASSERT_TRUE(e);
   EXPECT_EQ(*(*e)->lookup(tokens), 16u);
   std::vector<std::byte> got(whole.size());
-  auto r =
-      (*e)->restore(tokens, ChunkedKv{{got.data(), got.size(), MemoryKind::kHost, 0}, m.tokens});
+  auto r = (*e)->restore(tokens, host_kv(got, m.tokens));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->tokens_restored, 16u);
   const Stats s = (*e)->stats();
@@ -623,15 +618,13 @@ TEST(TpFreeStore, ACorruptRecordIsAMissForAFollowerNotAnError) {
           .tokens = 48};
   std::mt19937_64 rng(testing::test_seed());
   const std::vector<std::byte> whole = whole_kv(m, rng);
-  std::vector<Token> tokens(m.tokens);
-  std::iota(tokens.begin(), tokens.end(), 9);
+  const std::vector<Token> tokens = token_run(m.tokens, 9);
   TempDir dir;
   auto writer = Engine::open(options_for(dir.str(), m.rank(0, 2), m.max_tp));
   auto follower = Engine::open(options_for(dir.str(), m.rank(1, 2), m.max_tp));
   ASSERT_TRUE(writer && follower);
   std::vector<std::byte> slice = rank_slice(m, whole, 0, 2);
-  ASSERT_TRUE((*writer)->save(
-      tokens, ChunkedKv{{slice.data(), slice.size(), MemoryKind::kHost, 0}, m.tokens}));
+  ASSERT_TRUE((*writer)->save(tokens, host_kv(slice, m.tokens)));
   // One byte of the third record's payload (records of 4 KiB header + 4 KiB padded payload).
   std::filesystem::path segment;
   for (const auto& f : std::filesystem::recursive_directory_iterator(dir.path() / "kvtier2")) {
@@ -649,16 +642,14 @@ TEST(TpFreeStore, ACorruptRecordIsAMissForAFollowerNotAnError) {
   }
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::vector<std::byte> got(slice.size());
-    auto r = (*follower)->restore(
-        tokens, ChunkedKv{{got.data(), got.size(), MemoryKind::kHost, 0}, m.tokens});
+    auto r = (*follower)->restore(tokens, host_kv(got, m.tokens));
     ASSERT_TRUE(r) << r.error().message();
     EXPECT_EQ(r->tokens_restored, 32u) << "attempt " << attempt;
     EXPECT_TRUE(std::equal(got.begin(), got.begin() + 32 * 32, slice.begin()));
   }
   // The writer, reading it itself, drops it on disk; a new snapshot no longer holds it.
   std::vector<std::byte> got(slice.size());
-  auto r = (*writer)->restore(tokens,
-                              ChunkedKv{{got.data(), got.size(), MemoryKind::kHost, 0}, m.tokens});
+  auto r = (*writer)->restore(tokens, host_kv(got, m.tokens));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->tokens_restored, 32u);
   EXPECT_EQ(r->checksum_misses, 1u);

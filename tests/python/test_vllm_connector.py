@@ -243,6 +243,17 @@ class ConnectorTest(unittest.TestCase):
         self.assertFalse(scheduler.has_pending_push_work())
         return tokens, kv
 
+    def load_repeat(self, scheduler, worker, layers, tokens, kv):
+        """Request B repeats a saved 600-token session and one more token: its 512 stored tokens
+        (whole chunks) are found, loaded into fresh blocks and compared."""
+        b = self.request("B", tokens + [5])
+        self.assertEqual(scheduler.get_num_new_matched_tokens(b, 0), (512, False))
+        b_blocks = list(range(0, 38))
+        scheduler.update_state_after_alloc(b, KVCacheBlocks(([KVCacheBlock(i) for i in b_blocks],)), 512)
+        _, errors = self.step(scheduler, worker)
+        self.assertEqual(errors, set())
+        self.assert_holds(layers, "packed_tokens", b_blocks, kv, 0, 512)
+
     def test_save_lookup_and_load_in_every_layout(self):
         for layout in SHAPES:
             with self.subTest(layout=layout):
@@ -440,13 +451,7 @@ class ConnectorTest(unittest.TestCase):
         self.assertEqual(io["source"], "defaults")
         self.assertEqual([d["state"].startswith("not tuned") for d in io["drives"]], [True] * 3)
         tokens, kv = self.save_session(scheduler, worker, layers, "packed_tokens")
-        b = self.request("B", tokens + [5])
-        self.assertEqual(scheduler.get_num_new_matched_tokens(b, 0), (512, False))
-        b_blocks = list(range(0, 38))
-        scheduler.update_state_after_alloc(b, KVCacheBlocks(([KVCacheBlock(i) for i in b_blocks],)), 512)
-        _, errors = self.step(scheduler, worker)
-        self.assertEqual(errors, set())
-        self.assert_holds(layers, "packed_tokens", b_blocks, kv, 0, 512)
+        self.load_repeat(scheduler, worker, layers, tokens, kv)
         with open(trace) as f:
             events = [json.loads(line) for line in f]
         self.assertEqual([(e["event"], e["req"], e["tokens"]) for e in events], [("save", "A", 600), ("load", "B", 512)])
@@ -456,13 +461,7 @@ class ConnectorTest(unittest.TestCase):
         scheduler, worker, layers = self.pair("packed_tokens", **{"kvtier.store_format": 2, "kvtier.tune": False})
         self.assertIn("kvtier2", worker._engine.store_dir)
         tokens, kv = self.save_session(scheduler, worker, layers, "packed_tokens")
-        b = self.request("B", tokens + [5])
-        self.assertEqual(scheduler.get_num_new_matched_tokens(b, 0), (512, False))
-        b_blocks = list(range(0, 38))
-        scheduler.update_state_after_alloc(b, KVCacheBlocks(([KVCacheBlock(i) for i in b_blocks],)), 512)
-        _, errors = self.step(scheduler, worker)
-        self.assertEqual(errors, set())
-        self.assert_holds(layers, "packed_tokens", b_blocks, kv, 0, 512)
+        self.load_repeat(scheduler, worker, layers, tokens, kv)
         model = worker._engine.geometry.model
         for c in self.connectors:
             c.shutdown()
