@@ -26,7 +26,8 @@ What it does, hook by hook:
   without a forward pass never call ``wait_for_save``); a save keeps only what a failed or pending
   load left valid. A miss or a checksum mismatch becomes ``get_block_ids_with_load_errors``: vLLM
   recomputes those blocks instead of serving wrong KV. Only a model whose KV cache is one group of
-  full attention is taken (sliding-window, MLA and hybrid models are refused at start).
+  full attention is taken, or of MLA with ``kvtier.store_format`` 2 (its latent stored once for
+  every rank); sliding-window and hybrid models are refused at start.
 
 Settings (``kv_connector_extra_config``): ``kvtier.root`` (store directory, required; a list of
 directories spreads the store over several drives, one directory each), ``kvtier.io`` (auto, posix,
@@ -196,6 +197,7 @@ class Layout:
     kv_heads: int
     head_dim: int
     order: tuple[int, ...]  # the permutation of the logical shape that is contiguous in memory
+    kv_tensors: int = 2  # 2: K and V; 1: MLA's latent
 
 
 # The meaning of each dimension: "kv" (K or V), "block", "token" (within a block), "head", "dim"
@@ -204,12 +206,14 @@ _LOGICAL = (  # the logical shapes vLLM's attention backends report (get_kv_cach
     ("kv", "block", "token", "head", "dim"),  # [2, blocks, bs, H, D]
     ("block", "kv", "token", "head", "dim"),  # [blocks, 2, bs, H, D]
     ("block", "head", "token", "kvdim"),      # [blocks, H, bs, 2D] (0.26's packed K|V)
+    ("block", "token", "dim"),                # [blocks, bs, latent]: MLA's one tensor
 )
 _PHYSICAL = {  # the byte orders kvtier addresses, outermost dimension first
     ("kv", "block", "token", "head", "dim"): "kv_first",
     ("block", "kv", "token", "head", "dim"): "block_first",
     ("block", "head", "token", "kvdim"): "packed_heads",
     ("block", "token", "head", "kvdim"): "packed_tokens",
+    ("block", "token", "dim"): "kv_first",  # kvtier's kv_first of one tensor and one head
 }
 
 
@@ -237,18 +241,19 @@ def detect_layout(t: "torch.Tensor | tuple[int, ...]", block_size: int, num_bloc
     if len(logical) != 1:
         raise ValueError(
             f"KvtierConnector: KV cache tensor of shape {list(shape)} (block size {block_size}, "
-            f"{num_blocks} blocks) is not one known layout: expected [2, blocks, bs, H, D], [blocks, 2, bs, H, D] "
-            f"or [blocks, H, bs, 2*D]. kvtier refuses a layout it would have to guess.")
+            f"{num_blocks} blocks) is not one known layout: expected [2, blocks, bs, H, D], [blocks, 2, bs, H, D], "
+            f"[blocks, H, bs, 2*D] or MLA's [blocks, bs, latent]. kvtier refuses a layout it would have to guess.")
     meanings = logical[0]
     size = dict(zip(meanings, shape))
-    heads = size["head"]
+    heads = size.get("head", 1)
     dim = size["dim"] if "dim" in size else size["kvdim"] // 2
+    kv_tensors = 2 if "kv" in size or "kvdim" in size else 1
     for physical, name in _PHYSICAL.items():
         if sorted(physical) != sorted(meanings):
             continue
         order = tuple(meanings.index(m) for m in physical)
         if strides is None or t.permute(order).is_contiguous():
-            return Layout(name, heads, dim, order)
+            return Layout(name, heads, dim, order, kv_tensors)
     described = ", ".join(f"{m} {n} (stride {st})" for m, n, st in zip(meanings, shape, strides))
     raise ValueError(
         f"KvtierConnector: KV cache tensor of logical shape {list(shape)} lies in memory in an order kvtier "
@@ -383,17 +388,22 @@ def _total_kv_heads(vllm_config: "VllmConfig") -> int:
 
 
 def _check_cache_groups(kv_cache_config: "KVCacheConfig | None") -> None:
-    """kvtier stores per-token KV of full attention: one group of FullAttentionSpec layers. A
-    sliding-window group hands out the null block for tokens outside the window (saved, they would
-    be zeros under real keys), MLA and recurrent state have other shapes: refused, not guessed."""
+    """kvtier stores per-token KV of full attention: one group of FullAttentionSpec layers, or of
+    MLAAttentionSpec layers (one latent per token, kept by TP-free stores). A sliding-window group
+    hands out the null block for tokens outside the window (saved, they would be zeros under real
+    keys), recurrent state has other shapes, DeepSeek's fp8_ds_mla packs its latent with scales:
+    refused, not guessed."""
     groups = list(getattr(kv_cache_config, "kv_cache_groups", None) or [])
     if not groups:
         return  # nothing said: the tensors' shapes are checked at register_kv_caches
     kinds = [type(g.kv_cache_spec).__name__ for g in groups]
-    if kinds != ["FullAttentionSpec"]:
+    if kinds not in (["FullAttentionSpec"], ["MLAAttentionSpec"]):
         raise ValueError(f"KvtierConnector: this model's KV cache groups are {kinds}; kvtier serves one group of "
-                         "full attention (FullAttentionSpec) only: sliding-window, MLA and hybrid models are not "
-                         "supported yet")
+                         "full attention (FullAttentionSpec, or MLAAttentionSpec with kvtier.store_format 2) only: "
+                         "sliding-window and hybrid models are not supported yet")
+    if getattr(groups[0].kv_cache_spec, "cache_dtype_str", None) == "fp8_ds_mla":
+        raise ValueError("KvtierConnector: the fp8_ds_mla KV cache packs scales with the latent; kvtier does not "
+                         "take it")
 
 
 def _keyed_by_tokens_only(request: "Request") -> bool:
@@ -515,23 +525,30 @@ class KvtierConnector(KVConnectorBase_V1):
                 raise ValueError(f"KvtierConnector: layer '{name}' lies in memory otherwise (strides {t.stride()}) "
                                  f"than layer '{names[0]}' (strides {layers[0].stride()}): one layout is needed")
         s = self._settings
+        if layout.kv_tensors == 1 and s.store_format != 2:
+            raise ValueError("KvtierConnector: an MLA model's latent is kept by TP-free stores only, once for "
+                             "every rank: set kvtier.store_format 2")
         if s.store_format == 2 and self._pipeline_stages > 1:
             raise ValueError(f"KvtierConnector: kvtier.store_format 2 (TP-free) with {self._pipeline_stages} "
                              "pipeline stages: a TP-free store holds every layer per head group; use store_format 1")
-        total = self._total_kv_heads if s.store_format == 2 else 0
+        total = self._total_kv_heads if s.store_format == 2 and layout.kv_tensors == 2 else 0
         if total and total != layout.kv_heads * self._world and not (layout.kv_heads == 1 and self._world > total):
             total = 0  # the model says otherwise than the tensors: kvtier checks what the tensors hold
         geometry = kvtier.Geometry.custom(self._model, layers=len(layers), kv_heads=layout.kv_heads,
                                           head_dim=layout.head_dim, element_bytes=layers[0].element_size(),
                                           chunk_tokens=s.chunk_tokens, tp_rank=self._rank,
-                                          tp_world=self._world, kv_heads_total=total)
+                                          tp_world=self._world, kv_heads_total=total,
+                                          kv_tensors=layout.kv_tensors)
         root = s.roots if len(s.roots) > 1 else s.root
         self._engine = kvtier.open(root, geometry, io=s.io, capacity=s.capacity, dram=s.dram, staging=s.staging,
                                    request_size=s.request_size, tenant=s.tenant, remote=s.remote,
                                    remote_password_env=s.remote_password_env, remote_ttl=s.remote_ttl,
                                    tune=s.tune, store_format=s.store_format, max_tp=s.max_tp)
-        # kvtier addresses the bytes in the order they lie: the same memory, viewed densely.
+        # kvtier addresses the bytes in the order they lie: the same memory, viewed densely (a
+        # latent's [blocks, bs, latent] as kv_first [1, blocks, bs, 1, latent]).
         self._layers = [t.permute(layout.order) for t in layers]
+        if layout.kv_tensors == 1:
+            self._layers = [t.unsqueeze(0).unsqueeze(3) for t in self._layers]
         self._layout = layout
         self._server = LookupServer(self._engine, lookup_address(s.root, self._rank))
         self._serve_metrics()

@@ -32,7 +32,8 @@ try:
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
     from vllm.v1.core.kv_cache_utils import KVCacheBlock
     from vllm.v1.core.sched.output import SchedulerOutput
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, SlidingWindowSpec
+    from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, MLAAttentionSpec,
+                                            SlidingWindowSpec)
     from vllm.v1.request import RequestStatus
     from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request
@@ -54,6 +55,8 @@ SHAPES = {
 def row(layer, block, offset, kv):
     """One token's K (kv=0) or V (kv=1) in a layer tensor, indexed by its logical shape as vLLM's
     attention backends index it, whatever order its bytes lie in."""
+    if layer.dim() == 3:  # MLA's [blocks, bs, latent]: one tensor, no K or V
+        return layer[block, offset]
     if layer.dim() == 4:  # [blocks, H, bs, 2D]
         return layer[block, :, offset, kv * DIM:(kv + 1) * DIM]
     if layer.shape[0] == 2:  # [2, blocks, bs, H, D]
@@ -208,6 +211,12 @@ class ConnectorTest(unittest.TestCase):
 
     def prefill(self, layers, layout, blocks, n):
         """What a forward pass would have left in the cache: random KV for n tokens, returned too."""
+        if layout == "mla":  # one latent per token and layer
+            latent = torch.randn(LAYERS, n, DIM, generator=self.rng).to(torch.bfloat16)
+            for layer in range(LAYERS):
+                for t in range(n):
+                    row(layers[layer], blocks[t // BS], t % BS, 0).copy_(latent[layer, t])
+            return latent
         kv = torch.randn(2, LAYERS, n, HEADS, DIM, generator=self.rng).to(torch.bfloat16)
         for layer in range(LAYERS):
             for t in range(n):
@@ -218,6 +227,10 @@ class ConnectorTest(unittest.TestCase):
     def assert_holds(self, layers, layout, blocks, kv, first, last):
         for layer in range(LAYERS):
             for t in range(first, last):
+                if layout == "mla":
+                    got = row(layers[layer], blocks[t // BS], t % BS, 0)
+                    self.assertTrue(torch.equal(got, kv[layer, t]), f"mla layer {layer} token {t}")
+                    continue
                 for k in (0, 1):
                     got = row(layers[layer], blocks[t // BS], t % BS, k)
                     self.assertTrue(torch.equal(got, kv[k, layer, t]), f"{layout} layer {layer} token {t}")
@@ -243,7 +256,7 @@ class ConnectorTest(unittest.TestCase):
         self.assertFalse(scheduler.has_pending_push_work())
         return tokens, kv
 
-    def load_repeat(self, scheduler, worker, layers, tokens, kv):
+    def load_repeat(self, scheduler, worker, layers, tokens, kv, layout="packed_tokens"):
         """Request B repeats a saved 600-token session and one more token: its 512 stored tokens
         (whole chunks) are found, loaded into fresh blocks and compared."""
         b = self.request("B", tokens + [5])
@@ -252,7 +265,7 @@ class ConnectorTest(unittest.TestCase):
         scheduler.update_state_after_alloc(b, KVCacheBlocks(([KVCacheBlock(i) for i in b_blocks],)), 512)
         _, errors = self.step(scheduler, worker)
         self.assertEqual(errors, set())
-        self.assert_holds(layers, "packed_tokens", b_blocks, kv, 0, 512)
+        self.assert_holds(layers, layout, b_blocks, kv, 0, 512)
 
     def test_save_lookup_and_load_in_every_layout(self):
         for layout in SHAPES:
@@ -359,6 +372,16 @@ class ConnectorTest(unittest.TestCase):
             for role in (KVConnectorRole.SCHEDULER, KVConnectorRole.WORKER):
                 with self.subTest(groups=len(groups), role=role), self.assertRaisesRegex(ValueError, "one group of full attention"):
                     KVConnectorFactory.create_connector(config, role, cache_config(groups))
+        # MLA is taken (its latent needs a TP-free store, checked when the tensors come), DeepSeek's fp8
+        # latent with scales is not.
+        mla = MLAAttentionSpec(block_size=BS, num_kv_heads=1, head_size=DIM, dtype=torch.bfloat16)
+        self.connectors.append(KVConnectorFactory.create_connector(
+            config, KVConnectorRole.SCHEDULER, cache_config([KVCacheGroupSpec(["model.layers.0.attn"], mla)])))
+        ds = MLAAttentionSpec(block_size=BS, num_kv_heads=1, head_size=DIM, dtype=torch.uint8,
+                              cache_dtype_str="fp8_ds_mla")
+        with self.assertRaisesRegex(ValueError, "fp8_ds_mla"):
+            KVConnectorFactory.create_connector(config, KVConnectorRole.SCHEDULER,
+                                                cache_config([KVCacheGroupSpec(["model.layers.0.attn"], ds)]))
 
     def test_kv_of_another_model_dtype_or_kv_cache_dtype_is_keyed_apart(self):
         from types import SimpleNamespace as NS
@@ -475,6 +498,30 @@ class ConnectorTest(unittest.TestCase):
             self.assertEqual(e.restore(tokens, out)["tokens_restored"], 600)
             self.assertTrue(torch.equal(out, kv[:, :, :, rank:rank + 1]), f"rank {rank} of TP 2")
             del e
+
+    def test_an_mla_models_latent_is_kept_once_in_a_tp_free_store(self):
+        def latent_cache():
+            return torch.zeros(BLOCKS, BS, DIM, dtype=torch.bfloat16)  # vLLM's MLA cache per layer
+
+        with self.assertRaisesRegex(ValueError, "kvtier.store_format 2"):
+            self.pair("mla", make=latent_cache)
+        scheduler, worker, layers = self.pair("mla", make=latent_cache,
+                                              **{"kvtier.store_format": 2, "kvtier.tune": False})
+        self.assertEqual(worker._engine.geometry.kv_tensors, 1)
+        tokens, latent = self.save_session(scheduler, worker, layers, "mla")
+        self.load_repeat(scheduler, worker, layers, tokens, latent, layout="mla")
+        # A rank of TP 4 (every rank holds the latent) restores it from the one copy.
+        g = kvtier.Geometry.custom(worker._engine.geometry.model, layers=LAYERS, kv_heads=1, head_dim=DIM,
+                                   chunk_tokens=256, tp_rank=3, tp_world=4, kv_tensors=1)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(worker._engine.store_dir)))
+        for c in self.connectors:
+            c.shutdown()
+        self.connectors = []
+        e = kvtier.open(root, g, io="posix", store_format=2, tune=False)
+        out = torch.zeros(1, LAYERS, 600, 1, DIM, dtype=torch.bfloat16)
+        self.assertEqual(e.restore(tokens, out)["tokens_restored"], 600)
+        self.assertTrue(torch.equal(out[0, :, :, 0], latent))
+        del e
 
     def test_a_fresh_node_finds_and_loads_what_the_cluster_holds(self):
         """Node A saves with kvtier.remote; node B, another store over the same Redis Cluster (real
