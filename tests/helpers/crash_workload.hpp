@@ -30,6 +30,19 @@ inline Options options(const std::string& roots) {
   return o;
 }
 
+/// Rank `rank` of TP `tp` over a TP-free store (store_format 2) of the tiny model's two KV heads:
+/// at TP 4, ranks 0 and 2 write the heads' groups, ranks 1 and 3 follow them.
+inline Options tp_free_options(const std::string& root, uint32_t rank, uint32_t tp) {
+  Options o = options(root);
+  o.store_format = 2;
+  o.geometry.kv_heads = tp <= 2 ? 2 / tp : 1;  // tiny has two
+  o.geometry.kv_heads_total = 2;
+  o.geometry.tp_rank = rank;
+  o.geometry.tp_world = tp;
+  o.capacity_bytes = uint64_t{64} << 30;  // 32 GiB a group: never evicts
+  return o;
+}
+
 /// 1 to 3000 tokens: partial chunks, single chunks and records spanning segments all occur.
 inline uint64_t session_tokens(uint64_t id) { return 1 + (id * 2654435761u) % 3000; }
 

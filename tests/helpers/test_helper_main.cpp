@@ -4,6 +4,8 @@
 //   kvtier_test_helper open <root>               open the tiny store; exit 0, or 3 when locked
 //   kvtier_test_helper save-loop <root> <seed>   save sessions forever, printing each acknowledged
 //   id
+//   kvtier_test_helper save-loop-tp-free <root> <seed>   the same as rank 0 of TP 4 over a TP-free
+//   store: the writer of head 0's group, which rank 1 follows
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -18,14 +20,16 @@ using namespace kvtier;
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
   const std::string mode = argv[1];
-  Options o = crash_workload::options(argv[2]);
+  const bool tp_free = mode == "save-loop-tp-free";
+  Options o =
+      tp_free ? crash_workload::tp_free_options(argv[2], 0, 4) : crash_workload::options(argv[2]);
   auto engine = Engine::open(o);
   if (!engine) {
     std::fprintf(stderr, "%s\n", engine.error().to_string().c_str());
     return engine.error().code() == ErrorCode::kLocked ? 3 : 1;
   }
   if (mode == "open") return 0;
-  if (mode != "save-loop" || argc < 4) return 2;
+  if ((mode != "save-loop" && !tp_free) || argc < 4) return 2;
   const uint64_t seed = std::strtoull(argv[3], nullptr, 10);
   std::vector<std::byte> kv;
   for (uint64_t i = 0;; ++i) {

@@ -33,7 +33,8 @@ namespace kvtier {
 namespace {
 
 /// Starts the helper's save loop; returns its pid and the read end of its stdout.
-std::pair<pid_t, FILE*> spawn_saver(const std::string& root, uint64_t seed) {
+std::pair<pid_t, FILE*> spawn_saver(const std::string& root, uint64_t seed,
+                                    const char* mode = "save-loop") {
   int pipefd[2];
   if (::pipe(pipefd) != 0) return {-1, nullptr};
   pid_t pid = ::fork();
@@ -42,7 +43,7 @@ std::pair<pid_t, FILE*> spawn_saver(const std::string& root, uint64_t seed) {
     ::close(pipefd[0]);
     ::close(pipefd[1]);
     std::string s = std::to_string(seed);
-    ::execl(KVTIER_TEST_HELPER, KVTIER_TEST_HELPER, "save-loop", root.c_str(), s.c_str(), nullptr);
+    ::execl(KVTIER_TEST_HELPER, KVTIER_TEST_HELPER, mode, root.c_str(), s.c_str(), nullptr);
     ::_exit(127);
   }
   ::close(pipefd[1]);
@@ -219,6 +220,50 @@ TEST(CrashLoop, AcknowledgedSavesSurviveADriveVanishingAndAnotherTurningReadOnly
     read_only.reset();
   };
   crash_loop(roots, kills, shape);
+}
+
+// TP-free stores: a follower (rank 1 of TP 4, reading head 0's group, which rank 0 writes) stays
+// open while its writer is killed again and again; after each kill it restores every session the
+// writer acknowledged, byte-exact, from a snapshot it takes itself.
+TEST(CrashLoop, AFollowerServesEveryAcknowledgedSaveOfAKilledWriter) {
+  testing::TempDir dir;
+  std::mt19937_64 rng(testing::test_seed());
+  const int kills = std::min(iterations(), 30);
+  std::unique_ptr<Engine> follower;
+  std::vector<uint64_t> acked;
+  for (int it = 0; it < kills; ++it) {
+    auto [pid, out] = spawn_saver(dir.str(), static_cast<uint64_t>(it) + 1, "save-loop-tp-free");
+    ASSERT_GT(pid, 0);
+    if (unsigned long long first = 0; std::fscanf(out, "%llu", &first) == 1) acked.push_back(first);
+    if (!follower) {  // opened once the writer made the group's store, then kept
+      Options o = crash_workload::tp_free_options(dir.str(), 1, 4);
+      auto e = Engine::open(o);
+      ASSERT_OK(e);
+      follower = std::move(*e);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(2000 + rng() % 40000));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ASSERT_FALSE(WIFEXITED(status)) << "saver exited with " << WEXITSTATUS(status);
+    unsigned long long id;
+    while (std::fscanf(out, "%llu", &id) == 1) acked.push_back(id);
+    std::fclose(out);
+    const KvGeometry& g = follower->geometry();
+    for (uint64_t sid : acked) {
+      auto tokens = synthetic::tokens(sid, crash_workload::session_tokens(sid));
+      testing::HostKv kv(g, tokens.size());
+      auto r = follower->restore(tokens, kv.view);
+      ASSERT_OK(r);
+      ASSERT_EQ(r->tokens_restored, tokens.size())
+          << "acknowledged session " << sid << " not served by the follower after kill " << it;
+      ASSERT_EQ(synthetic::first_mismatch(g, tokens, kv.span(), tokens.size()), tokens.size())
+          << "session " << sid << " served with wrong bytes after kill " << it;
+    }
+  }
+  std::printf("follower over %d writer kills: %zu acknowledged sessions all served byte-exact\n",
+              kills, acked.size());
+  EXPECT_GT(acked.size(), 0u);
 }
 
 }  // namespace
