@@ -124,7 +124,13 @@ bool probe_direct_io(FileSystem& fs, const std::string& dir, std::string& reason
 bool probe_direct_read(FileSystem& fs, const std::string& dir, std::string& reason) {
   auto ids = list_segments(dir, fs);
   if (!ids || ids->empty()) {
-    reason = fmt::format("no segment in read-only store {} to probe O_DIRECT reads on", dir);
+    // No segment yet (a follower opened before its writer's first save): whether the filesystem
+    // takes O_DIRECT at all is what an O_DIRECT open of the manifest tells.
+    if (fs.open(dir + "/MANIFEST.json", O_RDONLY | O_DIRECT)) return true;
+    reason = fmt::format(
+        "no segment in read-only store {} to probe O_DIRECT reads on, and its "
+        "manifest cannot be opened with O_DIRECT",
+        dir);
     return false;
   }
   auto seg = open_segment(fs, dir, ids->front(), /*direct=*/true, /*read_only=*/true);
