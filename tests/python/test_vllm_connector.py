@@ -170,6 +170,10 @@ class ConnectorTest(unittest.TestCase):
     def tearDown(self):
         for c in self.connectors:
             c.shutdown()
+        # A test's own cleanups (a cluster it started, whose pid files lie in the directory) before
+        # the directory goes: unittest would run them after tearDown, and the servers would outlive
+        # the test.
+        self.doCleanups()
         self.dir.cleanup()
 
     def pair(self, layout, make=None, root=None, **extra):
