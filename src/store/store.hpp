@@ -274,8 +274,8 @@ class Store {
   std::string dir_;
   KvGeometry geometry_;
   uint32_t record_version_ = kFormatVersion;
-  std::string index_stamp_;
-  uint32_t dir_depth_ = 1;  // the index files' identities and sizes when the index was read
+  std::string index_stamp_;  // the index files' identities and sizes when the index was read
+  uint32_t dir_depth_ = 1;   // StoreConfig::dir_depth
   // A capacity this engine asked for that the store does not have yet. It takes effect at the
   // first save, so an engine that only reads never evicts for a smaller one (docs/format.md).
   std::optional<uint64_t> pending_capacity_;  // guarded by mu_
