@@ -45,7 +45,7 @@ Result<uint32_t> Store::drive_for_new_segment_locked() {
   // The ranks of one model share the drives: each starts its search at its own place in the list,
   // so that their segments, and a restore's reads by all ranks at once, spread over every drive
   // instead of all ranks filling the same first few.
-  const KvGeometry& g = geometry_;
+  const KvGeometry& g = shape_.geometry;
   const uint64_t first =
       g.tp_world > 1 ? drives_.size() * (g.tp_rank % g.tp_world) / g.tp_world : 0;
   for (;;) {

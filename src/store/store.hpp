@@ -111,11 +111,11 @@ class Store {
   ~Store();
 
   [[nodiscard]] const std::string& dir() const { return dir_; }
-  [[nodiscard]] const KvGeometry& geometry() const { return geometry_; }
+  [[nodiscard]] const KvGeometry& geometry() const { return shape_.geometry; }
   /// Directories from a drive's root to the store's on it (StoreConfig::dir_depth).
   [[nodiscard]] uint32_t dir_depth() const { return dir_depth_; }
   /// What its records hold and which header they carry.
-  [[nodiscard]] RecordShape record_shape() const { return {geometry_, record_version_}; }
+  [[nodiscard]] const RecordShape& record_shape() const { return shape_; }
   [[nodiscard]] bool direct_io() const { return direct_; }
   [[nodiscard]] const std::string& direct_io_fallback() const { return direct_fallback_; }
   /// Opened read-only, and why (empty when writable).
@@ -272,8 +272,7 @@ class Store {
   const Logger* log_ = nullptr;
   std::shared_ptr<FileSystem> fs_;
   std::string dir_;
-  KvGeometry geometry_;
-  uint32_t record_version_ = kFormatVersion;
+  RecordShape shape_{KvGeometry{}};  // the geometry and record format the store was opened for
   std::string index_stamp_;  // the index files' identities and sizes when the index was read
   uint32_t dir_depth_ = 1;   // StoreConfig::dir_depth
   // A capacity this engine asked for that the store does not have yet. It takes effect at the

@@ -147,8 +147,7 @@ Result<std::unique_ptr<Store>> Store::open_once(const StoreConfig& config, const
   store->log_ = &log;
   store->fs_ = config.fs;
   FileSystem& fs = *config.fs;
-  store->geometry_ = config.geometry;
-  store->record_version_ = config.record_version;
+  store->shape_ = RecordShape{config.geometry, config.record_version};
   store->dir_depth_ = config.dir_depth();
   store->index_ = RecordIndex(config.geometry.chunk_tokens);
   KVTIER_TRY(refuse_repeated_roots(fs, config.roots));
@@ -278,15 +277,14 @@ Status Store::load_or_create_manifest(const StoreConfig& config, const StoreRequ
     KVTIER_TRY(resize_budget(config.capacity_bytes, config.segment_bytes));
     return write_manifest();
   }
-  if (manifest->format_version != record_version_) {
-    return {ErrorCode::kFormatVersion,
-            fmt::format("store {} is of format {}, not the {} asked for", dir_,
-                        manifest->format_version, record_version_)};
+  if (manifest->format_version != shape_.version) {
+    return {ErrorCode::kFormatVersion, fmt::format("store {} is of format {}, not the {} asked for",
+                                                   dir_, manifest->format_version, shape_.version)};
   }
-  if (!(manifest->geometry == geometry_)) {
+  if (!(manifest->geometry == shape_.geometry)) {
     return {ErrorCode::kGeometryMismatch,
             fmt::format("store {} was created for {}, not {}", dir_, manifest->geometry.describe(),
-                        geometry_.describe())};
+                        shape_.geometry.describe())};
   }
   const uint64_t segment_bytes = manifest->segment_bytes;
   // Records sit at offsets within their segment file, so a store cannot change its segment size;
@@ -314,7 +312,7 @@ Status Store::load_or_create_manifest(const StoreConfig& config, const StoreRequ
 
 Status Store::write_manifest() const {
   return directory_.write_manifest(
-      {geometry_, record_version_, budget_.segment_bytes(), budget_.capacity()});
+      {shape_.geometry, shape_.version, budget_.segment_bytes(), budget_.capacity()});
 }
 
 Status Store::request_capacity(uint64_t requested, const std::string& source) {
