@@ -31,7 +31,8 @@ constexpr uint64_t kSpreadTokens = 100000;
 // with the most room, one after another, so with fewer segments than that some drives get none of
 // it and the others one more than their share, and a restore waits for the busiest drive.
 uint64_t default_segment_bytes(const Options& o, uint64_t record) {
-  uint64_t segment = std::max<uint64_t>(std::min(kGiB, o.capacity_bytes / 4), 16 * kMiB);
+  uint64_t segment =
+      std::max<uint64_t>(std::min(kGiB, o.capacity_bytes / 4) / kAlign * kAlign, 16 * kMiB);
   const uint64_t drives = 1 + o.extra_roots.size();
   if (drives == 1) return segment;
   const uint64_t session = o.geometry.bytes_for_tokens(kSpreadTokens);
