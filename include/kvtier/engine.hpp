@@ -99,6 +99,14 @@ class KVTIER_EXPORT Engine {
   /// holding `tokens`. Same semantics as the contiguous form.
   [[nodiscard]] Result<SaveResult> save(std::span<const Token> tokens, const PagedKv& source);
 
+  /// @brief A hybrid model's save (KvGeometry::state_layers > 0): the KV as above and `state`, the
+  /// recurrent layers' state after the last of `tokens`, kept for that boundary. A save without
+  /// the state keeps the KV, but no restore can start there until a save gives its state.
+  [[nodiscard]] Result<SaveResult> save(std::span<const Token> tokens, const ChunkedKv& source,
+                                        const StateMemory& state);
+  [[nodiscard]] Result<SaveResult> save(std::span<const Token> tokens, const PagedKv& source,
+                                        const StateMemory& state);
+
   /// @brief Tokens of the longest stored prefix of `tokens` (0 when none). Reads no payload.
   /// With a remote tier, the prefix held locally continues in the cluster: the chunks after it
   /// whose values the cluster holds, with the size a restore expects, are counted (one pipelined
@@ -115,6 +123,15 @@ class KVTIER_EXPORT Engine {
   /// row t % block_size of every layer's tensor, in `destination.layout`.
   [[nodiscard]] Result<RestoreResult> restore(std::span<const Token> tokens,
                                               const PagedKv& destination);
+
+  /// @brief A hybrid model's restore: the KV of the longest prefix that ends at a boundary where
+  /// every layer's state is held (docs/format.md "Hybrid models"), and the recurrent layers'
+  /// state there into `state`. A model with recurrent layers restores through these only.
+  [[nodiscard]] Result<RestoreResult> restore(std::span<const Token> tokens,
+                                              const ChunkedKv& destination,
+                                              const StateMemory& state);
+  [[nodiscard]] Result<RestoreResult> restore(std::span<const Token> tokens,
+                                              const PagedKv& destination, const StateMemory& state);
 
   /// @brief Drops every stored record of `tokens`' chunks (the prefix chain and its partial tail).
   /// @return the number of records dropped.

@@ -12,6 +12,12 @@
 
 namespace kvtier {
 
+/// @brief What one KV-holding layer of a hybrid model attends to.
+enum class LayerKind : uint8_t {
+  kFullAttention = 0,  ///< every token before it: a restore needs all of the prefix's KV
+  kSlidingWindow = 1,  ///< the last KvGeometry::window_tokens tokens only
+};
+
 /// @brief Shape of the KV cache one rank stores: what a chunk of tokens weighs and how it is laid
 /// out.
 ///
@@ -33,18 +39,33 @@ struct KVTIER_EXPORT KvGeometry {
   /// latent's width, the same on every rank). A latent is stored by TP-free stores only.
   uint32_t kv_tensors = 2;
 
+  // A hybrid model (docs/format.md "Hybrid models"; TP-free stores only). `layers` counts the
+  // layers that hold KV; recurrent layers (Mamba, linear attention) hold a state instead.
+  /// Kind of each of the `layers` KV layers, in model order; empty: every one full attention.
+  std::vector<LayerKind> layer_kinds;
+  /// Tokens a sliding-window layer attends to (the window W); 0 without such layers.
+  uint32_t window_tokens = 0;
+  /// Recurrent layers, whose state at a chunk boundary replaces their KV.
+  uint32_t state_layers = 0;
+  /// Bytes of one recurrent layer's state on this rank (a multiple of 8).
+  uint64_t state_bytes = 0;
+
   /// Bytes of one token's row in one layer for K or V: kv_heads * head_dim * element_bytes.
   [[nodiscard]] uint64_t row_bytes() const;
   /// Bytes of KV one token carries on this rank: kv_tensors * layers * row_bytes().
   [[nodiscard]] uint64_t bytes_per_token() const;
   /// Bytes of a contiguous KV tensor holding `tokens` tokens.
   [[nodiscard]] uint64_t bytes_for_tokens(uint64_t tokens) const;
+  /// KV layers of `kind` (every layer is full attention when layer_kinds is empty).
+  [[nodiscard]] uint32_t layers_of(LayerKind kind) const;
+  /// Whether the model has sliding-window or recurrent layers.
+  [[nodiscard]] bool hybrid() const;
   /// kv_heads_total, or kv_heads x tp_world when it is 0.
   [[nodiscard]] uint32_t total_kv_heads() const;
   /// Checks every field is in range (non-zero, rank < world, sizes that do not overflow).
   [[nodiscard]] Status validate() const;
   /// A stable text form, e.g. "qwen3-coder-30b-a3b/L48/H2/D128/E2/C256/tp0of2" (a latent's adds
-  /// "/T1"), used in namespaces.
+  /// "/T1", a hybrid model's its layer kinds, window and state), used in namespaces.
   [[nodiscard]] std::string describe() const;
 
   bool operator==(const KvGeometry&) const = default;

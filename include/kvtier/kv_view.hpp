@@ -67,4 +67,13 @@ struct PagedKv {
   void* cuda_stream = nullptr;  ///< as ChunkedKv::cuda_stream
 };
 
+/// @brief The recurrent state of a hybrid model's session (KvGeometry::state_layers): one view per
+/// recurrent layer, each KvGeometry::state_bytes of this rank's state after the session's last
+/// token (a save) or where a restore's prefix ends (a restore). How the bytes are laid out inside
+/// a layer's view is the caller's: kvtier keeps them as they are.
+struct StateMemory {
+  std::vector<MemoryView> layers;
+  void* cuda_stream = nullptr;  ///< as ChunkedKv::cuda_stream
+};
+
 }  // namespace kvtier

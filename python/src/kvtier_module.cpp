@@ -390,6 +390,36 @@ Paged paged_of(const kvtier::KvGeometry& g, nb::handle layers, nb::handle block_
   return p;
 }
 
+/// A hybrid model's recurrent state: one tensor per recurrent layer, each state_bytes.
+struct State {
+  std::vector<Tensor> layers;
+  kvtier::StateMemory view;
+};
+
+std::optional<State> state_of(const kvtier::KvGeometry& g, nb::handle state, nb::handle stream,
+                              bool restore) {
+  if (state.is_none()) return std::nullopt;
+  if (!nb::isinstance<nb::list>(state) && !nb::isinstance<nb::tuple>(state)) {
+    throw nb::type_error("state must be a list of tensors, one per recurrent layer");
+  }
+  State s;
+  size_t i = 0;
+  for (nb::handle l : state)
+    s.layers.push_back(tensor_of(l, "state[" + std::to_string(i++) + "]", restore));
+  if (s.layers.empty()) throw PyError({kvtier::ErrorCode::kInvalidArgument, "no state tensors"});
+  for (size_t l = 0; l < s.layers.size(); ++l) {
+    if (s.layers[l].nbytes() != g.state_bytes) {
+      throw PyError({kvtier::ErrorCode::kInvalidArgument,
+                     "state[" + std::to_string(l) + "] holds " +
+                         std::to_string(s.layers[l].nbytes()) +
+                         " bytes; a recurrent layer's state is " + std::to_string(g.state_bytes)});
+    }
+    s.view.layers.push_back(view_of(s.layers[l]));
+  }
+  s.view.cuda_stream = stream_of(state[0], s.layers.front(), stream);
+  return s;
+}
+
 /// Engine::io_settings() as a dict; its drives a list of dicts.
 nb::dict io_settings_dict(const kvtier::IoSettings& io) {
   nb::list drives;
@@ -614,7 +644,8 @@ NB_MODULE(_kvtier, m) {
           "custom",
           [](const std::string& model, uint32_t layers, uint32_t kv_heads, uint32_t head_dim,
              uint32_t element_bytes, uint32_t chunk, uint32_t rank, uint32_t world,
-             uint32_t kv_heads_total, uint32_t kv_tensors) {
+             uint32_t kv_heads_total, uint32_t kv_tensors, const std::vector<std::string>& kinds,
+             uint32_t window_tokens, uint32_t state_layers, uint64_t state_bytes) {
             kvtier::KvGeometry g;
             g.model_id = model;
             g.layers = layers;
@@ -626,16 +657,30 @@ NB_MODULE(_kvtier, m) {
             g.tp_world = world;
             g.kv_heads_total = kv_heads_total;
             g.kv_tensors = kv_tensors;
+            for (const std::string& k : kinds) {
+              if (k != "full" && k != "window") {
+                throw PyError({kvtier::ErrorCode::kInvalidArgument,
+                               "layer_kinds: '" + k + "' is not 'full' or 'window'"});
+              }
+              g.layer_kinds.push_back(k == "window" ? kvtier::LayerKind::kSlidingWindow
+                                                    : kvtier::LayerKind::kFullAttention);
+            }
+            g.window_tokens = window_tokens;
+            g.state_layers = state_layers;
+            g.state_bytes = state_bytes;
             if (kvtier::Status st = g.validate(); !st.ok()) throw PyError(st);
             return g;
           },
           "model"_a, "layers"_a, "kv_heads"_a, "head_dim"_a, "element_bytes"_a = 2,
           "chunk_tokens"_a = 256, "tp_rank"_a = 0, "tp_world"_a = 1, "kv_heads_total"_a = 0,
-          "kv_tensors"_a = 2,
+          "kv_tensors"_a = 2, "layer_kinds"_a = std::vector<std::string>{}, "window_tokens"_a = 0,
+          "state_layers"_a = 0, "state_bytes"_a = 0,
           "A geometry for any model: kv_heads are this rank's (total / tp_world); model names the "
           "namespace. kv_heads_total: the model's KV heads (0: kv_heads x tp_world). kv_tensors: 2 "
           "(K "
-          "and V) or 1 (MLA's latent: kv_heads 1, head_dim its width; store_format 2).")
+          "and V) or 1 (MLA's latent: kv_heads 1, head_dim its width; store_format 2). A hybrid "
+          "model (store_format 2): layer_kinds, 'full' or 'window' per KV layer; window_tokens, "
+          "the sliding window; state_layers recurrent layers of state_bytes each (this rank's).")
       .def_prop_ro("model", [](const kvtier::KvGeometry& g) { return g.model_id; })
       .def_prop_ro("layers", [](const kvtier::KvGeometry& g) { return g.layers; })
       .def_prop_ro("kv_heads", [](const kvtier::KvGeometry& g) { return g.kv_heads; })
@@ -646,6 +691,9 @@ NB_MODULE(_kvtier, m) {
       .def_prop_ro("tp_world", [](const kvtier::KvGeometry& g) { return g.tp_world; })
       .def_prop_ro("kv_tensors", [](const kvtier::KvGeometry& g) { return g.kv_tensors; })
       .def_prop_ro("kv_heads_total", [](const kvtier::KvGeometry& g) { return g.total_kv_heads(); })
+      .def_prop_ro("state_layers", [](const kvtier::KvGeometry& g) { return g.state_layers; })
+      .def_prop_ro("state_bytes", [](const kvtier::KvGeometry& g) { return g.state_bytes; })
+      .def_prop_ro("window_tokens", [](const kvtier::KvGeometry& g) { return g.window_tokens; })
       .def_prop_ro("row_bytes", [](const kvtier::KvGeometry& g) { return g.row_bytes(); })
       .def("bytes_for_tokens", &kvtier::KvGeometry::bytes_for_tokens)
       .def("__repr__",
@@ -710,30 +758,34 @@ NB_MODULE(_kvtier, m) {
   nb::class_<kvtier::Engine>(m, "Engine", nb::is_weak_referenceable())
       .def(
           "save",
-          [](kvtier::Engine& e, nb::handle tokens, nb::handle kv, nb::handle stream) {
+          [](kvtier::Engine& e, nb::handle tokens, nb::handle kv, nb::handle stream,
+             nb::handle state) {
             auto ids = tokens_of(tokens);
             const Chunked c = chunked_of(e, kv, stream, /*restore=*/false);
+            const std::optional<State> s = state_of(e.geometry(), state, stream, false);
             nb::gil_scoped_release release;
-            return unwrap(e.save(ids, c.view)).chunks_written;
+            return unwrap(s ? e.save(ids, c.view, s->view) : e.save(ids, c.view)).chunks_written;
           },
-          "tokens"_a, "kv"_a, "stream"_a = nb::none(),
+          "tokens"_a, "kv"_a, "stream"_a = nb::none(), "state"_a = nb::none(),
           "Saves KV in contiguous form [2, layers, capacity, kv_heads, head_dim]; returns chunks "
-          "written. "
+          "written. A hybrid model's `state`: one tensor per recurrent layer, its state after "
+          "the last token. "
           "CUDA tensors are read after the work queued on `stream` (default: the tensor "
           "framework's current "
           "stream).")
       .def(
           "save_paged",
           [](kvtier::Engine& e, nb::handle tokens, nb::handle layers, nb::handle block_table,
-             uint32_t block_size, const std::string& layout, nb::handle stream) {
+             uint32_t block_size, const std::string& layout, nb::handle stream, nb::handle state) {
             auto ids = tokens_of(tokens);
             Paged p = paged_of(e.geometry(), layers, block_table, block_size, layout, stream,
                                /*restore=*/false);
+            const std::optional<State> s = state_of(e.geometry(), state, stream, false);
             nb::gil_scoped_release release;
-            return unwrap(e.save(ids, p.view)).chunks_written;
+            return unwrap(s ? e.save(ids, p.view, s->view) : e.save(ids, p.view)).chunks_written;
           },
           "tokens"_a, "layers"_a, "block_table"_a, "block_size"_a = 16, "layout"_a = "kv_first",
-          "stream"_a = nb::none())
+          "stream"_a = nb::none(), "state"_a = nb::none())
       .def(
           "lookup",
           [](kvtier::Engine& e, nb::handle tokens) {
@@ -744,17 +796,19 @@ NB_MODULE(_kvtier, m) {
           "tokens"_a, "Tokens of the longest stored prefix (reads no payload).")
       .def(
           "restore",
-          [](kvtier::Engine& e, nb::handle tokens, nb::handle kv, nb::handle stream) {
+          [](kvtier::Engine& e, nb::handle tokens, nb::handle kv, nb::handle stream,
+             nb::handle state) {
             auto ids = tokens_of(tokens);
             const Chunked c = chunked_of(e, kv, stream, /*restore=*/true);
+            const std::optional<State> s = state_of(e.geometry(), state, stream, true);
             kvtier::RestoreResult r;
             {
               nb::gil_scoped_release release;
-              r = unwrap(e.restore(ids, c.view));
+              r = unwrap(s ? e.restore(ids, c.view, s->view) : e.restore(ids, c.view));
             }
             return restore_dict(e, r, ids.size());
           },
-          "tokens"_a, "kv"_a, "stream"_a = nb::none(),
+          "tokens"_a, "kv"_a, "stream"_a = nb::none(), "state"_a = nb::none(),
           "Restores the longest stored prefix, verified; returns a dict. CUDA tensors are written "
           "after the "
           "work queued on `stream` (default: the framework's current stream) and are complete on "
@@ -762,19 +816,20 @@ NB_MODULE(_kvtier, m) {
       .def(
           "restore_paged",
           [](kvtier::Engine& e, nb::handle tokens, nb::handle layers, nb::handle block_table,
-             uint32_t block_size, const std::string& layout, nb::handle stream) {
+             uint32_t block_size, const std::string& layout, nb::handle stream, nb::handle state) {
             auto ids = tokens_of(tokens);
             Paged p = paged_of(e.geometry(), layers, block_table, block_size, layout, stream,
                                /*restore=*/true);
+            const std::optional<State> s = state_of(e.geometry(), state, stream, true);
             kvtier::RestoreResult r;
             {
               nb::gil_scoped_release release;
-              r = unwrap(e.restore(ids, p.view));
+              r = unwrap(s ? e.restore(ids, p.view, s->view) : e.restore(ids, p.view));
             }
             return restore_dict(e, r, ids.size());
           },
           "tokens"_a, "layers"_a, "block_table"_a, "block_size"_a = 16, "layout"_a = "kv_first",
-          "stream"_a = nb::none())
+          "stream"_a = nb::none(), "state"_a = nb::none())
       .def(
           "evict",
           [](kvtier::Engine& e, nb::handle tokens) {

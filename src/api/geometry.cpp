@@ -2,6 +2,8 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #include "kvtier/geometry.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "api/try.hpp"
@@ -59,6 +61,42 @@ Status KvGeometry::validate() const {
             fmt::format("geometry: a latent (kv_tensors 1) is one head on every rank, not {} of {}",
                         kv_heads, kv_heads_total)};
   }
+  if (!layer_kinds.empty() && layer_kinds.size() != layers) {
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("geometry: {} layer kinds for {} KV layers (one each, or none: every layer "
+                        "full attention)",
+                        layer_kinds.size(), layers)};
+  }
+  for (size_t l = 0; l < layer_kinds.size(); ++l) {
+    if (layer_kinds[l] != LayerKind::kFullAttention && layer_kinds[l] != LayerKind::kSlidingWindow)
+      return {ErrorCode::kInvalidArgument, fmt::format("geometry: layer {}'s kind is unknown", l)};
+  }
+  if (layers_of(LayerKind::kFullAttention) == 0) {
+    return {ErrorCode::kInvalidArgument,
+            "geometry: no full-attention layer (a model of sliding-window layers only keeps no "
+            "prefix a restore could start from)"};
+  }
+  const bool windowed = layers_of(LayerKind::kSlidingWindow) > 0;
+  if (windowed != (window_tokens > 0) || window_tokens > (1u << 24)) {
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("geometry: window_tokens {} {}", window_tokens,
+                        windowed ? "must be in 1..16777216 for the sliding-window layers"
+                                 : "given, but no layer is a sliding-window layer")};
+  }
+  if ((state_layers > 0) != (state_bytes > 0) || state_layers > 1024 ||
+      state_bytes > (uint64_t{1} << 30) || state_bytes % 8 != 0) {
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("geometry: {} recurrent layers of {} state bytes each: both or neither "
+                        "must be given, at most 1024 layers of at most 1 GiB, in whole 8-byte "
+                        "words",
+                        state_layers, state_bytes)};
+  }
+  if (uint64_t{state_layers} * state_bytes > (uint64_t{4} << 30)) {
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("geometry: the state of {} recurrent layers of {} bytes would weigh over "
+                        "4 GiB",
+                        state_layers, state_bytes)};
+  }
   if (row_bytes() % 8 != 0) {
     // Payload checksums sum 8-byte words; each (K|V, layer) block must hold whole words.
     return {ErrorCode::kInvalidArgument,
@@ -74,14 +112,30 @@ Status KvGeometry::validate() const {
   return {};
 }
 
+uint32_t KvGeometry::layers_of(LayerKind kind) const {
+  if (layer_kinds.empty()) return kind == LayerKind::kFullAttention ? layers : 0;
+  return static_cast<uint32_t>(std::count(layer_kinds.begin(), layer_kinds.end(), kind));
+}
+
+bool KvGeometry::hybrid() const {
+  return layers_of(LayerKind::kSlidingWindow) > 0 || state_layers > 0;
+}
+
 uint32_t KvGeometry::total_kv_heads() const {
   if (kv_tensors == 1) return 1;  // one latent, which every rank holds
   return kv_heads_total != 0 ? kv_heads_total : kv_heads * tp_world;
 }
 
 std::string KvGeometry::describe() const {
-  return fmt::format("{}/L{}/H{}/D{}/E{}/C{}/tp{}of{}{}", model_id, layers, kv_heads, head_dim,
-                     element_bytes, chunk_tokens, tp_rank, tp_world, kv_tensors == 1 ? "/T1" : "");
+  std::string text =
+      fmt::format("{}/L{}/H{}/D{}/E{}/C{}/tp{}of{}{}", model_id, layers, kv_heads, head_dim,
+                  element_bytes, chunk_tokens, tp_rank, tp_world, kv_tensors == 1 ? "/T1" : "");
+  if (hybrid()) {
+    text += "/K";
+    for (LayerKind k : layer_kinds) text += k == LayerKind::kSlidingWindow ? 'w' : 'f';
+    text += fmt::format("/W{}/S{}x{}", window_tokens, state_layers, state_bytes);
+  }
+  return text;
 }
 
 const std::vector<ModelPreset>& model_presets() {

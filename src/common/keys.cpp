@@ -11,8 +11,10 @@ namespace kvtier {
 
 std::string Key128::hex() const { return fmt::format("{:016x}{:016x}", hi, lo); }
 
-Key128 namespace_key(const KvGeometry& geometry, std::string_view tenant, uint32_t version) {
+Key128 namespace_key(const KvGeometry& geometry, std::string_view tenant, uint32_t version,
+                     std::string_view part) {
   std::string text = fmt::format("kvtier-ns-v{}\n{}\n", version, geometry.describe());
+  if (!part.empty()) text += fmt::format("{}\n", part);
   text.append(tenant);
   XXH128_hash_t h = XXH3_128bits(text.data(), text.size());
   return {h.low64, h.high64};

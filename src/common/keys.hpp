@@ -33,7 +33,8 @@ struct Key128Hash {
 /// Namespace of a rank's keys: XXH3-128 of the geometry's text form (model, shape, chunk size,
 /// TP rank and world) and the tenant salt. Two namespaces never share a key chain.
 /// `version` 2: a TP-free store's (its geometry a head group's), never equal to a format-1 key.
-Key128 namespace_key(const KvGeometry& geometry, std::string_view tenant, uint32_t version = 1);
+Key128 namespace_key(const KvGeometry& geometry, std::string_view tenant, uint32_t version = 1,
+                     std::string_view part = {});
 
 /// Key of a chunk: XXH3-128 over the parent key (16 bytes) followed by the chunk's token ids.
 /// The first chunk's parent is the namespace key.

@@ -103,6 +103,7 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   }
   StoreConfig config = StoreConfig::of(o);
   config.dir_name = part.dir_name;
+  config.record_kind = part.kind;
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, Store::open(config, impl->log_, request));
   impl->store_dir_ = store->dir();
   impl->store_.reset(std::move(store));
@@ -116,7 +117,7 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   if (impl->dram_) pinned.push_back(impl->dram_->arena());
   if (impl->remote_arena_) pinned.push_back(impl->remote_arena_->memory());
 
-  impl->namespace_ = namespace_key(o.geometry, o.tenant, o.store_format);
+  impl->namespace_ = namespace_key(o.geometry, o.tenant, o.store_format, part.namespace_part);
   impl->kit_ = std::make_unique<TransferKit>(o.io_path, std::move(staging), std::move(pinned),
                                              impl->store_->direct_io(),
                                              impl->store_->direct_io_fallback(), impl->log_);

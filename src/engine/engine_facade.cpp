@@ -18,55 +18,10 @@
 #include "api/try.hpp"
 #include "engine/engine_impl.hpp"
 #include "engine/head_group_stores.hpp"
+#include "engine/hybrid.hpp"
+#include "engine/parts.hpp"
 
 namespace kvtier {
-namespace {
-
-template <typename F>
-auto guarded(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return fail(ErrorCode::kInternal, "out of host memory");
-  } catch (const std::exception& e) {
-    return fail(ErrorCode::kInternal, fmt::format("unexpected exception: {}", e.what()));
-  }
-}
-
-using Parts = std::vector<std::unique_ptr<Engine::Impl>>;
-
-/// op(part) for every part, the first on this thread and the others on threads of their own (on
-/// this one where a thread cannot be had); the results in the parts' order.
-template <typename Op>
-auto each_part(const Parts& parts, Op&& op) {
-  using R = decltype(op(*parts[0]));
-  auto run = [&](size_t i) { return guarded([&]() -> R { return op(*parts[i]); }); };
-  std::vector<std::optional<std::future<R>>> others(parts.size());
-  for (size_t i = 1; i < parts.size(); ++i) {
-    try {
-      others[i] = std::async(std::launch::async, run, i);
-    } catch (const std::system_error&) {
-      others[i].reset();
-    }
-  }
-  std::vector<R> results;
-  results.reserve(parts.size());
-  results.push_back(run(0));
-  for (size_t i = 1; i < parts.size(); ++i)
-    results.push_back(others[i] ? others[i]->get() : run(i));
-  return results;
-}
-
-/// The caller's memory checked by `part` (each part addresses its own heads of it), then op.
-template <typename Kv, typename Op>
-auto on_kv_memory(Engine::Impl& part, const Kv& kv, bool restore, Op&& op) {
-  using R = decltype(op(part, std::declval<const KvMemory&>()));
-  return guarded([&]() -> R {
-    KVTIER_ASSIGN_OR_RETURN(KvMemory memory, part.kv_memory_of(kv, restore));
-    return op(part, memory);
-  });
-}
-
 /// A save's parts combined: the session is stored as far as every part stored it. Parts that do
 /// not write (read-only) are left out by the caller.
 Result<SaveResult> combine(std::vector<Result<SaveResult>> results) {
@@ -101,25 +56,12 @@ Result<RestoreResult> combine(std::vector<Result<RestoreResult>> results) {
   return all;
 }
 
+namespace {
+
 template <typename Kv>
 Result<SaveResult> save_parts(const Parts& parts, std::span<const Token> tokens, const Kv& source) {
-  std::vector<Result<SaveResult>> results = each_part(parts, [&](Engine::Impl& part) {
-    return on_kv_memory(part, source, /*restore=*/false,
-                        [&](Engine::Impl& p, const KvMemory& t) -> Result<SaveResult> {
-                          // Another rank writes this group (format 2): what it holds of the
-                          // session is what is stored.
-                          if (p.part_.follower) {
-                            p.follow_writer();
-                            uint64_t held = 0;  // what its writer had stored when asked
-                            for (const LocatedRecord& r : p.find_prefix(tokens)) {
-                              held += r.meta.token_count;
-                            }
-                            return SaveResult{.tokens_stored = held};
-                          }
-                          return p.save(tokens, t);
-                        });
-  });
-  return combine(std::move(results));
+  return combine(
+      each_part(parts, [&](Engine::Impl& part) { return save_part(part, tokens, source); }));
 }
 
 template <typename Kv>
@@ -155,14 +97,63 @@ Result<std::unique_ptr<Engine>> Engine::open(const Options& options) {
   });
 }
 
+namespace {
+
+Status needs_state(const KvGeometry& g, bool given) {
+  if (given && g.state_layers == 0) {
+    return {ErrorCode::kInvalidArgument,
+            "state memory given, but the geometry has no recurrent layers (state_layers 0)"};
+  }
+  if (!given && g.state_layers > 0) {
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("restore: a model with {} recurrent layers restores with their state "
+                        "(the restore that takes StateMemory)",
+                        g.state_layers)};
+  }
+  return {};
+}
+
+template <typename Kv>
+Result<SaveResult> save_any(const Parts& parts, const KvGeometry& g, std::span<const Token> tokens,
+                            const Kv& source, const StateMemory* state) {
+  if (state != nullptr) KVTIER_TRY(needs_state(g, true));
+  if (g.hybrid()) return hybrid_save(parts, g, tokens, source, state);
+  return save_parts(parts, tokens, source);
+}
+
+template <typename Kv>
+Result<RestoreResult> restore_any(const Parts& parts, const KvGeometry& g,
+                                  std::span<const Token> tokens, const Kv& destination,
+                                  const StateMemory* state) {
+  KVTIER_TRY(needs_state(g, state != nullptr));
+  if (g.hybrid()) return hybrid_restore(parts, g, tokens, destination, state);
+  return restore_parts(parts, tokens, destination);
+}
+
+}  // namespace
+
 Result<SaveResult> Engine::save(std::span<const Token> tokens, const ChunkedKv& source) {
-  return guarded([&] { return save_parts(parts_, tokens, source); });
+  return guarded([&] { return save_any(parts_, geometry_, tokens, source, nullptr); });
 }
 Result<SaveResult> Engine::save(std::span<const Token> tokens, const PagedKv& source) {
-  return guarded([&] { return save_parts(parts_, tokens, source); });
+  return guarded([&] { return save_any(parts_, geometry_, tokens, source, nullptr); });
+}
+Result<SaveResult> Engine::save(std::span<const Token> tokens, const ChunkedKv& source,
+                                const StateMemory& state) {
+  return guarded([&] { return save_any(parts_, geometry_, tokens, source, &state); });
+}
+Result<SaveResult> Engine::save(std::span<const Token> tokens, const PagedKv& source,
+                                const StateMemory& state) {
+  return guarded([&] { return save_any(parts_, geometry_, tokens, source, &state); });
 }
 Result<uint64_t> Engine::lookup(std::span<const Token> tokens) {
   return guarded([&]() -> Result<uint64_t> {
+    if (geometry_.hybrid()) {
+      parts_[0]->count_lookup();  // calls are counted by the first part
+      KVTIER_ASSIGN_OR_RETURN(uint64_t held, hybrid_lookup(parts_, geometry_, tokens));
+      delivered_->lookup_hit_tokens += held;
+      return held;
+    }
     uint64_t held = tokens.size();
     for (const auto& part : parts_) {
       part->follow_writer();
@@ -174,13 +165,26 @@ Result<uint64_t> Engine::lookup(std::span<const Token> tokens) {
   });
 }
 Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const ChunkedKv& destination) {
-  return guarded([&] { return delivered(restore_parts(parts_, tokens, destination)); });
+  return guarded(
+      [&] { return delivered(restore_any(parts_, geometry_, tokens, destination, nullptr)); });
 }
 Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const PagedKv& destination) {
-  return guarded([&] { return delivered(restore_parts(parts_, tokens, destination)); });
+  return guarded(
+      [&] { return delivered(restore_any(parts_, geometry_, tokens, destination, nullptr)); });
+}
+Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const ChunkedKv& destination,
+                                      const StateMemory& state) {
+  return guarded(
+      [&] { return delivered(restore_any(parts_, geometry_, tokens, destination, &state)); });
+}
+Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const PagedKv& destination,
+                                      const StateMemory& state) {
+  return guarded(
+      [&] { return delivered(restore_any(parts_, geometry_, tokens, destination, &state)); });
 }
 Result<uint64_t> Engine::evict(std::span<const Token> tokens) {
   return guarded([&]() -> Result<uint64_t> {
+    if (geometry_.hybrid()) return hybrid_evict(parts_, geometry_, tokens);
     uint64_t dropped = 0;
     for (const auto& part : parts_) {
       if (part->part_.follower) continue;  // the group's writer evicts what the group holds

@@ -73,6 +73,23 @@ struct StorePart {
   /// of the default; 0: the default.
   uint64_t new_store_capacity = 0;
   uint32_t share_of_rank = 1;  ///< the parts the rank's memory bounds are split over
+  /// A hybrid model's part (hybrid_parts.cpp): the kind of record it keeps (RecordKind), and which
+  /// of the caller's `memory_layers` KV layers its records hold, in order (empty: all of them).
+  uint32_t kind = 1;
+  std::vector<uint32_t> layers;
+  uint32_t memory_layers = 0;  ///< KV layers of the caller's memory; 0: the geometry's
+  /// A hybrid model's part: the model and the part, in its keys' namespace (so that no part's key
+  /// equals another model's, or another part's).
+  std::string namespace_part;
+};
+
+/// A chunk of a save or restore named by its key (a hybrid model's sliding-window records from
+/// some chunk on, its recurrent state at a boundary): tokens [first, first + tokens).
+struct ChunkRef {
+  Key128 key;
+  Key128 parent;
+  uint32_t tokens = 0;
+  uint64_t first = 0;
 };
 
 /// Engine state. Thread-safe: the store locks itself, counters are atomic, staging is a pool.
@@ -90,7 +107,21 @@ class Engine::Impl {
   ~Impl();
 
   Result<SaveResult> save(std::span<const Token> tokens, const KvMemory& source);
+  /// Saves `chunks` (the stored ones skipped), as save() does those of a token list.
+  Result<SaveResult> save_chunks(std::span<const ChunkRef> chunks, const KvMemory& source);
+  /// Restores `chunks` up to the first not held (locally: DRAM tier or drives), as restore()
+  /// does a prefix; tokens_restored counts the tokens of the chunks restored intact, in order.
+  Result<RestoreResult> restore_chunks(std::span<const ChunkRef> chunks,
+                                       const KvMemory& destination);
+  /// How many of `chunks`, from the first on, the local index holds.
+  size_t held_chunks(std::span<const ChunkRef> chunks);
+  /// Drops the records of `chunks` the store holds; how many.
+  Result<uint64_t> evict_chunks(std::span<const ChunkRef> chunks);
+  /// `tokens`' chunks under this part's namespace, `first_chunk` on.
+  std::vector<ChunkRef> chunk_refs(std::span<const Token> tokens, size_t first_chunk = 0) const;
   Result<uint64_t> lookup(std::span<const Token> tokens);
+  /// Counts a lookup the facade answered from several parts (a hybrid model's).
+  void count_lookup() { counters_.lookups++; }
   Result<RestoreResult> restore(std::span<const Token> tokens, const KvMemory& destination);
   Result<uint64_t> evict(std::span<const Token> tokens);
   Result<VerifyReport> verify(const ProgressFn& progress);
@@ -107,6 +138,8 @@ class Engine::Impl {
   /// A paged target may skip blocks (kSkipBlock) only as a restore's destination.
   Result<KvMemory> kv_memory_of(const ChunkedKv& kv, bool restore) const;
   Result<KvMemory> kv_memory_of(const PagedKv& kv, bool restore) const;
+  /// A recurrent-state part's view of the caller's state memory (one view per recurrent layer).
+  Result<KvMemory> state_memory_of(const StateMemory& state) const;
   /// The geometry of the caller's memory: options_.geometry with the rank's heads (StorePart).
   KvGeometry memory_geometry() const;
 
@@ -178,6 +211,8 @@ class Engine::Impl {
   std::vector<RecheckOutcome> recheck(std::span<const LocatedRecord> records,
                                       std::span<const uint64_t> first_tokens,
                                       const KvMemory* destination);
+  /// The tiers' restore of `job`, whose stored prefix holds `prefix` tokens, and its accounting.
+  Status run_restore(RestoreJob& job, uint64_t prefix);
   /// Copies the stored records `present` (with their first tokens) the DRAM tier lacks into it
   /// from `source`.
   Status refresh_dram(std::span<const std::pair<RecordMeta, uint64_t>> present,
@@ -186,9 +221,9 @@ class Engine::Impl {
   void publish_image(const DramTier::Reservation& slab, const RecordMeta& m);
   /// The records of one save (defined in write_route.hpp).
   struct SaveBatch;
-  /// Splits the chunks of `tokens` into those stored (`present`, with their first tokens; counted
+  /// Splits `chunks` into those stored (`present`, with their first tokens; counted
   /// in `result`) and those to write (`batch`).
-  void split_save(std::span<const Token> tokens, SaveBatch& batch,
+  void split_save(std::span<const ChunkRef> chunks, SaveBatch& batch,
                   std::vector<std::pair<RecordMeta, uint64_t>>& present, SaveResult& result);
   /// Checksums the batch's records on the device, places them in the store, plans their pieces
   /// and reserves their DRAM tier slabs.

@@ -17,17 +17,70 @@
 namespace kvtier {
 namespace {
 
-/// The model's name for its TP-free store's directory: the same whatever the TP size.
-std::string model_dir(const KvGeometry& rank) {
+/// The whole model as one rank of TP 1 sees it: the same whatever the TP size.
+KvGeometry whole_model(const KvGeometry& rank) {
   KvGeometry model = rank;
   model.kv_heads = rank.total_kv_heads();
   model.kv_heads_total = 0;
   model.tp_rank = 0;
   model.tp_world = 1;
-  return namespace_key(model, "", 2).hex();
+  return model;
+}
+
+/// The model's name for its TP-free store's directory.
+std::string model_dir(const KvGeometry& rank) {
+  return namespace_key(whole_model(rank), "", 2).hex();
 }
 
 constexpr uint64_t kDefaultCapacity = uint64_t{64} << 30;
+
+/// The layers of `rank` of `kind`, in model order.
+std::vector<uint32_t> layers_of_kind(const KvGeometry& rank, LayerKind kind) {
+  std::vector<uint32_t> out;
+  for (uint32_t l = 0; l < rank.layers; ++l) {
+    const LayerKind k = rank.layer_kinds.empty() ? LayerKind::kFullAttention : rank.layer_kinds[l];
+    if (k == kind) out.push_back(l);
+  }
+  return out;
+}
+
+/// A hybrid model's part keeps plain records of one kind: its geometry is the model's without the
+/// hybrid fields, which its namespace and directory carry instead.
+KvGeometry plain(KvGeometry g) {
+  g.layer_kinds.clear();
+  g.window_tokens = 0;
+  g.state_layers = 0;
+  g.state_bytes = 0;
+  return g;
+}
+
+/// The rank's recurrent state as a store's geometry: one latent row of `rows` x `row` bytes per
+/// layer, a chunk of `rows` rows being the state (record kind 3). The row is the widest that
+/// divides the state (a multiple of 16 where the state is, as GPU copies need) and leaves at most
+/// 65536 rows.
+Result<KvGeometry> state_geometry(const KvGeometry& rank) {
+  for (uint64_t step : {16, 8}) {
+    if (rank.state_bytes % step != 0) continue;
+    for (uint64_t row = 4096 / step * step; row >= step; row -= step) {
+      if (rank.state_bytes % row != 0 || rank.state_bytes / row > 65536) continue;
+      KvGeometry g;
+      g.model_id = rank.model_id;
+      g.layers = rank.state_layers;
+      g.kv_heads = 1;
+      g.kv_tensors = 1;
+      g.element_bytes = 1;
+      g.head_dim = static_cast<uint32_t>(row);
+      g.chunk_tokens = static_cast<uint32_t>(rank.state_bytes / row);
+      g.tp_rank = rank.tp_rank;
+      g.tp_world = rank.tp_world;
+      return g;
+    }
+  }
+  return fail(ErrorCode::kInvalidArgument,
+              fmt::format("geometry: a recurrent layer's state of {} bytes is not a multiple of 8 "
+                          "bytes in at most 65536 rows of at most 4096 bytes (256 MiB)",
+                          rank.state_bytes));
+}
 
 Result<std::unique_ptr<Engine::Impl>> open_part(const Options& o, const StorePart& part,
                                                 const KvGeometry& rank) {
@@ -61,6 +114,10 @@ Result<std::unique_ptr<Engine::Impl>> open_part(const Options& o, const StorePar
 Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Options& options) {
   std::vector<std::unique_ptr<Engine::Impl>> parts;
   if (options.store_format != 2) {
+    KVTIER_EXPECTS(
+        !options.geometry.hybrid(),
+        "geometry: a hybrid model (sliding-window or recurrent layers) is kept by "
+        "TP-free stores only (store_format 2), whose records say which layers they hold");
     KVTIER_EXPECTS(options.geometry.kv_tensors == 2,
                    "geometry: a latent (kv_tensors 1, MLA) is kept by TP-free stores only "
                    "(store_format 2), whose records say how many tensors they hold");
@@ -82,36 +139,60 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
   // rank's DRAM tier is shared by the groups it holds.
   KVTIER_ASSIGN_OR_RETURN(EnvOverrides env, read_env_overrides());
   const uint32_t groups = split.groups();
+  // A hybrid model keeps each group's sliding-window KV in a store of its own beside the group's
+  // full-attention one, and the rank's recurrent state in one more: the bounds split over them.
+  const bool windowed = rank.layers_of(LayerKind::kSlidingWindow) > 0;
+  const uint32_t kinds = windowed ? 2 : 1;
+  const uint32_t rank_stores = held.groups * kinds + (rank.state_layers > 0 ? 1 : 0);
+  const uint32_t model_stores = groups * kinds + (rank.state_layers > 0 ? 1 : 0);
   const std::optional<uint64_t> capacity =
       options.capacity_bytes != 0 ? std::optional(options.capacity_bytes) : env.capacity_bytes;
   const uint64_t dram = options.dram_bytes != 0 ? options.dram_bytes : env.dram_bytes.value_or(0);
   auto share = [](uint64_t bytes, uint32_t parts) { return bytes / parts / 4096 * 4096; };
-  KVTIER_EXPECTS(!capacity || share(*capacity, groups) > 0,
-                 fmt::format("store_format 2: a capacity of {} split over the model's {} head "
-                             "groups leaves less than 4 KiB per group",
-                             size_text(*capacity), groups));
-  KVTIER_EXPECTS(dram == 0 || share(dram, held.groups) > 0,
-                 fmt::format("store_format 2: a DRAM tier of {} split over the {} head groups this "
-                             "rank holds leaves less than 4 KiB per group",
-                             size_text(dram), held.groups));
+  const char* stores = rank.hybrid() ? "stores (head groups, layer kinds, state)" : "head groups";
+  KVTIER_EXPECTS(!capacity || share(*capacity, model_stores) > 0,
+                 fmt::format("store_format 2: a capacity of {} split over the model's {} {} "
+                             "leaves less than 4 KiB each",
+                             size_text(*capacity), model_stores, stores));
+  KVTIER_EXPECTS(dram == 0 || share(dram, rank_stores) > 0,
+                 fmt::format("store_format 2: a DRAM tier of {} split over the {} {} this rank "
+                             "holds leaves less than 4 KiB each",
+                             size_text(dram), rank_stores, stores));
   const std::string dir = model_dir(rank);
-  auto group_options = [&](uint32_t k, StorePart& part) {
+  // A hybrid part's records are plain ones of some layers: the model, whole, goes in their keys.
+  const std::string model_text = rank.hybrid() ? whole_model(rank).describe() : "";
+  auto bounds = [&](Options& o, StorePart& part) {
+    if (capacity) {
+      o.capacity_bytes = share(*capacity, model_stores);
+    } else {
+      part.new_store_capacity = share(kDefaultCapacity, model_stores);
+    }
+    o.dram_bytes = share(dram, rank_stores);
+    part.share_of_rank = rank_stores;
+  };
+  auto group_options = [&](uint32_t k, StorePart& part,
+                           LayerKind kind = LayerKind::kFullAttention) {
     const uint32_t group = held.first_group + k;
     Options o = options;
+    if (rank.hybrid()) {
+      o.geometry = plain(rank);
+      o.geometry.layers = rank.layers_of(kind);
+      if (windowed) part.layers = layers_of_kind(rank, kind);
+      part.memory_layers = rank.layers;
+      part.kind = kind == LayerKind::kSlidingWindow ? 2 : 1;
+      part.namespace_part = fmt::format("{}/kind{}", model_text, part.kind);
+      // Window records are kept near each save's end only: the cluster's chains hold none.
+      if (kind == LayerKind::kSlidingWindow) o.remote = {};
+    }
     o.geometry.kv_heads = split.heads_per_group();
     o.geometry.kv_heads_total = 0;
     o.geometry.tp_rank = group;
     o.geometry.tp_world = groups;
-    if (capacity) {
-      o.capacity_bytes = share(*capacity, groups);
-    } else {
-      part.new_store_capacity = share(kDefaultCapacity, groups);
-    }
-    o.dram_bytes = share(dram, held.groups);
-    part.dir_name = fmt::format("kvtier2/{}/g{}of{}", dir, group, groups);
+    bounds(o, part);
+    part.dir_name = fmt::format("kvtier2/{}/{}{}of{}", dir,
+                                kind == LayerKind::kSlidingWindow ? 'w' : 'g', group, groups);
     part.memory_heads = rank.kv_heads;
     part.first_head = k * split.heads_per_group();
-    part.share_of_rank = held.groups;
     // Ranks that replicate a head (more ranks than KV heads) share its group: the lowest writes
     // it, the others follow its index (StorePart::follower) and keep no DRAM tier of their own.
     part.follower = !held.writes;
@@ -126,23 +207,45 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
   IoSettings io{checked.io_request_bytes, checked.staging_bytes, "", {}};
   const bool sizes_asked = options.io_request_bytes != 0 || options.staging_bytes != 0 ||
                            env.io_request_bytes || env.staging_bytes;
-  if (held.groups > 1 && options.tune && !sizes_asked) {
+  if (rank_stores > 1 && options.tune && !sizes_asked) {
     StorePart part;
     const Options o = group_options(0, part);
     KVTIER_ASSIGN_OR_RETURN(auto first, open_part(o, part, rank));
     io = first->io_settings_;
   }
-  for (uint32_t k = 0; k < held.groups; ++k) {
-    StorePart part;
-    Options o = group_options(k, part);
-    if (held.groups > 1) {
+  auto add = [&](Options o, const StorePart& part) -> Status {
+    if (rank_stores > 1) {
       o.io_request_bytes = io.request_bytes;
-      o.staging_bytes = std::max(io.request_bytes, share(io.staging_bytes, held.groups));
+      o.staging_bytes = std::max(io.request_bytes, share(io.staging_bytes, rank_stores));
     }
     KVTIER_ASSIGN_OR_RETURN(auto impl, open_part(o, part, rank));
     parts.push_back(std::move(impl));
+    return {};
+  };
+  for (uint32_t k = 0; k < held.groups; ++k) {
+    StorePart part;
+    const Options o = group_options(k, part);
+    KVTIER_TRY(add(o, part));
   }
-  if (held.groups > 1) {
+  for (uint32_t k = 0; windowed && k < held.groups; ++k) {
+    StorePart part;
+    const Options o = group_options(k, part, LayerKind::kSlidingWindow);
+    KVTIER_TRY(add(o, part));
+  }
+  if (rank.state_layers > 0) {
+    // Each rank keeps its own state (how a recurrent layer's state splits over ranks is the
+    // model's): a state is found by ranks of the TP size that saved it.
+    StorePart part;
+    Options o = options;
+    KVTIER_ASSIGN_OR_RETURN(o.geometry, state_geometry(rank));
+    o.remote = {};
+    bounds(o, part);
+    part.kind = 3;
+    part.dir_name = fmt::format("kvtier2/{}/s{}of{}", dir, rank.tp_rank, rank.tp_world);
+    part.namespace_part = fmt::format("{}/kind3", model_text);
+    KVTIER_TRY(add(o, part));
+  }
+  if (rank_stores > 1) {
     IoSettings& shown = parts[0]->io_settings_;
     if (!io.source.empty()) {
       shown = io;  // the tuning, as found
@@ -152,7 +255,9 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
                                    : "defaults (tuning off)";
     }
     shown.staging_bytes = io.staging_bytes;
-    shown.source += fmt::format(" (staging split over {} head-group stores)", held.groups);
+    shown.source += fmt::format(
+        " (staging split over {} {})", rank_stores,
+        rank.hybrid() ? "stores: head groups, layer kinds and state" : "head-group stores");
   }
   return parts;
 }

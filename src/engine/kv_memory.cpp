@@ -14,7 +14,7 @@ namespace {
 KvLayoutParams base_params(const KvGeometry& memory, const KvGeometry& records,
                            uint32_t first_head) {
   KvLayoutParams p;
-  p.layers = memory.layers;
+  p.layers = records.layers;  // the caller's, or those of one kind (a hybrid model's part)
   p.kv_tensors = memory.kv_tensors;
   p.heads = memory.kv_heads;
   p.head_bytes = memory.head_dim * memory.element_bytes;
@@ -45,6 +45,7 @@ KvForm form_of(PagedLayout layout) {
 KvGeometry Engine::Impl::memory_geometry() const {
   KvGeometry g = options_.geometry;
   if (part_.memory_heads != 0) g.kv_heads = part_.memory_heads;
+  if (part_.memory_layers != 0) g.layers = part_.memory_layers;
   return g;
 }
 
@@ -66,6 +67,21 @@ Result<KvMemory> Engine::Impl::kv_memory_of(const ChunkedKv& kv, bool /*restore*
   t.params.form = KvForm::kContiguous;
   t.params.capacity_tokens = kv.capacity_tokens;
   t.params.base = reinterpret_cast<uint8_t*>(kv.memory.data);
+  if (!part_.layers.empty()) {
+    // Some of the layers (a hybrid model's of one kind): the contiguous form seen as a paged one
+    // with a tensor per layer, block_size the capacity and as many blocks as layers, so that
+    // layer l's K (block 0) and V (block `layers`, kv_tensors x blocks x block_size rows on) sit
+    // exactly where the contiguous form has them.
+    KVTIER_EXPECTS(kv.capacity_tokens > 0 && kv.capacity_tokens < (uint64_t{1} << 31),
+                   "KV memory of a hybrid model: capacity must be in 1..2^31-1 tokens");
+    t.params.form = KvForm::kPagedKvFirst;
+    t.params.block_size = static_cast<uint32_t>(kv.capacity_tokens);
+    t.params.num_blocks = g.layers;
+    t.block_table = {0};
+    const uint64_t layer_bytes = kv.capacity_tokens * g.row_bytes();
+    for (uint32_t l : part_.layers) t.layer_base.push_back(t.params.base + l * layer_bytes);
+    t.params.base = nullptr;
+  }
   t.kind = kv.memory.kind;
   t.device = kv.memory.device;
   t.stream = kv.cuda_stream;
@@ -100,6 +116,11 @@ Result<KvMemory> Engine::Impl::kv_memory_of(const PagedKv& kv, bool restore) con
                                l, m.size, kv.num_blocks, kv.block_size, layer_bytes));
     t.layer_base.push_back(reinterpret_cast<uint8_t*>(m.data));
   }
+  if (!part_.layers.empty()) {
+    std::vector<uint8_t*> all = std::move(t.layer_base);
+    t.layer_base.clear();
+    for (uint32_t l : part_.layers) t.layer_base.push_back(all[l]);
+  }
   for (size_t i = 0; i < kv.block_table.size(); ++i) {
     const int32_t b = kv.block_table[i];
     if (b == kSkipBlock) {
@@ -125,6 +146,41 @@ Result<KvMemory> Engine::Impl::kv_memory_of(const PagedKv& kv, bool restore) con
   t.params.block_size = kv.block_size;
   t.params.num_blocks = kv.num_blocks;
   t.stream = kv.cuda_stream;
+  KVTIER_TRY(device->check_shape(t.params));
+  return t;
+}
+
+Result<KvMemory> Engine::Impl::state_memory_of(const StateMemory& state) const {
+  // The state part's geometry holds a layer's state as one chunk of rows (hybrid_parts.cpp).
+  const KvGeometry& g = options_.geometry;
+  const uint64_t layer_bytes = uint64_t{g.chunk_tokens} * g.row_bytes();
+  KVTIER_EXPECTS(
+      state.layers.size() == g.layers,
+      fmt::format("state memory: {} views for {} recurrent layers", state.layers.size(), g.layers));
+  KvMemory t;
+  t.kind = state.layers[0].kind;
+  t.device = state.layers[0].device;
+  for (size_t l = 0; l < state.layers.size(); ++l) {
+    const MemoryView& m = state.layers[l];
+    KVTIER_EXPECTS(m.data != nullptr, fmt::format("state memory: layer {} is a null pointer", l));
+    KVTIER_EXPECTS(m.kind == t.kind && m.device == t.device,
+                   fmt::format("state memory: layer {} lives elsewhere than layer 0", l));
+    KVTIER_EXPECTS(
+        m.size == layer_bytes,
+        fmt::format("state memory: layer {} holds {} bytes; a recurrent layer's state is "
+                    "{} bytes",
+                    l, m.size, layer_bytes));
+    t.layer_base.push_back(reinterpret_cast<uint8_t*>(m.data));
+  }
+  KVTIER_ASSIGN_OR_RETURN(Device * device, kit_->device_for(t.kind));
+  for (const MemoryView& m : state.layers) KVTIER_TRY(device->check_memory(m));
+  t.block_table = {0};
+  t.params = base_params(g, g, 0);
+  t.params.form = KvForm::kPagedKvFirst;
+  t.params.capacity_tokens = g.chunk_tokens;
+  t.params.block_size = g.chunk_tokens;
+  t.params.num_blocks = 1;
+  t.stream = state.cuda_stream;
   KVTIER_TRY(device->check_shape(t.params));
   return t;
 }

@@ -4,6 +4,7 @@
 // cluster), each serving what it holds of the chunks still missing through the one read route;
 // the result counts the intact prefix only.
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -26,6 +27,59 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens,
                              destination.params.capacity_tokens, prefix));
   RestoreResult result;
   RestoreJob job(tokens, std::move(keys), std::move(found), destination, result);
+  KVTIER_TRY(run_restore(job, prefix));
+  return result;
+}
+
+Result<RestoreResult> Engine::Impl::restore_chunks(std::span<const ChunkRef> chunks,
+                                                   const KvMemory& destination) {
+  const LatencyTimer timer(counters_.restore_latency);
+  counters_.restores++;
+  std::vector<Key128> keys;
+  std::vector<uint64_t> firsts;
+  std::vector<LocatedRecord> found;
+  uint64_t prefix = 0;
+  for (const ChunkRef& c : chunks) {
+    keys.push_back(c.key);
+    firsts.push_back(c.first);
+    if (found.size() + 1 != keys.size()) continue;
+    std::optional<LocatedRecord> r = store_->find(c.key);
+    if (!r || r->meta.token_count != c.tokens) continue;
+    found.push_back(*r);
+    prefix = c.first + c.tokens;
+  }
+  KVTIER_EXPECTS(destination.params.capacity_tokens >= prefix,
+                 fmt::format("restore destination: room for {} tokens, {} stored",
+                             destination.params.capacity_tokens, prefix));
+  RestoreResult result;
+  RestoreJob job({}, std::move(keys), std::move(found), destination, result);
+  job.firsts = std::move(firsts);
+  KVTIER_TRY(run_restore(job, prefix));
+  return result;
+}
+
+size_t Engine::Impl::held_chunks(std::span<const ChunkRef> chunks) {
+  size_t held = 0;
+  while (held < chunks.size()) {
+    std::optional<LocatedRecord> r = store_->find(chunks[held].key);
+    if (!r || r->meta.token_count != chunks[held].tokens) break;
+    ++held;
+  }
+  return held;
+}
+
+Result<uint64_t> Engine::Impl::evict_chunks(std::span<const ChunkRef> chunks) {
+  std::vector<Key128> keys;
+  for (const ChunkRef& c : chunks) {
+    if (store_->find(c.key)) keys.push_back(c.key);
+  }
+  for (const auto& tier : tiers_) tier->erase(keys);
+  KVTIER_TRY(store_->drop(keys));
+  return keys.size();
+}
+
+Status Engine::Impl::run_restore(RestoreJob& job, uint64_t prefix) {
+  RestoreResult& result = job.result;
   // Each tier in turn serves what it holds of the chunks still missing.
   for (const auto& tier : tiers_) KVTIER_TRY(tier->restore(job, *read_route_));
   const size_t served = job.served();
@@ -55,7 +109,7 @@ Result<RestoreResult> Engine::Impl::restore(std::span<const Token> tokens,
   }
   counters_.bytes_restored += options_.geometry.bytes_for_tokens(result.tokens_restored);
   counters_.restore_host_bytes += result.host_bytes;
-  return result;
+  return {};
 }
 
 Tier* Engine::Impl::tier_in_front_of(const Tier* tier) {

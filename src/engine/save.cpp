@@ -54,26 +54,36 @@ Status Engine::Impl::refresh_dram(std::span<const std::pair<RecordMeta, uint64_t
   return {};
 }
 
-void Engine::Impl::split_save(std::span<const Token> tokens, SaveBatch& batch,
+std::vector<ChunkRef> Engine::Impl::chunk_refs(std::span<const Token> tokens,
+                                               size_t first_chunk) const {
+  const uint32_t chunk = options_.geometry.chunk_tokens;
+  const std::vector<Key128> keys = chain_keys(namespace_, tokens, chunk);
+  std::vector<ChunkRef> refs;
+  for (size_t i = first_chunk; i < keys.size(); ++i) {
+    const uint64_t first = i * uint64_t{chunk};
+    refs.push_back({keys[i], i == 0 ? namespace_ : keys[i - 1],
+                    static_cast<uint32_t>(std::min<uint64_t>(chunk, tokens.size() - first)),
+                    first});
+  }
+  return refs;
+}
+
+void Engine::Impl::split_save(std::span<const ChunkRef> chunks, SaveBatch& batch,
                               std::vector<std::pair<RecordMeta, uint64_t>>& present,
                               SaveResult& result) {
-  const KvGeometry& g = options_.geometry;
-  const std::vector<Key128> keys = chain_keys(namespace_, tokens, g.chunk_tokens);
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const uint64_t first = i * uint64_t{g.chunk_tokens};
-    if (auto stored = store_->find(keys[i])) {
+  for (const ChunkRef& c : chunks) {
+    if (auto stored = store_->find(c.key)) {
       ++result.chunks_present;
-      present.emplace_back(stored->meta, first);
+      present.emplace_back(stored->meta, c.first);
       continue;
     }
     RecordMeta m;
-    m.key = keys[i];
-    m.parent = i == 0 ? namespace_ : keys[i - 1];
-    m.token_count =
-        static_cast<uint32_t>(std::min<uint64_t>(g.chunk_tokens, tokens.size() - first));
-    m.payload_bytes = g.bytes_for_tokens(m.token_count);
+    m.key = c.key;
+    m.parent = c.parent;
+    m.token_count = c.tokens;
+    m.payload_bytes = options_.geometry.bytes_for_tokens(m.token_count);
     batch.records.push_back(m);
-    batch.first_tokens.push_back(first);
+    batch.first_tokens.push_back(c.first);
   }
 }
 
@@ -94,15 +104,21 @@ Status Engine::Impl::place_batch(SaveBatch& batch, DeviceTransfer& transfer) {
 
 Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvMemory& source) {
   KVTIER_EXPECTS(!tokens.empty(), "save: the token list is empty");
+  return save_chunks(chunk_refs(tokens), source);
+}
+
+Result<SaveResult> Engine::Impl::save_chunks(std::span<const ChunkRef> chunks,
+                                             const KvMemory& source) {
   const LatencyTimer timer(counters_.save_latency);
-  KVTIER_EXPECTS(source.params.capacity_tokens >= tokens.size(),
-                 fmt::format("save source: room for {} tokens, {} given",
-                             source.params.capacity_tokens, tokens.size()));
+  const uint64_t end = chunks.empty() ? 0 : chunks.back().first + chunks.back().tokens;
+  KVTIER_EXPECTS(
+      source.params.capacity_tokens >= end,
+      fmt::format("save source: room for {} tokens, {} given", source.params.capacity_tokens, end));
   SaveResult result;
-  result.tokens_stored = tokens.size();
+  result.tokens_stored = end;
   SaveBatch batch;
   std::vector<std::pair<RecordMeta, uint64_t>> present;  // stored records and their first tokens
-  split_save(tokens, batch, present, result);
+  split_save(chunks, batch, present, result);
   counters_.saves++;
   if (dram_ && !present.empty()) KVTIER_TRY(refresh_dram(present, source));
   const std::vector<RecordMeta>& records = batch.records;

@@ -20,9 +20,11 @@ uint64_t header_checksum(const RecordHeader& h) {
 Status corrupt(std::string message) { return {ErrorCode::kCorrupt, std::move(message)}; }
 
 /// The slice a format-2 store's record holds (RecordShape).
-Slice2 slice_of(const KvGeometry& g) {
+Slice2 slice_of(const RecordShape& shape) {
+  const KvGeometry& g = shape.geometry;
   Slice2 s;
-  s.kind = RecordKind::kFullAttention;
+  s.kind = static_cast<RecordKind>(shape.kind);
+  if (s.kind == RecordKind::kState) s.state_bytes = g.bytes_for_tokens(g.chunk_tokens);
   s.layers = g.layers;
   s.group = g.tp_rank;
   s.groups = g.tp_world;
@@ -107,13 +109,13 @@ void encode_header(const RecordMeta& meta, const RecordShape& shape, const Key12
   m.raw_bytes = m.stored_bytes = meta.payload_bytes;
   m.payload_checksum = meta.payload_checksum;
   m.sequence = meta.sequence;
-  encode_header2(m, slice_of(shape.geometry), ns, block);
+  encode_header2(m, slice_of(shape), ns, block);
 }
 
 Status decode_header(std::span<const std::byte> block, const RecordShape& shape, RecordMeta& meta) {
   if (shape.version == kFormatVersion) return decode_header1(block, shape.geometry, meta);
   RecordMeta2 m;
-  if (Status st = decode_header2(block, slice_of(shape.geometry), m); !st.ok()) return st;
+  if (Status st = decode_header2(block, slice_of(shape), m); !st.ok()) return st;
   if (m.codec != Codec::kRaw) {
     // Compressed records come with issue 28's decoder; until then such a record is not served.
     return {ErrorCode::kNotSupported,

@@ -80,8 +80,12 @@ static_assert(sizeof(RecordMeta) == 72);
 struct RecordShape {
   KvGeometry geometry;
   uint32_t version = kFormatVersion;
-  RecordShape(KvGeometry g, uint32_t v = kFormatVersion)  // NOLINT: a geometry is format 1's shape
-      : geometry(std::move(g)), version(v) {}
+  /// Format 2's record kind (RecordKind): 1 full-attention KV, 2 sliding-window KV, 3 a recurrent
+  /// state, whose bytes the geometry describes as one chunk of `chunk_tokens` rows.
+  uint32_t kind = 1;
+  RecordShape(KvGeometry g, uint32_t v = kFormatVersion,  // NOLINT: a geometry is format 1's shape
+              uint32_t k = 1)
+      : geometry(std::move(g)), version(v), kind(k) {}
 };
 
 /// Writes the 4 KiB header block of `meta` into `block` (zeroing the rest), in `shape`'s format

@@ -62,6 +62,8 @@ struct StoreConfig {
   std::string dir_name;
   /// Its records' format: 1 (a TP rank's), 2 (a head group's; RecordShape).
   uint32_t record_version = kFormatVersion;
+  /// Format 2: the kind of record the store holds (RecordShape::kind).
+  uint32_t record_kind = 1;
   /// Directories from a root to the store's: 1 for `rank<R>of<W>`.
   [[nodiscard]] uint32_t dir_depth() const;
   uint64_t capacity_bytes = 0;  ///< Per drive; the store keeps the one its manifest holds.

@@ -147,7 +147,7 @@ Result<std::unique_ptr<Store>> Store::open_once(const StoreConfig& config, const
   store->log_ = &log;
   store->fs_ = config.fs;
   FileSystem& fs = *config.fs;
-  store->shape_ = RecordShape{config.geometry, config.record_version};
+  store->shape_ = RecordShape{config.geometry, config.record_version, config.record_kind};
   store->dir_depth_ = config.dir_depth();
   store->index_ = RecordIndex(config.geometry.chunk_tokens);
   KVTIER_TRY(refuse_repeated_roots(fs, config.roots));

@@ -181,6 +181,35 @@ class EngineTest(unittest.TestCase):
             with self.assertRaisesRegex(kvtier.Error, "TP-free stores only"):
                 kvtier.open(d, rank(0, 1), io="posix")
 
+    def test_a_hybrid_model_restores_kv_window_and_state_together(self):
+        g = kvtier.Geometry.custom("hybrid", layers=3, kv_heads=2, head_dim=16, chunk_tokens=32,
+                                   layer_kinds=["full", "window", "full"], window_tokens=20,
+                                   state_layers=2, state_bytes=256)
+        self.assertEqual((g.window_tokens, g.state_layers, g.state_bytes), (20, 2, 256))
+        tokens = list(range(3, 99))  # three whole chunks
+        kv = self.rng.integers(0, 2**16, size=(2, 3, len(tokens), 2, 16), dtype=np.uint16)
+        state = [self.rng.integers(0, 256, size=256, dtype=np.uint8) for _ in range(2)]
+        with tempfile.TemporaryDirectory(dir=os.environ.get("KVTIER_TEST_DIR")) as d:
+            e = kvtier.open(d, g, io="posix", store_format=2, tune=False)
+            e.save(tokens, kv, state=state)
+            self.assertEqual(e.lookup(tokens + [7, 7]), len(tokens))
+            out = np.zeros_like(kv)
+            got = [np.zeros(256, dtype=np.uint8) for _ in range(2)]
+            self.assertEqual(e.restore(tokens, out, state=got)["tokens_restored"], len(tokens))
+            np.testing.assert_array_equal(out[:, [0, 2]], kv[:, [0, 2]])
+            # the window layer: the chunks from the one holding token 96 - 20 on
+            np.testing.assert_array_equal(out[:, 1, 64:], kv[:, 1, 64:])
+            self.assertFalse(out[:, 1, :64].any())
+            for a, b in zip(got, state):
+                np.testing.assert_array_equal(a, b)
+            with self.assertRaisesRegex(kvtier.Error, "recurrent layers"):
+                e.restore(tokens, out)
+            with self.assertRaisesRegex(kvtier.Error, "state\\[1\\] holds 128 bytes"):
+                e.restore(tokens, out, state=[got[0], got[1][:128]])
+            del e
+        with self.assertRaisesRegex(kvtier.Error, "'sliding' is not"):
+            kvtier.Geometry.custom("h", layers=1, kv_heads=1, head_dim=8, layer_kinds=["sliding"])
+
     def test_request_size_and_a_read_only_reader_beside_the_writer(self):
         tokens = self.rng.integers(0, 150000, size=700, dtype=np.int64)
         kv = session(self.rng, self.g, 700)

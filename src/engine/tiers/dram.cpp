@@ -23,7 +23,7 @@ class DramSlabsTier final : public Tier {
     std::vector<uint64_t> first_tokens;
     std::vector<size_t> chunk;
     std::vector<std::span<const std::byte>> images;
-    const uint64_t chunk_tokens = engine_.options_.geometry.chunk_tokens;
+    const uint32_t chunk_tokens = engine_.options_.geometry.chunk_tokens;
     for (size_t c = 0; c < job.found.size(); ++c) {
       if (job.state[c] == RecordState::kIntact) continue;
       const RecordMeta& m = job.found[c].meta;
@@ -32,7 +32,7 @@ class DramSlabsTier final : public Tier {
       images.push_back(hit.bytes());
       hits.push_back(std::move(hit));
       held.push_back({m, nullptr});  // no file: the image is in host memory
-      first_tokens.push_back(c * chunk_tokens);
+      first_tokens.push_back(job.first_token(c, chunk_tokens));
       chunk.push_back(c);
     }
     if (held.empty()) return {};

@@ -22,7 +22,7 @@ class DriveTier final : public Tier {
       if (job.state[c] == RecordState::kIntact) continue;
       misses.push_back(job.found[c]);
       chunk.push_back(c);
-      first.push_back(c * uint64_t{engine_.options_.geometry.chunk_tokens});
+      first.push_back(job.first_token(c, engine_.options_.geometry.chunk_tokens));
     }
     if (misses.empty()) return {};
     ReadOutcome out = read(route, misses, job, first);

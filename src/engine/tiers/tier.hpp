@@ -26,8 +26,8 @@ struct RestoreTally {
 };
 
 /// @brief One restore as the tiers see it: the chunks asked for, which are served (by whom), and
-/// where the bytes go. Chunk c holds tokens [c * chunk, ...); the local index's prefix `found`
-/// covers the first found.size() chunks. Used by one thread.
+/// where the bytes go. Chunk c holds tokens [c * chunk, ...) (or from firsts[c], chunks named by
+/// key); the local index's prefix `found` covers the first found.size() chunks. Used by one thread.
 struct RestoreJob {
   RestoreJob(std::span<const Token> tokens_in, std::vector<Key128> keys_in,
              std::vector<LocatedRecord> found_in, const KvMemory& destination_in,
@@ -47,6 +47,10 @@ struct RestoreJob {
     tokens_served[c] = s == RecordState::kIntact ? count : 0;
     served_by[c] = s == RecordState::kIntact ? tier : nullptr;
   }
+  /// Chunk c's first token.
+  [[nodiscard]] uint64_t first_token(size_t c, uint32_t chunk_tokens) const {
+    return firsts.empty() ? c * uint64_t{chunk_tokens} : firsts[c];
+  }
   /// The chunks served from the first on, without a gap.
   [[nodiscard]] size_t served() const {
     size_t c = 0;
@@ -59,6 +63,8 @@ struct RestoreJob {
   const std::vector<LocatedRecord> found;
   const KvMemory& destination;
   RestoreResult& result;
+  /// Each chunk's first token when the chunks are named by key (ChunkRef); empty: c * chunk.
+  std::vector<uint64_t> firsts;
   std::vector<RecordState> state;  ///< per chunk; kCorrupt: every byte arrived and a check failed
   std::vector<uint32_t> tokens_served;
   std::vector<const Tier*> served_by;

@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+#include "engine/hybrid.hpp"
+
+#include <algorithm>
+
+#include "common/keys.hpp"
+#include "store/record_v2.hpp"
+
+namespace kvtier {
+namespace {
+
+RecordKind kind_of(const Engine::Impl& part) { return static_cast<RecordKind>(part.part_.kind); }
+
+/// The first chunk whose sliding-window records a prefix of `end` tokens needs: the one holding
+/// token end - W (a continuation attends to the W tokens before it).
+size_t window_first_chunk(const KvGeometry& model, uint64_t end) {
+  const uint64_t from = end > model.window_tokens ? end - model.window_tokens : 0;
+  return from / model.chunk_tokens;
+}
+
+/// A part's chain of keys over a token list (its own namespace, the model's chunks): the records
+/// of any prefix ending at a chunk boundary or at the list's end, without hashing again.
+class Chain {
+ public:
+  Chain(const Engine::Impl& part, std::span<const Token> tokens, uint32_t chunk)
+      : ns_(part.namespace_), chunk_(chunk), keys_(chain_keys(ns_, tokens, chunk)) {}
+
+  /// Chunks [first, ceil(end / chunk)) of the prefix of `end` tokens; `end` is a chunk boundary
+  /// or the list's end.
+  [[nodiscard]] std::vector<ChunkRef> refs(size_t first, uint64_t end) const {
+    std::vector<ChunkRef> out;
+    const size_t chunks = (end + chunk_ - 1) / chunk_;
+    for (size_t i = first; i < chunks; ++i) {
+      const uint64_t at = i * uint64_t{chunk_};
+      out.push_back({keys_[i], i == 0 ? ns_ : keys_[i - 1],
+                     static_cast<uint32_t>(std::min<uint64_t>(chunk_, end - at)), at});
+    }
+    return out;
+  }
+
+  /// The state record of the prefix of `end` tokens: named by that prefix's last key.
+  [[nodiscard]] ChunkRef state(uint64_t end, uint32_t state_rows) const {
+    const ChunkRef last = refs((end - 1) / chunk_, end).back();
+    return {last.key, last.parent, state_rows, 0};
+  }
+
+ private:
+  Key128 ns_;
+  uint32_t chunk_;
+  std::vector<Key128> keys_;
+};
+
+uint32_t state_rows(const Engine::Impl& part) { return part.options_.geometry.chunk_tokens; }
+
+/// Whether every window and state part holds what a prefix of `end` tokens needs (`chains[i]`:
+/// part i's over the tokens, for those parts).
+bool boundary_held(const Parts& parts, const std::vector<std::optional<Chain>>& chains,
+                   const KvGeometry& model, uint64_t end) {
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Engine::Impl& p = *parts[i];
+    if (kind_of(p) == RecordKind::kSlidingWindow) {
+      const std::vector<ChunkRef> refs = chains[i]->refs(window_first_chunk(model, end), end);
+      if (p.held_chunks(refs) != refs.size()) return false;
+    } else if (kind_of(p) == RecordKind::kState) {
+      const ChunkRef ref = chains[i]->state(end, state_rows(p));
+      if (p.held_chunks(std::span(&ref, 1)) != 1) return false;
+    }
+  }
+  return true;
+}
+
+/// The longest prefix every part holds locally (the cluster tier holds a hybrid model's
+/// full-attention KV, but its window and state records are local: hits are found here).
+uint64_t held_boundary(const Parts& parts, const KvGeometry& model, std::span<const Token> tokens) {
+  uint64_t full = tokens.size();
+  for (const auto& part : parts) {
+    part->follow_writer();
+    if (kind_of(*part) != RecordKind::kFullAttention) continue;
+    uint64_t held = 0;
+    for (const LocatedRecord& r : part->find_prefix(tokens)) held += r.meta.token_count;
+    full = std::min(full, held);
+  }
+  if (full == 0) return 0;
+  const std::span<const Token> prefix = tokens.first(full);
+  std::vector<std::optional<Chain>> chains(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (kind_of(*parts[i]) != RecordKind::kFullAttention)
+      chains[i].emplace(*parts[i], prefix, model.chunk_tokens);
+  }
+  // From the end of the full-attention prefix down through the chunk boundaries before it.
+  const uint64_t chunk = model.chunk_tokens;
+  for (uint64_t end = full; end > 0; end = (end - 1) / chunk * chunk) {
+    if (boundary_held(parts, chains, model, end)) return end;
+  }
+  return 0;
+}
+
+}  // namespace
+
+template <typename Kv>
+Result<SaveResult> hybrid_save(const Parts& parts, const KvGeometry& model,
+                               std::span<const Token> tokens, const Kv& source,
+                               const StateMemory* state) {
+  KVTIER_EXPECTS(!tokens.empty(), "save: the token list is empty");
+  const uint64_t n = tokens.size();
+  // Window records from the last window before the session's last whole chunk: what a
+  // continuation (which goes on from a whole chunk) or a repeat needs, and no more.
+  const size_t window_first =
+      window_first_chunk(model, n / model.chunk_tokens * model.chunk_tokens);
+  auto one = [&](Engine::Impl& p) -> Result<SaveResult> {
+    switch (kind_of(p)) {
+      case RecordKind::kFullAttention:
+        return save_part(p, tokens, source);
+      case RecordKind::kSlidingWindow: {
+        const std::vector<ChunkRef> refs = p.chunk_refs(tokens, window_first);
+        if (p.part_.follower) {
+          p.follow_writer();
+          return SaveResult{.tokens_stored = p.held_chunks(refs) == refs.size() ? n : 0};
+        }
+        KVTIER_ASSIGN_OR_RETURN(KvMemory memory, p.kv_memory_of(source, /*restore=*/false));
+        KVTIER_ASSIGN_OR_RETURN(SaveResult r, p.save_chunks(refs, memory));
+        r.tokens_stored = n;
+        return r;
+      }
+      case RecordKind::kState: {
+        const ChunkRef ref = Chain(p, tokens, model.chunk_tokens).state(n, state_rows(p));
+        if (state == nullptr) {
+          return SaveResult{.tokens_stored = p.held_chunks(std::span(&ref, 1)) == 1 ? n : 0};
+        }
+        KVTIER_ASSIGN_OR_RETURN(KvMemory memory, p.state_memory_of(*state));
+        KVTIER_ASSIGN_OR_RETURN(SaveResult r, p.save_chunks(std::span(&ref, 1), memory));
+        r.tokens_stored = n;
+        return r;
+      }
+    }
+    return fail(ErrorCode::kInternal, "a part of an unknown kind");
+  };
+  return combine(each_part(parts, one));
+}
+
+Result<uint64_t> hybrid_lookup(const Parts& parts, const KvGeometry& model,
+                               std::span<const Token> tokens) {
+  return held_boundary(parts, model, tokens);
+}
+
+template <typename Kv>
+Result<RestoreResult> hybrid_restore(const Parts& parts, const KvGeometry& model,
+                                     std::span<const Token> tokens, const Kv& destination,
+                                     const StateMemory* state) {
+  KVTIER_EXPECTS(!tokens.empty(), "restore: the token list is empty");
+  const uint64_t end = held_boundary(parts, model, tokens);
+  if (end == 0) return RestoreResult{};
+  const std::span<const Token> prefix = tokens.first(end);
+  const size_t window_first = window_first_chunk(model, end);
+  // What each kind of part must deliver for the prefix to be whole.
+  auto expected = [&](const Engine::Impl& p) -> uint64_t {
+    switch (kind_of(p)) {
+      case RecordKind::kFullAttention:
+        return end;
+      case RecordKind::kSlidingWindow:
+        return end - window_first * uint64_t{model.chunk_tokens};
+      case RecordKind::kState:
+        return state_rows(p);
+    }
+    return 0;
+  };
+  auto one = [&](Engine::Impl& p) -> Result<RestoreResult> {
+    switch (kind_of(p)) {
+      case RecordKind::kFullAttention:
+        return on_kv_memory(
+            p, destination, /*restore=*/true,
+            [&](Engine::Impl& q, const KvMemory& t) { return q.restore(prefix, t); });
+      case RecordKind::kSlidingWindow: {
+        KVTIER_ASSIGN_OR_RETURN(KvMemory memory, p.kv_memory_of(destination, /*restore=*/true));
+        return p.restore_chunks(p.chunk_refs(prefix, window_first), memory);
+      }
+      case RecordKind::kState: {
+        const ChunkRef ref = Chain(p, prefix, model.chunk_tokens).state(end, state_rows(p));
+        KVTIER_ASSIGN_OR_RETURN(KvMemory memory, p.state_memory_of(*state));
+        return p.restore_chunks(std::span(&ref, 1), memory);
+      }
+    }
+    return fail(ErrorCode::kInternal, "a part of an unknown kind");
+  };
+  std::vector<Result<RestoreResult>> results = each_part(parts, one);
+  bool whole = true;
+  for (size_t i = 0; i < results.size(); ++i)
+    whole = whole && results[i] && results[i]->tokens_restored == expected(*parts[i]);
+  KVTIER_ASSIGN_OR_RETURN(RestoreResult all, combine(std::move(results)));
+  all.tokens_restored = whole ? end : 0;
+  if (!whole && all.problem.empty()) {
+    all.problem = fmt::format(
+        "hybrid model: the full-attention KV, the last window's KV and the state at {} tokens "
+        "did not all restore; nothing was restored",
+        end);
+  }
+  return all;
+}
+
+Result<uint64_t> hybrid_evict(const Parts& parts, const KvGeometry& model,
+                              std::span<const Token> tokens) {
+  uint64_t dropped = 0;
+  for (const auto& part : parts) {
+    Engine::Impl& p = *part;
+    if (p.part_.follower) continue;  // the group's writer evicts what the group holds
+    uint64_t d = 0;
+    switch (kind_of(p)) {
+      case RecordKind::kFullAttention: {
+        KVTIER_ASSIGN_OR_RETURN(d, p.evict(tokens));
+        break;
+      }
+      case RecordKind::kSlidingWindow: {
+        KVTIER_ASSIGN_OR_RETURN(d, p.evict_chunks(p.chunk_refs(tokens)));
+        break;
+      }
+      case RecordKind::kState: {
+        // A state may be held at every chunk boundary of the session and at its end.
+        const Chain chain(p, tokens, model.chunk_tokens);
+        std::vector<ChunkRef> refs = chain.refs(0, tokens.size());
+        for (ChunkRef& r : refs) r = {r.key, r.parent, state_rows(p), 0};
+        KVTIER_ASSIGN_OR_RETURN(d, p.evict_chunks(refs));
+        break;
+      }
+    }
+    dropped += d;
+  }
+  return dropped;
+}
+
+template Result<SaveResult> hybrid_save(const Parts&, const KvGeometry&, std::span<const Token>,
+                                        const ChunkedKv&, const StateMemory*);
+template Result<SaveResult> hybrid_save(const Parts&, const KvGeometry&, std::span<const Token>,
+                                        const PagedKv&, const StateMemory*);
+template Result<RestoreResult> hybrid_restore(const Parts&, const KvGeometry&,
+                                              std::span<const Token>, const ChunkedKv&,
+                                              const StateMemory*);
+template Result<RestoreResult> hybrid_restore(const Parts&, const KvGeometry&,
+                                              std::span<const Token>, const PagedKv&,
+                                              const StateMemory*);
+
+}  // namespace kvtier

@@ -1,0 +1,437 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// Hybrid models in TP-free stores (docs/format.md "Hybrid models"): full-attention layers keep all
+// of a session's KV, sliding-window layers only the last window before its end, recurrent layers
+// their state at the end. Ranks of every TP size are emulated in one process; the model's whole
+// KV and every rank's state are drawn at random and every byte a restore writes is compared, as
+// are the bytes it must leave alone (window layers' tokens before the window).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kvtier/kvtier.hpp"
+#include "paged_reference.hpp"
+#include "test_util.hpp"
+
+namespace kvtier {
+namespace {
+
+using testing::TempDir;
+
+constexpr std::byte kUntouched{0xEE};
+
+struct Hybrid {
+  uint32_t heads = 0;  ///< KV heads of the model
+  std::vector<LayerKind> kinds;
+  uint32_t head_dim = 0;
+  uint32_t chunk = 0;
+  uint32_t window = 0;
+  uint32_t state_layers = 0;
+  uint64_t state_bytes = 0;  ///< per layer and rank
+  uint32_t max_tp = 8;
+
+  [[nodiscard]] uint32_t layers() const { return static_cast<uint32_t>(kinds.size()); }
+  [[nodiscard]] uint64_t head_bytes() const { return uint64_t{head_dim} * 2; }
+  [[nodiscard]] KvGeometry rank(uint32_t r, uint32_t tp) const {
+    KvGeometry g;
+    g.model_id = "hybrid-test";
+    g.layers = layers();
+    g.kv_heads = std::max(1u, heads / tp);
+    g.head_dim = head_dim;
+    g.element_bytes = 2;
+    g.chunk_tokens = chunk;
+    g.tp_rank = r;
+    g.tp_world = tp;
+    g.kv_heads_total = heads;
+    g.layer_kinds = kinds;
+    g.window_tokens = window;
+    g.state_layers = state_layers;
+    g.state_bytes = state_bytes;
+    return g;
+  }
+  [[nodiscard]] std::vector<uint32_t> tp_sizes() const {
+    const uint32_t groups = std::gcd(heads, max_tp);
+    std::vector<uint32_t> sizes;
+    for (uint32_t t = 1; t <= max_tp; t *= 2) {
+      if (t <= heads ? heads % t == 0 && groups % t == 0 : t % heads == 0 && groups == heads)
+        sizes.push_back(t);
+    }
+    return sizes;
+  }
+  [[nodiscard]] uint32_t first_head(uint32_t r, uint32_t tp) const {
+    return tp <= heads ? r * (heads / tp) : r * heads / tp;
+  }
+  /// The first token a restore of a prefix of `end` tokens writes in a sliding-window layer.
+  [[nodiscard]] uint64_t window_start(uint64_t end) const {
+    return (end > window ? end - window : 0) / chunk * chunk;
+  }
+};
+
+Options options_for(const std::string& root, const KvGeometry& g, uint32_t max_tp) {
+  Options o;
+  o.root = root;
+  o.geometry = g;
+  o.store_format = 2;
+  o.max_tp = max_tp;
+  o.capacity_bytes = 512ull << 20;
+  o.io_request_bytes = 64 << 10;
+  o.staging_bytes = 256 << 10;
+  o.tune = false;
+  return o;
+}
+
+/// A session's KV and state, as every rank of a TP size holds them.
+struct Session {
+  std::vector<Token> tokens;
+  std::vector<std::byte> kv;  ///< the model's: [2, layers, tokens, heads, head_dim]
+  /// Per TP size and rank: [state_layers][state_bytes] (each rank's state is its own).
+  std::vector<std::vector<std::byte>> states;
+};
+
+std::vector<std::byte> random_bytes(uint64_t n, std::mt19937_64& rng) {
+  std::vector<std::byte> out(n);
+  for (auto& b : out) b = static_cast<std::byte>(rng());
+  return out;
+}
+
+std::vector<std::byte> rank_kv(const Hybrid& m, const std::vector<std::byte>& whole, uint64_t n,
+                               uint32_t r, uint32_t tp) {
+  const uint64_t rank_row = std::max(1u, m.heads / tp) * m.head_bytes();
+  const uint64_t row = m.heads * m.head_bytes(), first = m.first_head(r, tp) * m.head_bytes();
+  std::vector<std::byte> out(2 * m.layers() * n * rank_row);
+  for (uint64_t line = 0; line < 2 * m.layers() * n; ++line)
+    std::memcpy(out.data() + line * rank_row, whole.data() + line * row + first, rank_row);
+  return out;
+}
+
+StateMemory state_view(std::vector<std::byte>& bytes, const Hybrid& m) {
+  StateMemory s;
+  for (uint32_t l = 0; l < m.state_layers; ++l)
+    s.layers.push_back({bytes.data() + l * m.state_bytes, m.state_bytes, MemoryKind::kHost, 0});
+  return s;
+}
+
+std::unique_ptr<Engine> open_rank(const std::string& root, const Hybrid& m, uint32_t r,
+                                  uint32_t tp) {
+  auto e = Engine::open(options_for(root, m.rank(r, tp), m.max_tp));
+  EXPECT_TRUE(e) << e.error().message();
+  return e ? std::move(*e) : nullptr;
+}
+
+void save_at(const std::string& root, const Hybrid& m, const Session& s, uint32_t tp) {
+  const uint64_t n = s.tokens.size();
+  for (uint32_t r = 0; r < tp; ++r) {
+    std::unique_ptr<Engine> e = open_rank(root, m, r, tp);
+    ASSERT_TRUE(e);
+    std::vector<std::byte> kv = rank_kv(m, s.kv, n, r, tp);
+    const ChunkedKv source{{kv.data(), kv.size(), MemoryKind::kHost, 0}, n};
+    std::vector<std::byte> state = s.states[r];
+    auto saved = m.state_layers > 0 ? e->save(s.tokens, source, state_view(state, m))
+                                    : e->save(s.tokens, source);
+    ASSERT_TRUE(saved) << saved.error().message();
+    EXPECT_EQ(saved->tokens_stored, n);
+  }
+}
+
+/// Restores at TP `tp`, rank by rank, contiguous or paged at random, and compares: full-attention
+/// layers hold every token, window layers the tokens from the window's chunk on and nothing
+/// before it, the state the saving rank's. `saved_tp`: the TP size whose ranks' states were kept.
+void restore_at(const std::string& root, const Hybrid& m, const Session& s, uint32_t tp,
+                uint32_t saved_tp, std::mt19937_64& rng) {
+  const uint64_t n = s.tokens.size();
+  // A state is its rank's: a TP size other than the saver's finds none, and so no boundary.
+  const uint64_t want_tokens = m.state_layers > 0 && tp != saved_tp ? 0 : n;
+  for (uint32_t r = 0; r < tp; ++r) {
+    SCOPED_TRACE(::testing::Message() << "rank " << r << " of TP " << tp);
+    std::unique_ptr<Engine> e = open_rank(root, m, r, tp);
+    ASSERT_TRUE(e);
+    auto held = e->lookup(s.tokens);
+    ASSERT_TRUE(held) << held.error().message();
+    EXPECT_EQ(*held, want_tokens);
+    const KvGeometry g = m.rank(r, tp);
+    std::vector<std::byte> got(g.bytes_for_tokens(n), kUntouched);
+    std::vector<std::byte> state(uint64_t{m.state_layers} * m.state_bytes, kUntouched);
+    const StateMemory sv = state_view(state, m);
+    const bool paged = rng() % 2 == 0;
+    Result<RestoreResult> restored = RestoreResult{};
+    if (!paged) {
+      const ChunkedKv dest{{got.data(), got.size(), MemoryKind::kHost, 0}, n};
+      restored = m.state_layers > 0 ? e->restore(s.tokens, dest, sv) : e->restore(s.tokens, dest);
+    } else {
+      const auto layout = static_cast<PagedLayout>(rng() % 4);
+      const uint32_t block_size = 1 + static_cast<uint32_t>(rng() % 16);
+      const uint32_t blocks = static_cast<uint32_t>((n + block_size - 1) / block_size) + 2;
+      testing::PagedHost host(g, blocks, block_size, layout);
+      const std::vector<int32_t> table = testing::shuffled_blocks(n, block_size, blocks, rng());
+      host.view.block_table = table;
+      restored = m.state_layers > 0 ? e->restore(s.tokens, host.view, sv)
+                                    : e->restore(s.tokens, host.view);
+      testing::move_all(g, host, table, got.data(), n, n, /*to_paged=*/false);
+    }
+    ASSERT_TRUE(restored) << restored.error().message();
+    EXPECT_EQ(restored->tokens_restored, want_tokens) << restored->problem;
+    if (want_tokens == 0) continue;
+    const std::vector<std::byte> want = rank_kv(m, s.kv, n, r, tp);
+    const uint64_t row = g.row_bytes();
+    const uint64_t from = m.window_start(n);
+    uint64_t wrong = 0, touched = 0;
+    for (uint32_t kv = 0; kv < 2; ++kv) {
+      for (uint32_t l = 0; l < m.layers(); ++l) {
+        const bool windowed = m.kinds[l] == LayerKind::kSlidingWindow;
+        for (uint64_t t = 0; t < n; ++t) {
+          const uint64_t at = ((uint64_t{kv} * m.layers() + l) * n + t) * row;
+          if (windowed && t < from) {
+            touched += std::any_of(got.begin() + at, got.begin() + at + row,
+                                   [](std::byte b) { return b != kUntouched; });
+          } else {
+            wrong += std::memcmp(got.data() + at, want.data() + at, row) != 0;
+          }
+        }
+      }
+    }
+    EXPECT_EQ(wrong, 0u) << "rows restored with other bytes";
+    EXPECT_EQ(touched, 0u) << "window rows before the window written";
+    if (m.state_layers > 0) {
+      EXPECT_TRUE(state == s.states[r]) << "state restored with other bytes";
+    }
+  }
+}
+
+Hybrid draw_model(std::mt19937_64& rng) {
+  const uint32_t kHeads[] = {1, 2, 4, 6, 8};
+  Hybrid m;
+  m.heads = kHeads[rng() % std::size(kHeads)];
+  m.head_dim = 8 * (1 + static_cast<uint32_t>(rng() % 3));
+  m.chunk = 4 + static_cast<uint32_t>(rng() % 13);
+  m.max_tp = rng() % 4 == 0 ? 4 : 8;
+  const uint32_t layers = 1 + static_cast<uint32_t>(rng() % 5);
+  for (uint32_t l = 0; l < layers; ++l)
+    m.kinds.push_back(rng() % 2 == 0 ? LayerKind::kSlidingWindow : LayerKind::kFullAttention);
+  m.kinds[rng() % layers] = LayerKind::kFullAttention;
+  if (std::count(m.kinds.begin(), m.kinds.end(), LayerKind::kSlidingWindow) > 0)
+    m.window = 1 + static_cast<uint32_t>(rng() % (3 * m.chunk));
+  if (rng() % 2 != 0) {
+    m.state_layers = 1 + static_cast<uint32_t>(rng() % 3);
+    m.state_bytes = 8 * (1 + rng() % 600);
+  }
+  if (m.window == 0 && m.state_layers == 0) {  // hybrid, at least
+    m.state_layers = 1;
+    m.state_bytes = 64;
+  }
+  return m;
+}
+
+Session draw_session(const Hybrid& m, uint32_t tp, std::mt19937_64& rng) {
+  Session s;
+  const uint64_t n = 1 + rng() % (6 * m.chunk);
+  s.tokens.resize(n);
+  for (auto& t : s.tokens) t = static_cast<Token>(rng() % 50000);
+  s.kv = random_bytes(2 * m.layers() * n * m.heads * m.head_bytes(), rng);
+  for (uint32_t r = 0; r < tp; ++r)
+    s.states.push_back(random_bytes(uint64_t{m.state_layers} * m.state_bytes, rng));
+  return s;
+}
+
+TEST(HybridStore, EveryTpSizeRestoresWhatEveryOtherSavedKvWindowAndState) {
+  std::mt19937_64 rng(testing::test_seed());
+  uint64_t pairs = 0, models = 0, with_state = 0;
+  for (int round = 0; round < 10; ++round) {
+    const Hybrid m = draw_model(rng);
+    for (uint32_t a : m.tp_sizes()) {
+      const Session s = draw_session(m, a, rng);
+      TempDir dir;
+      save_at(dir.str(), m, s, a);
+      for (uint32_t b : m.tp_sizes()) {
+        SCOPED_TRACE(::testing::Message()
+                     << "heads " << m.heads << " layers " << m.layers() << " window " << m.window
+                     << " state " << m.state_layers << "x" << m.state_bytes << " chunk " << m.chunk
+                     << " tokens " << s.tokens.size() << ": saved at TP " << a
+                     << ", restored at TP " << b);
+        restore_at(dir.str(), m, s, b, a, rng);
+        ++pairs;
+      }
+    }
+    ++models;
+    with_state += m.state_layers > 0;
+  }
+  std::printf("hybrid: %llu models (%llu with recurrent state), %llu (save TP, restore TP) pairs\n",
+              static_cast<unsigned long long>(models), static_cast<unsigned long long>(with_state),
+              static_cast<unsigned long long>(pairs));
+}
+
+Hybrid small_model() {
+  Hybrid m;
+  m.heads = 2;
+  m.kinds = {LayerKind::kFullAttention, LayerKind::kSlidingWindow, LayerKind::kFullAttention};
+  m.head_dim = 8;
+  m.chunk = 8;
+  m.window = 5;
+  m.state_layers = 2;
+  m.state_bytes = 48;
+  return m;
+}
+
+TEST(HybridStore, ALookupHitsOnlyAtABoundaryWhoseStateAndWindowAreHeld) {
+  std::mt19937_64 rng(testing::test_seed());
+  const Hybrid m = small_model();
+  TempDir dir;
+  std::unique_ptr<Engine> e = open_rank(dir.str(), m, 0, 1);
+  ASSERT_TRUE(e);
+  std::vector<Token> tokens(40);
+  std::iota(tokens.begin(), tokens.end(), 100);
+  std::vector<std::byte> kv = random_bytes(m.rank(0, 1).bytes_for_tokens(40), rng);
+  const ChunkedKv source{{kv.data(), kv.size(), MemoryKind::kHost, 0}, 40};
+  std::vector<std::byte> state24 = random_bytes(2 * 48, rng);
+  const std::span<const Token> first24(tokens.data(), 24);
+  // The first turn: 24 tokens (three whole chunks) with their state.
+  ASSERT_TRUE(e->save(first24, source, state_view(state24, m)));
+  EXPECT_EQ(*e->lookup(tokens), 24u);
+  // The second turn's KV (to 34) without a state: no boundary past 24 has one.
+  const std::span<const Token> first34(tokens.data(), 34);
+  auto saved = e->save(first34, source);
+  ASSERT_TRUE(saved);
+  EXPECT_EQ(saved->tokens_stored, 0u) << "a session without its state at its end";
+  EXPECT_EQ(*e->lookup(first34), 24u);
+  std::vector<std::byte> got(kv.size(), kUntouched), state(2 * 48, kUntouched);
+  const ChunkedKv dest{{got.data(), got.size(), MemoryKind::kHost, 0}, 40};
+  auto restored = e->restore(first34, dest, state_view(state, m));
+  ASSERT_TRUE(restored) << restored.error().message();
+  EXPECT_EQ(restored->tokens_restored, 24u);
+  EXPECT_TRUE(state == state24);
+  // A partial last chunk: a state at 20 tokens serves a prompt that goes on past them.
+  TempDir other;
+  std::unique_ptr<Engine> f = open_rank(other.str(), m, 0, 1);
+  std::vector<std::byte> state20 = random_bytes(2 * 48, rng);
+  ASSERT_TRUE(f->save(std::span<const Token>(tokens.data(), 20), source, state_view(state20, m)));
+  EXPECT_EQ(*f->lookup(tokens), 20u);
+  // Restoring without the state memory, or with the wrong sizes, is refused.
+  auto no_state = f->restore(tokens, dest);
+  ASSERT_FALSE(no_state);
+  EXPECT_EQ(no_state.error().code(), ErrorCode::kInvalidArgument);
+  std::vector<std::byte> short_state(2 * 40);
+  StateMemory bad;
+  for (int l = 0; l < 2; ++l)
+    bad.layers.push_back({short_state.data() + l * 40, 40, MemoryKind::kHost, 0});
+  auto wrong = f->restore(tokens, dest, bad);
+  ASSERT_FALSE(wrong);
+  EXPECT_EQ(wrong.error().code(), ErrorCode::kInvalidArgument);
+  // Evicting the session drops its KV, window and state records: nothing is held.
+  auto dropped = f->evict(std::span<const Token>(tokens.data(), 20));
+  ASSERT_TRUE(dropped);
+  EXPECT_GT(*dropped, 0u);
+  EXPECT_EQ(f->stats().records, 0u);
+  EXPECT_EQ(*f->lookup(tokens), 0u);
+}
+
+TEST(HybridStore, SlidingWindowLayersKeepOnlyTheLastWindow) {
+  std::mt19937_64 rng(testing::test_seed());
+  Hybrid m = small_model();
+  m.state_layers = 0;
+  m.state_bytes = 0;
+  m.window = 8;
+  TempDir dir;
+  std::unique_ptr<Engine> e = open_rank(dir.str(), m, 0, 1);
+  ASSERT_TRUE(e);
+  std::vector<Token> tokens(80);  // ten chunks
+  std::iota(tokens.begin(), tokens.end(), 7);
+  std::vector<std::byte> kv = random_bytes(m.rank(0, 1).bytes_for_tokens(80), rng);
+  ASSERT_TRUE(e->save(tokens, {{kv.data(), kv.size(), MemoryKind::kHost, 0}, 80}));
+  // Two head groups: ten full-attention records each; window records from chunk (80 - 8) / 8 = 9
+  // on: one each.
+  EXPECT_EQ(e->stats().records, 2u * 10 + 2u * 1);
+  // With no recurrent state, a prefix of the session ending at an earlier chunk boundary lacks
+  // its window: the hit is the session's end, and a longer prompt's too.
+  EXPECT_EQ(*e->lookup(tokens), 80u);
+  EXPECT_EQ(*e->lookup(std::span<const Token>(tokens.data(), 72)), 0u);
+}
+
+TEST(HybridStore, ACorruptStateOrWindowRecordIsAMissNeverWrongKv) {
+  std::mt19937_64 rng(testing::test_seed());
+  const Hybrid m = small_model();
+  TempDir dir;
+  std::vector<Token> tokens(24);
+  std::iota(tokens.begin(), tokens.end(), 3);
+  std::vector<std::byte> kv = random_bytes(m.rank(0, 1).bytes_for_tokens(24), rng);
+  std::vector<std::byte> state = random_bytes(2 * 48, rng);
+  {
+    std::unique_ptr<Engine> e = open_rank(dir.str(), m, 0, 1);
+    ASSERT_TRUE(
+        e->save(tokens, {{kv.data(), kv.size(), MemoryKind::kHost, 0}, 24}, state_view(state, m)));
+  }
+  // Flip a byte of the state record's payload (the one record of the state store, after its 4 KiB
+  // header).
+  uint64_t flipped = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.path())) {
+    const std::string p = entry.path().string();
+    if (!entry.is_regular_file() || p.find("/s0of1/") == std::string::npos ||
+        entry.path().extension() != ".kvt")
+      continue;
+    std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(4096 + 5);
+    char c = 0;
+    f.get(c);
+    f.seekp(4096 + 5);
+    f.put(static_cast<char>(c ^ 0x10));
+    ++flipped;
+  }
+  ASSERT_EQ(flipped, 1u);
+  std::unique_ptr<Engine> e = open_rank(dir.str(), m, 0, 1);
+  std::vector<std::byte> got(kv.size(), kUntouched), out(2 * 48, kUntouched);
+  auto restored =
+      e->restore(tokens, {{got.data(), got.size(), MemoryKind::kHost, 0}, 24}, state_view(out, m));
+  ASSERT_TRUE(restored) << restored.error().message();
+  EXPECT_EQ(restored->tokens_restored, 0u);
+  EXPECT_FALSE(restored->problem.empty());
+  EXPECT_EQ(*e->lookup(tokens), 0u) << "the corrupt state was dropped";
+}
+
+TEST(HybridStore, HybridGeometriesThatCannotBeKeptAreRefused) {
+  Hybrid m = small_model();
+  TempDir dir;
+  auto refused = [&](KvGeometry g, uint32_t format = 2) {
+    Options o = options_for(dir.str(), g, 8);
+    o.store_format = format;
+    auto e = Engine::open(o);
+    EXPECT_FALSE(e);
+    if (!e) {
+      EXPECT_EQ(e.error().code(), ErrorCode::kInvalidArgument) << e.error().message();
+    }
+  };
+  KvGeometry g = m.rank(0, 1);
+  g.layer_kinds.pop_back();
+  refused(g);  // a kind per layer or none
+  g = m.rank(0, 1);
+  g.layer_kinds.assign(3, LayerKind::kSlidingWindow);
+  refused(g);  // no full-attention layer
+  g = m.rank(0, 1);
+  g.window_tokens = 0;
+  refused(g);  // window layers without a window
+  g = m.rank(0, 1);
+  g.state_bytes = 12;
+  refused(g);  // not whole words
+  g = m.rank(0, 1);
+  g.state_bytes = 0;
+  refused(g);                // layers without a size
+  refused(m.rank(0, 1), 1);  // format 1 keeps no hybrid model
+  // A state given for a model without recurrent layers is refused, not ignored.
+  m.state_layers = 0;
+  m.state_bytes = 0;
+  std::unique_ptr<Engine> e = open_rank(dir.str(), m, 0, 1);
+  ASSERT_TRUE(e);
+  std::vector<Token> tokens(8, 1);
+  std::vector<std::byte> kv(m.rank(0, 1).bytes_for_tokens(8));
+  std::vector<std::byte> state(8);
+  StateMemory sv{{{state.data(), 8, MemoryKind::kHost, 0}}};
+  auto saved = e->save(tokens, {{kv.data(), kv.size(), MemoryKind::kHost, 0}, 8}, sv);
+  ASSERT_FALSE(saved);
+  EXPECT_EQ(saved.error().code(), ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kvtier
