@@ -240,6 +240,7 @@ Result<std::vector<RemoteRecordKey>> Engine::remote_keys(std::span<const Token> 
   return guarded([&]() -> Result<std::vector<RemoteRecordKey>> {
     std::vector<RemoteRecordKey> all;
     for (const auto& part : parts_) {
+      if (part->part_.kind != 1) continue;  // a hybrid model's window and state: local only
       KVTIER_ASSIGN_OR_RETURN(std::vector<RemoteRecordKey> k, part->remote_keys(tokens));
       all.insert(all.end(), k.begin(), k.end());
     }
@@ -251,6 +252,7 @@ Result<RemoteSyncReport> Engine::sync_remote(std::span<const Token> tokens,
   return guarded([&]() -> Result<RemoteSyncReport> {
     RemoteSyncReport all;
     for (const auto& part : parts_) {
+      if (part->part_.kind != 1) continue;  // a hybrid model's window and state: local only
       KVTIER_ASSIGN_OR_RETURN(RemoteSyncReport r, part->sync_remote(tokens, progress));
       all.records += r.records;
       all.already_present += r.already_present;

@@ -73,8 +73,9 @@ struct StorePart {
   /// of the default; 0: the default.
   uint64_t new_store_capacity = 0;
   uint32_t share_of_rank = 1;  ///< the parts the rank's memory bounds are split over
-  /// A hybrid model's part (hybrid_parts.cpp): the kind of record it keeps (RecordKind), and which
-  /// of the caller's `memory_layers` KV layers its records hold, in order (empty: all of them).
+  /// A hybrid model's part (head_group_stores.cpp, hybrid.cpp): the kind of record it keeps
+  /// (RecordKind), and which of the caller's `memory_layers` KV layers its records hold, in order
+  /// (empty: all of them).
   uint32_t kind = 1;
   std::vector<uint32_t> layers;
   uint32_t memory_layers = 0;  ///< KV layers of the caller's memory; 0: the geometry's

@@ -20,6 +20,7 @@ namespace {
 /// The whole model as one rank of TP 1 sees it: the same whatever the TP size.
 KvGeometry whole_model(const KvGeometry& rank) {
   KvGeometry model = rank;
+  model.state_bytes = rank.state_bytes * rank.tp_world;  // a rank's share of the model's state
   model.kv_heads = rank.total_kv_heads();
   model.kv_heads_total = 0;
   model.tp_rank = 0;
@@ -88,6 +89,12 @@ Result<std::unique_ptr<Engine::Impl>> open_part(const Options& o, const StorePar
   const auto deadline = std::chrono::steady_clock::now() + wait;
   for (;;) {
     auto impl = Engine::Impl::create(o, part);
+    if (!impl && impl.error().code() != ErrorCode::kNotFound && part.kind == 3) {
+      return fail(impl.error().with_context(fmt::format(
+          "the recurrent-state store of rank {} of TP {} (every rank keeps one: together they take "
+          "one store's share of the capacity, and each 1/{} of its rank's DRAM tier)",
+          rank.tp_rank, rank.tp_world, part.share_of_rank)));
+    }
     if (!impl && impl.error().code() != ErrorCode::kNotFound) {
       return fail(impl.error().with_context(fmt::format(
           "head group {} of {} (store_format 2 gives each group 1/{} of the capacity and this "
@@ -144,16 +151,19 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
   const bool windowed = rank.layers_of(LayerKind::kSlidingWindow) > 0;
   const uint32_t kinds = windowed ? 2 : 1;
   const uint32_t rank_stores = held.groups * kinds + (rank.state_layers > 0 ? 1 : 0);
+  // Every rank keeps a state store of its own (s<r>of<t>): they share one store's bounds.
   const uint32_t model_stores = groups * kinds + (rank.state_layers > 0 ? 1 : 0);
+  const uint32_t state_split = model_stores * rank.tp_world;
   const std::optional<uint64_t> capacity =
       options.capacity_bytes != 0 ? std::optional(options.capacity_bytes) : env.capacity_bytes;
   const uint64_t dram = options.dram_bytes != 0 ? options.dram_bytes : env.dram_bytes.value_or(0);
   auto share = [](uint64_t bytes, uint32_t parts) { return bytes / parts / 4096 * 4096; };
   const char* stores = rank.hybrid() ? "stores (head groups, layer kinds, state)" : "head groups";
-  KVTIER_EXPECTS(!capacity || share(*capacity, model_stores) > 0,
-                 fmt::format("store_format 2: a capacity of {} split over the model's {} {} "
-                             "leaves less than 4 KiB each",
-                             size_text(*capacity), model_stores, stores));
+  KVTIER_EXPECTS(
+      !capacity || share(*capacity, rank.state_layers > 0 ? state_split : model_stores) > 0,
+      fmt::format("store_format 2: a capacity of {} split over the model's {} {} "
+                  "leaves less than 4 KiB each",
+                  size_text(*capacity), model_stores, stores));
   KVTIER_EXPECTS(dram == 0 || share(dram, rank_stores) > 0,
                  fmt::format("store_format 2: a DRAM tier of {} split over the {} {} this rank "
                              "holds leaves less than 4 KiB each",
@@ -161,11 +171,11 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
   const std::string dir = model_dir(rank);
   // A hybrid part's records are plain ones of some layers: the model, whole, goes in their keys.
   const std::string model_text = rank.hybrid() ? whole_model(rank).describe() : "";
-  auto bounds = [&](Options& o, StorePart& part) {
+  auto bounds = [&](Options& o, StorePart& part, uint32_t split) {
     if (capacity) {
-      o.capacity_bytes = share(*capacity, model_stores);
+      o.capacity_bytes = share(*capacity, split);
     } else {
-      part.new_store_capacity = share(kDefaultCapacity, model_stores);
+      part.new_store_capacity = share(kDefaultCapacity, split);
     }
     o.dram_bytes = share(dram, rank_stores);
     part.share_of_rank = rank_stores;
@@ -188,7 +198,7 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
     o.geometry.kv_heads_total = 0;
     o.geometry.tp_rank = group;
     o.geometry.tp_world = groups;
-    bounds(o, part);
+    bounds(o, part, model_stores);
     part.dir_name = fmt::format("kvtier2/{}/{}{}of{}", dir,
                                 kind == LayerKind::kSlidingWindow ? 'w' : 'g', group, groups);
     part.memory_heads = rank.kv_heads;
@@ -239,7 +249,7 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
     Options o = options;
     KVTIER_ASSIGN_OR_RETURN(o.geometry, state_geometry(rank));
     o.remote = {};
-    bounds(o, part);
+    bounds(o, part, state_split);
     part.kind = 3;
     part.dir_name = fmt::format("kvtier2/{}/s{}of{}", dir, rank.tp_rank, rank.tp_world);
     part.namespace_part = fmt::format("{}/kind3", model_text);

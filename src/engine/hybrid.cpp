@@ -200,6 +200,16 @@ Result<RestoreResult> hybrid_restore(const Parts& parts, const KvGeometry& model
 
 Result<uint64_t> hybrid_evict(const Parts& parts, const KvGeometry& model,
                               std::span<const Token> tokens) {
+  // A list running past a stored partial last chunk holds that chunk under another key: the
+  // window and state records of the prefix the full-attention records hold are named by it.
+  uint64_t held = tokens.size();
+  for (const auto& part : parts) {
+    if (kind_of(*part) != RecordKind::kFullAttention) continue;
+    uint64_t h = 0;
+    for (const LocatedRecord& r : part->find_prefix(tokens)) h += r.meta.token_count;
+    held = std::min(held, h);
+  }
+  const std::span<const Token> lists[] = {tokens, tokens.first(held)};
   uint64_t dropped = 0;
   for (const auto& part : parts) {
     Engine::Impl& p = *part;
@@ -211,15 +221,20 @@ Result<uint64_t> hybrid_evict(const Parts& parts, const KvGeometry& model,
         break;
       }
       case RecordKind::kSlidingWindow: {
-        KVTIER_ASSIGN_OR_RETURN(d, p.evict_chunks(p.chunk_refs(tokens)));
+        for (std::span<const Token> list : lists) {
+          KVTIER_ASSIGN_OR_RETURN(uint64_t n, p.evict_chunks(p.chunk_refs(list)));
+          d += n;
+        }
         break;
       }
       case RecordKind::kState: {
         // A state may be held at every chunk boundary of the session and at its end.
-        const Chain chain(p, tokens, model.chunk_tokens);
-        std::vector<ChunkRef> refs = chain.refs(0, tokens.size());
-        for (ChunkRef& r : refs) r = {r.key, r.parent, state_rows(p), 0};
-        KVTIER_ASSIGN_OR_RETURN(d, p.evict_chunks(refs));
+        for (std::span<const Token> list : lists) {
+          std::vector<ChunkRef> refs = Chain(p, list, model.chunk_tokens).refs(0, list.size());
+          for (ChunkRef& r : refs) r = {r.key, r.parent, state_rows(p), 0};
+          KVTIER_ASSIGN_OR_RETURN(uint64_t n, p.evict_chunks(refs));
+          d += n;
+        }
         break;
       }
     }

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
 // Checks a caller's KV memory against the geometry and describes it as a KvMemory.
+#include <span>
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "api/try.hpp"
@@ -24,6 +27,24 @@ KvLayoutParams base_params(const KvGeometry& memory, const KvGeometry& records,
     p.col_offset = uint64_t{first_head} * p.head_bytes;
   }
   return p;
+}
+
+/// Checks `views` (one per layer, each `bytes` long, all in one place) and takes their bases into
+/// `t`; `what` names them, `need` says why `bytes`.
+Status take_layers(std::span<const MemoryView> views, uint64_t bytes, std::string_view what,
+                   std::string_view need, KvMemory& t) {
+  t.kind = views[0].kind;
+  t.device = views[0].device;
+  for (size_t l = 0; l < views.size(); ++l) {
+    const MemoryView& m = views[l];
+    KVTIER_EXPECTS(m.data != nullptr, fmt::format("{}: layer {} is a null pointer", what, l));
+    KVTIER_EXPECTS(m.kind == t.kind && m.device == t.device,
+                   fmt::format("{}: layer {} lives elsewhere than layer 0", what, l));
+    KVTIER_EXPECTS(m.size == bytes,
+                   fmt::format("{}: layer {} holds {} bytes; {}", what, l, m.size, need));
+    t.layer_base.push_back(reinterpret_cast<uint8_t*>(m.data));
+  }
+  return {};
 }
 
 KvForm form_of(PagedLayout layout) {
@@ -104,18 +125,9 @@ Result<KvMemory> Engine::Impl::kv_memory_of(const PagedKv& kv, bool restore) con
   const uint64_t layer_bytes =
       uint64_t{kv.num_blocks} * g.kv_tensors * kv.block_size * g.row_bytes();
   KvMemory t;
-  t.kind = kv.layers[0].kind;
-  t.device = kv.layers[0].device;
-  for (size_t l = 0; l < kv.layers.size(); ++l) {
-    const MemoryView& m = kv.layers[l];
-    KVTIER_EXPECTS(m.data != nullptr, fmt::format("paged KV: layer {} is a null pointer", l));
-    KVTIER_EXPECTS(m.kind == t.kind && m.device == t.device,
-                   fmt::format("paged KV: layer {} lives elsewhere than layer 0", l));
-    KVTIER_EXPECTS(m.size == layer_bytes,
-                   fmt::format("paged KV: layer {} holds {} bytes; {} blocks of {} tokens need {}",
-                               l, m.size, kv.num_blocks, kv.block_size, layer_bytes));
-    t.layer_base.push_back(reinterpret_cast<uint8_t*>(m.data));
-  }
+  KVTIER_TRY(take_layers(
+      kv.layers, layer_bytes, "paged KV",
+      fmt::format("{} blocks of {} tokens need {}", kv.num_blocks, kv.block_size, layer_bytes), t));
   if (!part_.layers.empty()) {
     std::vector<uint8_t*> all = std::move(t.layer_base);
     t.layer_base.clear();
@@ -151,27 +163,16 @@ Result<KvMemory> Engine::Impl::kv_memory_of(const PagedKv& kv, bool restore) con
 }
 
 Result<KvMemory> Engine::Impl::state_memory_of(const StateMemory& state) const {
-  // The state part's geometry holds a layer's state as one chunk of rows (hybrid_parts.cpp).
+  // The state part's geometry holds a layer's state as one chunk of rows (state_geometry() in
+  // head_group_stores.cpp).
   const KvGeometry& g = options_.geometry;
   const uint64_t layer_bytes = uint64_t{g.chunk_tokens} * g.row_bytes();
   KVTIER_EXPECTS(
       state.layers.size() == g.layers,
       fmt::format("state memory: {} views for {} recurrent layers", state.layers.size(), g.layers));
   KvMemory t;
-  t.kind = state.layers[0].kind;
-  t.device = state.layers[0].device;
-  for (size_t l = 0; l < state.layers.size(); ++l) {
-    const MemoryView& m = state.layers[l];
-    KVTIER_EXPECTS(m.data != nullptr, fmt::format("state memory: layer {} is a null pointer", l));
-    KVTIER_EXPECTS(m.kind == t.kind && m.device == t.device,
-                   fmt::format("state memory: layer {} lives elsewhere than layer 0", l));
-    KVTIER_EXPECTS(
-        m.size == layer_bytes,
-        fmt::format("state memory: layer {} holds {} bytes; a recurrent layer's state is "
-                    "{} bytes",
-                    l, m.size, layer_bytes));
-    t.layer_base.push_back(reinterpret_cast<uint8_t*>(m.data));
-  }
+  KVTIER_TRY(take_layers(state.layers, layer_bytes, "state memory",
+                         fmt::format("a recurrent layer's state is {} bytes", layer_bytes), t));
   KVTIER_ASSIGN_OR_RETURN(Device * device, kit_->device_for(t.kind));
   for (const MemoryView& m : state.layers) KVTIER_TRY(device->check_memory(m));
   t.block_table = {0};

@@ -18,6 +18,7 @@
 #include "kvtier/kvtier.hpp"
 #include "paged_reference.hpp"
 #include "test_util.hpp"
+#include "tp_reference.hpp"
 
 namespace kvtier {
 namespace {
@@ -33,7 +34,9 @@ struct Hybrid {
   uint32_t chunk = 0;
   uint32_t window = 0;
   uint32_t state_layers = 0;
-  uint64_t state_bytes = 0;  ///< per layer and rank
+  /// A recurrent layer's state over the whole model: a rank of TP t holds 1/t of it (as a Mamba
+  /// layer's heads split over ranks).
+  uint64_t state_bytes = 0;
   uint32_t max_tp = 8;
 
   [[nodiscard]] uint32_t layers() const { return static_cast<uint32_t>(kinds.size()); }
@@ -52,20 +55,12 @@ struct Hybrid {
     g.layer_kinds = kinds;
     g.window_tokens = window;
     g.state_layers = state_layers;
-    g.state_bytes = state_bytes;
+    g.state_bytes = state_bytes / tp;
     return g;
   }
-  [[nodiscard]] std::vector<uint32_t> tp_sizes() const {
-    const uint32_t groups = std::gcd(heads, max_tp);
-    std::vector<uint32_t> sizes;
-    for (uint32_t t = 1; t <= max_tp; t *= 2) {
-      if (t <= heads ? heads % t == 0 && groups % t == 0 : t % heads == 0 && groups == heads)
-        sizes.push_back(t);
-    }
-    return sizes;
-  }
+  [[nodiscard]] std::vector<uint32_t> tp_sizes() const { return testing::tp_sizes(heads, max_tp); }
   [[nodiscard]] uint32_t first_head(uint32_t r, uint32_t tp) const {
-    return tp <= heads ? r * (heads / tp) : r * heads / tp;
+    return testing::first_head(heads, r, tp);
   }
   /// The first token a restore of a prefix of `end` tokens writes in a sliding-window layer.
   [[nodiscard]] uint64_t window_start(uint64_t end) const {
@@ -79,7 +74,7 @@ Options options_for(const std::string& root, const KvGeometry& g, uint32_t max_t
   o.geometry = g;
   o.store_format = 2;
   o.max_tp = max_tp;
-  o.capacity_bytes = 512ull << 20;
+  o.capacity_bytes = 16ull << 30;  // a bound: every state store gets 1/(stores x TP) of it
   o.io_request_bytes = 64 << 10;
   o.staging_bytes = 256 << 10;
   o.tune = false;
@@ -110,10 +105,12 @@ std::vector<std::byte> rank_kv(const Hybrid& m, const std::vector<std::byte>& wh
   return out;
 }
 
-StateMemory state_view(std::vector<std::byte>& bytes, const Hybrid& m) {
+/// `bytes` as the state of a rank of TP `tp`.
+StateMemory state_view(std::vector<std::byte>& bytes, const Hybrid& m, uint32_t tp = 1) {
   StateMemory s;
+  const uint64_t each = m.state_bytes / tp;
   for (uint32_t l = 0; l < m.state_layers; ++l)
-    s.layers.push_back({bytes.data() + l * m.state_bytes, m.state_bytes, MemoryKind::kHost, 0});
+    s.layers.push_back({bytes.data() + l * each, each, MemoryKind::kHost, 0});
   return s;
 }
 
@@ -132,7 +129,7 @@ void save_at(const std::string& root, const Hybrid& m, const Session& s, uint32_
     std::vector<std::byte> kv = rank_kv(m, s.kv, n, r, tp);
     const ChunkedKv source{{kv.data(), kv.size(), MemoryKind::kHost, 0}, n};
     std::vector<std::byte> state = s.states[r];
-    auto saved = m.state_layers > 0 ? e->save(s.tokens, source, state_view(state, m))
+    auto saved = m.state_layers > 0 ? e->save(s.tokens, source, state_view(state, m, tp))
                                     : e->save(s.tokens, source);
     ASSERT_TRUE(saved) << saved.error().message();
     EXPECT_EQ(saved->tokens_stored, n);
@@ -156,8 +153,8 @@ void restore_at(const std::string& root, const Hybrid& m, const Session& s, uint
     EXPECT_EQ(*held, want_tokens);
     const KvGeometry g = m.rank(r, tp);
     std::vector<std::byte> got(g.bytes_for_tokens(n), kUntouched);
-    std::vector<std::byte> state(uint64_t{m.state_layers} * m.state_bytes, kUntouched);
-    const StateMemory sv = state_view(state, m);
+    std::vector<std::byte> state(uint64_t{m.state_layers} * m.state_bytes / tp, kUntouched);
+    const StateMemory sv = state_view(state, m, tp);
     const bool paged = rng() % 2 == 0;
     Result<RestoreResult> restored = RestoreResult{};
     if (!paged) {
@@ -218,7 +215,7 @@ Hybrid draw_model(std::mt19937_64& rng) {
     m.window = 1 + static_cast<uint32_t>(rng() % (3 * m.chunk));
   if (rng() % 2 != 0) {
     m.state_layers = 1 + static_cast<uint32_t>(rng() % 3);
-    m.state_bytes = 8 * (1 + rng() % 600);
+    m.state_bytes = 64 * (1 + rng() % 100);  // whole 8-byte words on every rank up to TP 8
   }
   if (m.window == 0 && m.state_layers == 0) {  // hybrid, at least
     m.state_layers = 1;
@@ -234,7 +231,7 @@ Session draw_session(const Hybrid& m, uint32_t tp, std::mt19937_64& rng) {
   for (auto& t : s.tokens) t = static_cast<Token>(rng() % 50000);
   s.kv = random_bytes(2 * m.layers() * n * m.heads * m.head_bytes(), rng);
   for (uint32_t r = 0; r < tp; ++r)
-    s.states.push_back(random_bytes(uint64_t{m.state_layers} * m.state_bytes, rng));
+    s.states.push_back(random_bytes(uint64_t{m.state_layers} * m.state_bytes / tp, rng));
   return s;
 }
 
@@ -304,6 +301,19 @@ TEST(HybridStore, ALookupHitsOnlyAtABoundaryWhoseStateAndWindowAreHeld) {
   ASSERT_TRUE(restored) << restored.error().message();
   EXPECT_EQ(restored->tokens_restored, 24u);
   EXPECT_TRUE(state == state24);
+  // The KV of that boundary: layers 0 and 2 (full) for tokens [0, 24), the window layer from the
+  // chunk holding token 24 - 5 on, nothing past 24.
+  const uint64_t row = m.rank(0, 1).row_bytes();
+  for (uint32_t kv_tensor = 0; kv_tensor < 2; ++kv_tensor) {
+    for (uint32_t l = 0; l < 3; ++l) {
+      for (uint64_t t = 0; t < 40; ++t) {
+        const uint64_t at = ((kv_tensor * 3ull + l) * 40 + t) * row;
+        const bool restored_here = t < 24 && (l != 1 || t >= 16);
+        EXPECT_EQ(std::memcmp(got.data() + at, kv.data() + at, row) == 0, restored_here)
+            << "layer " << l << " token " << t;
+      }
+    }
+  }
   // A partial last chunk: a state at 20 tokens serves a prompt that goes on past them.
   TempDir other;
   std::unique_ptr<Engine> f = open_rank(other.str(), m, 0, 1);
@@ -321,8 +331,9 @@ TEST(HybridStore, ALookupHitsOnlyAtABoundaryWhoseStateAndWindowAreHeld) {
   auto wrong = f->restore(tokens, dest, bad);
   ASSERT_FALSE(wrong);
   EXPECT_EQ(wrong.error().code(), ErrorCode::kInvalidArgument);
-  // Evicting the session drops its KV, window and state records: nothing is held.
-  auto dropped = f->evict(std::span<const Token>(tokens.data(), 20));
+  // Evicting the session, named by a list that runs past its partial last chunk, drops its KV,
+  // window and state records: nothing is held.
+  auto dropped = f->evict(tokens);
   ASSERT_TRUE(dropped);
   EXPECT_GT(*dropped, 0u);
   EXPECT_EQ(f->stats().records, 0u);

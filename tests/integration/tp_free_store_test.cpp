@@ -19,6 +19,7 @@
 #include "kvtier/kvtier.hpp"
 #include "paged_reference.hpp"
 #include "test_util.hpp"
+#include "tp_reference.hpp"
 
 namespace kvtier {
 namespace {
@@ -51,22 +52,9 @@ struct Model {
     g.kv_tensors = kv_tensors;
     return g;
   }
-  /// The TP sizes a TP-free store serves for this model: powers of two dividing max_tp whose ranks
-  /// hold whole groups: up to the heads, dividing them and the groups; past the heads, multiples
-  /// of them when every group is one head (ranks then replicate heads).
-  [[nodiscard]] std::vector<uint32_t> tp_sizes() const {
-    const uint32_t groups = std::gcd(heads, max_tp);
-    std::vector<uint32_t> sizes;
-    for (uint32_t t = 1; t <= max_tp; t *= 2) {
-      if (t <= heads ? heads % t == 0 && groups % t == 0 : t % heads == 0 && groups == heads) {
-        sizes.push_back(t);
-      }
-    }
-    return sizes;
-  }
-  /// The first of the heads rank r of TP tp holds.
+  [[nodiscard]] std::vector<uint32_t> tp_sizes() const { return testing::tp_sizes(heads, max_tp); }
   [[nodiscard]] uint32_t first_head(uint32_t r, uint32_t tp) const {
-    return tp <= heads ? r * (heads / tp) : r * heads / tp;
+    return testing::first_head(heads, r, tp);
   }
 };
 
