@@ -47,7 +47,7 @@ struct KVTIER_EXPORT KvGeometry {
   uint32_t window_tokens = 0;
   /// Recurrent layers, whose state at a chunk boundary replaces their KV.
   uint32_t state_layers = 0;
-  /// Bytes of one recurrent layer's state on this rank (a multiple of 8).
+  /// Bytes of one recurrent layer's state on this rank (a multiple of 8, at most 256 MiB).
   uint64_t state_bytes = 0;
 
   /// Bytes of one token's row in one layer for K or V: kv_heads * head_dim * element_bytes.

@@ -84,10 +84,11 @@ Status KvGeometry::validate() const {
                                  : "given, but no layer is a sliding-window layer")};
   }
   if ((state_layers > 0) != (state_bytes > 0) || state_layers > 1024 ||
-      state_bytes > (uint64_t{1} << 30) || state_bytes % 8 != 0) {
+      state_bytes > (uint64_t{256} << 20) || state_bytes % 8 != 0) {
+    // 256 MiB: a state store holds a layer's state in at most 65536 rows of at most 4 KiB.
     return {ErrorCode::kInvalidArgument,
             fmt::format("geometry: {} recurrent layers of {} state bytes each: both or neither "
-                        "must be given, at most 1024 layers of at most 1 GiB, in whole 8-byte "
+                        "must be given, at most 1024 layers of at most 256 MiB, in whole 8-byte "
                         "words",
                         state_layers, state_bytes)};
   }

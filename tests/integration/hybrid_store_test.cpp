@@ -428,7 +428,9 @@ TEST(HybridStore, HybridGeometriesThatCannotBeKeptAreRefused) {
   refused(g);  // not whole words
   g = m.rank(0, 1);
   g.state_bytes = 0;
-  refused(g);                // layers without a size
+  refused(g);  // layers without a size
+  g.state_bytes = 512ull << 20;
+  refused(g);                // over 256 MiB a layer
   refused(m.rank(0, 1), 1);  // format 1 keeps no hybrid model
   // A state given for a model without recurrent layers is refused, not ignored.
   m.state_layers = 0;
