@@ -194,9 +194,14 @@ class KVTIER_EXPORT Engine {
   Engine(std::vector<std::unique_ptr<Impl>> parts, KvGeometry geometry);
   struct Delivered;
   Result<RestoreResult> delivered(Result<RestoreResult> result);
+  /// Whether calls deliver what no single part counts (several parts, or a format-1 store).
+  [[nodiscard]] bool counts_delivered() const;
   Result<CeilingResult> ceiling_of_parts(std::span<const Token> tokens);
   /// One per store this rank uses: its own (format 1), or each head group it holds (format 2).
   std::vector<std::unique_ptr<Impl>> parts_;
+  /// A TP-free store's rank may find a store of its own TP layout in format 1 beside it: served
+  /// read-only by lookups and restores (null: none).
+  std::unique_ptr<Impl> format1_;
   KvGeometry geometry_;  ///< the rank's, as opened
   std::unique_ptr<Delivered> delivered_;
 };

@@ -93,7 +93,9 @@ Result<std::unique_ptr<Engine>> Engine::open(const Options& options) {
     KVTIER_ASSIGN_OR_RETURN(auto parts, open_store_parts(options));
     KvGeometry geometry = options.geometry;
     if (options.store_format == 1) geometry = parts[0]->options_.geometry;
-    return std::unique_ptr<Engine>(new Engine(std::move(parts), std::move(geometry)));
+    auto engine = std::unique_ptr<Engine>(new Engine(std::move(parts), std::move(geometry)));
+    engine->format1_ = open_format1_beside(options);
+    return engine;
   });
 }
 
@@ -121,12 +123,31 @@ Result<SaveResult> save_any(const Parts& parts, const KvGeometry& g, std::span<c
   return save_parts(parts, tokens, source);
 }
 
+/// Tokens of the prefix of `tokens` `part`'s local index holds.
+uint64_t held_locally(Engine::Impl& part, std::span<const Token> tokens) {
+  uint64_t held = 0;
+  for (const LocatedRecord& r : part.find_prefix(tokens)) held += r.meta.token_count;
+  return held;
+}
+
 template <typename Kv>
-Result<RestoreResult> restore_any(const Parts& parts, const KvGeometry& g,
+Result<RestoreResult> restore_any(const Parts& parts, Engine::Impl* format1, const KvGeometry& g,
                                   std::span<const Token> tokens, const Kv& destination,
                                   const StateMemory* state) {
   KVTIER_TRY(needs_state(g, state != nullptr));
   if (g.hybrid()) return hybrid_restore(parts, g, tokens, destination, state);
+  if (format1 != nullptr) {
+    // The format-1 store beside serves a session it holds further than the TP-free one does.
+    uint64_t tp_free = tokens.size();
+    for (const auto& part : parts) {
+      part->follow_writer();
+      tp_free = std::min(tp_free, held_locally(*part, tokens));
+    }
+    if (held_locally(*format1, tokens) > tp_free) {
+      return on_kv_memory(*format1, destination, /*restore=*/true,
+                          [&](Engine::Impl& p, const KvMemory& t) { return p.restore(tokens, t); });
+    }
+  }
   return restore_parts(parts, tokens, destination);
 }
 
@@ -160,27 +181,32 @@ Result<uint64_t> Engine::lookup(std::span<const Token> tokens) {
       KVTIER_ASSIGN_OR_RETURN(uint64_t h, part->lookup(tokens));
       held = std::min(held, h);
     }
-    if (parts_.size() > 1) delivered_->lookup_hit_tokens += held;
+    if (format1_) held = std::max(held, held_locally(*format1_, tokens));
+    if (counts_delivered()) delivered_->lookup_hit_tokens += held;
     return held;
   });
 }
 Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const ChunkedKv& destination) {
-  return guarded(
-      [&] { return delivered(restore_any(parts_, geometry_, tokens, destination, nullptr)); });
+  return guarded([&] {
+    return delivered(restore_any(parts_, format1_.get(), geometry_, tokens, destination, nullptr));
+  });
 }
 Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const PagedKv& destination) {
-  return guarded(
-      [&] { return delivered(restore_any(parts_, geometry_, tokens, destination, nullptr)); });
+  return guarded([&] {
+    return delivered(restore_any(parts_, format1_.get(), geometry_, tokens, destination, nullptr));
+  });
 }
 Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const ChunkedKv& destination,
                                       const StateMemory& state) {
-  return guarded(
-      [&] { return delivered(restore_any(parts_, geometry_, tokens, destination, &state)); });
+  return guarded([&] {
+    return delivered(restore_any(parts_, format1_.get(), geometry_, tokens, destination, &state));
+  });
 }
 Result<RestoreResult> Engine::restore(std::span<const Token> tokens, const PagedKv& destination,
                                       const StateMemory& state) {
-  return guarded(
-      [&] { return delivered(restore_any(parts_, geometry_, tokens, destination, &state)); });
+  return guarded([&] {
+    return delivered(restore_any(parts_, format1_.get(), geometry_, tokens, destination, &state));
+  });
 }
 Result<uint64_t> Engine::evict(std::span<const Token> tokens) {
   return guarded([&]() -> Result<uint64_t> {
@@ -280,7 +306,7 @@ Stats Engine::stats() const {
   std::vector<Stats> each;
   for (const auto& part : parts_) each.push_back(part->stats());
   Stats all = combine_part_stats(each);
-  if (parts_.size() > 1) {
+  if (counts_delivered()) {
     // What the calls delivered: the prefix every part held or restored.
     all.lookup_hit_tokens = delivered_->lookup_hit_tokens;
     all.tokens_restored = delivered_->tokens_restored;
@@ -289,8 +315,10 @@ Stats Engine::stats() const {
   return all;
 }
 
+bool Engine::counts_delivered() const { return parts_.size() > 1 || format1_ != nullptr; }
+
 Result<RestoreResult> Engine::delivered(Result<RestoreResult> result) {
-  if (result && parts_.size() > 1) delivered_->tokens_restored += result->tokens_restored;
+  if (result && counts_delivered()) delivered_->tokens_restored += result->tokens_restored;
   return result;
 }
 std::vector<SegmentInfo> Engine::segments() const {

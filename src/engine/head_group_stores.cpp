@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <string_view>
 #include <thread>
 
@@ -270,6 +271,50 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
         rank.hybrid() ? "stores: head groups, layer kinds and state" : "head-group stores");
   }
   return parts;
+}
+
+std::unique_ptr<Engine::Impl> open_format1_beside(const Options& options) {
+  const KvGeometry& rank = options.geometry;
+  // Format 1 keeps neither a latent nor a hybrid model, nor ranks replicating a head.
+  if (options.store_format != 2 || rank.kv_tensors != 2 || rank.hybrid() ||
+      (rank.kv_heads_total != 0 && rank.kv_heads_total != rank.kv_heads * rank.tp_world)) {
+    return nullptr;
+  }
+  // Most TP-free stores have none beside them: looked for before an engine (staging and all) is
+  // made to open one.
+  const std::string rank_dir = fmt::format("rank{}of{}", rank.tp_rank, rank.tp_world);
+  std::vector<std::string> roots = options.extra_roots;
+  roots.push_back(options.root);
+  if (std::none_of(roots.begin(), roots.end(), [&](const std::string& root) {
+        std::error_code ec;
+        return std::filesystem::exists(std::filesystem::path(root) / rank_dir, ec);
+      })) {
+    return nullptr;
+  }
+  Options o = options;
+  o.store_format = 1;
+  o.geometry.kv_heads_total = 0;
+  o.read_only = true;
+  o.dram_bytes = 0;
+  o.remote = {};
+  auto impl = Engine::Impl::create(o);
+  if (!impl) {
+    if (impl.error().code() != ErrorCode::kNotFound) {
+      const Logger log(options.log_sink, options.log_level.value_or(LogLevel::kWarn));
+      KVTIER_LOG(log, kWarn,
+                 "a format-1 store of rank {} of TP {} lies beside this TP-free store but cannot "
+                 "be read, so it is not served: {}",
+                 rank.tp_rank, rank.tp_world, impl.error().message());
+    }
+    return nullptr;
+  }
+  KVTIER_LOG((*impl)->log_, kWarn,
+             "{} is a format-1 store (one per TP rank): served read-only beside the TP-free store "
+             "(kvtier2/), by ranks of TP {} only; new saves go to the TP-free store. Its records "
+             "hold keys, not tokens, and cannot be rewritten as format 2: its sessions move as "
+             "they are saved again; remove it when it is no longer needed",
+             (*impl)->store_dir_, rank.tp_world);
+  return std::move(*impl);
 }
 
 Stats combine_part_stats(std::span<const Stats> parts) {

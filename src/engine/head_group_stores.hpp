@@ -17,6 +17,12 @@ namespace kvtier {
 [[nodiscard]] Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(
     const Options& options);
 
+/// A store per rank (format 1) of `options`' rank beside its TP-free store, opened read-only so
+/// that its sessions are still served (docs/format.md "Format-1 stores beside a TP-free store"):
+/// null when there is none, or for a model format 1 cannot hold; one that cannot be opened is
+/// said in the log and left alone, never failing the open.
+[[nodiscard]] std::unique_ptr<Engine::Impl> open_format1_beside(const Options& options);
+
 /// The parts' Stats as one engine's: counts of records, bytes and store contents summed; counts of
 /// calls (every call goes to every part) and latencies taken from the first part; sizes and drive
 /// counts (every part has the same drives) their largest; texts the first non-empty.

@@ -649,5 +649,70 @@ TEST(TpFreeStore, ACorruptRecordIsAMissForAFollowerNotAnError) {
   EXPECT_EQ(*(*follower)->lookup(tokens), 32u);
 }
 
+TEST(TpFreeStore, AFormat1StoreBesideIsServedReadOnlyToRanksOfItsTpSize) {
+  Model m{.heads = 4, .layers = 2, .head_dim = 8, .element_bytes = 2, .chunk = 8, .tokens = 37};
+  std::mt19937_64 rng(testing::test_seed());
+  const std::vector<std::byte> whole = whole_kv(m, rng);
+  const std::vector<Token> old_session = token_run(m.tokens, 10);
+  const std::vector<Token> new_session = token_run(m.tokens, 5000);
+  TempDir dir;
+  auto format1 = [&](uint32_t r) {
+    Options o = options_for(dir.str(), m.rank(r, 2), m.max_tp);
+    o.store_format = 1;
+    o.geometry.kv_heads_total = 0;
+    return o;
+  };
+  for (uint32_t r = 0; r < 2; ++r) {  // a TP-2 deployment of format 1
+    auto e = Engine::open(format1(r));
+    ASSERT_TRUE(e) << e.error().message();
+    std::vector<std::byte> slice = rank_slice(m, whole, r, 2);
+    ASSERT_TRUE((*e)->save(old_session, host_kv(slice, m.tokens)));
+  }
+  for (uint32_t r = 0; r < 2; ++r) {
+    std::vector<std::string> lines;
+    Options o = options_for(dir.str(), m.rank(r, 2), m.max_tp);
+    o.log_sink = [&](LogLevel, std::string_view line) { lines.emplace_back(line); };
+    auto e = Engine::open(o);
+    ASSERT_TRUE(e) << e.error().message();
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_NE(lines[0].find("is a format-1 store"), std::string::npos) << lines[0];
+    EXPECT_EQ(*(*e)->lookup(old_session), m.tokens);
+    const std::vector<std::byte> want = rank_slice(m, whole, r, 2);
+    std::vector<std::byte> got(want.size());
+    auto restored = (*e)->restore(old_session, host_kv(got, m.tokens));
+    ASSERT_TRUE(restored) << restored.error().message();
+    EXPECT_EQ(restored->tokens_restored, m.tokens);
+    EXPECT_TRUE(got == want);
+    EXPECT_EQ((*e)->stats().tokens_restored, m.tokens);
+    // New saves go to the TP-free store; the format-1 one is read only.
+    std::vector<std::byte> slice = want;
+    ASSERT_TRUE((*e)->save(new_session, host_kv(slice, m.tokens)));
+    EXPECT_EQ(*(*e)->lookup(new_session), m.tokens);
+  }
+  {
+    auto e = Engine::open(format1(0));
+    ASSERT_TRUE(e);
+    EXPECT_EQ(*(*e)->lookup(new_session), 0u) << "a save went into the format-1 store";
+    EXPECT_EQ(*(*e)->lookup(old_session), m.tokens);
+  }
+  // Another TP size reads the TP-free store only: the new session, not the old.
+  auto four = Engine::open(options_for(dir.str(), m.rank(0, 4), m.max_tp));
+  ASSERT_TRUE(four);
+  EXPECT_EQ(*(*four)->lookup(old_session), 0u);
+  EXPECT_EQ(*(*four)->lookup(new_session), m.tokens);
+  four->reset();
+  // A format-1 store that cannot be read is said and left alone; the TP-free store opens.
+  { std::ofstream(dir.path() / "rank1of2" / "MANIFEST.json", std::ios::trunc) << "{ not json"; }
+  std::vector<std::string> lines;
+  Options o = options_for(dir.str(), m.rank(1, 2), m.max_tp);
+  o.log_sink = [&](LogLevel, std::string_view line) { lines.emplace_back(line); };
+  auto e = Engine::open(o);
+  ASSERT_TRUE(e) << e.error().message();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("cannot be read"), std::string::npos) << lines[0];
+  EXPECT_EQ(*(*e)->lookup(old_session), 0u);
+  EXPECT_EQ(*(*e)->lookup(new_session), m.tokens);
+}
+
 }  // namespace
 }  // namespace kvtier
