@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// A hybrid model (sliding-window layers beside full-attention ones, recurrent state) on a real
+// CUDA device: saved from GPU memory, restored into GPU memory, contiguous and paged, through the
+// direct path and the DRAM tier. A part's layers of contiguous memory are addressed as a paged
+// kv_first view and a state as one, both by the CUDA kernels. Every byte compared: full layers
+// for every token, window layers from the window's chunk on (and untouched before it), the state.
+// Skipped without a GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "paged_reference.hpp"
+#include "test_util.hpp"
+
+namespace kvtier {
+namespace {
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+constexpr uint32_t kHeads = 4, kDim = 64, kChunk = 64, kBlock = 16, kWindow = 100;
+constexpr uint32_t kStateLayers = 2;
+constexpr uint64_t kStateBytes = 8192, kTokens = 333;
+constexpr std::byte kPoison{0xEE};
+
+KvGeometry hybrid_geometry() {
+  KvGeometry g;
+  g.model_id = "hybrid-gpu";
+  g.layers = 4;
+  g.kv_heads = kHeads;
+  g.head_dim = kDim;
+  g.element_bytes = 2;
+  g.chunk_tokens = kChunk;
+  g.layer_kinds = {LayerKind::kFullAttention, LayerKind::kSlidingWindow, LayerKind::kFullAttention,
+                   LayerKind::kSlidingWindow};
+  g.window_tokens = kWindow;
+  g.state_layers = kStateLayers;
+  g.state_bytes = kStateBytes;
+  return g;
+}
+
+/// GPU memory holding a copy of `bytes`, freed with it.
+struct Device {
+  explicit Device(const std::vector<std::byte>& bytes) : size(bytes.size()) {
+    EXPECT_EQ(cudaMalloc(&p, size), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(p, bytes.data(), size, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~Device() { cudaFree(p); }
+  std::vector<std::byte> download() const {
+    std::vector<std::byte> out(size);
+    EXPECT_EQ(cudaMemcpy(out.data(), p, size, cudaMemcpyDeviceToHost), cudaSuccess);
+    return out;
+  }
+  void* p = nullptr;
+  uint64_t size;
+};
+
+StateMemory state_view(const Device& d) {
+  StateMemory s;
+  for (uint32_t l = 0; l < kStateLayers; ++l)
+    s.layers.push_back(
+        {static_cast<std::byte*>(d.p) + l * kStateBytes, kStateBytes, MemoryKind::kCuda, 0});
+  return s;
+}
+
+/// Counts rows of `got` (contiguous [2, layers, tokens, row]) that differ from `want` where the
+/// restore must write them, and rows written where it must not.
+std::pair<uint64_t, uint64_t> compare(const KvGeometry& g, const std::vector<std::byte>& got,
+                                      const std::vector<std::byte>& want) {
+  const uint64_t row = g.row_bytes(), from = (kTokens - kWindow) / kChunk * kChunk;
+  uint64_t wrong = 0, touched = 0;
+  for (uint32_t kv = 0; kv < 2; ++kv) {
+    for (uint32_t l = 0; l < g.layers; ++l) {
+      for (uint64_t t = 0; t < kTokens; ++t) {
+        const uint64_t at = ((uint64_t{kv} * g.layers + l) * kTokens + t) * row;
+        if (g.layer_kinds[l] == LayerKind::kSlidingWindow && t < from) {
+          touched += std::any_of(got.begin() + at, got.begin() + at + row,
+                                 [](std::byte b) { return b != kPoison; });
+        } else {
+          wrong += std::memcmp(got.data() + at, want.data() + at, row) != 0;
+        }
+      }
+    }
+  }
+  return {wrong, touched};
+}
+
+TEST(HybridGpu, KvWindowAndStateRoundTripThroughGpuMemory) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(testing::test_seed());
+  const KvGeometry g = hybrid_geometry();
+  std::vector<std::byte> kv(g.bytes_for_tokens(kTokens)), state(kStateLayers * kStateBytes);
+  for (auto& b : kv) b = static_cast<std::byte>(rng());
+  for (auto& b : state) b = static_cast<std::byte>(rng());
+  std::vector<Token> tokens(kTokens);
+  for (auto& t : tokens) t = static_cast<Token>(rng() % 100000);
+  for (uint64_t dram : {uint64_t{0}, uint64_t{64} << 20}) {
+    SCOPED_TRACE(dram ? "DRAM tier" : "direct");
+    testing::TempDir dir;
+    Options o = testing::small_options(dir.str(), g);
+    o.store_format = 2;
+    o.io_path = IoPath::kDirect;
+    o.dram_bytes = dram;
+    o.tune = false;
+    auto e = Engine::open(o);
+    ASSERT_TRUE(e) << e.error().message();
+    {
+      const Device source(kv), source_state(state);
+      auto saved = (*e)->save(
+          tokens,
+          ChunkedKv{{static_cast<std::byte*>(source.p), source.size, MemoryKind::kCuda, 0},
+                    kTokens},
+          state_view(source_state));
+      ASSERT_TRUE(saved) << saved.error().message();
+      EXPECT_EQ(saved->tokens_stored, kTokens);
+    }
+    // Contiguous GPU memory.
+    {
+      const Device dest(std::vector<std::byte>(kv.size(), kPoison));
+      const Device dest_state(std::vector<std::byte>(state.size(), kPoison));
+      auto restored = (*e)->restore(
+          tokens,
+          ChunkedKv{{static_cast<std::byte*>(dest.p), dest.size, MemoryKind::kCuda, 0}, kTokens},
+          state_view(dest_state));
+      ASSERT_TRUE(restored) << restored.error().message();
+      EXPECT_EQ(restored->tokens_restored, kTokens) << restored->problem;
+      const auto [wrong, touched] = compare(g, dest.download(), kv);
+      EXPECT_EQ(wrong, 0u);
+      EXPECT_EQ(touched, 0u);
+      EXPECT_TRUE(dest_state.download() == state);
+    }
+    // Paged GPU memory, every layout.
+    for (PagedLayout layout : {PagedLayout::kKvFirst, PagedLayout::kBlockFirst,
+                               PagedLayout::kPackedHeads, PagedLayout::kPackedTokens}) {
+      SCOPED_TRACE("layout " + std::to_string(static_cast<int>(layout)));
+      testing::PagedHost host(g, 30, kBlock, layout);
+      const std::vector<int32_t> table = testing::shuffled_blocks(kTokens, kBlock, 30, rng());
+      std::vector<std::unique_ptr<Device>> layers;
+      PagedKv view = host.view;
+      view.block_table = table;
+      view.layers.clear();
+      for (auto& l : host.layers) {
+        layers.push_back(std::make_unique<Device>(l));
+        view.layers.push_back(
+            {static_cast<std::byte*>(layers.back()->p), l.size(), MemoryKind::kCuda, 0});
+      }
+      const Device dest_state(std::vector<std::byte>(state.size(), kPoison));
+      auto restored = (*e)->restore(tokens, view, state_view(dest_state));
+      ASSERT_TRUE(restored) << restored.error().message();
+      EXPECT_EQ(restored->tokens_restored, kTokens) << restored->problem;
+      for (size_t l = 0; l < layers.size(); ++l) host.layers[l] = layers[l]->download();
+      std::vector<std::byte> got(kv.size(), kPoison);
+      testing::move_all(g, host, table, got.data(), kTokens, kTokens, /*to_paged=*/false);
+      const auto [wrong, touched] = compare(g, got, kv);
+      EXPECT_EQ(wrong, 0u);
+      EXPECT_EQ(touched, 0u);
+      EXPECT_TRUE(dest_state.download() == state);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvtier
