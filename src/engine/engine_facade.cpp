@@ -310,7 +310,10 @@ Stats Engine::stats() const {
     // What the calls delivered: the prefix every part held or restored.
     all.lookup_hit_tokens = delivered_->lookup_hit_tokens;
     all.tokens_restored = delivered_->tokens_restored;
-    all.bytes_restored = delivered_->tokens_restored * geometry_.bytes_per_token();
+    // A hybrid model's parts restore different spans of different layers (and its state): what
+    // they counted, summed. Otherwise every layer of the prefix every part delivered.
+    if (!geometry_.hybrid())
+      all.bytes_restored = delivered_->tokens_restored * geometry_.bytes_per_token();
   }
   return all;
 }

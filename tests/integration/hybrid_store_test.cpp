@@ -301,6 +301,8 @@ TEST(HybridStore, ALookupHitsOnlyAtABoundaryWhoseStateAndWindowAreHeld) {
   ASSERT_TRUE(restored) << restored.error().message();
   EXPECT_EQ(restored->tokens_restored, 24u);
   EXPECT_TRUE(state == state24);
+  // Bytes restored: two full layers of 24 tokens, the window layer's 8 (tokens 16-23), the state.
+  EXPECT_EQ(e->stats().bytes_restored, m.rank(0, 1).row_bytes() * 2 * (2 * 24 + 8) + 2 * 48);
   // The KV of that boundary: layers 0 and 2 (full) for tokens [0, 24), the window layer from the
   // chunk holding token 24 - 5 on, nothing past 24.
   const uint64_t row = m.rank(0, 1).row_bytes();
