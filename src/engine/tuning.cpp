@@ -37,6 +37,12 @@ std::string utc_now() {
       fmt::gmtime(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now())));
 }
 
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 DriveTuningInfo info_of(const std::string& dir, const DriveTuning& t, std::string state) {
   return {dir, t.request_bytes, t.in_flight, t.bytes_per_second, std::move(state)};
 }
@@ -104,15 +110,29 @@ std::vector<DriveTuningInfo> tune_drives(Store& store, TuneMode mode, const Logg
       continue;
     }
     std::optional<DriveTuning> kept;
+    std::optional<DriveTuning> failed;  // a probe that failed, recorded
     std::string why_untuned = "not tuned yet";
     if (auto read = read_drive_tuning(fs, sample.dir)) {
-      kept = *read;
+      if (*read && !(*read)->failed.empty()) {
+        failed = *read;
+      } else {
+        kept = *read;
+      }
     } else {
       why_untuned = "not tuned: " + read.error().message();
       KVTIER_LOG(log, kWarn, "drive tuning: {}; the drive counts as not tuned",
                  read.error().message());
     }
-    const bool probe = mode == TuneMode::kProbeAll || (mode == TuneMode::kProbeUntuned && !kept);
+    const int64_t now = unix_now();
+    const bool retry_due = !failed || now - failed->failed_at >= config.retry_failed_after_seconds;
+    if (failed) {
+      why_untuned = fmt::format(
+          "not tuned: probe failed at {} ({}); probed again at an open from {} s after, or by "
+          "tune",
+          failed->probed_at, failed->failed, config.retry_failed_after_seconds);
+    }
+    const bool probe =
+        mode == TuneMode::kProbeAll || (mode == TuneMode::kProbeUntuned && !kept && retry_due);
     if (!probe) {
       out.push_back(kept ? info_of(sample.dir, *kept, "kept")
                          : DriveTuningInfo{sample.dir, 0, 0, 0, why_untuned});
@@ -136,7 +156,20 @@ std::vector<DriveTuningInfo> tune_drives(Store& store, TuneMode mode, const Logg
     if (!found) {
       KVTIER_LOG(log, kWarn, "drive tuning: probing {} failed ({}); {}", sample.dir,
                  found.error().message(),
-                 kept ? "its earlier tuning stays" : "it is read with the defaults");
+                 kept ? "its earlier tuning stays"
+                      : fmt::format("it is read with the defaults, and probed again at an open "
+                                    "{} s from now or by tune",
+                                    config.retry_failed_after_seconds));
+      if (!kept) {
+        // Kept, so that a drive that keeps failing is not read by every open; a record that
+        // cannot be written only means the next open tries again.
+        const DriveTuning record{0,  0, 0, sample.largest->path, utc_now(), found.error().message(),
+                                 now};
+        if (Status st = write_drive_tuning(fs, sample.dir, record); !st.ok()) {
+          KVTIER_LOG(log, kWarn, "drive tuning: {}'s failed probe could not be recorded: {}",
+                     sample.dir, st.message());
+        }
+      }
       out.push_back(
           kept ? info_of(sample.dir, *kept, "kept (probe failed: " + found.error().message() + ")")
                : DriveTuningInfo{sample.dir, 0, 0, 0,

@@ -19,6 +19,10 @@ struct TuningConfig {
   /// A drive is probed at open once one of its segments holds this many written bytes: fewer is
   /// too little to see past the drive's own cache, and a store that small restores quickly anyway.
   uint64_t min_written_bytes = uint64_t{256} << 20;
+  /// A drive whose probe failed (and that has no earlier tuning) is probed again at open only
+  /// this long after (Engine::tune() probes it whenever asked): a drive that keeps failing does
+  /// not make every open read it.
+  int64_t retry_failed_after_seconds = 3600;
   /// Engine::tune() probes a drive with this much or more.
   uint64_t min_written_bytes_on_request = uint64_t{16} << 20;
   /// The sweep (request sizes larger than the file and staging beyond it are left out).

@@ -26,6 +26,14 @@ Result<std::optional<DriveTuning>> read_drive_tuning(FileSystem& fs, const std::
     if (j.at("format") != "kvtier-drive-tuning") {
       return fail(ErrorCode::kCorrupt, path + ": not a kvtier drive tuning");
     }
+    if (j.contains("failed")) {
+      t.failed = j.at("failed").get<std::string>();
+      t.failed_at = j.at("failed_at").get<int64_t>();
+      if (t.failed.empty() || t.failed_at <= 0) {
+        return fail(ErrorCode::kCorrupt, path + ": a failed probe's record without its reason");
+      }
+      return std::optional<DriveTuning>{t};
+    }
     t.request_bytes = j.at("request_bytes").get<uint64_t>();
     const auto in_flight = j.at("in_flight").get<uint64_t>();
     if (in_flight == 0 || in_flight > kMostInFlight) {
@@ -49,10 +57,19 @@ Result<std::optional<DriveTuning>> read_drive_tuning(FileSystem& fs, const std::
 }
 
 Status write_drive_tuning(FileSystem& fs, const std::string& dir, const DriveTuning& t) {
-  const nlohmann::ordered_json j = {
-      {"format", "kvtier-drive-tuning"}, {"request_bytes", t.request_bytes},
-      {"in_flight", t.in_flight},        {"bytes_per_second", t.bytes_per_second},
-      {"probed_file", t.probed_file},    {"probed_at", t.probed_at}};
+  nlohmann::ordered_json j = {{"format", "kvtier-drive-tuning"}};
+  if (!t.failed.empty()) {
+    j["failed"] = t.failed;
+    j["failed_at"] = t.failed_at;
+    j["probed_file"] = t.probed_file;
+    j["probed_at"] = t.probed_at;
+  } else {
+    j["request_bytes"] = t.request_bytes;
+    j["in_flight"] = t.in_flight;
+    j["bytes_per_second"] = t.bytes_per_second;
+    j["probed_file"] = t.probed_file;
+    j["probed_at"] = t.probed_at;
+  }
   const std::string text = j.dump(1) + "\n";
   return write_file_atomic(fs, dir, kTuningName,
                            {reinterpret_cast<const std::byte*>(text.data()), text.size()});

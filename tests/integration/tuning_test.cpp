@@ -54,16 +54,16 @@ class TuningTest : public ::testing::Test {
     if (fd < 0)
       GTEST_SKIP() << "O_DIRECT refused in " << dir_.path() << ": " << std::strerror(errno);
     ::close(fd);
-    TuningConfig c;
-    c.min_written_bytes = 4 * kMiB;
-    c.min_written_bytes_on_request = kMiB;
-    c.probe.request_sizes = {64u << 10, 256u << 10, 1u << 20};
-    c.probe.in_flight = {1, 2, 4, 8};
-    c.probe.max_staging_bytes = 8 * kMiB;
-    c.probe.bytes_per_trial = 4 * kMiB;
-    set_tuning_config_for_testing(c);
+    config_.min_written_bytes = 4 * kMiB;
+    config_.min_written_bytes_on_request = kMiB;
+    config_.probe.request_sizes = {64u << 10, 256u << 10, 1u << 20};
+    config_.probe.in_flight = {1, 2, 4, 8};
+    config_.probe.max_staging_bytes = 8 * kMiB;
+    config_.probe.bytes_per_trial = 4 * kMiB;
+    set_tuning_config_for_testing(config_);
   }
   void TearDown() override { set_tuning_config_for_testing(std::nullopt); }
+  TuningConfig config_;
 
   std::string root(size_t i) const { return (dir_.path() / fmt::format("drive{}", i)).string(); }
   std::string tuning_file(size_t i) const { return root(i) + "/rank0of1/" + kTuningName; }
@@ -187,9 +187,31 @@ TEST_F(TuningTest, AFailedProbeLeavesTheDefaultsAndSaysWhy) {
   EXPECT_EQ(s.request_bytes, 16 * kMiB);
   EXPECT_EQ(s.staging_bytes, 128 * kMiB);
   EXPECT_TRUE(s.drives[0].state.starts_with("not tuned: probe failed")) << s.drives[0].state;
-  EXPECT_FALSE(fs::exists(tuning_file(0)));
   EXPECT_NE(log_.find("probing"), std::string::npos) << log_;
-  // Nothing was lost: the next open (drive healthy again) probes it and every byte is there.
+  // The failure is kept with the drive, so that the next open does not read it again at once:
+  // defaults, saying why, and every byte there.
+  auto record = read_drive_tuning(*FileSystem::posix(), root(0) + "/rank0of1");
+  ASSERT_TRUE(record.has_value()) << record.error().to_string();
+  ASSERT_TRUE(record->has_value());
+  EXPECT_FALSE((*record)->failed.empty());
+  EXPECT_EQ((*record)->request_bytes, 0u);
+  {
+    auto e = Engine::open(o);
+    ASSERT_TRUE(e.has_value()) << e.error().to_string();
+    const IoSettings again = (*e)->io_settings();
+    EXPECT_EQ(again.source, "defaults") << describe(again);
+    EXPECT_NE(again.drives[0].state.find("probed again at an open from 3600 s"), std::string::npos)
+        << again.drives[0].state;
+    EXPECT_EQ(testing::restored_exact(**e, g_, sessions[0]), sessions[0].size());
+    // Asked for, a probe runs whenever: the drive is healthy again and gets its tuning.
+    auto tuned = (*e)->tune();
+    ASSERT_TRUE(tuned.has_value()) << tuned.error().to_string();
+    EXPECT_EQ(tuned->drives[0].state, "probed");
+  }
+  // Once the retry time has passed an open probes it again (the time set to now here).
+  ASSERT_TRUE(write_drive_tuning(*FileSystem::posix(), root(0) + "/rank0of1", **record).ok());
+  config_.retry_failed_after_seconds = 0;
+  set_tuning_config_for_testing(config_);
   auto e = Engine::open(o);
   ASSERT_TRUE(e.has_value()) << e.error().to_string();
   EXPECT_EQ((*e)->io_settings().source, "tuned") << describe((*e)->io_settings());
