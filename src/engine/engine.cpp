@@ -87,9 +87,12 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
     share.capacity_bytes = part.new_store_capacity;
     KVTIER_ASSIGN_OR_RETURN(impl->options_, share.resolved());
   }
+  if (part.no_dram) impl->options_.dram_bytes = 0;  // not even from KVTIER_DRAM_BYTES
   const Options& o = impl->options_;
   impl->log_ = Logger(o.log_sink, o.log_level.value_or(LogLevel::kWarn));
   KVTIER_ASSIGN_OR_RETURN(StoreRequest request, store_request(options));
+  // A read-only open takes the store as it is: it could apply no other segment size or capacity.
+  if (o.read_only) request = {};
   // Host memory before the store: an engine that cannot have it creates no store.
   if (o.dram_bytes > 0) {
     KVTIER_ASSIGN_OR_RETURN(
@@ -231,6 +234,12 @@ std::vector<LocatedRecord> Engine::Impl::find_prefix(std::span<const Token> toke
 
 Result<uint64_t> Engine::Impl::lookup(std::span<const Token> tokens) {
   counters_.lookups++;
+  const uint64_t hit = reachable_prefix(tokens);
+  counters_.lookup_hit_tokens += hit;
+  return hit;
+}
+
+uint64_t Engine::Impl::reachable_prefix(std::span<const Token> tokens) {
   const uint64_t chunk = options_.geometry.chunk_tokens;
   const std::vector<Key128> keys = chain_keys(namespace_, tokens, chunk);
   const std::vector<LocatedRecord> found = find_prefix(tokens, keys);
@@ -243,7 +252,6 @@ Result<uint64_t> Engine::Impl::lookup(std::span<const Token> tokens) {
     const uint64_t held = tier->held_run(tokens, keys, from);
     if (held > 0) hit = std::max(hit, std::min<uint64_t>((from + held) * chunk, tokens.size()));
   }
-  counters_.lookup_hit_tokens += hit;
   return hit;
 }
 

@@ -137,15 +137,28 @@ Result<RestoreResult> restore_any(const Parts& parts, Engine::Impl* format1, con
   KVTIER_TRY(needs_state(g, state != nullptr));
   if (g.hybrid()) return hybrid_restore(parts, g, tokens, destination, state);
   if (format1 != nullptr) {
-    // The format-1 store beside serves a session it holds further than the TP-free one does.
+    // The format-1 store beside serves a session it holds further than the TP-free store (and
+    // the cluster behind it) would deliver; where it falls short of that (a record failed its
+    // check), the TP-free store serves after all.
     uint64_t tp_free = tokens.size();
     for (const auto& part : parts) {
       part->follow_writer();
-      tp_free = std::min(tp_free, held_locally(*part, tokens));
+      tp_free = std::min(tp_free, part->reachable_prefix(tokens));
     }
     if (held_locally(*format1, tokens) > tp_free) {
-      return on_kv_memory(*format1, destination, /*restore=*/true,
-                          [&](Engine::Impl& p, const KvMemory& t) { return p.restore(tokens, t); });
+      Result<RestoreResult> old =
+          on_kv_memory(*format1, destination, /*restore=*/true,
+                       [&](Engine::Impl& p, const KvMemory& t) { return p.restore(tokens, t); });
+      if (!old || old->tokens_restored >= tp_free) return old;
+      Result<RestoreResult> now = restore_parts(parts, tokens, destination);
+      if (now && now->tokens_restored < old->tokens_restored) {
+        // Both fell short: the format-1 prefix is no longer in place (the TP-free restore wrote
+        // over it). Served again.
+        return on_kv_memory(
+            *format1, destination, /*restore=*/true,
+            [&](Engine::Impl& p, const KvMemory& t) { return p.restore(tokens, t); });
+      }
+      return now;
     }
   }
   return restore_parts(parts, tokens, destination);
@@ -181,7 +194,7 @@ Result<uint64_t> Engine::lookup(std::span<const Token> tokens) {
       KVTIER_ASSIGN_OR_RETURN(uint64_t h, part->lookup(tokens));
       held = std::min(held, h);
     }
-    if (format1_) held = std::max(held, held_locally(*format1_, tokens));
+    if (format1_) held = std::max(held, held_locally(*format1_, tokens));  // restore_any's choice
     if (counts_delivered()) delivered_->lookup_hit_tokens += held;
     return held;
   });
@@ -305,7 +318,10 @@ Status Engine::drop_page_cache() {
 Stats Engine::stats() const {
   std::vector<Stats> each;
   for (const auto& part : parts_) each.push_back(part->stats());
+  // The format-1 store served beside: its records and what it served count too.
+  if (format1_) each.push_back(format1_->stats());
   Stats all = combine_part_stats(each);
+  if (format1_) all.restores += each.back().restores;  // calls it served, which no part saw
   if (counts_delivered()) {
     // What the calls delivered: the prefix every part held or restored.
     all.lookup_hit_tokens = delivered_->lookup_hit_tokens;

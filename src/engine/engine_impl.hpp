@@ -73,6 +73,9 @@ struct StorePart {
   /// of the default; 0: the default.
   uint64_t new_store_capacity = 0;
   uint32_t share_of_rank = 1;  ///< the parts the rank's memory bounds are split over
+  /// No DRAM tier, whatever the options or the environment ask (a follower, a read-only store
+  /// served beside): it could only hold what a save writes through it.
+  bool no_dram = false;
   /// A hybrid model's part (head_group_stores.cpp, hybrid.cpp): the kind of record it keeps
   /// (RecordKind), and which of the caller's `memory_layers` KV layers its records hold, in order
   /// (empty: all of them).
@@ -121,6 +124,8 @@ class Engine::Impl {
   /// `tokens`' chunks under this part's namespace, `first_chunk` on.
   std::vector<ChunkRef> chunk_refs(std::span<const Token> tokens, size_t first_chunk = 0) const;
   Result<uint64_t> lookup(std::span<const Token> tokens);
+  /// What lookup() answers, uncounted: the local prefix and what the tiers behind hold past it.
+  uint64_t reachable_prefix(std::span<const Token> tokens);
   /// Counts a lookup the facade answered from several parts (a hybrid model's).
   void count_lookup() { counters_.lookups++; }
   Result<RestoreResult> restore(std::span<const Token> tokens, const KvMemory& destination);

@@ -209,7 +209,7 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
     part.follower = !held.writes;
     if (part.follower) {
       o.read_only = true;
-      o.dram_bytes = 0;
+      part.no_dram = true;
     }
     return o;
   };
@@ -295,9 +295,10 @@ std::unique_ptr<Engine::Impl> open_format1_beside(const Options& options) {
   o.store_format = 1;
   o.geometry.kv_heads_total = 0;
   o.read_only = true;
-  o.dram_bytes = 0;
   o.remote = {};
-  auto impl = Engine::Impl::create(o);
+  StorePart part;
+  part.no_dram = true;
+  auto impl = Engine::Impl::create(o, part);
   if (!impl) {
     if (impl.error().code() != ErrorCode::kNotFound) {
       const Logger log(options.log_sink, options.log_level.value_or(LogLevel::kWarn));

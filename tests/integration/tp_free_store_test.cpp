@@ -695,10 +695,56 @@ TEST(TpFreeStore, AFormat1StoreBesideIsServedReadOnlyToRanksOfItsTpSize) {
     EXPECT_EQ(*(*e)->lookup(new_session), 0u) << "a save went into the format-1 store";
     EXPECT_EQ(*(*e)->lookup(old_session), m.tokens);
   }
-  // Another TP size reads the TP-free store only: the new session, not the old.
+  // A TP-free engine asking for another segment size still serves the old store, as it is.
+  {
+    Options o = options_for(dir.str(), m.rank(0, 2), m.max_tp);
+    o.segment_bytes = 32 << 20;
+    auto e = Engine::open(o);
+    ASSERT_TRUE(e) << e.error().message();
+    EXPECT_EQ(*(*e)->lookup(old_session), m.tokens);
+  }
+  // A record of the old store that fails its check: the TP-free store serves what it holds of
+  // the session (24 tokens, saved there meanwhile), byte-exact.
+  {
+    auto e = Engine::open(options_for(dir.str(), m.rank(0, 2), m.max_tp));
+    ASSERT_TRUE(e);
+    std::vector<std::byte> slice = rank_slice(m, whole, 0, 2);
+    ASSERT_TRUE(
+        (*e)->save(std::span<const Token>(old_session.data(), 24), host_kv(slice, m.tokens)));
+  }
+  uint64_t flipped = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path() / "rank0of2")) {
+    if (entry.path().extension() != ".kvt") continue;
+    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+    const std::streamoff at = 2 * 8192 + 4096 + 5;  // record 2's payload (8 KiB records here)
+    f.seekg(at);
+    char c = 0;
+    f.get(c);
+    f.seekp(at);
+    f.put(static_cast<char>(c ^ 0x10));
+    ++flipped;
+  }
+  ASSERT_EQ(flipped, 1u);
+  {
+    auto e = Engine::open(options_for(dir.str(), m.rank(0, 2), m.max_tp));
+    ASSERT_TRUE(e);
+    const std::vector<std::byte> want = rank_slice(m, whole, 0, 2);
+    std::vector<std::byte> got(want.size(), std::byte{0});
+    auto restored = (*e)->restore(old_session, host_kv(got, m.tokens));
+    ASSERT_TRUE(restored) << restored.error().message();
+    EXPECT_EQ(restored->tokens_restored, 24u) << restored->problem;
+    const uint64_t row = m.rank(0, 2).row_bytes();
+    for (uint64_t line = 0; line < 2 * m.layers; ++line) {
+      EXPECT_EQ(std::memcmp(got.data() + line * m.tokens * row, want.data() + line * m.tokens * row,
+                            24 * row),
+                0);
+    }
+  }
+  // Another TP size reads the TP-free store only: the new session, and of the old one the 24
+  // tokens rank 0 of TP 2 saved there (its heads include rank 0 of TP 4's), not the format-1 37.
   auto four = Engine::open(options_for(dir.str(), m.rank(0, 4), m.max_tp));
   ASSERT_TRUE(four);
-  EXPECT_EQ(*(*four)->lookup(old_session), 0u);
+  EXPECT_EQ(*(*four)->lookup(old_session), 24u);
   EXPECT_EQ(*(*four)->lookup(new_session), m.tokens);
   four->reset();
   // A format-1 store that cannot be read is said and left alone; the TP-free store opens.
