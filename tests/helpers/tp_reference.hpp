@@ -6,7 +6,10 @@
 
 #include <cstdint>
 #include <numeric>
+#include <string>
 #include <vector>
+
+#include "kvtier/kvtier.hpp"
 
 namespace kvtier::testing {
 
@@ -26,6 +29,21 @@ inline std::vector<uint32_t> tp_sizes(uint32_t heads, uint32_t max_tp) {
 /// The first of the heads rank r of TP tp holds.
 inline uint32_t first_head(uint32_t heads, uint32_t r, uint32_t tp) {
   return tp <= heads ? r * (heads / tp) : r * heads / tp;
+}
+
+/// Options of a TP-free store for tests: small I/O, no tuning, `capacity` per drive.
+inline Options tp_free_options(const std::string& root, const KvGeometry& g, uint32_t max_tp,
+                               uint64_t capacity) {
+  Options o;
+  o.root = root;
+  o.geometry = g;
+  o.store_format = 2;
+  o.max_tp = max_tp;
+  o.capacity_bytes = capacity;
+  o.io_request_bytes = 64 << 10;
+  o.staging_bytes = 256 << 10;
+  o.tune = false;
+  return o;
 }
 
 }  // namespace kvtier::testing

@@ -69,16 +69,8 @@ struct Hybrid {
 };
 
 Options options_for(const std::string& root, const KvGeometry& g, uint32_t max_tp) {
-  Options o;
-  o.root = root;
-  o.geometry = g;
-  o.store_format = 2;
-  o.max_tp = max_tp;
-  o.capacity_bytes = 16ull << 30;  // a bound: every state store gets 1/(stores x TP) of it
-  o.io_request_bytes = 64 << 10;
-  o.staging_bytes = 256 << 10;
-  o.tune = false;
-  return o;
+  // A bound, not an allocation: every rank's state store gets 1/(stores x TP) of it.
+  return testing::tp_free_options(root, g, max_tp, 16ull << 30);
 }
 
 /// A session's KV and state, as every rank of a TP size holds them.

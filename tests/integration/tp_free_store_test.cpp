@@ -90,16 +90,7 @@ std::vector<Token> token_run(uint64_t n, Token first) {
 }
 
 Options options_for(const std::string& root, const KvGeometry& g, uint32_t max_tp) {
-  Options o;
-  o.root = root;
-  o.geometry = g;
-  o.store_format = 2;
-  o.max_tp = max_tp;
-  o.capacity_bytes = 512ull << 20;
-  o.io_request_bytes = 64 << 10;
-  o.staging_bytes = 256 << 10;
-  o.tune = false;
-  return o;
+  return testing::tp_free_options(root, g, max_tp, 512ull << 20);
 }
 
 void save_at(const std::string& root, const Model& m, const std::vector<std::byte>& whole,
