@@ -239,6 +239,12 @@ Result<uint64_t> Engine::Impl::lookup(std::span<const Token> tokens) {
   return hit;
 }
 
+uint64_t Engine::Impl::local_prefix(std::span<const Token> tokens) {
+  uint64_t held = 0;
+  for (const LocatedRecord& r : find_prefix(tokens)) held += r.meta.token_count;
+  return held;
+}
+
 uint64_t Engine::Impl::reachable_prefix(std::span<const Token> tokens) {
   const uint64_t chunk = options_.geometry.chunk_tokens;
   const std::vector<Key128> keys = chain_keys(namespace_, tokens, chunk);

@@ -123,13 +123,6 @@ Result<SaveResult> save_any(const Parts& parts, const KvGeometry& g, std::span<c
   return save_parts(parts, tokens, source);
 }
 
-/// Tokens of the prefix of `tokens` `part`'s local index holds.
-uint64_t held_locally(Engine::Impl& part, std::span<const Token> tokens) {
-  uint64_t held = 0;
-  for (const LocatedRecord& r : part.find_prefix(tokens)) held += r.meta.token_count;
-  return held;
-}
-
 template <typename Kv>
 Result<RestoreResult> restore_any(const Parts& parts, Engine::Impl* format1, const KvGeometry& g,
                                   std::span<const Token> tokens, const Kv& destination,
@@ -145,19 +138,18 @@ Result<RestoreResult> restore_any(const Parts& parts, Engine::Impl* format1, con
       part->follow_writer();
       tp_free = std::min(tp_free, part->reachable_prefix(tokens));
     }
-    if (held_locally(*format1, tokens) > tp_free) {
-      Result<RestoreResult> old =
-          on_kv_memory(*format1, destination, /*restore=*/true,
-                       [&](Engine::Impl& p, const KvMemory& t) { return p.restore(tokens, t); });
-      if (!old || old->tokens_restored >= tp_free) return old;
-      Result<RestoreResult> now = restore_parts(parts, tokens, destination);
-      if (now && now->tokens_restored < old->tokens_restored) {
-        // Both fell short: the format-1 prefix is no longer in place (the TP-free restore wrote
-        // over it). Served again.
+    if (format1->local_prefix(tokens) > tp_free) {
+      auto from_format1 = [&] {
         return on_kv_memory(
             *format1, destination, /*restore=*/true,
             [&](Engine::Impl& p, const KvMemory& t) { return p.restore(tokens, t); });
-      }
+      };
+      Result<RestoreResult> old = from_format1();
+      if (!old || old->tokens_restored >= tp_free) return old;
+      Result<RestoreResult> now = restore_parts(parts, tokens, destination);
+      // Both fell short: the format-1 prefix is no longer in place (the TP-free restore wrote
+      // over it). Served again.
+      if (now && now->tokens_restored < old->tokens_restored) return from_format1();
       return now;
     }
   }
@@ -194,7 +186,7 @@ Result<uint64_t> Engine::lookup(std::span<const Token> tokens) {
       KVTIER_ASSIGN_OR_RETURN(uint64_t h, part->lookup(tokens));
       held = std::min(held, h);
     }
-    if (format1_) held = std::max(held, held_locally(*format1_, tokens));  // restore_any's choice
+    if (format1_) held = std::max(held, format1_->local_prefix(tokens));  // restore_any's choice
     if (counts_delivered()) delivered_->lookup_hit_tokens += held;
     return held;
   });

@@ -96,6 +96,12 @@ struct ChunkRef {
   uint64_t first = 0;
 };
 
+/// Chunks [first, ceil(end / chunk)) of a prefix of `end` tokens whose chained keys under `ns` are
+/// `keys` (chain_keys of a token list at least that long, which agree with the prefix's up to its
+/// end: `end` is a chunk boundary or the list's end).
+std::vector<ChunkRef> chain_refs(const Key128& ns, std::span<const Key128> keys, uint32_t chunk,
+                                 size_t first, uint64_t end);
+
 /// Engine state. Thread-safe: the store locks itself, counters are atomic, staging is a pool.
 class Engine::Impl {
  public:
@@ -124,6 +130,8 @@ class Engine::Impl {
   /// `tokens`' chunks under this part's namespace, `first_chunk` on.
   std::vector<ChunkRef> chunk_refs(std::span<const Token> tokens, size_t first_chunk = 0) const;
   Result<uint64_t> lookup(std::span<const Token> tokens);
+  /// Tokens of the prefix of `tokens` the local index holds (find_prefix's records).
+  uint64_t local_prefix(std::span<const Token> tokens);
   /// What lookup() answers, uncounted: the local prefix and what the tiers behind hold past it.
   uint64_t reachable_prefix(std::span<const Token> tokens);
   /// Counts a lookup the facade answered from several parts (a hybrid model's).

@@ -29,14 +29,7 @@ class Chain {
   /// Chunks [first, ceil(end / chunk)) of the prefix of `end` tokens; `end` is a chunk boundary
   /// or the list's end.
   [[nodiscard]] std::vector<ChunkRef> refs(size_t first, uint64_t end) const {
-    std::vector<ChunkRef> out;
-    const size_t chunks = (end + chunk_ - 1) / chunk_;
-    for (size_t i = first; i < chunks; ++i) {
-      const uint64_t at = i * uint64_t{chunk_};
-      out.push_back({keys_[i], i == 0 ? ns_ : keys_[i - 1],
-                     static_cast<uint32_t>(std::min<uint64_t>(chunk_, end - at)), at});
-    }
-    return out;
+    return chain_refs(ns_, keys_, chunk_, first, end);
   }
 
   /// The state record of the prefix of `end` tokens: named by that prefix's last key.
@@ -70,17 +63,21 @@ bool boundary_held(const Parts& parts, const std::vector<std::optional<Chain>>& 
   return true;
 }
 
+/// The prefix of `tokens` every full-attention part holds locally.
+uint64_t full_prefix(const Parts& parts, std::span<const Token> tokens) {
+  uint64_t full = tokens.size();
+  for (const auto& part : parts) {
+    if (kind_of(*part) == RecordKind::kFullAttention)
+      full = std::min(full, part->local_prefix(tokens));
+  }
+  return full;
+}
+
 /// The longest prefix every part holds locally (the cluster tier holds a hybrid model's
 /// full-attention KV, but its window and state records are local: hits are found here).
 uint64_t held_boundary(const Parts& parts, const KvGeometry& model, std::span<const Token> tokens) {
-  uint64_t full = tokens.size();
-  for (const auto& part : parts) {
-    part->follow_writer();
-    if (kind_of(*part) != RecordKind::kFullAttention) continue;
-    uint64_t held = 0;
-    for (const LocatedRecord& r : part->find_prefix(tokens)) held += r.meta.token_count;
-    full = std::min(full, held);
-  }
+  for (const auto& part : parts) part->follow_writer();
+  const uint64_t full = full_prefix(parts, tokens);
   if (full == 0) return 0;
   const std::span<const Token> prefix = tokens.first(full);
   std::vector<std::optional<Chain>> chains(parts.size());
@@ -202,14 +199,7 @@ Result<uint64_t> hybrid_evict(const Parts& parts, const KvGeometry& model,
                               std::span<const Token> tokens) {
   // A list running past a stored partial last chunk holds that chunk under another key: the
   // window and state records of the prefix the full-attention records hold are named by it.
-  uint64_t held = tokens.size();
-  for (const auto& part : parts) {
-    if (kind_of(*part) != RecordKind::kFullAttention) continue;
-    uint64_t h = 0;
-    for (const LocatedRecord& r : part->find_prefix(tokens)) h += r.meta.token_count;
-    held = std::min(held, h);
-  }
-  const std::span<const Token> lists[] = {tokens, tokens.first(held)};
+  const std::span<const Token> lists[] = {tokens, tokens.first(full_prefix(parts, tokens))};
   uint64_t dropped = 0;
   for (const auto& part : parts) {
     Engine::Impl& p = *part;

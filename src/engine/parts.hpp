@@ -72,11 +72,8 @@ Result<SaveResult> save_part(Engine::Impl& part, std::span<const Token> tokens, 
                       [&](Engine::Impl& p, const KvMemory& t) -> Result<SaveResult> {
                         if (p.part_.follower) {
                           p.follow_writer();
-                          uint64_t held = 0;  // what its writer had stored when asked
-                          for (const LocatedRecord& r : p.find_prefix(tokens)) {
-                            held += r.meta.token_count;
-                          }
-                          return SaveResult{.tokens_stored = held};
+                          // What its writer had stored when asked.
+                          return SaveResult{.tokens_stored = p.local_prefix(tokens)};
                         }
                         return p.save(tokens, t);
                       });

@@ -54,18 +54,23 @@ Status Engine::Impl::refresh_dram(std::span<const std::pair<RecordMeta, uint64_t
   return {};
 }
 
+std::vector<ChunkRef> chain_refs(const Key128& ns, std::span<const Key128> keys, uint32_t chunk,
+                                 size_t first, uint64_t end) {
+  std::vector<ChunkRef> refs;
+  const size_t chunks = (end + chunk - 1) / chunk;
+  for (size_t i = first; i < chunks; ++i) {
+    const uint64_t at = i * uint64_t{chunk};
+    refs.push_back({keys[i], i == 0 ? ns : keys[i - 1],
+                    static_cast<uint32_t>(std::min<uint64_t>(chunk, end - at)), at});
+  }
+  return refs;
+}
+
 std::vector<ChunkRef> Engine::Impl::chunk_refs(std::span<const Token> tokens,
                                                size_t first_chunk) const {
   const uint32_t chunk = options_.geometry.chunk_tokens;
-  const std::vector<Key128> keys = chain_keys(namespace_, tokens, chunk);
-  std::vector<ChunkRef> refs;
-  for (size_t i = first_chunk; i < keys.size(); ++i) {
-    const uint64_t first = i * uint64_t{chunk};
-    refs.push_back({keys[i], i == 0 ? namespace_ : keys[i - 1],
-                    static_cast<uint32_t>(std::min<uint64_t>(chunk, tokens.size() - first)),
-                    first});
-  }
-  return refs;
+  return chain_refs(namespace_, chain_keys(namespace_, tokens, chunk), chunk, first_chunk,
+                    tokens.size());
 }
 
 void Engine::Impl::split_save(std::span<const ChunkRef> chunks, SaveBatch& batch,
