@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "fault_engine.hpp"
+#include "have_gpu.hpp"
 #include "paged_reference.hpp"
 #include "synthetic.hpp"
 #include "test_util.hpp"
@@ -21,13 +22,8 @@
 namespace kvtier {
 namespace {
 
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
 #define SKIP_WITHOUT_GPU() \
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device"
+  if (!testing::have_gpu()) GTEST_SKIP() << "no CUDA device"
 
 /// Device memory with a host mirror.
 struct GpuBuffer {

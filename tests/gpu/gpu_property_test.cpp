@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "have_gpu.hpp"
 #include "paged_reference.hpp"
 #include "property_cases.hpp"
 #include "synthetic.hpp"
@@ -27,11 +28,6 @@ namespace {
 using testing::HostKv;
 using testing::PagedHost;
 using testing::PropertyCase;
-
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
 
 /// Device memory holding `bytes`, with a pristine copy to refill it from asynchronously.
 struct DeviceCopy {
@@ -186,7 +182,7 @@ void run_case(const PropertyCase& c, cudaStream_t caller, Outcome& outcome) {
 }
 
 TEST(GpuPropertyTest, EveryDrawnCaseRoundTripsByteExactThroughTheGpu) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (!testing::have_gpu()) GTEST_SKIP() << "no CUDA device";
   const uint64_t seed = testing::test_seed();
   testing::PropertyLimits base;
   base.gpu = true;

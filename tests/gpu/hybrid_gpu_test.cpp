@@ -15,16 +15,12 @@
 #include <random>
 #include <vector>
 
+#include "have_gpu.hpp"
 #include "paged_reference.hpp"
 #include "test_util.hpp"
 
 namespace kvtier {
 namespace {
-
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
 
 constexpr uint32_t kHeads = 4, kDim = 64, kChunk = 64, kBlock = 16, kWindow = 100;
 constexpr uint32_t kStateLayers = 2;
@@ -94,7 +90,7 @@ std::pair<uint64_t, uint64_t> compare(const KvGeometry& g, const std::vector<std
 }
 
 TEST(HybridGpu, KvWindowAndStateRoundTripThroughGpuMemory) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (!testing::have_gpu()) GTEST_SKIP() << "no CUDA device";
   std::mt19937_64 rng(testing::test_seed());
   const KvGeometry g = hybrid_geometry();
   std::vector<std::byte> kv(g.bytes_for_tokens(kTokens)), state(kStateLayers * kStateBytes);

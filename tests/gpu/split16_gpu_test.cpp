@@ -13,16 +13,12 @@
 
 #include "codec/split16.hpp"
 #include "cuda/split16_decode.hpp"
+#include "have_gpu.hpp"
 
 namespace kvtier {
 namespace {
 
 using Bytes = std::vector<std::byte>;
-
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
 
 Bytes kv_like(size_t words, float sigma, std::mt19937_64& rng) {
   std::normal_distribution<float> d(0.0f, sigma);
@@ -92,7 +88,7 @@ void expect_only_block_unwritten(const Bytes& back, const Bytes& raw,
 }
 
 TEST(Split16Gpu, DecodesWhatTheHostEncodedByteForByte) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (!testing::have_gpu()) GTEST_SKIP() << "no CUDA device";
   const uint64_t seed = 20261204;
   std::mt19937_64 rng(seed);
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
@@ -115,7 +111,7 @@ TEST(Split16Gpu, DecodesWhatTheHostEncodedByteForByte) {
 }
 
 TEST(Split16Gpu, FlagsABlockWhoseEscapesContradictItsTable) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (!testing::have_gpu()) GTEST_SKIP() << "no CUDA device";
   std::mt19937_64 rng(5);
   const Bytes raw = kv_like(3 * 4096, 1.0f, rng);
   Bytes stored = encode(raw);
@@ -132,7 +128,7 @@ TEST(Split16Gpu, FlagsABlockWhoseEscapesContradictItsTable) {
 }
 
 TEST(Split16Gpu, FlagsABlockWithACodeOutsideItsCodebookAndWritesNoneOfItsWords) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (!testing::have_gpu()) GTEST_SKIP() << "no CUDA device";
   std::mt19937_64 rng(6);
   Bytes raw = kv_like(4096, 1.0f, rng);
   // A second block of two exponents: 2-bit codes into a codebook of 2, so code 2 is in none.

@@ -12,16 +12,12 @@
 #include <random>
 #include <vector>
 
+#include "have_gpu.hpp"
 #include "paged_reference.hpp"
 #include "test_util.hpp"
 
 namespace kvtier {
 namespace {
-
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
 
 constexpr uint32_t kHeads = 8, kLayers = 3, kDim = 64, kChunk = 64, kBlock = 16;
 constexpr uint64_t kTokens = 333;
@@ -88,7 +84,7 @@ struct GpuCache {
 };
 
 TEST(TpFreeGpu, RanksOfEveryTpSizeRestoreIntoGpuMemoryWhatTpTwoSavedFromIt) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (!testing::have_gpu()) GTEST_SKIP() << "no CUDA device";
   std::mt19937_64 rng(testing::test_seed());
   std::vector<std::byte> whole(2ull * kLayers * kTokens * kHeads * kDim * 2);
   for (auto& b : whole) b = static_cast<std::byte>(rng());
