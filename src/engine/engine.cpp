@@ -264,6 +264,10 @@ uint64_t Engine::Impl::reachable_prefix(std::span<const Token> tokens) {
 Result<uint64_t> Engine::Impl::evict(std::span<const Token> tokens) {
   std::vector<Key128> keys;
   for (const LocatedRecord& r : find_prefix(tokens)) keys.push_back(r.meta.key);
+  return drop_keys(keys);
+}
+
+Result<uint64_t> Engine::Impl::drop_keys(std::span<const Key128> keys) {
   for (const auto& tier : tiers_) tier->erase(keys);
   KVTIER_TRY(store_->drop(keys));
   return keys.size();

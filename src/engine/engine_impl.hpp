@@ -125,8 +125,12 @@ class Engine::Impl {
                                        const KvMemory& destination);
   /// How many of `chunks`, from the first on, the local index holds.
   size_t held_chunks(std::span<const ChunkRef> chunks);
+  /// Those records, located.
+  std::vector<LocatedRecord> held_records(std::span<const ChunkRef> chunks);
   /// Drops the records of `chunks` the store holds; how many.
   Result<uint64_t> evict_chunks(std::span<const ChunkRef> chunks);
+  /// Drops `keys` from every tier and the store; how many.
+  Result<uint64_t> drop_keys(std::span<const Key128> keys);
   /// `tokens`' chunks under this part's namespace, `first_chunk` on.
   std::vector<ChunkRef> chunk_refs(std::span<const Token> tokens, size_t first_chunk = 0) const;
   Result<uint64_t> lookup(std::span<const Token> tokens);

@@ -37,17 +37,13 @@ Result<RestoreResult> Engine::Impl::restore_chunks(std::span<const ChunkRef> chu
   counters_.restores++;
   std::vector<Key128> keys;
   std::vector<uint64_t> firsts;
-  std::vector<LocatedRecord> found;
-  uint64_t prefix = 0;
   for (const ChunkRef& c : chunks) {
     keys.push_back(c.key);
     firsts.push_back(c.first);
-    if (found.size() + 1 != keys.size()) continue;
-    std::optional<LocatedRecord> r = store_->find(c.key);
-    if (!r || r->meta.token_count != c.tokens) continue;
-    found.push_back(*r);
-    prefix = c.first + c.tokens;
   }
+  std::vector<LocatedRecord> found = held_records(chunks);
+  const uint64_t prefix =
+      found.empty() ? 0 : chunks[found.size() - 1].first + chunks[found.size() - 1].tokens;
   KVTIER_EXPECTS(destination.params.capacity_tokens >= prefix,
                  fmt::format("restore destination: room for {} tokens, {} stored",
                              destination.params.capacity_tokens, prefix));
@@ -58,14 +54,18 @@ Result<RestoreResult> Engine::Impl::restore_chunks(std::span<const ChunkRef> chu
   return result;
 }
 
-size_t Engine::Impl::held_chunks(std::span<const ChunkRef> chunks) {
-  size_t held = 0;
-  while (held < chunks.size()) {
-    std::optional<LocatedRecord> r = store_->find(chunks[held].key);
-    if (!r || r->meta.token_count != chunks[held].tokens) break;
-    ++held;
+std::vector<LocatedRecord> Engine::Impl::held_records(std::span<const ChunkRef> chunks) {
+  std::vector<LocatedRecord> found;
+  for (const ChunkRef& c : chunks) {
+    std::optional<LocatedRecord> r = store_->find(c.key);
+    if (!r || r->meta.token_count != c.tokens) break;
+    found.push_back(*r);
   }
-  return held;
+  return found;
+}
+
+size_t Engine::Impl::held_chunks(std::span<const ChunkRef> chunks) {
+  return held_records(chunks).size();
 }
 
 Result<uint64_t> Engine::Impl::evict_chunks(std::span<const ChunkRef> chunks) {
@@ -73,9 +73,7 @@ Result<uint64_t> Engine::Impl::evict_chunks(std::span<const ChunkRef> chunks) {
   for (const ChunkRef& c : chunks) {
     if (store_->find(c.key)) keys.push_back(c.key);
   }
-  for (const auto& tier : tiers_) tier->erase(keys);
-  KVTIER_TRY(store_->drop(keys));
-  return keys.size();
+  return drop_keys(keys);
 }
 
 Status Engine::Impl::run_restore(RestoreJob& job, uint64_t prefix) {
