@@ -44,6 +44,10 @@ $OUT/summary.txt plus $OUT/runs.tar.gz (every log and run directory). With TESTS
   tuned N [SEED ARGS]    a store over N fast drives at kvtier's defaults (each drive's tuning, found
                          by its read probe), twice, against fio's best request size and depth;
                          N > 1: then 1, 2, 4, 8 sessions of 25K tokens restored at once
+  tp-change [N [SEED ARGS]]
+                         TP-free stores over N fast drives (4) saved at TP 2, 8, 1, 4 (TP_SAVED) and
+                         restored at TP 1, 2, 4, 8 each (llama-3-70b, 30K tokens), then an MLA store
+                         (deepseek-v3) saved at TP 8 and restored at TP 8, 1, 2
   drives N [SEED ARGS]   a store over N fast drives: 4M x 1 per drive and rank (posix and gds),
                          16M x 1 per drive and rank, the defaults; e.g. `drives 8 --segment-size 256M`
   destination N [SEED ARGS]
@@ -65,7 +69,8 @@ EOF
 scenario=${1:-}
 [ -n "$scenario" ] && shift
 case "$scenario" in
-  tests | verify | gpu-bench | seed | shared | reliability | peers | model | one-drive | drives | tuned | destination | \
+  tests | verify | gpu-bench | seed | shared | reliability | peers | model | one-drive | drives | tuned | tp-change | \
+    destination | \
     fio-scaling | peers-drives | striped) ;;
   -h | --help | help)
     usage
@@ -265,14 +270,36 @@ scenario_tuned() {
   # Sessions restored at once (issue 26: 8 at >= 0.9x of fio's aggregate, p99/p50 <= 1.2), 25K
   # tokens each so that eight fit the RAM-backed drives.
   if (( n > 1 )); then
-    h200_seed "tuned$n-concurrent" "$(fast_drive_list "$n" tc)" --paths posix --concurrency 1,2,4,8 --tokens 25000 \
-      --sessions 8 --fio-requests 1M,4M,16M
+    SESSIONS=8 TOKENS=25000 h200_seed "tuned$n-concurrent" "$(fast_drive_list "$n" tc)" --paths posix \
+      --concurrency 1,2,4,8 --fio-requests 1M,4M,16M
   fi
   for r in 0 1; do
     "$K" stat --store "$roots" --tp-world 2 --tp-rank "$r" --json > "$OUT/tuned$n-stat-rank$r.json" 2>&1
     grep -E '"(io_request_bytes|staging_bytes|io_settings_from|request_bytes|in_flight|state)"' \
       "$OUT/tuned$n-stat-rank$r.json" | tr -s ' ' | paste -sd' ' | tee -a "$OUT/summary.txt"
   done
+}
+
+# Any TP size (issue 27): TP-free stores over N fast drives, saved by ranks of each TP size and
+# restored by ranks of every TP size into GPU memory (rows "posix TP A->B"; A->A is the same-TP
+# restore each TP change is held against): llama-3-70b (8 KV heads; 30K tokens, 9.8 GB), then
+# deepseek-v3's MLA latent (stored once, read whole by every rank; 50K tokens, 3.5 GB per rank).
+scenario_tp_change() {
+  local n=${1:-4} a roots
+  shift
+  need_fio
+  make_fast_drives "$n" "$(drive_gib "$n")" | tee -a "$OUT/summary.txt" || return 1
+  for a in ${TP_SAVED:-2 8 1 4}; do
+    roots=$(fast_drive_list "$n" "tp$a")
+    TOKENS=30000 h200_seed "tp-saved$a" "$roots" --model llama-3-70b --store-format 2 --ranks "$a" \
+      --restore-ranks 1,2,4,8 --paths posix "$@"
+    rm -rf /mnt/fast*/"tp$a"
+  done
+  roots=$(fast_drive_list "$n" mla)
+  TOKENS=50000 h200_seed "mla-saved8" "$roots" --model deepseek-v3 --store-format 2 --ranks 8 --restore-ranks 1,2 \
+    --paths posix "$@"
+  du -sh /mnt/fast*/mla 2> /dev/null | tee -a "$OUT/summary.txt"
+  rm -rf /mnt/fast*/mla
 }
 
 scenario_destination() {
@@ -366,7 +393,8 @@ h200_build || exit 1
 if [ "${TESTS:-}" = 1 ] && [ "$scenario" != tests ] && [ "$scenario" != verify ]; then run_tests; fi
 drop_fast_drives 2> /dev/null
 case "$scenario" in
-  one-drive | drives | destination | fio-scaling | peers-drives | striped) say "LABEL: $FAST_DRIVE_LABEL" ;;
+  one-drive | drives | tuned | tp-change | destination | fio-scaling | peers-drives | striped)
+    say "LABEL: $FAST_DRIVE_LABEL" ;;
 esac
 "scenario_${scenario//-/_}" "$@"
 rc=$?

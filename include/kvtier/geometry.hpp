@@ -71,20 +71,23 @@ struct KVTIER_EXPORT KvGeometry {
   bool operator==(const KvGeometry&) const = default;
 };
 
-/// @brief A named model shape. `kv_heads_total` is split evenly across TP ranks.
+/// @brief A named model shape. `kv_heads_total` is split evenly across TP ranks; an MLA model's
+/// latent (kv_tensors 1, one head) is held whole by every rank.
 struct KVTIER_EXPORT ModelPreset {
   std::string_view name;
   uint32_t layers;
   uint32_t kv_heads_total;
   uint32_t head_dim;
   uint32_t element_bytes;
+  uint32_t kv_tensors = 2;
 };
 
 /// @brief The built-in presets (qwen3-coder-30b-a3b, llama-3-8b, ...).
 KVTIER_EXPORT const std::vector<ModelPreset>& model_presets();
 
 /// @brief Geometry of `preset` for one rank of a TP group.
-/// @return kInvalidArgument for an unknown preset or a world size that does not divide the heads.
+/// @return kInvalidArgument for an unknown preset or a world size that does not divide the heads
+/// (an MLA preset takes any world size).
 KVTIER_EXPORT Result<KvGeometry> geometry_for(std::string_view preset, uint32_t tp_rank = 0,
                                               uint32_t tp_world = 1, uint32_t chunk_tokens = 256);
 

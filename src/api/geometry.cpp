@@ -147,6 +147,8 @@ const std::vector<ModelPreset>& model_presets() {
       {"llama-3-8b", 32, 8, 128, 2},
       {"llama-3-70b", 80, 8, 128, 2},
       {"qwen3-8b", 36, 8, 128, 2},
+      // MLA: kv_lora_rank 512 + qk_rope_head_dim 64 elements of latent per token and layer.
+      {"deepseek-v3", 61, 1, 576, 2, 1},
       // A tiny shape for tests and quick runs on small machines.
       {"tiny", 2, 2, 64, 2},
   };
@@ -157,6 +159,14 @@ Result<KvGeometry> geometry_for(std::string_view preset, uint32_t tp_rank, uint3
                                 uint32_t chunk_tokens) {
   for (const ModelPreset& p : model_presets()) {
     if (p.name != preset) continue;
+    if (p.kv_tensors == 1) {  // every rank holds the whole latent
+      KvGeometry g{std::string(p.name), p.layers, 1, p.head_dim, p.element_bytes, chunk_tokens,
+                   tp_rank, tp_world};
+      g.kv_heads_total = 1;
+      g.kv_tensors = 1;
+      KVTIER_TRY(g.validate());
+      return g;
+    }
     if (tp_world == 0 || p.kv_heads_total % tp_world != 0) {
       return fail(ErrorCode::kInvalidArgument,
                   fmt::format("{} has {} KV heads: tensor-parallel size {} does not divide them",

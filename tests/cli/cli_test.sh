@@ -45,6 +45,13 @@ tpfree=(--store "$s" --model tiny --store-format 2 --segment-size 8M --capacity 
 expect 0 "chunks written=8" put "${tpfree[@]}" --tokens 1000 --seed 5
 expect 0 "restored 1000/1000" get "${tpfree[@]}" --tokens 1000 --seed 5
 expect 1 "restored 0/1000" get "${tpfree[@]}" --tokens 1000 --seed 6
+# Each TP-2 rank restores its head of what TP 1 saved, every byte checked (the generator's bytes for
+# a head do not depend on the TP size holding it), and MLA's latent is written once for every rank.
+expect 0 "restored 1000/1000" get "${tpfree[@]}" --tokens 1000 --seed 5 --tp-world 2 --tp-rank 1
+mla=(--store "$s" --model deepseek-v3 --store-format 2 --segment-size 128M --capacity 1G --tokens 600)
+expect 0 "chunks written=3" put "${mla[@]}" --tp-world 4 --tp-rank 0
+expect 0 "chunks written=0 present=0" put "${mla[@]}" --tp-world 8 --tp-rank 5  # a follower writes nothing
+expect 0 "restored 600/600" get "${mla[@]}" --tp-world 2 --tp-rank 1
 expect 2 "needs --model" get --store "$s" --store-format 2 --tokens 1000
 expect 2 "--store-format" get "${common[@]}" --store-format 3 --tokens 1000
 # The remote tier: credentials never in the URI; only put and get take it; an unreachable cluster

@@ -4,6 +4,8 @@
 // ratios to the ceiling) and CSV, on hand-made rows whose answers are known.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -370,6 +372,45 @@ TEST(SeedBenchKv, HostCacheRoundTripsThePrefillStandInAndSeesPoison) {
   EXPECT_EQ((*kv)->first_mismatch(ids).value(), 0u);
   EXPECT_FALSE(BenchKv::create(g, 10, "tpu", 0));
   EXPECT_EQ((*kv)->prefill(synthetic::tokens(5, 2000)).code(), ErrorCode::kInvalidArgument);
+}
+
+// A TP-free store restores at one TP size what another saved: the stand-in's bytes for a head
+// must not depend on the TP size of the rank that holds it.
+TEST(SeedBenchKv, ARanksRowsAreItsHeadsSliceOfTheWholeModelsRowsAtEveryTpSize) {
+  constexpr uint64_t kTokens = 300;
+  const auto ids = synthetic::tokens(9, kTokens);
+  for (const char* model : {"llama-3-8b", "deepseek-v3"}) {
+    auto whole_g = geometry_for(model, 0, 1, 64);
+    ASSERT_OK(whole_g);
+    auto whole = BenchKv::create(*whole_g, kTokens, "host", 0);
+    ASSERT_OK(whole);
+    ASSERT_OK((*whole)->prefill(ids));
+    for (uint32_t world : {2u, 4u, 8u}) {
+      for (uint32_t rank = 0; rank < world; ++rank) {
+        SCOPED_TRACE(::testing::Message() << model << " TP " << world << " rank " << rank);
+        auto g = geometry_for(model, rank, world, 64);
+        ASSERT_OK(g);
+        auto part = BenchKv::create(*g, kTokens, "host", 0);
+        ASSERT_OK(part);
+        ASSERT_OK((*part)->prefill(ids));
+        const PagedKv& a = (*whole)->view();
+        const PagedKv& b = (*part)->view();
+        ASSERT_TRUE(std::ranges::equal(a.block_table, b.block_table));
+        const uint64_t rows = uint64_t{g->kv_tensors} * a.num_blocks * a.block_size;
+        const uint64_t offset = synthetic::first_word(*g) * 8;
+        EXPECT_EQ(offset, g->kv_tensors == 1 ? 0 : uint64_t{rank} * g->row_bytes());
+        for (uint32_t l = 0; l < g->layers; ++l) {
+          for (uint64_t r = 0; r < rows; ++r) {
+            ASSERT_EQ(std::memcmp(b.layers[l].data + r * g->row_bytes(),
+                                  a.layers[l].data + r * whole_g->row_bytes() + offset,
+                                  g->row_bytes()),
+                      0)
+                << "layer " << l << " row " << r;
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

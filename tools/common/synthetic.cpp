@@ -13,11 +13,11 @@ namespace kvtier::synthetic {
 namespace {
 
 // Writes (or, with `check`, compares) the row of one token in one (K|V, layer) block.
-bool row(std::byte* dst, uint64_t bytes, uint64_t seed, bool check) {
+bool row(std::byte* dst, uint64_t bytes, uint64_t seed, uint64_t first, bool check) {
   uint64_t words[64];
   for (uint64_t done = 0; done < bytes; done += sizeof(words)) {
     const uint64_t n = std::min<uint64_t>(sizeof(words), bytes - done);
-    for (uint64_t i = 0; i < (n + 7) / 8; ++i) words[i] = row_word(seed, done / 8 + i);
+    for (uint64_t i = 0; i < (n + 7) / 8; ++i) words[i] = row_word(seed, first + done / 8 + i);
     if (check) {
       if (std::memcmp(dst + done, words, n) != 0) return false;
     } else {
@@ -28,6 +28,14 @@ bool row(std::byte* dst, uint64_t bytes, uint64_t seed, bool check) {
 }
 
 }  // namespace
+
+uint64_t first_word(const KvGeometry& g) {
+  const uint64_t heads = g.total_kv_heads();
+  // Ranks split the heads evenly, or replicate them where there are more ranks than heads.
+  const uint64_t first_head =
+      g.tp_world <= heads ? g.tp_rank * (heads / g.tp_world) : g.tp_rank * heads / g.tp_world;
+  return first_head * g.head_dim * g.element_bytes / 8;
+}
 
 void parallel_tokens(uint64_t n, const std::function<void(uint64_t, uint64_t)>& fn) {
   const unsigned threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
@@ -51,10 +59,11 @@ std::vector<Token> tokens(uint64_t seed, uint64_t count) {
 void fill_kv(const KvGeometry& g, std::span<const Token> tokens, std::span<std::byte> kv,
              uint64_t capacity_tokens) {
   const uint64_t rb = g.row_bytes();
+  const uint64_t word = first_word(g);
   parallel_tokens(tokens.size(), [&](uint64_t first, uint64_t last) {
-    for (uint64_t b = 0; b < 2 * uint64_t{g.layers}; ++b) {
+    for (uint64_t b = 0; b < uint64_t{g.kv_tensors} * g.layers; ++b) {
       for (uint64_t t = first; t < last; ++t) {
-        row(kv.data() + (b * capacity_tokens + t) * rb, rb, row_seed(tokens[t], t, b), false);
+        row(kv.data() + (b * capacity_tokens + t) * rb, rb, row_seed(tokens[t], t, b), word, false);
       }
     }
   });
@@ -63,14 +72,15 @@ void fill_kv(const KvGeometry& g, std::span<const Token> tokens, std::span<std::
 uint64_t first_mismatch(const KvGeometry& g, std::span<const Token> tokens,
                         std::span<const std::byte> kv, uint64_t capacity_tokens) {
   const uint64_t rb = g.row_bytes();
+  const uint64_t word = first_word(g);
   std::mutex mu;
   uint64_t result = tokens.size();
   parallel_tokens(tokens.size(), [&](uint64_t first, uint64_t last) {
     uint64_t bad = tokens.size();
-    for (uint64_t b = 0; b < 2 * uint64_t{g.layers}; ++b) {
+    for (uint64_t b = 0; b < uint64_t{g.kv_tensors} * g.layers; ++b) {
       for (uint64_t t = first; t < std::min(last, bad); ++t) {
         auto* p = const_cast<std::byte*>(kv.data() + (b * capacity_tokens + t) * rb);
-        if (!row(p, rb, row_seed(tokens[t], t, b), true)) bad = t;
+        if (!row(p, rb, row_seed(tokens[t], t, b), word, true)) bad = t;
       }
     }
     std::lock_guard lock(mu);

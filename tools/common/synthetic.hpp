@@ -33,8 +33,14 @@ void parallel_tokens(uint64_t n, const std::function<void(uint64_t first, uint64
 /// `count` token ids in [0, 151936) derived from `seed`.
 std::vector<Token> tokens(uint64_t seed, uint64_t count);
 
-/// Fills the contiguous KV tensor `kv` ([2, layers, capacity, row]) for tokens[0..n): every row's
-/// bytes depend on the token id, its position, K/V and the layer.
+/// Where a rank's row begins in the whole model's row, in 8-byte words: word w of a rank's row is
+/// word first_word + w of the model's, so that ranks of any TP size see the same bytes for the
+/// same head (a TP-free store restores at one TP size what another saved). Heads of a whole number
+/// of words; 0 for a latent (MLA), which every rank holds whole.
+uint64_t first_word(const KvGeometry& g);
+
+/// Fills the contiguous KV tensor `kv` ([kv_tensors, layers, capacity, row]) for tokens[0..n):
+/// every row's bytes depend on the token id, its position, K/V and the layer.
 void fill_kv(const KvGeometry& g, std::span<const Token> tokens, std::span<std::byte> kv,
              uint64_t capacity_tokens);
 

@@ -204,6 +204,9 @@ void BenchCommand::add_to(CLI::App& app) {
   cmd->add_option("--ranks", seed.ranks,
                   "seed, shared: tensor-parallel ranks, one process each (per node)")
       ->transform(whole_number(1, 8));
+  cmd->add_option("--restore-ranks", seed.restore_ranks,
+                  "seed: TP sizes that also restore the store --ranks saved, e.g. 1,4,8 (needs "
+                  "--store-format 2; rows 'posix TP A->B')");
   cmd->add_option("--chunk-sweep", seed.chunk_sweep,
                   "seed: more chunk sizes to run the --sweep-paths at, e.g. "
                   "64,1024 (default: none)");

@@ -27,6 +27,18 @@ TEST(Geometry, Llama3_8bWeighs128KiBPerToken) {
   EXPECT_EQ(g->bytes_per_token(), 128u * 1024);
 }
 
+TEST(Geometry, DeepSeekV3IsOneLatentOf576ElementsThatEveryRankOfAnyTpSizeHolds) {
+  for (uint32_t world : {1u, 2u, 3u, 8u}) {
+    auto g = geometry_for("deepseek-v3", world - 1, world);
+    ASSERT_OK(g);
+    EXPECT_EQ(g->kv_tensors, 1u);
+    EXPECT_EQ(g->kv_heads, 1u);
+    EXPECT_EQ(g->total_kv_heads(), 1u);
+    EXPECT_EQ(g->bytes_per_token(), 61u * 576 * 2);  // the same bytes on every rank
+  }
+  EXPECT_EQ(geometry_for("deepseek-v3", 0, 0).error().code(), ErrorCode::kInvalidArgument);
+}
+
 TEST(Geometry, RejectsUnknownPresetAndIndivisibleWorld) {
   EXPECT_EQ(geometry_for("gpt-17").error().code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(geometry_for("qwen3-coder-30b-a3b", 0, 3).error().code(), ErrorCode::kInvalidArgument);

@@ -128,7 +128,8 @@ TEST(Options, ANewStoreOverSeveralDrivesGetsSegmentsThatSpreadASessionOverEveryD
   EXPECT_EQ(eight.resolved()->segment_bytes, 1024 * kMiB);
 
   std::mt19937_64 rng(testing::test_seed());
-  const char* presets[] = {"qwen3-coder-30b-a3b", "llama-3-8b", "llama-3-70b", "qwen3-8b", "tiny"};
+  const char* presets[] = {"qwen3-coder-30b-a3b", "llama-3-8b", "llama-3-70b", "qwen3-8b",
+                           "deepseek-v3", "tiny"};
   int spread = 0;  // multi-drive cases checked
   for (int trial = 0; trial < 500; ++trial) {
     Options o;

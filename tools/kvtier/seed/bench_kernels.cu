@@ -13,7 +13,7 @@ namespace {
 template <bool kCheck>
 __global__ void fill_or_check(PagedCache c, const int32_t* ids, uint64_t tokens,
                               unsigned long long* first_bad) {
-  const uint64_t total = tokens * 2 * c.layer_count * c.row_words;
+  const uint64_t total = tokens * c.kv_tensors * c.layer_count * c.row_words;
   for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < total;
        i += uint64_t{gridDim.x} * blockDim.x) {
     const uint64_t w = i % c.row_words;
@@ -25,7 +25,7 @@ __global__ void fill_or_check(PagedCache c, const int32_t* ids, uint64_t tokens,
     const uint64_t slot = uint64_t(c.table[t / c.block_size]) * c.block_size + t % c.block_size;
     uint64_t* row =
         c.layers[layer] + (uint64_t{kv} * c.num_blocks * c.block_size + slot) * c.row_words;
-    const uint64_t v = synthetic::row_word(synthetic::row_seed(ids[t], t, block), w);
+    const uint64_t v = synthetic::row_word(synthetic::row_seed(ids[t], t, block), c.first_word + w);
     if constexpr (kCheck) {
       if (row[w] != v) atomicMin(first_bad, static_cast<unsigned long long>(t));
     } else {

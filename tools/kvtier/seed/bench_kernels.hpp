@@ -8,7 +8,7 @@
 
 namespace kvtier::seed::cuda {
 
-/// The cache: per layer a [2, num_blocks, block_size, row_words * 8 bytes] tensor.
+/// The cache: per layer a [kv_tensors, num_blocks, block_size, row_words * 8 bytes] tensor.
 struct PagedCache {
   uint64_t* const* layers;  // device array of layer bases
   const int32_t* table;     // device block table
@@ -16,6 +16,9 @@ struct PagedCache {
   uint32_t num_blocks;
   uint32_t block_size;
   uint32_t row_words;
+  uint32_t kv_tensors;  // 2: K and V; 1: MLA's latent
+  /// Word of the model's row where this rank's row starts (synthetic::first_word).
+  uint64_t first_word;
 };
 
 /// Writes the synthetic KV of `ids` (device array of `tokens` ids). Returns a cudaError_t.

@@ -25,10 +25,10 @@ Status too_long(uint64_t tokens) {
 
 class HostBenchKv final : public BenchKv {
  public:
-  HostBenchKv(const KvGeometry& g, uint64_t max_tokens) : g_(g) {
+  HostBenchKv(const KvGeometry& g, uint64_t max_tokens) : g_(g), first_word_(synthetic::first_word(g)) {
     const uint32_t blocks =
         static_cast<uint32_t>((max_tokens + kBenchBlockSize - 1) / kBenchBlockSize);
-    layer_bytes_ = uint64_t{2} * blocks * kBenchBlockSize * g.row_bytes();
+    layer_bytes_ = uint64_t{g.kv_tensors} * blocks * kBenchBlockSize * g.row_bytes();
     table_ = shuffled_blocks(blocks);
     for (uint32_t l = 0; l < g.layers; ++l) {
       layers_.emplace_back(new std::byte[layer_bytes_]);
@@ -107,7 +107,7 @@ class HostBenchKv final : public BenchKv {
     const uint64_t words = g_.row_bytes() / 8;
     const uint64_t slot =
         uint64_t(table_[t / kBenchBlockSize]) * kBenchBlockSize + t % kBenchBlockSize;
-    for (uint32_t kv = 0; kv < 2; ++kv) {
+    for (uint32_t kv = 0; kv < g_.kv_tensors; ++kv) {
       for (uint32_t l = 0; l < g_.layers; ++l) {
         const uint64_t block = uint64_t{kv} * g_.layers + l;
         auto* row = reinterpret_cast<uint64_t*>(
@@ -115,7 +115,7 @@ class HostBenchKv final : public BenchKv {
             (uint64_t{kv} * view_.num_blocks * kBenchBlockSize + slot) * g_.row_bytes());
         const uint64_t seed = synthetic::row_seed(ids[t], t, block);
         for (uint64_t w = 0; w < words; ++w) {
-          if (!fn(row, w, synthetic::row_word(seed, w))) return false;
+          if (!fn(row, w, synthetic::row_word(seed, first_word_ + w))) return false;
         }
       }
     }
@@ -123,6 +123,7 @@ class HostBenchKv final : public BenchKv {
   }
 
   KvGeometry g_;
+  uint64_t first_word_ = 0;
   uint64_t layer_bytes_ = 0;
   std::vector<int32_t> table_;
   std::vector<std::unique_ptr<std::byte[]>> layers_;
@@ -142,8 +143,8 @@ std::vector<int32_t> shuffled_blocks(uint32_t blocks) {
 
 Result<std::unique_ptr<BenchKv>> BenchKv::create(const KvGeometry& g, uint64_t max_tokens,
                                                  std::string_view device, int gpu) {
-  if (g.row_bytes() % 8 != 0)
-    return fail(ErrorCode::kInvalidArgument, "bench KV: row bytes not a multiple of 8");
+  if (uint64_t{g.head_dim} * g.element_bytes % 8 != 0)
+    return fail(ErrorCode::kInvalidArgument, "bench KV: head bytes not a multiple of 8");
   if (device == "cuda" || device == "auto") {
     auto cuda = make_cuda_bench_kv(g, max_tokens, gpu);
     if (cuda || device == "cuda") return cuda;

@@ -11,6 +11,7 @@
 #include "api/try.hpp"
 #include "bench_kernels.hpp"
 #include "bench_kv.hpp"
+#include "synthetic.hpp"
 
 namespace kvtier::seed {
 namespace {
@@ -52,7 +53,7 @@ class CudaBenchKv final : public BenchKv {
     kv->bus_ = bus;
     const uint32_t blocks =
         static_cast<uint32_t>((max_tokens + kBenchBlockSize - 1) / kBenchBlockSize);
-    kv->layer_bytes_ = uint64_t{2} * blocks * kBenchBlockSize * g.row_bytes();
+    kv->layer_bytes_ = uint64_t{g.kv_tensors} * blocks * kBenchBlockSize * g.row_bytes();
     kv->table_ = shuffled_blocks(blocks);
     for (uint32_t l = 0; l < g.layers; ++l) {
       void* p = nullptr;
@@ -78,7 +79,9 @@ class CudaBenchKv final : public BenchKv {
                   g.layers,
                   blocks,
                   kBenchBlockSize,
-                  static_cast<uint32_t>(g.row_bytes() / 8)};
+                  static_cast<uint32_t>(g.row_bytes() / 8),
+                  g.kv_tensors,
+                  synthetic::first_word(g)};
     kv->view_.block_table = kv->table_;
     kv->view_.block_size = kBenchBlockSize;
     kv->view_.num_blocks = blocks;

@@ -364,7 +364,12 @@ std::vector<std::string> rank_command(const std::string& self, const RankArgs& a
                                    "--device",
                                    args.device,
                                    "--gpu",
-                                   std::to_string(args.gpu)};
+                                   std::to_string(args.gpu),
+                                   "--store-format",
+                                   std::to_string(store.store_format),
+                                   "--max-tp",
+                                   std::to_string(store.max_tp)};
+  if (!store.tenant.empty()) argv.insert(argv.end(), {"--tenant", store.tenant});
   if (!store.remote.empty()) {
     argv.insert(argv.end(),
                 {"--remote", store.remote, "--remote-ttl", std::to_string(store.remote_ttl)});

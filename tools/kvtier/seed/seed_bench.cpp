@@ -62,6 +62,17 @@ class SeedRun {
         sessions_, make_sessions(WorkloadSpec{flags_.sessions, flags_.tokens_min, flags_.tokens_max,
                                               flags_.seed}));
     KVTIER_EXPECTS(flags_.ranks >= 1 && flags_.ranks <= 8, "--ranks must be 1..8");
+    for (const auto& w : split_list(flags_.restore_ranks)) {
+      const unsigned long v = std::strtoul(w.c_str(), nullptr, 10);
+      KVTIER_EXPECTS(v >= 1 && v <= 8 && w.find_first_not_of("0123456789") == std::string::npos,
+                     fmt::format("--restore-ranks: '{}' is not a TP size 1..8", w));
+      if (v != flags_.ranks) restore_worlds_.push_back(static_cast<uint32_t>(v));
+    }
+    KVTIER_EXPECTS(restore_worlds_.empty() || store_.store_format == 2,
+                   "--restore-ranks needs --store-format 2: a store per rank (format 1) is read "
+                   "only by ranks of the TP size that saved it");
+    KVTIER_EXPECTS(restore_worlds_.empty() || flags_.concurrency.empty(),
+                   "--restore-ranks applies to the sequential repeat phase, not --concurrency");
     for (const auto& p : split_list(flags_.paths)) KVTIER_TRY(check_path(p));
     for (const auto& p : split_list(flags_.sweep_paths)) KVTIER_TRY(check_path(p));
     std::vector<uint32_t> chunks = {store_.chunk_tokens};
@@ -146,13 +157,13 @@ class SeedRun {
   }
 
   Result<std::vector<std::unique_ptr<RankChannel>>> start_ranks(const std::string& root,
-                                                                uint32_t chunk) {
+                                                                uint32_t chunk, uint32_t world) {
     std::vector<std::unique_ptr<RankChannel>> ranks;
-    for (uint32_t r = 0; r < flags_.ranks; ++r) {
+    for (uint32_t r = 0; r < world; ++r) {
       RankArgs rank{store_, max_tokens(), flags_.device, static_cast<int>(r)};
       rank.store.root = root;
       rank.store.tp_rank = r;
-      rank.store.tp_world = flags_.ranks;
+      rank.store.tp_world = world;
       rank.store.chunk_tokens = chunk;
       rank.store.remote.clear();  // the seed workload has no remote tier
       const std::vector<std::string> argv = rank_command(self_, rank);
@@ -175,7 +186,7 @@ class SeedRun {
 
   Result<uint64_t> dram_bytes_per_rank() const {
     uint64_t working_set = 0;
-    for (const auto& s : sessions_) working_set += session_kv_bytes(s) / flags_.ranks;
+    for (const auto& s : sessions_) working_set += session_kv_bytes(s) / hello_.size();
     // Slabs are whole chunks: one partial chunk per session rounds up.
     working_set += working_set / 8 + (uint64_t{64} << 20);
     if (flags_.dram_bytes != "auto") return parse_size(flags_.dram_bytes);
@@ -185,7 +196,7 @@ class SeedRun {
       if (at != std::string::npos)
         available = std::strtoull(m->c_str() + at + 13, nullptr, 10) * 1024;
     }
-    const uint64_t cap = available * 6 / 10 / flags_.ranks;
+    const uint64_t cap = available * 6 / 10 / hello_.size();
     return std::min(working_set, cap);
   }
 
@@ -209,11 +220,12 @@ class SeedRun {
     for (const auto& dir : split_list(root)) fs::remove_all(dir);
   }
 
-  Result<Stage> start_stage(const std::string& root, uint32_t chunk) {
-    if (!flags_.keep) remove_stage(root);
+  /// The ranks of `world` over store `root`; `fresh`: the store is emptied first (unless --keep).
+  Result<Stage> start_stage(const std::string& root, uint32_t chunk, uint32_t world, bool fresh) {
+    if (fresh && !flags_.keep) remove_stage(root);
     announced_.clear();  // each stage's engines are new: say what they are again
     Stage stage;
-    KVTIER_ASSIGN_OR_RETURN(stage.ranks, start_ranks(root, chunk));
+    KVTIER_ASSIGN_OR_RETURN(stage.ranks, start_ranks(root, chunk, world));
     std::vector<pid_t> pids;
     std::vector<std::string> buses;
     for (size_t r = 0; r < stage.ranks.size(); ++r) {
@@ -262,7 +274,7 @@ class SeedRun {
 
   Status run_chunk(uint32_t chunk, const std::vector<std::string>& paths, bool main) {
     const std::string root = stage_root(fmt::format("seed-chunk{}", chunk));
-    KVTIER_ASSIGN_OR_RETURN(Stage stage, start_stage(root, chunk));
+    KVTIER_ASSIGN_OR_RETURN(Stage stage, start_stage(root, chunk, flags_.ranks, true));
     auto& ranks = stage.ranks;
     Samplers& samplers = *stage.samplers;
     const bool gpu = stage.gpu;
@@ -280,7 +292,30 @@ class SeedRun {
     if (main) machine_["samplers"] = samplers.describe();  // now with the sampling interval seen
     for (auto& r : ranks) (void)r->send(Json{{"op", "quit"}});
     ranks.clear();
+    if (main) {
+      for (uint32_t world : restore_worlds_) KVTIER_TRY(restore_at(root, chunk, world));
+    }
     if (!flags_.keep) remove_stage(root);
+    return {};
+  }
+
+  // The repeat phase (posix) by ranks of TP size `world` from the store the --ranks ranks saved
+  // (--restore-ranks; TP-free stores): its rows are "posix TP <saved>-><world>".
+  Status restore_at(const std::string& root, uint32_t chunk, uint32_t world) {
+    KVTIER_ASSIGN_OR_RETURN(Stage stage, start_stage(root, chunk, world, false));
+    std::printf("\n== TP %u restores what TP %u saved: %u ranks, %s; store %s\n", world,
+                flags_.ranks, world, hello_.front().value("device", "").c_str(), root.c_str());
+    const size_t first = rows_.size();
+    KVTIER_ASSIGN_OR_RETURN(bool ready,
+                            prepare_path(stage.ranks, *stage.samplers, "posix", chunk, stage.gpu));
+    if (ready) KVTIER_TRY(phase(stage.ranks, *stage.samplers, "repeat", "posix", chunk, "restore"));
+    for (size_t i = first; i < rows_.size(); ++i) {
+      rows_[i]["config"] = fmt::format("posix TP {}->{}", flags_.ranks, world);
+      rows_[i]["tp_saved"] = flags_.ranks;
+      rows_[i]["tp_restored"] = world;
+    }
+    for (auto& r : stage.ranks) (void)r->send(Json{{"op", "quit"}});
+    stage.ranks.clear();
     return {};
   }
 
@@ -301,7 +336,7 @@ class SeedRun {
     }
     const uint32_t chunk = store_.chunk_tokens;
     const std::string root = stage_root("seed-concurrency");
-    KVTIER_ASSIGN_OR_RETURN(Stage stage, start_stage(root, chunk));
+    KVTIER_ASSIGN_OR_RETURN(Stage stage, start_stage(root, chunk, flags_.ranks, true));
     auto& ranks = stage.ranks;
     Samplers& samplers = *stage.samplers;
     const bool gpu = stage.gpu;
@@ -590,6 +625,7 @@ class SeedRun {
   cli::StoreFlags store_;
   SeedFlags flags_;
   std::vector<SessionSpec> sessions_;
+  std::vector<uint32_t> restore_worlds_;  // --restore-ranks, less --ranks itself
   std::vector<Json> hello_;
   std::vector<Json> rows_;
   std::map<std::string, std::string> gds_notes_, fallbacks_, ceiling_names_;

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: 2026 kvtier authors
+# Store usage per TP size (issue 27): every rank of TP 1, 2, 4 and 8 saves the same session with
+# `kvtier put`, into a store per rank (format 1) and into a TP-free store (format 2); the bytes the
+# store's records hold are read back with `kvtier stat` (live_bytes of each distinct store the ranks
+# open, so a store that ranks share counts once). An MLA model (deepseek-v3: one latent every rank
+# holds) against a GQA one (llama-3-70b, 8 KV heads split over the ranks).
+# Usage: bench/tp/store_size.sh [TOKENS] [DIR]   (TOKENS 8192; DIR a scratch directory, emptied)
+# Prints a markdown table; needs build/release (cmake --preset release).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+tokens=${1:-8192}
+dir=${2:-/tmp/kvtier-store-size}
+K=${KVTIER:-build/release/tools/kvtier/kvtier}
+[ -x "$K" ] || { echo "no $K: cmake --preset release && cmake --build --preset release" >&2; exit 1; }
+
+# live bytes of every distinct store that the ranks of TP `world` open
+live_bytes() {
+  local store=$1 model=$2 format=$3 world=$4 r
+  for ((r = 0; r < world; r++)); do
+    "$K" stat --store "$store" --model "$model" --store-format "$format" --tp-world "$world" --tp-rank "$r" --json \
+      | python3 -c 'import json, sys; d = json.load(sys.stdin); print(d["store"], d["live_bytes"], d["records"])'
+  done | sort -u | awk '{ bytes += $2; records += $3 } END { print bytes, records }'
+}
+
+echo "| model | TP | format 1: bytes (records) | TP-free: bytes (records) | TP-free / format 1 | TP-free / TP 1's |"
+echo "|---|---|---|---|---|---|"
+for model in deepseek-v3 llama-3-70b; do
+  base=""
+  for world in 1 2 4 8; do
+    declare -A got=()
+    for format in 1 2; do
+      rm -rf "$dir"
+      for ((r = 0; r < world; r++)); do
+        "$K" put --store "$dir" --model "$model" --store-format "$format" --tp-world "$world" --tp-rank "$r" \
+          --tokens "$tokens" --seed 1 > /dev/null
+      done
+      got[$format]=$(live_bytes "$dir" "$model" "$format" "$world")
+    done
+    read -r b1 n1 <<< "${got[1]}"
+    read -r b2 n2 <<< "${got[2]}"
+    [ -n "$base" ] || base=$b2
+    python3 -c 'import sys; m, w, b1, n1, b2, n2, base = sys.argv[1:]; b1, b2, base = int(b1), int(b2), int(base)
+print(f"| {m} | {w} | {b1:,} ({n1}) | {b2:,} ({n2}) | {b2 / b1:.3f} | {b2 / base:.3f} |")' \
+      "$model" "$world" "$b1" "$n1" "$b2" "$n2" "$base"
+    unset got
+  done
+done
+rm -rf "$dir"
+echo
+echo "$tokens tokens, one session (seed 1), chunk 256; $(uname -n), $(date -u +%F)"
