@@ -21,30 +21,37 @@ live_bytes() {
   for ((r = 0; r < world; r++)); do
     "$K" stat --store "$store" --model "$model" --store-format "$format" --tp-world "$world" --tp-rank "$r" --json \
       | python3 -c 'import json, sys; d = json.load(sys.stdin); print(d["store"], d["live_bytes"], d["records"])'
-  done | sort -u | awk '{ bytes += $2; records += $3 } END { print bytes, records }'
+  done | sort -u | python3 -c 'import sys; rows = [l.split() for l in sys.stdin]
+print(sum(int(r[1]) for r in rows), sum(int(r[2]) for r in rows))'
 }
 
-echo "| model | TP | format 1: bytes (records) | TP-free: bytes (records) | TP-free / format 1 | TP-free / TP 1's |"
+echo "| model | TP | a store per rank (format 1): bytes (records) | TP-free: bytes (records) | TP-free / TP-free at TP 1 | TP-free / format 1, or (MLA) / a copy per rank (TP x TP-free at TP 1) |"
 echo "|---|---|---|---|---|---|"
 for model in deepseek-v3 llama-3-70b; do
   base=""
   for world in 1 2 4 8; do
-    declare -A got=()
+    f1="refused: format 1 keeps no MLA latent"
     for format in 1 2; do
       rm -rf "$dir"
+      ok=1
       for ((r = 0; r < world; r++)); do
         "$K" put --store "$dir" --model "$model" --store-format "$format" --tp-world "$world" --tp-rank "$r" \
-          --tokens "$tokens" --seed 1 > /dev/null
+          --tokens "$tokens" --seed 1 > /dev/null 2>&1 || { ok=0; break; }
       done
-      got[$format]=$(live_bytes "$dir" "$model" "$format" "$world")
+      if ((ok)); then
+        read -r b n <<< "$(live_bytes "$dir" "$model" "$format" "$world")"
+        if ((format == 1)); then f1=$(python3 -c 'import sys; print(f"{int(sys.argv[1]):,} ({sys.argv[2]})")' "$b" "$n")
+        else b2=$b; n2=$n; fi
+      elif ((format == 2)); then
+        echo "kvtier put failed: $model TP $world format 2" >&2
+        exit 1
+      fi
     done
-    read -r b1 n1 <<< "${got[1]}"
-    read -r b2 n2 <<< "${got[2]}"
     [ -n "$base" ] || base=$b2
-    python3 -c 'import sys; m, w, b1, n1, b2, n2, base = sys.argv[1:]; b1, b2, base = int(b1), int(b2), int(base)
-print(f"| {m} | {w} | {b1:,} ({n1}) | {b2:,} ({n2}) | {b2 / b1:.3f} | {b2 / base:.3f} |")' \
-      "$model" "$world" "$b1" "$n1" "$b2" "$n2" "$base"
-    unset got
+    python3 -c 'import sys; m, w, f1, b2, n2, base = sys.argv[1:]; w, b2, base = int(w), int(b2), int(base)
+b1 = int(f1.split()[0].replace(",", "")) if f1[0].isdigit() else w * base
+print(f"| {m} | {w} | {f1} | {b2:,} ({n2}) | {b2 / base:.3f} | {b2 / b1:.3f} |")' \
+      "$model" "$world" "$f1" "$b2" "$n2" "$base"
   done
 done
 rm -rf "$dir"
