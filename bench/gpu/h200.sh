@@ -61,7 +61,7 @@ $OUT/summary.txt plus $OUT/runs.tar.gz (every log and run directory). With TESTS
   striped                the peers on one file system striped over four fast drives (device-mapper
                          RAID 0: needs dm-mod, which the H200 VM lacks)
 
-Env: OUT (results, default /tmp/kvtier-out), TESTS=1, SESSIONS (seed runs on fast drives, 1),
+Env: OUT (results, default /tmp/kvtier-out), TESTS=1, CTEST_ARGS (e.g. "-L gpu"), SESSIONS (seed runs on fast drives, 1),
 BUDGET_S (the call's seconds, 540: later steps are skipped when it is nearly spent).
 EOF
 }

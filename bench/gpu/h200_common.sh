@@ -76,13 +76,14 @@ h200_build() {
   echo "build: $(( $(date +%s) - start )) s"
 }
 
-# Every test without the udev entry: cuFile cannot register files there, so GDS must fall back
-# and say why.
+# Every test (CTEST_ARGS narrows them, e.g. "-L gpu") without the udev entry: cuFile cannot
+# register files there, so GDS must fall back and say why.
 h200_tests() {
   local start
   start=$(date +%s)
+  # shellcheck disable=SC2086
   KVTIER_TEST_DIR=/root KVTIER_TEST_EXPECT_GDS=fallback ctest --test-dir build/h200 -j 8 --output-on-failure \
-    > "$OUT/ctest.log" 2>&1
+    ${CTEST_ARGS:-} > "$OUT/ctest.log" 2>&1
   grep -E "tests passed|Failed|\(Failed\)|\*\*\*" "$OUT/ctest.log" | tail -15
   echo "tests: $(( $(date +%s) - start )) s"
 }
