@@ -27,7 +27,11 @@ What it does, hook by hook:
   load left valid. A miss or a checksum mismatch becomes ``get_block_ids_with_load_errors``: vLLM
   recomputes those blocks instead of serving wrong KV. Only a model whose KV cache is one group of
   full attention is taken, or of MLA with ``kvtier.store_format`` 2 (its latent stored once for
-  every rank); sliding-window and hybrid models are refused at start.
+  every rank). This connector does not subclass vLLM's ``SupportsHMA``, so vLLM runs models with
+  sliding-window layers with its hybrid KV cache manager off: every layer keeps every token's KV
+  (one full-attention group), and kvtier stores and restores them whole, which is what vLLM's own
+  prefix cache then relies on. Recurrent hybrids (Mamba, linear attention) need that manager, so
+  vLLM refuses them at start; a group kvtier does not take is refused here too.
 
 Settings (``kv_connector_extra_config``): ``kvtier.root`` (store directory, required; a list of
 directories spreads the store over several drives, one directory each), ``kvtier.io`` (auto, posix,
