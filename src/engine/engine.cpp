@@ -88,6 +88,13 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
     KVTIER_ASSIGN_OR_RETURN(impl->options_, share.resolved());
   }
   if (part.no_dram) impl->options_.dram_bytes = 0;  // not even from KVTIER_DRAM_BYTES
+  auto split_staging = [&part](Options& o) {
+    if (part.staging_split > 1) {
+      o.staging_bytes =
+          std::max(o.io_request_bytes, o.staging_bytes / part.staging_split / 4096 * 4096);
+    }
+  };
+  split_staging(impl->options_);
   const Options& o = impl->options_;
   impl->log_ = Logger(o.log_sink, o.log_level.value_or(LogLevel::kWarn));
   KVTIER_ASSIGN_OR_RETURN(StoreRequest request, store_request(options));
@@ -112,7 +119,11 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   impl->store_.reset(std::move(store));
   impl->store_config_ = config;
   const uint64_t defaults_request = o.io_request_bytes, defaults_staging = o.staging_bytes;
-  KVTIER_ASSIGN_OR_RETURN(const bool retuned, impl->apply_tuning(options));
+  KVTIER_ASSIGN_OR_RETURN(bool retuned, impl->apply_tuning(options));
+  if (part.staging_split > 1) {
+    split_staging(impl->options_);
+    retuned = o.io_request_bytes != defaults_request || o.staging_bytes != defaults_staging;
+  }
   if (retuned) {
     KVTIER_TRY(impl->remake_host_buffers(staging, defaults_request, defaults_staging));
   }

@@ -214,14 +214,17 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
     return o;
   };
   // The groups' stores lie on the same drives and restore at once: one tuning for all (the first
-  // group's store probes the drives when they need it), and the rank's staging split over them.
+  // group's store probes the drives when they need it, and takes its share of what it found), and
+  // the rank's staging split over them.
   IoSettings io{checked.io_request_bytes, checked.staging_bytes, "", {}};
   const bool sizes_asked = options.io_request_bytes != 0 || options.staging_bytes != 0 ||
                            env.io_request_bytes || env.staging_bytes;
+  std::unique_ptr<Engine::Impl> first;
   if (rank_stores > 1 && options.tune && !sizes_asked) {
     StorePart part;
     const Options o = group_options(0, part);
-    KVTIER_ASSIGN_OR_RETURN(auto first, open_part(o, part, rank));
+    part.staging_split = rank_stores;
+    KVTIER_ASSIGN_OR_RETURN(first, open_part(o, part, rank));
     io = first->io_settings_;
   }
   auto add = [&](Options o, const StorePart& part) -> Status {
@@ -234,6 +237,10 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
     return {};
   };
   for (uint32_t k = 0; k < held.groups; ++k) {
+    if (k == 0 && first) {
+      parts.push_back(std::move(first));
+      continue;
+    }
     StorePart part;
     const Options o = group_options(k, part);
     KVTIER_TRY(add(o, part));

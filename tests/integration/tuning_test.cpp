@@ -317,5 +317,47 @@ TEST_F(TuningTest, ADriveAddedLaterIsProbedOnItsOwnAndTheOthersKeepTheirs) {
   }
 }
 
+// A TP-free store keeps each head group in a store of its own on the same drives: the first group's
+// store probes them once for all, keeps its share of the staging, and the others read with the same
+// pattern; the tuning is the rank's, shown once.
+TEST_F(TuningTest, ATpFreeRanksGroupStoresShareOneProbeAndSplitItsStaging) {
+  Options o = options();
+  o.store_format = 2;  // tiny's two KV heads: two head-group stores at TP 1
+  auto sessions = fill(o, 2);
+  IoSettings first;
+  {
+    ModelScope scope(punishes_depth());
+    auto e = Engine::open(o);
+    ASSERT_TRUE(e.has_value()) << e.error().to_string();
+    first = (*e)->io_settings();
+    SCOPED_TRACE(describe(first));
+    EXPECT_EQ(first.source, "tuned (staging split over 2 head-group stores)");
+    ASSERT_EQ(first.drives.size(), 1u);
+    EXPECT_EQ(first.drives[0].state, "probed");
+    EXPECT_EQ(first.drives[0].in_flight, 1u);
+    EXPECT_EQ(first.request_bytes, first.drives[0].request_bytes);
+    EXPECT_EQ(first.staging_bytes, first.drives[0].request_bytes * 2);  // the rank's whole
+    for (const auto& t : sessions) EXPECT_EQ(testing::restored_exact(**e, g_, t), t.size());
+    // Saves go through the tuned stores too.
+    sessions.push_back(synthetic::tokens(next_seed_++, 5000));
+    ASSERT_OK(testing::save_synthetic(**e, g_, sessions.back()));
+    EXPECT_EQ(testing::restored_exact(**e, g_, sessions.back()), sessions.back().size());
+  }
+  size_t tunings = 0;
+  for (const auto& f : fs::recursive_directory_iterator(root(0)))
+    tunings += f.path().filename() == kTuningName;
+  EXPECT_EQ(tunings, 1u) << "one probe, kept with the first group's store";
+  DriveModel failing = rewards_depth();
+  failing.fail_at = 0;
+  ModelScope scope(failing);
+  auto e = Engine::open(o);
+  ASSERT_TRUE(e.has_value()) << e.error().to_string();
+  const IoSettings again = (*e)->io_settings();
+  SCOPED_TRACE(describe(again));
+  EXPECT_EQ(again.drives[0].state, "kept");
+  EXPECT_EQ(again.request_bytes, first.request_bytes);
+  EXPECT_EQ(again.staging_bytes, first.staging_bytes);
+}
+
 }  // namespace
 }  // namespace kvtier
