@@ -94,6 +94,7 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
           std::max(o.io_request_bytes, o.staging_bytes / part.staging_split / 4096 * 4096);
     }
   };
+  const uint64_t whole_staging = impl->options_.staging_bytes;  // the rank's, before any split
   split_staging(impl->options_);
   const Options& o = impl->options_;
   impl->log_ = Logger(o.log_sink, o.log_level.value_or(LogLevel::kWarn));
@@ -119,13 +120,17 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   impl->store_.reset(std::move(store));
   impl->store_config_ = config;
   const uint64_t defaults_request = o.io_request_bytes, defaults_staging = o.staging_bytes;
+  // The tuning (or the defaults it falls back to) is the rank's whole staging, in io_settings_;
+  // this store reads with its share.
+  impl->options_.staging_bytes = whole_staging;
   KVTIER_ASSIGN_OR_RETURN(bool retuned, impl->apply_tuning(options));
   if (part.staging_split > 1) {
     split_staging(impl->options_);
     retuned = o.io_request_bytes != defaults_request || o.staging_bytes != defaults_staging;
   }
   if (retuned) {
-    KVTIER_TRY(impl->remake_host_buffers(staging, defaults_request, defaults_staging));
+    KVTIER_TRY(
+        impl->remake_host_buffers(staging, defaults_request, defaults_staging, whole_staging));
   }
   std::vector<std::span<std::byte>> pinned;
   if (impl->dram_) pinned.push_back(impl->dram_->arena());
@@ -166,7 +171,8 @@ Result<bool> Engine::Impl::apply_tuning(const Options& asked) {
 }
 
 Status Engine::Impl::remake_host_buffers(std::unique_ptr<StagingPool>& staging,
-                                         uint64_t defaults_request, uint64_t defaults_staging) {
+                                         uint64_t defaults_request, uint64_t defaults_staging,
+                                         uint64_t defaults_shown) {
   staging.reset();
   remote_arena_.reset();
   auto tuned = make_staging(options_);
@@ -176,7 +182,8 @@ Status Engine::Impl::remake_host_buffers(std::unique_ptr<StagingPool>& staging,
                tuned.error().message());
     io_settings_.source = "defaults (the tuned staging could not be had)";
     io_settings_.request_bytes = options_.io_request_bytes = defaults_request;
-    io_settings_.staging_bytes = options_.staging_bytes = defaults_staging;
+    options_.staging_bytes = defaults_staging;
+    io_settings_.staging_bytes = defaults_shown;
     KVTIER_ASSIGN_OR_RETURN(tuned, make_staging(options_));
   }
   staging = std::move(*tuned);

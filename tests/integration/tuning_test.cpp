@@ -323,6 +323,14 @@ TEST_F(TuningTest, ADriveAddedLaterIsProbedOnItsOwnAndTheOthersKeepTheirs) {
 TEST_F(TuningTest, ATpFreeRanksGroupStoresShareOneProbeAndSplitItsStaging) {
   Options o = options();
   o.store_format = 2;  // tiny's two KV heads: two head-group stores at TP 1
+  const uint64_t whole = o.resolved()->staging_bytes;
+  {
+    // Nothing to probe yet: the defaults, the rank's whole staging shown (each store has half).
+    auto e = Engine::open(o);
+    ASSERT_TRUE(e.has_value()) << e.error().to_string();
+    EXPECT_EQ((*e)->io_settings().source, "defaults (staging split over 2 head-group stores)");
+    EXPECT_EQ((*e)->io_settings().staging_bytes, whole);
+  }
   auto sessions = fill(o, 2);
   IoSettings first;
   {
