@@ -30,13 +30,17 @@ echo "|---|---|---|---|---|---|"
 for model in deepseek-v3 llama-3-70b; do
   base=""
   for world in 1 2 4 8; do
-    f1="refused: format 1 keeps no MLA latent"
+    f1="refused by format 1"
     for format in 1 2; do
       rm -rf "$dir"
       ok=1
       for ((r = 0; r < world; r++)); do
-        "$K" put --store "$dir" --model "$model" --store-format "$format" --tp-world "$world" --tp-rank "$r" \
-          --tokens "$tokens" --seed 1 > /dev/null 2>&1 || { ok=0; break; }
+        if ! err=$("$K" put --store "$dir" --model "$model" --store-format "$format" --tp-world "$world" \
+          --tp-rank "$r" --tokens "$tokens" --seed 1 2>&1 > /dev/null); then
+          echo "$model TP $world format $format: ${err##*$'\n'}" >&2
+          ok=0
+          break
+        fi
       done
       if ((ok)); then
         read -r b n <<< "$(live_bytes "$dir" "$model" "$format" "$world")"

@@ -77,18 +77,28 @@ Result<nlohmann::ordered_json> RankChannel::receive() {
 }
 
 Result<std::vector<nlohmann::ordered_json>> broadcast(
-    std::vector<std::unique_ptr<RankChannel>>& ranks, const nlohmann::ordered_json& command) {
-  for (auto& r : ranks) KVTIER_TRY(r->send(command));
+    std::vector<std::unique_ptr<RankChannel>>& ranks, const nlohmann::ordered_json& command,
+    bool first_alone) {
   std::vector<nlohmann::ordered_json> replies;
   Status first;
-  for (auto& r : ranks) {
-    auto reply =
-        r->receive();  // read every reply even after a failure, so the next command lines up
-    if (reply)
-      replies.push_back(std::move(*reply));
-    else if (first.ok())
-      first = reply.error();
+  auto collect = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      // Every reply is read even after a failure, so that the next command lines up.
+      auto reply = ranks[i]->receive();
+      if (reply)
+        replies.push_back(std::move(*reply));
+      else if (first.ok())
+        first = reply.error();
+    }
+  };
+  size_t sent = 0;
+  if (first_alone && !ranks.empty()) {
+    KVTIER_TRY(ranks[0]->send(command));
+    collect(0, 1);
+    sent = 1;
   }
+  for (size_t i = sent; i < ranks.size(); ++i) KVTIER_TRY(ranks[i]->send(command));
+  collect(sent, ranks.size());
   if (!first.ok()) return fail(first);
   return replies;
 }

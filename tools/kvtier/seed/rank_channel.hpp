@@ -36,7 +36,10 @@ class RankChannel {
 };
 
 /// Sends `command` to every rank, then collects every reply (so the ranks work concurrently).
+/// `first_alone`: rank 0 answers before the others are sent it (an open: the writer of a shared
+/// store, and the probe of its drives, before the ranks that follow them).
 [[nodiscard]] Result<std::vector<nlohmann::ordered_json>> broadcast(
-    std::vector<std::unique_ptr<RankChannel>>& ranks, const nlohmann::ordered_json& command);
+    std::vector<std::unique_ptr<RankChannel>>& ranks, const nlohmann::ordered_json& command,
+    bool first_alone = false);
 
 }  // namespace kvtier::seed

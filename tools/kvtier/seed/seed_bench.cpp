@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/try.hpp"
+#include "common/head_groups.hpp"
 #include "common/posix.hpp"
 #include "host_load.hpp"
 #include "metrics/counters.hpp"
@@ -62,15 +63,7 @@ class SeedRun {
         sessions_, make_sessions(WorkloadSpec{flags_.sessions, flags_.tokens_min, flags_.tokens_max,
                                               flags_.seed}));
     KVTIER_EXPECTS(flags_.ranks >= 1 && flags_.ranks <= 8, "--ranks must be 1..8");
-    for (const auto& w : split_list(flags_.restore_ranks)) {
-      const unsigned long v = std::strtoul(w.c_str(), nullptr, 10);
-      KVTIER_EXPECTS(v >= 1 && v <= 8 && w.find_first_not_of("0123456789") == std::string::npos,
-                     fmt::format("--restore-ranks: '{}' is not a TP size 1..8", w));
-      if (v != flags_.ranks) restore_worlds_.push_back(static_cast<uint32_t>(v));
-    }
-    KVTIER_EXPECTS(restore_worlds_.empty() || store_.store_format == 2,
-                   "--restore-ranks needs --store-format 2: a store per rank (format 1) is read "
-                   "only by ranks of the TP size that saved it");
+    KVTIER_TRY(check_restore_ranks());
     KVTIER_EXPECTS(restore_worlds_.empty() || flags_.concurrency.empty(),
                    "--restore-ranks applies to the sequential repeat phase, not --concurrency");
     for (const auto& p : split_list(flags_.paths)) KVTIER_TRY(check_path(p));
@@ -144,6 +137,35 @@ class SeedRun {
   }
 
  private:
+  // --restore-ranks: TP sizes the model and the TP-free store serve, each once, known before
+  // anything is saved.
+  Status check_restore_ranks() {
+    const std::string& list = flags_.restore_ranks;
+    if (list.empty()) return {};
+    KVTIER_EXPECTS(list.find(",,") == std::string::npos && list.front() != ',' &&
+                       list.back() != ',',
+                   fmt::format("--restore-ranks '{}': an empty item", list));
+    std::set<uint32_t> seen;
+    for (const auto& w : split_list(list)) {
+      const unsigned long v = std::strtoul(w.c_str(), nullptr, 10);
+      KVTIER_EXPECTS(v >= 1 && v <= 8 && w.find_first_not_of("0123456789") == std::string::npos,
+                     fmt::format("--restore-ranks: '{}' is not a TP size 1..8", w));
+      const auto world = static_cast<uint32_t>(v);
+      KVTIER_EXPECTS(seen.insert(world).second,
+                     fmt::format("--restore-ranks: {} is listed twice", world));
+      if (world == flags_.ranks) continue;  // the repeat phase itself
+      KVTIER_EXPECTS(store_.store_format == 2,
+                     "--restore-ranks needs --store-format 2: a store per rank (format 1) is read "
+                     "only by ranks of the TP size that saved it");
+      auto g = geometry_for(store_.model, 0, world, store_.chunk_tokens);
+      if (!g) return g.error().with_context(fmt::format("--restore-ranks {}", world));
+      const auto heads = rank_heads(HeadSplit{g->total_kv_heads(), store_.max_tp}, 0, world);
+      if (!heads) return heads.error().with_context(fmt::format("--restore-ranks {}", world));
+      restore_worlds_.push_back(world);
+    }
+    return {};
+  }
+
   static Status check_path(const std::string& p) {
     if (p == "posix" || p == "gds" || p == "dram" || p == "buffered") return {};
     return {ErrorCode::kInvalidArgument,
@@ -443,9 +465,11 @@ class SeedRun {
                   uint64_t dram) {
     KVTIER_ASSIGN_OR_RETURN(
         auto replies,
-        broadcast(ranks, Json{{"op", "open"},
-                              {"path", path == "posix" || path == "dram" ? "direct" : path},
-                              {"dram_bytes", dram}}));
+        broadcast(ranks,
+                  Json{{"op", "open"},
+                       {"path", path == "posix" || path == "dram" ? "direct" : path},
+                       {"dram_bytes", dram}},
+                  /*first_alone=*/true));
     const std::string fallback = replies[0].value("fallback", "");
     const std::string line = fmt::format(
         "-- {}: {}, requests of {} and staging {} per rank ({}){}{}", path,

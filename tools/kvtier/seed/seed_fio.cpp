@@ -58,9 +58,14 @@ Result<cli::FioRead> SeedFio::read(std::vector<std::unique_ptr<RankChannel>>& ra
     }
     for (auto& drive : cli::split_by_device(rank)) streams.push_back(std::move(drive));
   }
-  if (!json_.contains("depth")) {
+  const auto known = patterns_.find(streams.size());
+  if (known == patterns_.end()) {
     KVTIER_TRY(dropper.drop(ranks));
     KVTIER_TRY(calibrate(streams, request));
+    patterns_[streams.size()] = {request_, fio_->depth()};
+  } else {
+    request_ = known->second.request;
+    fio_->set_depth(known->second.depth);
   }
   KVTIER_TRY(dropper.drop(ranks));
   return fio_->read(streams, request_ > 0 ? request_ : request, fio_->depth());
@@ -97,10 +102,16 @@ Status SeedFio::calibrate(const std::vector<std::vector<FileExtent>>& streams, u
     }
   }
   fio_->set_depth(best_depth);
-  json_ = {
+  Json found = {
       {"version", fio_->version()}, {"engine", fio_->engine()},        {"depth", fio_->depth()},
       {"request_bytes", request_},  {"kvtier_request_bytes", request}, {"streams", streams.size()},
       {"depth_sweep", sweep},       {"what", fio_->describe()}};
+  // The first stage's is the run's ceiling; a stage with another number of streams adds its own.
+  if (json_.contains("depth")) {
+    json_["more_streams"].push_back(std::move(found));
+  } else {
+    json_ = std::move(found);
+  }
   std::printf(
       "-- fio ceiling: %s, %zu streams (ranks x drives); GB/s of all streams by request size and "
       "depth per stream:%s -> %s at depth %u\n",

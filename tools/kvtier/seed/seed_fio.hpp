@@ -4,6 +4,7 @@
 // and drive at once (fio_ceiling.hpp), its depth chosen on the first request.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -45,6 +46,13 @@ class SeedFio {
   unsigned depth_ = 0;
   std::vector<uint64_t> requests_;  // tried besides kvtier's
   uint64_t request_ = 0;            // the calibrated request size; 0 before calibration
+  /// The fastest pattern found for each number of streams (ranks x drives): a stage of ranks of
+  /// another TP size is held against fio at its own best, not at the first stage's.
+  struct Pattern {
+    uint64_t request = 0;
+    unsigned depth = 0;
+  };
+  std::map<size_t, Pattern> patterns_;
   nlohmann::ordered_json json_;
   std::set<std::string> warned_;
 };

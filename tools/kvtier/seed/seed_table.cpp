@@ -201,12 +201,16 @@ Json summarize(const std::vector<Json>& rows) {
     return fmt::format("{}|{}|{}", r.value("phase", ""), r.value("config", ""),
                        r.value("chunk_tokens", 0));
   });
-  // The drive's ceiling per chunk size: KV bytes over the raw O_DIRECT read time of the same
-  // records, from every request that measured one.
-  std::map<int, std::vector<const Json*>> ceilings, fio_reads;
+  // The drive's ceiling per chunk size and stage (ranks of another TP size read other bytes:
+  // --restore-ranks): KV bytes over the raw O_DIRECT read time of the same records, from every
+  // request that measured one.
+  auto pool = [](const Json& r) {
+    return fmt::format("{}|{}", r.value("chunk_tokens", 0), r.value("tp_restored", 0));
+  };
+  std::map<std::string, std::vector<const Json*>> ceilings, fio_reads;
   for (const Json& r : rows) {
-    if (r.contains("ceiling_seconds")) ceilings[r.value("chunk_tokens", 0)].push_back(&r);
-    if (r.contains("fio_seconds")) fio_reads[r.value("chunk_tokens", 0)].push_back(&r);
+    if (r.contains("ceiling_seconds")) ceilings[pool(r)].push_back(&r);
+    if (r.contains("fio_seconds")) fio_reads[pool(r)].push_back(&r);
   }
   Json out = Json::array();
   for (const auto& [key, members] : groups) {
@@ -274,7 +278,7 @@ Json summarize(const std::vector<Json>& rows) {
     };
     std::optional<double> ceiling_gbps =
         link ? median_of(members, kv_over_ceiling)
-             : median_of(ceilings[s["chunk_tokens"].get<int>()], kv_over_ceiling);
+             : median_of(ceilings[pool(first)], kv_over_ceiling);
     put(s, "ceiling_kv_gbps", ceiling_gbps, 1e-9);
     if (own) {
       s["ratio_to_ceiling"] = *own;
@@ -287,7 +291,7 @@ Json summarize(const std::vector<Json>& rows) {
     } else {
       s["ratio_to_ceiling"] = nullptr;
     }
-    if (!link) put_fio_ratio(s, members, fio_reads[s["chunk_tokens"].get<int>()]);
+    if (!link) put_fio_ratio(s, members, fio_reads[pool(first)]);
     uint64_t exact = 0, hits = 0;
     bool cufile = true;
     for (const Json* r : members) {
@@ -312,11 +316,21 @@ static std::string fio_ceiling_text(const Json& fio) {
       sweep += fmt::format("{}{} KiB x {}: {:.2f}", sweep.empty() ? "" : ", ", size >> 10,
                            d["depth"].get<unsigned>(), d["gb_per_s"].get<double>());
     }
+    std::string more;
+    for (const Json& m : fio.value("more_streams", Json::array())) {
+      more += fmt::format("{}{} streams: {} KiB x {}", more.empty() ? "" : ", ",
+                          m.value("streams", 0), m.value("request_bytes", uint64_t{0}) >> 10,
+                          m.value("depth", 0u));
+    }
     return fmt::format(
         "{} took, next to each restore, at its fastest request size and depth on the first "
-        "session ({} KiB x {}; GB/s of each tried: {})",
+        "session ({} KiB x {}; GB/s of each tried: {}){}",
         fio["what"].get<std::string>(), fio.value("request_bytes", uint64_t{0}) >> 10,
-        fio.value("depth", 0u), sweep);
+        fio.value("depth", 0u), sweep,
+        more.empty() ? ""
+                     : fmt::format("; a stage with another number of streams (ranks x drives) at "
+                                   "its own fastest, found the same way ({})",
+                                   more));
   }
   return "fio took: NOT MEASURED in this run (" + fio.value("error", std::string("no fio")) +
          "); RATIO (RAW) is then no independent ceiling";
