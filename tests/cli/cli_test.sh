@@ -52,6 +52,8 @@ mla=(--store "$s" --model deepseek-v3 --store-format 2 --segment-size 128M --cap
 expect 0 "chunks written=3" put "${mla[@]}" --tp-world 4 --tp-rank 0
 expect 0 "chunks written=0 present=0" put "${mla[@]}" --tp-world 8 --tp-rank 5  # a follower writes nothing
 expect 0 "restored 600/600" get "${mla[@]}" --tp-world 2 --tp-rank 1
+expect 2 "is an MLA model: its latent, which every rank holds, is kept once by a TP-free store; add --store-format 2" \
+  put --store "$s" --model deepseek-v3 --tokens 600
 expect 2 "needs --model" get --store "$s" --store-format 2 --tokens 1000
 expect 2 "--store-format" get "${common[@]}" --store-format 3 --tokens 1000
 # The remote tier: credentials never in the URI; only put and get take it; an unreachable cluster

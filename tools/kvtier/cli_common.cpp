@@ -288,6 +288,12 @@ Result<Options> StoreFlags::options(bool create) const {
     auto g = geometry_for(model, tp_rank, tp_world, chunk_tokens);
     if (!g) return fail(g.error());
     o.geometry = *g;
+    if (g->kv_tensors == 1 && store_format == 1) {
+      return fail(ErrorCode::kInvalidArgument,
+                  fmt::format("--model {} is an MLA model: its latent, which every rank holds, is "
+                              "kept once by a TP-free store; add --store-format 2",
+                              model));
+    }
   }
   o.tenant = tenant;
   o.create_if_missing = create;
