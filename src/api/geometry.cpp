@@ -160,8 +160,8 @@ Result<KvGeometry> geometry_for(std::string_view preset, uint32_t tp_rank, uint3
   for (const ModelPreset& p : model_presets()) {
     if (p.name != preset) continue;
     if (p.kv_tensors == 1) {  // every rank holds the whole latent
-      KvGeometry g{std::string(p.name), p.layers, 1, p.head_dim, p.element_bytes, chunk_tokens,
-                   tp_rank, tp_world};
+      KvGeometry g{std::string(p.name), p.layers,     1,       p.head_dim,
+                   p.element_bytes,     chunk_tokens, tp_rank, tp_world};
       g.kv_heads_total = 1;
       g.kv_tensors = 1;
       KVTIER_TRY(g.validate());

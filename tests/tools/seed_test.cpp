@@ -401,10 +401,10 @@ TEST(SeedBenchKv, ARanksRowsAreItsHeadsSliceOfTheWholeModelsRowsAtEveryTpSize) {
         EXPECT_EQ(offset, g->kv_tensors == 1 ? 0 : uint64_t{rank} * g->row_bytes());
         for (uint32_t l = 0; l < g->layers; ++l) {
           for (uint64_t r = 0; r < rows; ++r) {
-            ASSERT_EQ(std::memcmp(b.layers[l].data + r * g->row_bytes(),
-                                  a.layers[l].data + r * whole_g->row_bytes() + offset,
-                                  g->row_bytes()),
-                      0)
+            ASSERT_EQ(
+                std::memcmp(b.layers[l].data + r * g->row_bytes(),
+                            a.layers[l].data + r * whole_g->row_bytes() + offset, g->row_bytes()),
+                0)
                 << "layer " << l << " row " << r;
           }
         }

@@ -174,7 +174,8 @@ void StoreFlags::add_to(CLI::App& app, const FlagGroups& groups) {
                  "the store over them, one per drive (capacity is per drive)")
       ->type_name("DIR");
   app.add_option("--model", model,
-                 "Model preset: qwen3-coder-30b-a3b, llama-3-8b, llama-3-70b, qwen3-8b, deepseek-v3 (MLA), tiny; "
+                 "Model preset: qwen3-coder-30b-a3b, llama-3-8b, llama-3-70b, qwen3-8b, "
+                 "deepseek-v3 (MLA), tiny; "
                  "left out, an existing store's own geometry (its MANIFEST.json)")
       ->type_name("NAME");
   // Only the type's range here: KvGeometry::validate() owns the real bounds and says them.

@@ -129,7 +129,7 @@ TEST(Options, ANewStoreOverSeveralDrivesGetsSegmentsThatSpreadASessionOverEveryD
 
   std::mt19937_64 rng(testing::test_seed());
   const char* presets[] = {"qwen3-coder-30b-a3b", "llama-3-8b", "llama-3-70b", "qwen3-8b",
-                           "deepseek-v3", "tiny"};
+                           "deepseek-v3",         "tiny"};
   int spread = 0;  // multi-drive cases checked
   for (int trial = 0; trial < 500; ++trial) {
     Options o;

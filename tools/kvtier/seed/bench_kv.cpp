@@ -25,7 +25,8 @@ Status too_long(uint64_t tokens) {
 
 class HostBenchKv final : public BenchKv {
  public:
-  HostBenchKv(const KvGeometry& g, uint64_t max_tokens) : g_(g), first_word_(synthetic::first_word(g)) {
+  HostBenchKv(const KvGeometry& g, uint64_t max_tokens)
+      : g_(g), first_word_(synthetic::first_word(g)) {
     const uint32_t blocks =
         static_cast<uint32_t>((max_tokens + kBenchBlockSize - 1) / kBenchBlockSize);
     layer_bytes_ = uint64_t{g.kv_tensors} * blocks * kBenchBlockSize * g.row_bytes();

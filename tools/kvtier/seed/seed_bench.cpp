@@ -142,9 +142,9 @@ class SeedRun {
   Status check_restore_ranks() {
     const std::string& list = flags_.restore_ranks;
     if (list.empty()) return {};
-    KVTIER_EXPECTS(list.find(",,") == std::string::npos && list.front() != ',' &&
-                       list.back() != ',',
-                   fmt::format("--restore-ranks '{}': an empty item", list));
+    KVTIER_EXPECTS(
+        list.find(",,") == std::string::npos && list.front() != ',' && list.back() != ',',
+        fmt::format("--restore-ranks '{}': an empty item", list));
     std::set<uint32_t> seen;
     for (const auto& w : split_list(list)) {
       const unsigned long v = std::strtoul(w.c_str(), nullptr, 10);
@@ -464,12 +464,11 @@ class SeedRun {
   Status open_all(std::vector<std::unique_ptr<RankChannel>>& ranks, const std::string& path,
                   uint64_t dram) {
     KVTIER_ASSIGN_OR_RETURN(
-        auto replies,
-        broadcast(ranks,
-                  Json{{"op", "open"},
-                       {"path", path == "posix" || path == "dram" ? "direct" : path},
-                       {"dram_bytes", dram}},
-                  /*first_alone=*/true));
+        auto replies, broadcast(ranks,
+                                Json{{"op", "open"},
+                                     {"path", path == "posix" || path == "dram" ? "direct" : path},
+                                     {"dram_bytes", dram}},
+                                /*first_alone=*/true));
     const std::string fallback = replies[0].value("fallback", "");
     const std::string line = fmt::format(
         "-- {}: {}, requests of {} and staging {} per rank ({}){}{}", path,

@@ -20,7 +20,7 @@ struct SeedFlags {
   uint64_t tokens_min = 98058;
   uint64_t tokens_max = 100022;
   uint64_t seed = 1;
-  uint32_t ranks = 2;  // tensor-parallel world: one process per rank
+  uint32_t ranks = 2;         // tensor-parallel world: one process per rank
   std::string restore_ranks;  // e.g. "1,4,8": TP sizes that restore what `ranks` saved
   std::string paths = "posix,gds,dram,buffered";
   std::string chunk_sweep;  // extra chunk sizes, e.g. "64,1024"

@@ -276,9 +276,8 @@ Json summarize(const std::vector<Json>& rows) {
       if (!k || !c || *c <= 0) return std::nullopt;
       return *k / *c;
     };
-    std::optional<double> ceiling_gbps =
-        link ? median_of(members, kv_over_ceiling)
-             : median_of(ceilings[pool(first)], kv_over_ceiling);
+    std::optional<double> ceiling_gbps = link ? median_of(members, kv_over_ceiling)
+                                              : median_of(ceilings[pool(first)], kv_over_ceiling);
     put(s, "ceiling_kv_gbps", ceiling_gbps, 1e-9);
     if (own) {
       s["ratio_to_ceiling"] = *own;
@@ -318,9 +317,9 @@ static std::string fio_ceiling_text(const Json& fio) {
     }
     std::string more;
     for (const Json& m : fio.value("more_streams", Json::array())) {
-      more += fmt::format("{}{} streams: {} KiB x {}", more.empty() ? "" : ", ",
-                          m.value("streams", 0), m.value("request_bytes", uint64_t{0}) >> 10,
-                          m.value("depth", 0u));
+      more +=
+          fmt::format("{}{} streams: {} KiB x {}", more.empty() ? "" : ", ", m.value("streams", 0),
+                      m.value("request_bytes", uint64_t{0}) >> 10, m.value("depth", 0u));
     }
     return fmt::format(
         "{} took, next to each restore, at its fastest request size and depth on the first "
