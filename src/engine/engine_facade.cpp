@@ -101,6 +101,16 @@ Result<std::unique_ptr<Engine>> Engine::open(const Options& options) {
 
 namespace {
 
+/// The records each part's restore of `tokens` reads from its drives (none given: every record):
+/// a hybrid model's parts hold different stretches of a prefix (hybrid_records).
+std::vector<std::vector<LocatedRecord>> read_plans(const Parts& parts, const KvGeometry& g,
+                                                   std::span<const Token> tokens) {
+  if (g.hybrid() && !tokens.empty()) return hybrid_records(parts, g, tokens);
+  std::vector<std::vector<LocatedRecord>> plans;
+  for (const auto& part : parts) plans.push_back(part->read_plan(tokens));
+  return plans;
+}
+
 Status needs_state(const KvGeometry& g, bool given) {
   if (given && g.state_layers == 0) {
     return {ErrorCode::kInvalidArgument,
@@ -243,9 +253,16 @@ Result<CeilingResult> Engine::measure_read_ceiling(std::span<const Token> tokens
 }
 Result<CeilingResult> Engine::ceiling_of_parts(std::span<const Token> tokens) {
   // The parts read at once, as a restore reads them: the ceiling is their bytes over the wall time.
+  const std::vector<std::vector<LocatedRecord>> plans = read_plans(parts_, geometry_, tokens);
+  auto plan_of = [&](const Impl& part) -> std::span<const LocatedRecord> {
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      if (parts_[i].get() == &part) return plans[i];
+    }
+    return {};
+  };
   const auto start = std::chrono::steady_clock::now();
   std::vector<Result<CeilingResult>> results =
-      each_part(parts_, [&](Impl& part) { return part.measure_read_ceiling(tokens); });
+      each_part(parts_, [&](Impl& part) { return part.measure_read_ceiling(plan_of(part)); });
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CeilingResult all;
@@ -259,9 +276,10 @@ Result<CeilingResult> Engine::ceiling_of_parts(std::span<const Token> tokens) {
 }
 Result<std::vector<FileExtent>> Engine::read_extents(std::span<const Token> tokens) {
   return guarded([&]() -> Result<std::vector<FileExtent>> {
+    const std::vector<std::vector<LocatedRecord>> plans = read_plans(parts_, geometry_, tokens);
     std::vector<FileExtent> all;
-    for (const auto& part : parts_) {
-      KVTIER_ASSIGN_OR_RETURN(std::vector<FileExtent> e, part->read_extents(tokens));
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      const std::vector<FileExtent> e = parts_[i]->read_extents(plans[i]);
       all.insert(all.end(), e.begin(), e.end());
     }
     return all;

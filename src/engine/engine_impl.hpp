@@ -147,8 +147,11 @@ class Engine::Impl {
   Result<RestoreResult> restore(std::span<const Token> tokens, const KvMemory& destination);
   Result<uint64_t> evict(std::span<const Token> tokens);
   Result<VerifyReport> verify(const ProgressFn& progress);
-  Result<CeilingResult> measure_read_ceiling(std::span<const Token> tokens);
-  Result<std::vector<FileExtent>> read_extents(std::span<const Token> tokens);
+  /// The records a restore of `tokens` reads from the drives (none given: every record).
+  std::vector<LocatedRecord> read_plan(std::span<const Token> tokens);
+  /// kvtier's own read of `records`, the bytes discarded; the file ranges they lie in.
+  Result<CeilingResult> measure_read_ceiling(std::span<const LocatedRecord> records);
+  std::vector<FileExtent> read_extents(std::span<const LocatedRecord> records) const;
   /// The cluster keys and value sizes of `tokens`' chunks (Engine::remote_keys).
   Result<std::vector<RemoteRecordKey>> remote_keys(std::span<const Token> tokens) const;
   Result<RemoteSyncReport> sync_remote(std::span<const Token> tokens, const ProgressFn& progress);

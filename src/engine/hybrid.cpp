@@ -195,6 +195,32 @@ Result<RestoreResult> hybrid_restore(const Parts& parts, const KvGeometry& model
   return all;
 }
 
+std::vector<std::vector<LocatedRecord>> hybrid_records(const Parts& parts, const KvGeometry& model,
+                                                       std::span<const Token> tokens) {
+  std::vector<std::vector<LocatedRecord>> out(parts.size());
+  const uint64_t end = tokens.empty() ? 0 : held_boundary(parts, model, tokens);
+  if (end == 0) return out;
+  const std::span<const Token> prefix = tokens.first(end);
+  const size_t window_first = window_first_chunk(model, end);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Engine::Impl& p = *parts[i];
+    switch (kind_of(p)) {
+      case RecordKind::kFullAttention:
+        out[i] = p.held_records(p.chunk_refs(prefix));
+        break;
+      case RecordKind::kSlidingWindow:
+        out[i] = p.held_records(p.chunk_refs(prefix, window_first));
+        break;
+      case RecordKind::kState: {
+        const ChunkRef ref = Chain(p, prefix, model.chunk_tokens).state(end, state_rows(p));
+        out[i] = p.held_records(std::span(&ref, 1));
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 Result<uint64_t> hybrid_evict(const Parts& parts, const KvGeometry& model,
                               std::span<const Token> tokens) {
   // A list running past a stored partial last chunk holds that chunk under another key: the

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <span>
+#include <vector>
 
 #include "engine/parts.hpp"
 
@@ -27,6 +28,11 @@ template <typename Kv>
 Result<RestoreResult> hybrid_restore(const Parts& parts, const KvGeometry& model,
                                      std::span<const Token> tokens, const Kv& destination,
                                      const StateMemory* state);
+
+/// The records each part's restore of `tokens` would read from its drives (parts in order): what
+/// the read ceiling and the file ranges for fio cover.
+std::vector<std::vector<LocatedRecord>> hybrid_records(const Parts& parts, const KvGeometry& model,
+                                                       std::span<const Token> tokens);
 
 /// Drops every record of `tokens` from every part: their chunks' KV and any state at their ends.
 Result<uint64_t> hybrid_evict(const Parts& parts, const KvGeometry& model,

@@ -10,8 +10,11 @@
 
 namespace kvtier {
 
-Result<CeilingResult> Engine::Impl::measure_read_ceiling(std::span<const Token> tokens) {
-  std::vector<LocatedRecord> all = tokens.empty() ? store_->all_records() : find_prefix(tokens);
+std::vector<LocatedRecord> Engine::Impl::read_plan(std::span<const Token> tokens) {
+  return tokens.empty() ? store_->all_records() : find_prefix(tokens);
+}
+
+Result<CeilingResult> Engine::Impl::measure_read_ceiling(std::span<const LocatedRecord> all) {
   Channel& channel = kit_->posix_channel();
   std::vector<RecordMeta> records;
   std::vector<int> fds;
@@ -28,9 +31,7 @@ Result<CeilingResult> Engine::Impl::measure_read_ceiling(std::span<const Token> 
   return CeilingResult{plan.bytes, elapsed.count()};
 }
 
-Result<std::vector<FileExtent>> Engine::Impl::read_extents(std::span<const Token> tokens) {
-  const std::vector<LocatedRecord> records =
-      tokens.empty() ? store_->all_records() : find_prefix(tokens);
+std::vector<FileExtent> Engine::Impl::read_extents(std::span<const LocatedRecord> records) const {
   std::vector<FileExtent> extents;
   for (const LocatedRecord& r : records) {
     const uint64_t bytes = r.meta.record_bytes();

@@ -356,6 +356,44 @@ TEST(HybridStore, SlidingWindowLayersKeepOnlyTheLastWindow) {
   EXPECT_EQ(*e->lookup(std::span<const Token>(tokens.data(), 72)), 0u);
 }
 
+// What a benchmark holds a restore against (kvtier's raw read, fio on the file ranges) must read
+// what the restore reads: the full-attention records, the last window's and the state.
+TEST(HybridStore, TheReadCeilingAndTheFileRangesCoverEveryPartARestoreReads) {
+  std::mt19937_64 rng(testing::test_seed());
+  const Hybrid m = small_model();
+  TempDir dir;
+  std::unique_ptr<Engine> e = open_rank(dir.str(), m, 0, 1);
+  ASSERT_TRUE(e);
+  std::vector<Token> tokens(80);
+  std::iota(tokens.begin(), tokens.end(), 11);
+  std::vector<std::byte> kv = random_bytes(m.rank(0, 1).bytes_for_tokens(80), rng);
+  std::vector<std::byte> state = random_bytes(2 * 48, rng);
+  ASSERT_TRUE(
+      e->save(tokens, {{kv.data(), kv.size(), MemoryKind::kHost, 0}, 80}, state_view(state, m)));
+  std::vector<std::byte> got(kv.size(), kUntouched), out(state.size(), kUntouched);
+  auto restored =
+      e->restore(tokens, {{got.data(), got.size(), MemoryKind::kHost, 0}, 80}, state_view(out, m));
+  ASSERT_TRUE(restored) << restored.error().message();
+  ASSERT_EQ(restored->tokens_restored, 80u);
+  auto extents = e->read_extents(tokens);
+  ASSERT_TRUE(extents) << extents.error().message();
+  uint64_t bytes = 0;
+  bool window = false, rank_state = false;
+  for (const FileExtent& x : *extents) {
+    bytes += x.length;
+    window = window || x.path.find("/w0of") != std::string::npos;
+    rank_state = rank_state || x.path.find("/s0of1/") != std::string::npos;
+  }
+  EXPECT_EQ(bytes, restored->bytes_read);
+  EXPECT_TRUE(window && rank_state);
+  auto ceiling = e->measure_read_ceiling(tokens);
+  ASSERT_TRUE(ceiling) << ceiling.error().message();
+  EXPECT_EQ(ceiling->bytes, restored->bytes_read);
+  // A prefix no part holds reads nothing.
+  std::vector<Token> other(tokens.rbegin(), tokens.rend());
+  EXPECT_TRUE(e->read_extents(other)->empty());
+}
+
 TEST(HybridStore, ACorruptStateOrWindowRecordIsAMissNeverWrongKv) {
   std::mt19937_64 rng(testing::test_seed());
   const Hybrid m = small_model();
