@@ -353,6 +353,13 @@ if command -v fio > /dev/null; then
   fi
 fi
 expect 2 "is not a request size" "${seed[@]}" --tokens 600 --fio-requests 1M,5000 --no-report
+# Any TP size: TP 1 restores what the two ranks saved into a TP-free store, every byte checked
+# (exit 1 if not); sizes the model or the store cannot serve are refused before anything is saved.
+expect 0 "| posix TP 2->1 |" "${seed[@]}" --tokens 600 --device host --paths posix --no-report --fio off \
+  --store-format 2 --restore-ranks 1 --out "$work/tp-out"
+expect 2 "--restore-ranks 4: tiny has 2 KV heads" "${seed[@]}" --tokens 600 --store-format 2 --restore-ranks 4
+expect 2 "needs --store-format 2" "${seed[@]}" --tokens 600 --restore-ranks 1
+expect 2 "1 is listed twice" "${seed[@]}" --tokens 600 --store-format 2 --restore-ranks 1,1
 expect 0 "| posix | 2 |" "${seed[@]}" --tokens 600 --device host --concurrency 1,2 --host-load 1 \
   --paths posix,dram --out "$work/conc-out"
 expect 2 "is not 1..64" "${seed[@]}" --tokens 600 --concurrency 0 --no-report
