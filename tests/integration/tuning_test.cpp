@@ -96,6 +96,23 @@ class TuningTest : public ::testing::Test {
     return out;
   }
 
+  /// Reopens `o` with every read of the drive failing: a probe at this open would fail and say
+  /// so, a kept tuning reads nothing and is `first` (source, sizes) again.
+  void expect_kept_through_failing_reads(const Options& o, const IoSettings& first) {
+    DriveModel failing = rewards_depth();
+    failing.fail_at = 0;
+    ModelScope scope(failing);
+    auto e = Engine::open(o);
+    ASSERT_TRUE(e.has_value()) << e.error().to_string();
+    const IoSettings again = (*e)->io_settings();
+    SCOPED_TRACE(describe(again));
+    EXPECT_EQ(again.source, first.source);
+    ASSERT_EQ(again.drives.size(), 1u);
+    EXPECT_EQ(again.drives[0].state, "kept");
+    EXPECT_EQ(again.request_bytes, first.request_bytes);
+    EXPECT_EQ(again.staging_bytes, first.staging_bytes);
+  }
+
   static std::string describe(const IoSettings& s) {
     std::string out =
         fmt::format("{} x staging {} from {}:", s.request_bytes, s.staging_bytes, s.source);
@@ -147,20 +164,7 @@ TEST_F(TuningTest, TheTuningOutlivesAReopenWithoutProbingAgain) {
     first = (*e)->io_settings();
   }
   ASSERT_EQ(first.source, "tuned") << describe(first);
-  // Every read now fails: a probe at this open would fail and say so; a kept tuning reads nothing.
-  DriveModel failing = rewards_depth();
-  failing.fail_at = 0;
-  {
-    ModelScope scope(failing);
-    auto e = Engine::open(o);
-    ASSERT_TRUE(e.has_value()) << e.error().to_string();
-    const IoSettings again = (*e)->io_settings();
-    SCOPED_TRACE(describe(again));
-    EXPECT_EQ(again.source, "tuned");
-    EXPECT_EQ(again.drives[0].state, "kept");
-    EXPECT_EQ(again.request_bytes, first.request_bytes);
-    EXPECT_EQ(again.staging_bytes, first.staging_bytes);
-  }
+  expect_kept_through_failing_reads(o, first);
   // A read-only open (kvtier stat) shows it too.
   Options ro = o;
   ro.read_only = true;
@@ -355,16 +359,7 @@ TEST_F(TuningTest, ATpFreeRanksGroupStoresShareOneProbeAndSplitItsStaging) {
   for (const auto& f : fs::recursive_directory_iterator(root(0)))
     tunings += f.path().filename() == kTuningName;
   EXPECT_EQ(tunings, 1u) << "one probe, kept with the first group's store";
-  DriveModel failing = rewards_depth();
-  failing.fail_at = 0;
-  ModelScope scope(failing);
-  auto e = Engine::open(o);
-  ASSERT_TRUE(e.has_value()) << e.error().to_string();
-  const IoSettings again = (*e)->io_settings();
-  SCOPED_TRACE(describe(again));
-  EXPECT_EQ(again.drives[0].state, "kept");
-  EXPECT_EQ(again.request_bytes, first.request_bytes);
-  EXPECT_EQ(again.staging_bytes, first.staging_bytes);
+  expect_kept_through_failing_reads(o, first);
 }
 
 }  // namespace
