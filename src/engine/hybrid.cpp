@@ -63,6 +63,21 @@ bool boundary_held(const Parts& parts, const std::vector<std::optional<Chain>>& 
   return true;
 }
 
+/// The chunks part `p` reads for `prefix` (a held boundary): all of its chunks (full attention),
+/// those from `window_first` on (sliding window), or the state record at its end.
+std::vector<ChunkRef> part_refs(const Engine::Impl& p, const KvGeometry& model,
+                                std::span<const Token> prefix, size_t window_first) {
+  switch (kind_of(p)) {
+    case RecordKind::kFullAttention:
+      return p.chunk_refs(prefix);
+    case RecordKind::kSlidingWindow:
+      return p.chunk_refs(prefix, window_first);
+    case RecordKind::kState:
+      return {Chain(p, prefix, model.chunk_tokens).state(prefix.size(), state_rows(p))};
+  }
+  return {};
+}
+
 /// The prefix of `tokens` every full-attention part holds locally.
 uint64_t full_prefix(const Parts& parts, std::span<const Token> tokens) {
   uint64_t full = tokens.size();
@@ -164,18 +179,17 @@ Result<RestoreResult> hybrid_restore(const Parts& parts, const KvGeometry& model
   };
   auto one = [&](Engine::Impl& p) -> Result<RestoreResult> {
     switch (kind_of(p)) {
-      case RecordKind::kFullAttention:
+      case RecordKind::kFullAttention:  // through every tier, the cluster's included
         return on_kv_memory(
             p, destination, /*restore=*/true,
             [&](Engine::Impl& q, const KvMemory& t) { return q.restore(prefix, t); });
       case RecordKind::kSlidingWindow: {
         KVTIER_ASSIGN_OR_RETURN(KvMemory memory, p.kv_memory_of(destination, /*restore=*/true));
-        return p.restore_chunks(p.chunk_refs(prefix, window_first), memory);
+        return p.restore_chunks(part_refs(p, model, prefix, window_first), memory);
       }
       case RecordKind::kState: {
-        const ChunkRef ref = Chain(p, prefix, model.chunk_tokens).state(end, state_rows(p));
         KVTIER_ASSIGN_OR_RETURN(KvMemory memory, p.state_memory_of(*state));
-        return p.restore_chunks(std::span(&ref, 1), memory);
+        return p.restore_chunks(part_refs(p, model, prefix, window_first), memory);
       }
     }
     return fail(ErrorCode::kInternal, "a part of an unknown kind");
@@ -203,20 +217,7 @@ std::vector<std::vector<LocatedRecord>> hybrid_records(const Parts& parts, const
   const std::span<const Token> prefix = tokens.first(end);
   const size_t window_first = window_first_chunk(model, end);
   for (size_t i = 0; i < parts.size(); ++i) {
-    Engine::Impl& p = *parts[i];
-    switch (kind_of(p)) {
-      case RecordKind::kFullAttention:
-        out[i] = p.held_records(p.chunk_refs(prefix));
-        break;
-      case RecordKind::kSlidingWindow:
-        out[i] = p.held_records(p.chunk_refs(prefix, window_first));
-        break;
-      case RecordKind::kState: {
-        const ChunkRef ref = Chain(p, prefix, model.chunk_tokens).state(end, state_rows(p));
-        out[i] = p.held_records(std::span(&ref, 1));
-        break;
-      }
-    }
+    out[i] = parts[i]->held_records(part_refs(*parts[i], model, prefix, window_first));
   }
   return out;
 }
