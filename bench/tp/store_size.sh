@@ -30,7 +30,8 @@ echo "|---|---|---|---|---|---|"
 for model in deepseek-v3 llama-3-70b; do
   base=""
   for world in 1 2 4 8; do
-    f1="refused by format 1"
+    b1=""
+    n1=""
     for format in 1 2; do
       rm -rf "$dir"
       ok=1
@@ -44,18 +45,17 @@ for model in deepseek-v3 llama-3-70b; do
       done
       if ((ok)); then
         read -r b n <<< "$(live_bytes "$dir" "$model" "$format" "$world")"
-        if ((format == 1)); then f1=$(python3 -c 'import sys; print(f"{int(sys.argv[1]):,} ({sys.argv[2]})")' "$b" "$n")
-        else b2=$b; n2=$n; fi
+        if ((format == 1)); then b1=$b; n1=$n; else b2=$b; n2=$n; fi
       elif ((format == 2)); then
         echo "kvtier put failed: $model TP $world format 2" >&2
         exit 1
       fi
     done
     [ -n "$base" ] || base=$b2
-    python3 -c 'import sys; m, w, f1, b2, n2, base = sys.argv[1:]; w, b2, base = int(w), int(b2), int(base)
-b1 = int(f1.split()[0].replace(",", "")) if f1[0].isdigit() else w * base
-print(f"| {m} | {w} | {f1} | {b2:,} ({n2}) | {b2 / base:.3f} | {b2 / b1:.3f} |")' \
-      "$model" "$world" "$f1" "$b2" "$n2" "$base"
+    python3 -c 'import sys; m, w, b1, n1, b2, n2, base = sys.argv[1:]; w, b2, base = int(w), int(b2), int(base)
+f1 = f"{int(b1):,} ({n1})" if b1 else "refused by format 1"
+print(f"| {m} | {w} | {f1} | {b2:,} ({n2}) | {b2 / base:.3f} | {b2 / (int(b1) if b1 else w * base):.3f} |")' \
+      "$model" "$world" "$b1" "$n1" "$b2" "$n2" "$base"
   done
 done
 rm -rf "$dir"

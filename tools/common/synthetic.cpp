@@ -31,7 +31,9 @@ bool row(std::byte* dst, uint64_t bytes, uint64_t seed, uint64_t first, bool che
 
 uint64_t first_word(const KvGeometry& g) {
   const uint64_t heads = g.total_kv_heads();
-  // Ranks split the heads evenly, or replicate them where there are more ranks than heads.
+  // Ranks split the heads evenly, or replicate them where there are more ranks than heads. Written
+  // apart from the store's rank_heads (src/common/head_groups.hpp), as the bench's addressing is
+  // apart from kvtier's: a mapping bug there shows as a mismatch instead of cancelling out.
   const uint64_t first_head =
       g.tp_world <= heads ? g.tp_rank * (heads / g.tp_world) : g.tp_rank * heads / g.tp_world;
   return first_head * g.head_dim * g.element_bytes / 8;
