@@ -285,6 +285,7 @@ fi
 # The independent ceiling: fio replays each restore's reads (100 MB a session: enough for fio's
 # millisecond clock); its GB/s and the ratio to it are numbers, not n/a. Without fio: said loudly.
 expect 0 "GB/s by depth" bench --store "$work/fio" --model tiny --sessions 1 --tokens 200000 --repeat 1 \
+  --capacity 512M --segment-size 16M \
   --paths direct --json "$work/fio.json"
 if python3 -c "import json, sys; p = json.load(open(sys.argv[1]))['paths'][0]; \
     sys.exit(not (p['fio_gb_per_s'] > 0 and p['ratio_to_fio'] > 0 and len(p['fio_seconds']) == 1))" "$work/fio.json"; then

@@ -69,8 +69,12 @@ struct Hybrid {
 };
 
 Options options_for(const std::string& root, const KvGeometry& g, uint32_t max_tp) {
-  // A bound, not an allocation: every rank's state store gets 1/(stores x TP) of it.
-  return testing::tp_free_options(root, g, max_tp, 16ull << 30);
+  // Every rank's state store gets 1/(stores x TP) of the capacity, at least one 16 MiB segment.
+  // Segments are preallocated whole: at their default size (a quarter of a store's share) a
+  // rank's dozen stores would take gigabytes of the test machine's disk.
+  Options o = testing::tp_free_options(root, g, max_tp, 4ull << 30);
+  o.segment_bytes = 16 << 20;
+  return o;
 }
 
 /// A session's KV and state, as every rank of a TP size holds them.

@@ -444,6 +444,7 @@ TEST(TpFreeStore, CapacityAndDramAreSharedOverTheGroupsAndAStoresOwnCapacityIsKe
   TempDir dir;
   Options o = options_for(dir.str(), m.rank(0, 1), 8);
   o.capacity_bytes = 8ull << 30;
+  o.segment_bytes = 16 << 20;  // preallocated whole: the default would take 2 GiB of disk here
   {
     auto e = Engine::open(o);
     ASSERT_TRUE(e) << e.error().message();
