@@ -31,6 +31,19 @@ enum class IoPath : uint8_t {
 KVTIER_EXPORT std::string_view io_path_name(IoPath path);
 KVTIER_EXPORT Result<IoPath> parse_io_path(std::string_view name);
 
+/// @brief How a TP-free store (store_format 2) keeps its records of 16-bit KV: on the drives, in
+/// the DRAM tier and in the cluster alike (docs/format.md "Compressed records").
+enum class Compression : uint8_t {
+  kOff,      ///< every record raw
+  kSplit16,  ///< each record of bf16/fp16 KV coded by split16 (lossless: each word's 8 exponent
+             ///< bits as codes into a small per-block codebook, the sign and mantissa kept),
+             ///< decoded on the host on the way into the destination; a record that does not
+             ///< shrink by at least 1/20 is kept raw. Recurrent-state records are always raw.
+};
+
+KVTIER_EXPORT std::string_view compression_name(Compression compression);
+KVTIER_EXPORT Result<Compression> parse_compression(std::string_view name);
+
 /// @brief "4096", "64M", "1.5G", "2T" -> bytes: decimal digits, an optional fraction, then an
 /// optional binary unit (K/M/G/T in either case, KiB/MiB/GiB/TiB, or B).
 /// @return kInvalidArgument, naming the text and the grammar, for anything else (hex, exponents,
@@ -90,6 +103,9 @@ struct KVTIER_EXPORT Options {
   uint32_t store_format = 1;
   /// Format 2: the largest TP size the store serves (a power of two, 1..1024).
   uint32_t max_tp = 8;
+  /// Format 2 with 16-bit KV (element_bytes 2): how new records are stored. Records of either kind
+  /// are read whatever this says, so it may change between opens.
+  Compression compression = Compression::kOff;
   /// Format 2 with more ranks than KV heads: a rank that reads a head group another rank writes
   /// waits this long at open for the writer to make its store (ranks start together).
   uint32_t writer_wait_ms = 30000;

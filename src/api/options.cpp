@@ -60,6 +60,16 @@ Result<Options> Options::resolved() const {
                              o.store_format));
   KVTIER_EXPECTS(o.max_tp >= 1 && o.max_tp <= 1024 && (o.max_tp & (o.max_tp - 1)) == 0,
                  fmt::format("options: max_tp {} is not a power of two in 1..1024", o.max_tp));
+  if (o.compression != Compression::kOff) {
+    KVTIER_EXPECTS(o.store_format == 2,
+                   fmt::format("options: compression {} needs store_format 2, whose records say "
+                               "how they are stored (format 1's do not)",
+                               compression_name(o.compression)));
+    KVTIER_EXPECTS(o.geometry.element_bytes == 2,
+                   fmt::format("options: compression {} codes 16-bit KV (bf16, fp16); this "
+                               "model's elements are {} bytes",
+                               compression_name(o.compression), o.geometry.element_bytes));
+  }
   if (!o.log_level) o.log_level = env.log_level.value_or(LogLevel::kWarn);
   if (o.io_path == IoPath::kAuto && env.io_path) o.io_path = *env.io_path;
   o.capacity_bytes = pick(o.capacity_bytes, env.capacity_bytes, 64 * kGiB);

@@ -38,6 +38,23 @@ Result<IoPath> parse_io_path(std::string_view name) {
       fmt::format("I/O path '{}': expected auto, posix (or direct), buffered or gds", name));
 }
 
+std::string_view compression_name(Compression compression) {
+  switch (compression) {
+    case Compression::kOff:
+      return "off";
+    case Compression::kSplit16:
+      return "split16";
+  }
+  return "?";
+}
+
+Result<Compression> parse_compression(std::string_view name) {
+  if (name == "off") return Compression::kOff;
+  if (name == "split16") return Compression::kSplit16;
+  return fail(ErrorCode::kInvalidArgument,
+              fmt::format("compression '{}': expected off or split16", name));
+}
+
 namespace {
 
 constexpr std::string_view kSizeGrammar =

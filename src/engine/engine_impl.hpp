@@ -255,6 +255,15 @@ class Engine::Impl {
   Status place_batch(SaveBatch& batch, DeviceTransfer& transfer);
   /// Places the batch's records (checksummed) in the store and plans their pieces.
   Status reserve_batch(SaveBatch& batch);
+  /// Whether this store's new records are coded (Options::compression, for a slice of 16-bit KV).
+  [[nodiscard]] bool codes_records() const;
+  /// The save of a store that codes its records: checksums on the device, then a staging's worth
+  /// at a time gathered into host memory, coded, written through the POSIX channel and finished.
+  /// `batch.records` ends with what each record stores.
+  Status save_coded(SaveBatch& batch, Device& device, const KvMemory& source);
+  /// Commits the written `batch` (or aborts it after `written` failed), publishes or abandons its
+  /// DRAM tier slabs and tells the tiers behind.
+  Status finish_batch(SaveBatch& batch, Status written);
   /// The one write route (write_route.cpp): builds each piece of `batch` in `channel`'s staging
   /// (payload gathered from the transfer, headers, padding; a copy of each payload into its DRAM
   /// tier slab on the way) and writes it, on at most `slots` of the transfer's slots.

@@ -257,6 +257,7 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
     Options o = options;
     KVTIER_ASSIGN_OR_RETURN(o.geometry, state_geometry(rank));
     o.remote = {};
+    o.compression = Compression::kOff;  // a state is not 16-bit KV words
     bounds(o, part, state_split);
     part.kind = 3;
     part.dir_name = fmt::format("kvtier2/{}/s{}of{}", dir, rank.tp_rank, rank.tp_world);
@@ -300,6 +301,7 @@ std::unique_ptr<Engine::Impl> open_format1_beside(const Options& options) {
   }
   Options o = options;
   o.store_format = 1;
+  o.compression = Compression::kOff;  // format 1 stores every record raw
   o.geometry.kv_heads_total = 0;
   o.read_only = true;
   o.remote = {};

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "api/try.hpp"
+#include "engine/record_codec.hpp"
 #include "engine/record_io.hpp"
 
 namespace kvtier {
@@ -45,6 +46,7 @@ struct ReadPlan {
     out.sums = std::vector<std::atomic<uint64_t>>(records.size());
     out.received = std::vector<std::atomic<uint64_t>>(records.size());
     out.header.assign(records.size(), HeaderState::kUnseen);
+    for (const RecordMeta& m : records) out.payload.push_back(m.payload_bytes);
     out.bytes = io.bytes;
     out.extents = io.extents;
   }
@@ -160,6 +162,20 @@ Result<ReadOutcome> ReadRoute::read(Channel& channel, std::span<const LocatedRec
                                     std::span<const uint64_t> first_tokens,
                                     const ProgressFn& progress,
                                     std::span<const std::span<std::byte>> keep) {
+  std::vector<size_t> coded;
+  for (size_t i = 0; i < located.size(); ++i) {
+    if (is_coded(located[i].meta, shape_)) coded.push_back(i);
+  }
+  if (coded.empty())
+    return read_stored(channel, located, destination, first_tokens, progress, keep);
+  return read_coded(channel, located, coded, destination, first_tokens, progress, keep);
+}
+
+Result<ReadOutcome> ReadRoute::read_stored(Channel& channel, std::span<const LocatedRecord> located,
+                                           const KvMemory* destination,
+                                           std::span<const uint64_t> first_tokens,
+                                           const ProgressFn& progress,
+                                           std::span<const std::span<std::byte>> keep) {
   KVTIER_EXPECTS(destination != nullptr || channel.residency() == Residency::kHost,
                  fmt::format("a {} channel needs a destination", channel.name()));
   StagingPool& staging = channel.staging();
@@ -189,6 +205,120 @@ Result<ReadOutcome> ReadRoute::read(Channel& channel, std::span<const LocatedRec
     out.absorb(*transfer);
     device_copy_bytes_ += transfer->device_copy_bytes();
     out.host_bytes += transfer->host_memory_bytes();
+  }
+  return out;
+}
+
+namespace {
+
+/// The records at `index` of `all` (and of `values` when it is not empty).
+template <typename T>
+std::vector<T> pick(std::span<const T> values, std::span<const size_t> index) {
+  std::vector<T> out;
+  if (values.empty()) return out;
+  for (size_t i : index) out.push_back(values[i]);
+  return out;
+}
+
+/// Copies record `from` of `part` into record `to` of `out`.
+void take(ReadOutcome& out, size_t to, const ReadOutcome& part, size_t from) {
+  out.sums[to] = part.sums[from].load();
+  out.received[to] = part.received[from].load();
+  out.header[to] = part.header[from];
+  out.payload[to] = part.payload[from];
+}
+
+/// Adds what a part of a read moved and the first error it met.
+void add(ReadOutcome& out, const ReadOutcome& part) {
+  if (out.status.ok()) out.status = part.status;
+  out.bytes += part.bytes;
+  out.extents += part.extents;
+  out.host_bytes += part.host_bytes;
+}
+
+}  // namespace
+
+Result<ReadOutcome> ReadRoute::read_coded(Channel& channel, std::span<const LocatedRecord> located,
+                                          std::span<const size_t> coded,
+                                          const KvMemory* destination,
+                                          std::span<const uint64_t> first_tokens,
+                                          const ProgressFn& progress,
+                                          std::span<const std::span<std::byte>> keep) {
+  const size_t n = located.size();
+  std::vector<uint64_t> firsts(first_tokens.begin(), first_tokens.end());
+  if (firsts.empty()) {
+    for (size_t i = 0; i < n; ++i) firsts.push_back(i * uint64_t{shape_.geometry.chunk_tokens});
+  }
+  std::vector<size_t> stored;
+  for (size_t i = 0, c = 0; i < n; ++i) {
+    if (c < coded.size() && coded[c] == i) {
+      ++c;
+    } else {
+      stored.push_back(i);
+    }
+  }
+  ReadOutcome out;
+  out.sums = std::vector<std::atomic<uint64_t>>(n);
+  out.received = std::vector<std::atomic<uint64_t>>(n);
+  out.header.assign(n, HeaderState::kUnseen);
+  out.payload.assign(n, 0);
+  if (!stored.empty()) {
+    const std::vector<LocatedRecord> records = pick(located, stored);
+    const std::vector<std::span<std::byte>> kept = pick(keep, stored);
+    KVTIER_ASSIGN_OR_RETURN(
+        ReadOutcome part,
+        read_stored(channel, records, destination, pick(std::span<const uint64_t>(firsts), stored),
+                    progress, kept));
+    for (size_t k = 0; k < stored.size(); ++k) take(out, stored[k], part, k);
+    add(out, part);
+  }
+  // The coded records' images (header block, stored payload) in host memory: the caller's
+  // buffers where it keeps them (a move between tiers keeps what is stored), else buffers here.
+  std::vector<LocatedRecord> records = pick(located, coded);
+  std::vector<std::vector<std::byte>> own;
+  std::vector<std::span<std::byte>> images = pick(keep, coded);
+  if (images.empty()) {
+    for (const LocatedRecord& r : records)
+      images.emplace_back(own.emplace_back(kBlock + r.meta.payload_bytes));
+  }
+  Channel& host = channel.residency() == Residency::kHost ? channel : kit_.posix_channel();
+  KVTIER_ASSIGN_OR_RETURN(ReadOutcome read, read_stored(host, records, nullptr, {}, {}, images));
+  add(out, read);
+  // Each one read whole and its header the index's is decoded into a raw image, whose header
+  // states the raw payload: from there it is read like any raw record.
+  std::vector<size_t> decoded;
+  std::vector<LocatedRecord> raw_records;
+  std::vector<std::vector<std::byte>> raw_images;
+  for (size_t k = 0; k < coded.size(); ++k) {
+    const size_t i = coded[k];
+    out.header[i] = read.header[k];
+    out.payload[i] = records[k].meta.payload_bytes;
+    if (read.header[k] != HeaderState::kGood || read.received[k] != records[k].meta.payload_bytes)
+      continue;  // as read: corrupt, or incomplete
+    RecordMeta raw = records[k].meta;
+    raw.payload_bytes = raw_payload_bytes(shape_, raw.token_count);
+    std::vector<std::byte> image(kBlock + raw.payload_bytes);
+    if (!decode_payload(std::span<const std::byte>(images[k]).subspan(kBlock),
+                        std::span(image).subspan(kBlock))
+             .ok()) {
+      out.header[i] = HeaderState::kBad;
+      continue;
+    }
+    encode_header(raw, shape_, Key128{}, std::span(image).first(kBlock));
+    decoded.push_back(i);
+    raw_records.push_back({raw, nullptr});
+    raw_images.push_back(std::move(image));
+  }
+  if (!decoded.empty()) {
+    std::vector<std::span<const std::byte>> views(raw_images.begin(), raw_images.end());
+    const std::unique_ptr<Channel> memory = make_memory_channel(kit_.staging(), std::move(views));
+    KVTIER_ASSIGN_OR_RETURN(ReadOutcome landed,
+                            read_stored(*memory, raw_records, destination,
+                                        pick(std::span<const uint64_t>(firsts), decoded), {}, {}));
+    for (size_t k = 0; k < decoded.size(); ++k) take(out, decoded[k], landed, k);
+    // The bytes moved were counted as stored; the host traffic of landing them is this read's.
+    out.host_bytes += landed.host_bytes;
+    if (out.status.ok()) out.status = landed.status;
   }
   return out;
 }

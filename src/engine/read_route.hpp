@@ -28,7 +28,10 @@ struct ReadOutcome {
   std::vector<std::atomic<uint64_t>> sums;
   std::vector<std::atomic<uint64_t>> received;  // payload bytes seen per record
   std::vector<HeaderState> header;              // written by the one piece holding the header
-  Status status;                                // I/O or device error that stopped the read early
+  /// Per record, the payload bytes its sum covers and that must arrive: the stored ones, or the
+  /// decoded ones of a coded record (decoded before it landed).
+  std::vector<uint64_t> payload;
+  Status status;  // I/O or device error that stopped the read early
   uint64_t bytes = 0;
   uint64_t extents = 0;
   uint64_t host_bytes = 0;  // accounted host memory traffic (see RestoreResult::host_bytes)
@@ -37,10 +40,10 @@ struct ReadOutcome {
   /// read first (a miss, but no evidence against the record).
   [[nodiscard]] RecordState state(size_t r, const RecordMeta& m) const {
     if (header[r] == HeaderState::kBad) return RecordState::kCorrupt;
-    if (header[r] == HeaderState::kUnseen || received[r] != m.payload_bytes)
+    if (header[r] == HeaderState::kUnseen || received[r] != payload[r])
       return RecordState::kIncomplete;
-    return kvsum::finish(sums[r], m.payload_bytes) == m.payload_checksum ? RecordState::kIntact
-                                                                         : RecordState::kCorrupt;
+    return kvsum::finish(sums[r], payload[r]) == m.payload_checksum ? RecordState::kIntact
+                                                                    : RecordState::kCorrupt;
   }
 
   /// Waits for the device's work and adds the sums it computed where the data landed.
@@ -119,6 +122,21 @@ class ReadRoute {
   [[nodiscard]] TransferKit& kit() { return kit_; }
 
  private:
+  /// read() of records stored as they land (none coded).
+  [[nodiscard]] Result<ReadOutcome> read_stored(Channel& channel,
+                                                std::span<const LocatedRecord> records,
+                                                const KvMemory* destination,
+                                                std::span<const uint64_t> first_tokens,
+                                                const ProgressFn& progress,
+                                                std::span<const std::span<std::byte>> keep);
+  /// read() of records some of which are coded (`coded`: their indexes, ascending): the others
+  /// read as stored; the coded ones read into host memory, checked, decoded on the host and read
+  /// from there as raw records, their checksums verified where they land like any other's.
+  [[nodiscard]] Result<ReadOutcome> read_coded(
+      Channel& channel, std::span<const LocatedRecord> records, std::span<const size_t> coded,
+      const KvMemory* destination, std::span<const uint64_t> first_tokens,
+      const ProgressFn& progress, std::span<const std::span<std::byte>> keep);
+
   TransferKit& kit_;
   const RecordShape shape_;
   std::atomic<uint64_t>& device_copy_bytes_;

@@ -8,7 +8,9 @@
 
 #include "api/try.hpp"
 #include "common/checksum.hpp"
+#include "engine/record_codec.hpp"
 #include "engine/write_route.hpp"
+#include "store/record_v2.hpp"
 
 namespace kvtier {
 
@@ -27,6 +29,9 @@ Status Engine::Impl::refresh_dram(std::span<const std::pair<RecordMeta, uint64_t
   std::vector<size_t> missing;
   for (size_t i = 0; i < present.size(); ++i) {
     const RecordMeta& m = present[i].first;
+    // A coded record's image holds its stored bytes, which the caller's KV is not: it comes into
+    // the tier when a restore reads it.
+    if (is_coded(m, store_->record_shape())) continue;
     if (!dram_->find(m.key, m.payload_checksum) && kBlock + m.payload_bytes <= dram_->slab_bytes())
       missing.push_back(i);
   }
@@ -107,6 +112,92 @@ Status Engine::Impl::place_batch(SaveBatch& batch, DeviceTransfer& transfer) {
   return {};
 }
 
+Status Engine::Impl::finish_batch(SaveBatch& batch, Status written) {
+  const std::vector<RecordMeta>& records = batch.records;
+  if (written.ok())
+    written = store_->commit(records, batch.placements);
+  else
+    store_->abort(batch.placements);
+  for (size_t i = 0; i < records.size() && dram_; ++i) {
+    if (!batch.tier[i]) continue;
+    if (written.ok()) {
+      publish_image(*batch.tier[i], records[i]);
+    } else {
+      dram_->abandon(*batch.tier[i]);
+    }
+  }
+  if (!written.ok()) return written.with_context(fmt::format("save to {}", store_->dir()));
+  for (const auto& tier : tiers_) tier->saved(records);
+  return {};
+}
+
+bool Engine::Impl::codes_records() const {
+  const RecordShape& shape = store_->record_shape();
+  return options_.compression == Compression::kSplit16 && shape.version != kFormatVersion &&
+         shape.kind != static_cast<uint32_t>(RecordKind::kState) &&
+         shape.geometry.element_bytes == 2;
+}
+
+Status Engine::Impl::save_coded(SaveBatch& batch, Device& device, const KvMemory& source) {
+  std::vector<RecordMeta>& records = batch.records;
+  const uint64_t piece = kit_->staging().slot_bytes();
+  KVTIER_ASSIGN_OR_RETURN(auto transfer, device.begin(source, records.size(), 1, piece));
+  std::vector<RecordRange> ranges;
+  for (size_t i = 0; i < records.size(); ++i)
+    ranges.push_back({batch.first_tokens[i], records[i].token_count});
+  // The checksum is over the raw payload, summed where the KV is, as for a raw record.
+  KVTIER_ASSIGN_OR_RETURN(std::vector<uint64_t> sums, transfer->record_sums(ranges));
+  for (size_t i = 0; i < records.size(); ++i)
+    records[i].payload_checksum = kvsum::finish(sums[i], records[i].payload_bytes);
+  // Records are coded and written a staging's worth of raw bytes at a time, so the host memory a
+  // save holds for coding stays bounded whatever the session's length.
+  const uint64_t bound = kit_->staging().slot_bytes() * kit_->staging().slot_count();
+  Channel& channel = kit_->posix_channel();
+  Status status;
+  for (size_t first = 0; first < records.size() && status.ok();) {
+    size_t end = first;
+    for (uint64_t bytes = 0;
+         end < records.size() && (end == first || bytes + records[end].payload_bytes <= bound);
+         ++end) {
+      bytes += records[end].payload_bytes;
+    }
+    SaveBatch part;
+    part.records.assign(records.begin() + first, records.begin() + end);
+    part.first_tokens.assign(batch.first_tokens.begin() + first, batch.first_tokens.begin() + end);
+    std::vector<std::vector<std::byte>> raw(end - first);
+    for (size_t i = 0; i < raw.size() && status.ok(); ++i) {
+      const RecordMeta& m = part.records[i];
+      raw[i].resize(m.payload_bytes);
+      for (uint64_t at = 0; at < m.payload_bytes && status.ok(); at += piece) {
+        const uint64_t n = std::min(piece, m.payload_bytes - at);
+        const PieceSpan span{
+            0, at, n, part.first_tokens[i], m.token_count, static_cast<uint32_t>(first + i)};
+        status = transfer->gather(0, std::span(raw[i].data() + at, n), std::span(&span, 1));
+      }
+    }
+    if (!status.ok()) break;
+    std::vector<std::optional<std::vector<std::byte>>> coded(raw.size());
+    KVTIER_TRY(code_payloads(raw, coded));
+    std::vector<std::span<const std::byte>> payloads;
+    for (size_t i = 0; i < raw.size(); ++i) {
+      const std::vector<std::byte>& kept = coded[i] ? *coded[i] : raw[i];
+      part.records[i].payload_bytes = kept.size();
+      payloads.emplace_back(kept);
+    }
+    KVTIER_TRY(reserve_batch(part));
+    if (dram_) {
+      for (auto& r : part.tier) r = dram_->reserve();
+    }
+    ImagePayloads stored(std::move(payloads));
+    const size_t slots = std::min(part.records.size() * 2, channel.staging().slot_count());
+    status = finish_batch(part, write_records(channel, part, stored, slots));
+    if (status.ok()) std::copy(part.records.begin(), part.records.end(), records.begin() + first);
+    first = end;
+  }
+  counters_.device_copy_bytes += transfer->device_copy_bytes();
+  return status;
+}
+
 Result<SaveResult> Engine::Impl::save(std::span<const Token> tokens, const KvMemory& source) {
   KVTIER_EXPECTS(!tokens.empty(), "save: the token list is empty");
   return save_chunks(chunk_refs(tokens), source);
@@ -130,33 +221,24 @@ Result<SaveResult> Engine::Impl::save_chunks(std::span<const ChunkRef> chunks,
   if (records.empty()) return result;
 
   KVTIER_ASSIGN_OR_RETURN(Device * device, kit_->device_for(source.kind));
-  // GPU memory to the file through cuFile where restores use it too; the DRAM tier's write-through
-  // needs the bytes in host memory, so with a tier saves take the POSIX path.
-  Channel& channel = kit_->file_channel_for(&source, /*through_host=*/dram_ != nullptr);
-  const size_t slots = std::min(records.size() * 2, channel.staging().slot_count());
-  KVTIER_ASSIGN_OR_RETURN(
-      auto transfer, device->begin(source, records.size(), slots, kit_->staging().slot_bytes()));
-  KVTIER_TRY(place_batch(batch, *transfer));
-  Status written = write_records(channel, batch, *transfer, slots);
-  if (written.code() == ErrorCode::kNotSupported && &channel != &kit_->posix_channel()) {
-    kit_->refuse_gds(written);  // cuFile refused the files: said once, then POSIX
-    written = write_records(kit_->posix_channel(), batch, *transfer, slots);
-  }
-  counters_.device_copy_bytes += transfer->device_copy_bytes();
-  if (written.ok())
-    written = store_->commit(records, batch.placements);
-  else
-    store_->abort(batch.placements);
-  for (size_t i = 0; i < records.size() && dram_; ++i) {
-    if (!batch.tier[i]) continue;
-    if (written.ok()) {
-      publish_image(*batch.tier[i], records[i]);
-    } else {
-      dram_->abandon(*batch.tier[i]);
+  if (codes_records()) {
+    KVTIER_TRY(save_coded(batch, *device, source));
+  } else {
+    // GPU memory to the file through cuFile where restores use it too; the DRAM tier's
+    // write-through needs the bytes in host memory, so with a tier saves take the POSIX path.
+    Channel& channel = kit_->file_channel_for(&source, /*through_host=*/dram_ != nullptr);
+    const size_t slots = std::min(records.size() * 2, channel.staging().slot_count());
+    KVTIER_ASSIGN_OR_RETURN(
+        auto transfer, device->begin(source, records.size(), slots, kit_->staging().slot_bytes()));
+    KVTIER_TRY(place_batch(batch, *transfer));
+    Status written = write_records(channel, batch, *transfer, slots);
+    if (written.code() == ErrorCode::kNotSupported && &channel != &kit_->posix_channel()) {
+      kit_->refuse_gds(written);  // cuFile refused the files: said once, then POSIX
+      written = write_records(kit_->posix_channel(), batch, *transfer, slots);
     }
+    counters_.device_copy_bytes += transfer->device_copy_bytes();
+    KVTIER_TRY(finish_batch(batch, written));
   }
-  if (!written.ok()) return fail(written.with_context(fmt::format("save to {}", store_->dir())));
-  for (const auto& tier : tiers_) tier->saved(records);
   result.chunks_written = records.size();
   for (const RecordMeta& m : records) result.bytes_written += m.payload_bytes;
   counters_.chunks_written += result.chunks_written;

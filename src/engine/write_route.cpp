@@ -106,33 +106,6 @@ class GatherSink final : public PieceSink {
   std::span<const std::optional<DramTier::Reservation>> tier_;
 };
 
-/// The payloads of record images another tier handed over (`payloads[i]` record i's), gathered
-/// into write pieces the way a device gathers them from KV memory.
-class ImagePayloads final : public DeviceTransfer {
- public:
-  explicit ImagePayloads(std::vector<std::span<const std::byte>> payloads)
-      : payloads_(std::move(payloads)) {}
-  Status gather(size_t /*slot*/, std::span<std::byte> piece,
-                std::span<const PieceSpan> spans) override {
-    for (const PieceSpan& sp : spans) {
-      std::memcpy(piece.data() + sp.piece_offset, payloads_[sp.record].data() + sp.payload_offset,
-                  sp.bytes);
-    }
-    return {};
-  }
-  Status scatter(size_t, std::span<const std::byte>, std::span<const PieceSpan>) override {
-    return {ErrorCode::kNotSupported, "record images are a write's source only"};
-  }
-  Status release(size_t /*slot*/) override { return {}; }
-  Result<std::vector<uint64_t>> finish() override { return std::vector<uint64_t>{}; }
-  Result<std::vector<uint64_t>> record_sums(std::span<const RecordRange>) override {
-    return fail(ErrorCode::kNotSupported, "record images come with their checksums");
-  }
-
- private:
-  std::vector<std::span<const std::byte>> payloads_;
-};
-
 }  // namespace
 
 Status Engine::Impl::write_records(Channel& channel, const SaveBatch& batch,

@@ -98,26 +98,34 @@ Status decode_header1(std::span<const std::byte> block, const KvGeometry& geomet
 
 }  // namespace
 
+uint64_t raw_payload_bytes(const RecordShape& shape, uint32_t tokens) {
+  if (shape.version == kFormatVersion) return shape.geometry.bytes_for_tokens(tokens);
+  return slice_of(shape).raw_bytes(tokens);
+}
+
 void encode_header(const RecordMeta& meta, const RecordShape& shape, const Key128& ns,
                    std::span<std::byte> block) {
   if (shape.version == kFormatVersion) return encode_header1(meta, shape.geometry, ns, block);
+  const Slice2 slice = slice_of(shape);
   RecordMeta2 m;
   m.key = meta.key;
   m.parent = meta.parent;
   m.token_count = meta.token_count;
-  m.codec = Codec::kRaw;
-  m.raw_bytes = m.stored_bytes = meta.payload_bytes;
+  m.raw_bytes = slice.raw_bytes(meta.token_count);
+  m.stored_bytes = meta.payload_bytes;
+  // A split16 stream carries its own table checksum (split16_format.hpp), checked before any
+  // block is decoded: the header needs none of the codec's.
+  m.codec = m.stored_bytes < m.raw_bytes ? Codec::kSplit16 : Codec::kRaw;
   m.payload_checksum = meta.payload_checksum;
   m.sequence = meta.sequence;
-  encode_header2(m, slice_of(shape), ns, block);
+  encode_header2(m, slice, ns, block);
 }
 
 Status decode_header(std::span<const std::byte> block, const RecordShape& shape, RecordMeta& meta) {
   if (shape.version == kFormatVersion) return decode_header1(block, shape.geometry, meta);
   RecordMeta2 m;
   if (Status st = decode_header2(block, slice_of(shape), m); !st.ok()) return st;
-  if (m.codec != Codec::kRaw) {
-    // Compressed records come with issue 28's decoder; until then such a record is not served.
+  if (m.codec != Codec::kRaw && m.codec != Codec::kSplit16) {
     return {ErrorCode::kNotSupported,
             fmt::format("record stored with codec {}, which this build does not decode",
                         static_cast<uint32_t>(m.codec))};

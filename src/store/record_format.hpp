@@ -88,14 +88,32 @@ struct RecordShape {
       : geometry(std::move(g)), version(v), kind(k) {}
 };
 
+/// The decoded payload of a record of `tokens` tokens in `shape`'s store. A format-2 record whose
+/// RecordMeta::payload_bytes (what it stores) is less holds it coded by split16
+/// (src/codec/split16.hpp); format 1 stores every record raw.
+[[nodiscard]] uint64_t raw_payload_bytes(const RecordShape& shape, uint32_t tokens);
+
+/// Whether a record of `tokens` tokens in `shape`'s store may store `payload` bytes: its raw
+/// payload, or in format 2 a coded one of fewer bytes.
+[[nodiscard]] inline bool payload_size_fits(const RecordShape& shape, uint32_t tokens,
+                                            uint64_t payload) {
+  const uint64_t raw = raw_payload_bytes(shape, tokens);
+  return payload == raw || (shape.version != kFormatVersion && payload > 0 && payload < raw);
+}
+
+/// Whether `meta` stores its payload coded (fewer bytes than it decodes to).
+[[nodiscard]] inline bool is_coded(const RecordMeta& meta, const RecordShape& shape) {
+  return meta.payload_bytes < raw_payload_bytes(shape, meta.token_count);
+}
+
 /// Writes the 4 KiB header block of `meta` into `block` (zeroing the rest), in `shape`'s format
-/// (format 2: an uncompressed record of the group's full-attention KV).
+/// (format 2: codec split16 where the payload is coded, is_coded).
 void encode_header(const RecordMeta& meta, const RecordShape& shape, const Key128& ns,
                    std::span<std::byte> block);
 
 /// Parses and checks a header block: magic, version, header checksum, and that it was written for
 /// `geometry` (tenants share a store, so the namespace is not checked: the key carries it).
-/// Fills meta except meta.segment and meta.offset.
+/// Fills meta except meta.segment and meta.offset; payload_bytes is what the record stores.
 [[nodiscard]] Status decode_header(std::span<const std::byte> block, const RecordShape& shape,
                                    RecordMeta& meta);
 

@@ -128,7 +128,7 @@ Status Store::adopt_records(std::vector<RecordMeta> records, std::span<const uin
     bool ok = it != segments_.end() && !dropped_ids.contains(m.segment) && m.offset % kBlock == 0 &&
               m.end() <= it->second.file->size && m.token_count > 0 &&
               m.token_count <= shape_.geometry.chunk_tokens &&
-              m.payload_bytes == shape_.geometry.bytes_for_tokens(m.token_count);
+              payload_size_fits(shape_, m.token_count, m.payload_bytes);
     if (!ok) {
       ++dropped_at_open_;
       // Beside a writer, a snapshot sees segments it evicted meanwhile: not news.

@@ -26,67 +26,16 @@ namespace {
 
 using testing::TempDir;
 
-/// A model shape and a session: `heads` KV heads in all, `tokens` tokens.
-struct Model {
-  uint32_t heads = 0;
-  uint32_t layers = 0;
-  uint32_t head_dim = 0;
-  uint32_t element_bytes = 2;
-  uint32_t chunk = 0;
-  uint32_t max_tp = 8;
-  uint64_t tokens = 0;
-  uint32_t kv_tensors = 2;  ///< 1: MLA's latent (one head, on every rank)
-
-  [[nodiscard]] uint64_t head_bytes() const { return uint64_t{head_dim} * element_bytes; }
-  [[nodiscard]] KvGeometry rank(uint32_t r, uint32_t tp) const {
-    KvGeometry g;
-    g.model_id = "tp-free-test";
-    g.layers = layers;
-    g.kv_heads = std::max(1u, heads / tp);  // more ranks than heads: one (replicated) head each
-    g.head_dim = head_dim;
-    g.element_bytes = element_bytes;
-    g.chunk_tokens = chunk;
-    g.tp_rank = r;
-    g.tp_world = tp;
-    g.kv_heads_total = heads;
-    g.kv_tensors = kv_tensors;
-    return g;
-  }
-  [[nodiscard]] std::vector<uint32_t> tp_sizes() const { return testing::tp_sizes(heads, max_tp); }
-  [[nodiscard]] uint32_t first_head(uint32_t r, uint32_t tp) const {
-    return testing::first_head(heads, r, tp);
-  }
-};
+using Model = testing::TpModel;
+using testing::host_kv;
+using testing::rank_slice;
+using testing::token_run;
 
 /// The model's KV of the session, [2, layers, tokens, heads, head_dim], random bytes.
 std::vector<std::byte> whole_kv(const Model& m, std::mt19937_64& rng) {
   std::vector<std::byte> kv(m.kv_tensors * m.layers * m.tokens * m.heads * m.head_bytes());
   for (auto& b : kv) b = static_cast<std::byte>(rng());
   return kv;
-}
-
-/// Rank r of TP tp's heads of `whole`: [2, layers, tokens, heads / tp (or 1), head_dim].
-std::vector<std::byte> rank_slice(const Model& m, const std::vector<std::byte>& whole, uint32_t r,
-                                  uint32_t tp) {
-  const uint64_t rank_row = std::max(1u, m.heads / tp) * m.head_bytes();
-  const uint64_t row = m.heads * m.head_bytes(), first = m.first_head(r, tp) * m.head_bytes();
-  std::vector<std::byte> out(m.kv_tensors * m.layers * m.tokens * rank_row);
-  for (uint64_t line = 0; line < m.kv_tensors * m.layers * m.tokens; ++line) {
-    std::memcpy(out.data() + line * rank_row, whole.data() + line * row + first, rank_row);
-  }
-  return out;
-}
-
-/// `bytes` as contiguous KV of `tokens` tokens in host memory.
-ChunkedKv host_kv(std::vector<std::byte>& bytes, uint64_t tokens) {
-  return {{bytes.data(), bytes.size(), MemoryKind::kHost, 0}, tokens};
-}
-
-/// `n` consecutive token ids from `first` on.
-std::vector<Token> token_run(uint64_t n, Token first) {
-  std::vector<Token> tokens(n);
-  std::iota(tokens.begin(), tokens.end(), first);
-  return tokens;
 }
 
 Options options_for(const std::string& root, const KvGeometry& g, uint32_t max_tp) {

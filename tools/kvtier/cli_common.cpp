@@ -195,6 +195,11 @@ void StoreFlags::add_to(CLI::App& app, const FlagGroups& groups) {
                  "With --store-format 2: the largest TP size the store serves (a power of two; "
                  "a store made with another is another store)")
       ->transform(whole_number(1, 1024));
+  app.add_option("--compress", compress,
+                 "With --store-format 2 and 16-bit KV: off, or split16 (each record coded "
+                 "losslessly, kept raw where that saves under 1/20; decoded on the host on "
+                 "restore). Records of either kind are read whatever this says")
+      ->check(CLI::IsMember({"off", "split16"}));
   // The size options keep "0" (the engine's default, which KVTIER_* variables may replace) as
   // their value; the help shows what 0 resolves to.
   auto size = [&](const char* name, std::string& value, const char* help, const char* shown) {
@@ -273,6 +278,7 @@ Result<Options> StoreFlags::options(bool create) const {
   }
   o.store_format = store_format;
   o.max_tp = max_tp;
+  if (auto c = parse_compression(compress)) o.compression = *c;  // IsMember checked the name
   if (store_format == 2 && !model_given) {
     return fail(ErrorCode::kInvalidArgument,
                 "--store-format 2 needs --model: a TP-free store is found by the model's shape");

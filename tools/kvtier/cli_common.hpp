@@ -45,8 +45,9 @@ struct StoreFlags {
   uint32_t tp_rank = 0;
   uint32_t tp_world = 1;
   uint32_t chunk_tokens = 256;
-  uint32_t store_format = 1;  ///< Options::store_format
-  uint32_t max_tp = 8;        ///< Options::max_tp
+  uint32_t store_format = 1;     ///< Options::store_format
+  uint32_t max_tp = 8;           ///< Options::max_tp
+  std::string compress = "off";  ///< Options::compression
   std::string tenant;
   std::string capacity = "0";
   std::string segment = "0";

@@ -47,7 +47,9 @@ uint64_t Engine::Impl::remote_run(std::span<const Token> tokens, std::span<const
       // one of another geometry, ends the run here as it would end the restore.
       const uint64_t here = std::min<uint64_t>(chunk, tokens.size() - i * chunk);
       const remote::KeyOutcome& o = sizes[i - begin];
-      if (o.state != remote::KeyState::kDone || o.size != kBlock + g.bytes_for_tokens(here)) {
+      if (o.state != remote::KeyState::kDone || o.size < kBlock ||
+          !payload_size_fits(store_->record_shape(), static_cast<uint32_t>(here),
+                             o.size - kBlock)) {
         return held;
       }
       ++held;

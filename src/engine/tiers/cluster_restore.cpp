@@ -56,10 +56,12 @@ RemoteFetch fetch(remote::ClusterClient& client, RemoteArena& arena, std::span<c
 /// when the value is absent or of another size.
 std::optional<RecordMeta> expected_record(const RemoteFetch::Value& value, const Key128& key,
                                           uint32_t tokens, const RecordShape& shape) {
-  const uint64_t payload = shape.geometry.bytes_for_tokens(tokens);
-  if (!value.arrived || value.value.bytes.size() != kBlock + payload) return std::nullopt;
+  if (!value.arrived || value.value.bytes.size() <= kBlock) return std::nullopt;
+  const uint64_t payload = value.value.bytes.size() - kBlock;
+  if (!payload_size_fits(shape, tokens, payload)) return std::nullopt;
   // What the header states (its parent and checksum, kept when the record is promoted), with the
-  // key and size this chunk needs: a header that states otherwise, or none, fails the check.
+  // key and size this chunk needs (a coded record's value holds what it stores): a header that
+  // states otherwise, or none, fails the check.
   RecordMeta want;
   (void)decode_header(value.value.bytes.first(kBlock), shape, want);
   want.key = key;
@@ -169,7 +171,11 @@ Result<std::vector<RemoteRecordKey>> Engine::Impl::remote_keys(
   std::vector<RemoteRecordKey> out;
   for (size_t i = 0; i < keys.size(); ++i) {
     const uint64_t here = std::min<uint64_t>(g.chunk_tokens, tokens.size() - i * g.chunk_tokens);
-    out.push_back({remote_key(keys[i]), kBlock + g.bytes_for_tokens(here)});
+    // A record this node holds is in the cluster as stored here (coded or raw); of another, the
+    // raw size is all that is known.
+    const std::optional<LocatedRecord> local = store_->find(keys[i]);
+    out.push_back({remote_key(keys[i]),
+                   kBlock + (local ? local->meta.payload_bytes : g.bytes_for_tokens(here))});
   }
   return out;
 }

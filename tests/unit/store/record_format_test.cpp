@@ -109,7 +109,7 @@ TEST(RecordFormat, AHeadGroupsShapeWritesAndReadsFormatTwoHeaders) {
   EXPECT_EQ(decode_header(block, two, out).code(), ErrorCode::kFormatVersion);
 }
 
-TEST(RecordFormat, ACompressedFormatTwoRecordIsNotServedYet) {
+TEST(RecordFormat, ACodedFormatTwoRecordStatesWhatItStoresAndAnUnknownCodecIsNotServed) {
   KvGeometry g = testing::tiny_geometry();
   Slice2 slice;
   slice.layers = g.layers;
@@ -119,18 +119,40 @@ TEST(RecordFormat, ACompressedFormatTwoRecordIsNotServedYet) {
   slice.head_dim = g.head_dim;
   slice.element_bytes = g.element_bytes;
   slice.chunk_tokens = g.chunk_tokens;
+  const RecordShape shape{g, kFormatVersion2};
+  // The index's meta of a coded record: its stored bytes, fewer than its raw ones.
+  RecordMeta coded;
+  coded.key = {1, 2};
+  coded.token_count = 100;
+  coded.payload_bytes = g.bytes_for_tokens(100) / 2;
+  coded.payload_checksum = 99;
+  ASSERT_TRUE(is_coded(coded, shape));
+  std::vector<std::byte> block(kBlock);
+  encode_header(coded, shape, Key128{5, 6}, block);
+  RecordMeta2 header;
+  ASSERT_TRUE(decode_header2(block, slice, header).ok());
+  EXPECT_EQ(header.codec, Codec::kSplit16);
+  EXPECT_EQ(header.raw_bytes, g.bytes_for_tokens(100));
+  EXPECT_EQ(header.stored_bytes, coded.payload_bytes);
+  RecordMeta back;
+  ASSERT_TRUE(decode_header(block, shape, back).ok());
+  EXPECT_EQ(back.payload_bytes, coded.payload_bytes);
+  EXPECT_EQ(back.payload_checksum, 99u);
+  EXPECT_TRUE(payload_size_fits(shape, 100, coded.payload_bytes));
+  EXPECT_FALSE(payload_size_fits(shape, 100, g.bytes_for_tokens(100) + 1));
+  EXPECT_FALSE(payload_size_fits(shape, 100, 0));
+  EXPECT_FALSE(payload_size_fits(RecordShape{g}, 100, coded.payload_bytes))
+      << "format 1 stores every record raw";
+  // A codec this build does not decode is refused, not served as raw bytes.
   RecordMeta2 m;
   m.key = {1, 2};
   m.token_count = 100;
-  m.codec = Codec::kSplit16;
+  m.codec = Codec::kNvcompAns;
   m.raw_bytes = g.bytes_for_tokens(100);
   m.stored_bytes = m.raw_bytes / 2;
   m.codec_header_checksum = 77;
-  std::vector<std::byte> block(kBlock);
   encode_header2(m, slice, Key128{5, 6}, block);
-  RecordMeta out;
-  EXPECT_EQ(decode_header(block, RecordShape{g, kFormatVersion2}, out).code(),
-            ErrorCode::kNotSupported);
+  EXPECT_EQ(decode_header(block, shape, back).code(), ErrorCode::kNotSupported);
 }
 
 }  // namespace kvtier

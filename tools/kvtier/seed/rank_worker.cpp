@@ -368,7 +368,9 @@ std::vector<std::string> rank_command(const std::string& self, const RankArgs& a
                                    "--store-format",
                                    std::to_string(store.store_format),
                                    "--max-tp",
-                                   std::to_string(store.max_tp)};
+                                   std::to_string(store.max_tp),
+                                   "--compress",
+                                   store.compress};
   if (!store.tenant.empty()) argv.insert(argv.end(), {"--tenant", store.tenant});
   if (!store.remote.empty()) {
     argv.insert(argv.end(),

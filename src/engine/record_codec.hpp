@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// A record's payload coded and decoded (Options::compression): what a save stores and what a
+// restore turns back into KV before it lands, the checksum always over the decoded bytes.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "kvtier/status.hpp"
+
+namespace kvtier {
+
+/// A record is kept coded only when that saves at least 1/kCodedSaving of its bytes: below that
+/// the decode costs more than the bytes not read.
+inline constexpr uint64_t kCodedSaving = 20;
+
+/// `raw` coded by split16 when that saves at least 1/kCodedSaving of it; nullopt: keep it raw.
+[[nodiscard]] Result<std::optional<std::vector<std::byte>>> code_payload(
+    std::span<const std::byte> raw);
+
+/// code_payload() of each of `raw` into `coded` (as long), on up to four threads: coding costs
+/// more CPU than writing the bytes it saves.
+[[nodiscard]] Status code_payloads(std::span<const std::vector<std::byte>> raw,
+                                   std::span<std::optional<std::vector<std::byte>>> coded);
+
+/// Decodes a coded record's `stored` payload into `raw`, which must be as long as the record's raw
+/// payload. Any damage is kCorrupt, never a write outside `raw`; the record's checksum, checked
+/// over `raw` afterwards, proves the bytes right.
+[[nodiscard]] Status decode_payload(std::span<const std::byte> stored, std::span<std::byte> raw);
+
+}  // namespace kvtier
