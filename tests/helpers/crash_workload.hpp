@@ -43,6 +43,13 @@ inline Options tp_free_options(const std::string& root, uint32_t rank, uint32_t 
   return o;
 }
 
+/// The same store with Options::compression split16: what the writer saves it keeps coded.
+inline Options coded_options(const std::string& root, uint32_t rank, uint32_t tp) {
+  Options o = tp_free_options(root, rank, tp);
+  o.compression = Compression::kSplit16;
+  return o;
+}
+
 /// 1 to 3000 tokens: partial chunks, single chunks and records spanning segments all occur.
 inline uint64_t session_tokens(uint64_t id) { return 1 + (id * 2654435761u) % 3000; }
 

@@ -62,6 +62,9 @@ struct PropertyCase {
       false;                ///< save the first part first, then the whole (chunks already present)
   bool src_device = false;  ///< GPU tests: where the saved KV lives
   bool dst_device = false;  ///< GPU tests: where it is restored
+  /// 16-bit KV only: a TP-free store keeping its records coded (Options::compression), the KV
+  /// made compressible (testing::bf16_like) so that they are.
+  bool coded = false;
 
   [[nodiscard]] std::string describe() const {
     return fmt::format(
@@ -73,8 +76,8 @@ struct PropertyCase {
         paged ? fmt::format("paged layout {} block {}", static_cast<int>(layout), block_size)
               : fmt::format("contiguous capacity {}", capacity),
         request_bytes >> 10, staging_bytes >> 10, prefix_first ? " | prefix saved first" : "",
-        fmt::format(" | src {} dst {}", src_device ? "device" : "host",
-                    dst_device ? "device" : "host"));
+        fmt::format(" | src {} dst {}{}", src_device ? "device" : "host",
+                    dst_device ? "device" : "host", coded ? " | coded" : ""));
   }
 };
 
@@ -174,6 +177,7 @@ inline PropertyCase draw_case(uint64_t seed, uint64_t index, const PropertyLimit
   c.prefix_first = c.tokens > chunk && chance(0.25);
   c.src_device = chance(0.5);
   c.dst_device = chance(0.5);
+  c.coded = c.g.element_bytes == 2 && chance(0.4);
   return c;
 }
 
@@ -194,6 +198,11 @@ inline Options property_options(const PropertyCase& c, const std::string& root) 
     o.dram_bytes = std::max<uint64_t>(uint64_t{64} << 20,
                                       2 * c.g.bytes_for_tokens(c.tokens + c.g.chunk_tokens));
   o.log_level = LogLevel::kOff;
+  if (c.coded) {
+    o.store_format = 2;
+    o.geometry.kv_heads_total = c.g.kv_heads;  // the whole model at TP 1
+    o.compression = Compression::kSplit16;
+  }
   return o;
 }
 

@@ -23,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include "compressible_kv.hpp"
 #include "crash_workload.hpp"
 #include "read_only_dir.hpp"
 #include "store/segment.hpp"
@@ -224,19 +225,22 @@ TEST(CrashLoop, AcknowledgedSavesSurviveADriveVanishingAndAnotherTurningReadOnly
 
 // TP-free stores: a follower (rank 1 of TP 4, reading head 0's group, which rank 0 writes) stays
 // open while its writer is killed again and again; after each kill it restores every session the
-// writer acknowledged, byte-exact, from a snapshot it takes itself.
-TEST(CrashLoop, AFollowerServesEveryAcknowledgedSaveOfAKilledWriter) {
+// writer acknowledged, byte-exact, from a snapshot it takes itself. `coded`: the writer keeps its
+// records coded (Options::compression), the KV made compressible.
+void follower_serves_every_acknowledged_save(bool coded) {
   testing::TempDir dir;
   std::mt19937_64 rng(testing::test_seed());
   const int kills = std::min(iterations(), 30);
   std::unique_ptr<Engine> follower;
   std::vector<uint64_t> acked;
   for (int it = 0; it < kills; ++it) {
-    auto [pid, out] = spawn_saver(dir.str(), static_cast<uint64_t>(it) + 1, "save-loop-tp-free");
+    auto [pid, out] = spawn_saver(dir.str(), static_cast<uint64_t>(it) + 1,
+                                  coded ? "save-loop-coded" : "save-loop-tp-free");
     ASSERT_GT(pid, 0);
     if (unsigned long long first = 0; std::fscanf(out, "%llu", &first) == 1) acked.push_back(first);
     if (!follower) {  // opened once the writer made the group's store, then kept
-      Options o = crash_workload::tp_free_options(dir.str(), 1, 4);
+      Options o = coded ? crash_workload::coded_options(dir.str(), 1, 4)
+                        : crash_workload::tp_free_options(dir.str(), 1, 4);
       auto e = Engine::open(o);
       ASSERT_OK(e);
       follower = std::move(*e);
@@ -257,13 +261,29 @@ TEST(CrashLoop, AFollowerServesEveryAcknowledgedSaveOfAKilledWriter) {
       ASSERT_OK(r);
       ASSERT_EQ(r->tokens_restored, tokens.size())
           << "acknowledged session " << sid << " not served by the follower after kill " << it;
-      ASSERT_EQ(synthetic::first_mismatch(g, tokens, kv.span(), tokens.size()), tokens.size())
-          << "session " << sid << " served with wrong bytes after kill " << it;
+      if (coded) {
+        testing::HostKv want(g, tokens.size());
+        synthetic::fill_kv(g, tokens, want.span(), tokens.size());
+        testing::bf16_like(want.span());
+        ASSERT_TRUE(std::equal(want.span().begin(), want.span().end(), kv.span().begin()))
+            << "session " << sid << " served with wrong bytes after kill " << it;
+      } else {
+        ASSERT_EQ(synthetic::first_mismatch(g, tokens, kv.span(), tokens.size()), tokens.size())
+            << "session " << sid << " served with wrong bytes after kill " << it;
+      }
     }
   }
   std::printf("follower over %d writer kills: %zu acknowledged sessions all served byte-exact\n",
               kills, acked.size());
   EXPECT_GT(acked.size(), 0u);
+}
+
+TEST(CrashLoop, AFollowerServesEveryAcknowledgedSaveOfAKilledWriter) {
+  follower_serves_every_acknowledged_save(/*coded=*/false);
+}
+
+TEST(CrashLoop, AFollowerServesEveryAcknowledgedCodedSaveOfAKilledWriter) {
+  follower_serves_every_acknowledged_save(/*coded=*/true);
 }
 
 }  // namespace
