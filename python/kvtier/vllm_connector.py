@@ -48,7 +48,9 @@ the process that serves ``/metrics``), ``kvtier.trace`` (a file each worker appe
 per load and save to: request, tokens, seconds; what the serving benchmark reads),
 ``kvtier.store_format`` (1: a store per rank; 2: a TP-free store, which deployments of another TP
 size, up to the model's KV heads, read too; docs/format.md "TP-free stores"), ``kvtier.max_tp`` (8:
-the largest TP size a TP-free store serves).
+the largest TP size a TP-free store serves), ``kvtier.compression`` (off; split16 with store_format 2
+and 16-bit KV: records kept coded losslessly, decoded on the host on restore; docs/format.md
+"Compressed records").
 
 Requests whose KV depends on more than their token ids (LoRA adapters, a cache salt, multimodal
 inputs, prompt embeddings) are neither looked up nor saved: kvtier keys KV by token ids only.
@@ -140,11 +142,13 @@ class Settings:
     tune: bool = True
     store_format: int = 1
     max_tp: int = 8
+    compression: str = "off"
 
     KEYS = ("kvtier.root", "kvtier.io", "kvtier.capacity", "kvtier.dram", "kvtier.staging",
             "kvtier.request_size", "kvtier.remote", "kvtier.remote_password_env", "kvtier.remote_ttl",
             "kvtier.tenant", "kvtier.chunk_tokens", "kvtier.async_load", "kvtier.lookup_timeout_ms",
-            "kvtier.metrics_port", "kvtier.trace", "kvtier.tune", "kvtier.store_format", "kvtier.max_tp")
+            "kvtier.metrics_port", "kvtier.trace", "kvtier.tune", "kvtier.store_format", "kvtier.max_tp",
+            "kvtier.compression")
 
     @property
     def root(self) -> str:
@@ -181,6 +185,7 @@ class Settings:
                 tune=str(extra.get("kvtier.tune", True)).lower() not in ("0", "false", "no"),
                 store_format=int(extra.get("kvtier.store_format", 1)),
                 max_tp=int(extra.get("kvtier.max_tp", 8)),
+                compression=str(extra.get("kvtier.compression", "off")),
             )
         except (TypeError, ValueError) as e:
             raise ValueError(f"KvtierConnector: a setting in kv_connector_extra_config is not a number: {e}") from e
@@ -190,6 +195,8 @@ class Settings:
         if s.store_format not in (1, 2):
             raise ValueError(f"KvtierConnector: kvtier.store_format ({s.store_format}) is 1 (a store per rank) or 2 "
                              "(TP-free: shared by every TP size)")
+        if s.compression not in ("off", "split16"):
+            raise ValueError(f"KvtierConnector: kvtier.compression ({s.compression!r}) is 'off' or 'split16'")
         if not 0 <= s.metrics_port < 65536:
             raise ValueError(f"KvtierConnector: kvtier.metrics_port ({s.metrics_port}) is not a port")
         return s
@@ -547,7 +554,8 @@ class KvtierConnector(KVConnectorBase_V1):
         self._engine = kvtier.open(root, geometry, io=s.io, capacity=s.capacity, dram=s.dram, staging=s.staging,
                                    request_size=s.request_size, tenant=s.tenant, remote=s.remote,
                                    remote_password_env=s.remote_password_env, remote_ttl=s.remote_ttl,
-                                   tune=s.tune, store_format=s.store_format, max_tp=s.max_tp)
+                                   tune=s.tune, store_format=s.store_format, max_tp=s.max_tp,
+                                   compression=s.compression)
         # kvtier addresses the bytes in the order they lie: the same memory, viewed densely (a
         # latent's [blocks, bs, latent] as kv_first [1, blocks, bs, 1, latent]).
         self._layers = [t.permute(layout.order) for t in layers]

@@ -710,7 +710,7 @@ NB_MODULE(_kvtier, m) {
          const std::string& dram, const std::string& staging, const std::string& tenant,
          const std::string& remote, const std::string& remote_password_env, uint64_t remote_ttl,
          const std::string& request_size, bool read_only, bool tune, uint32_t store_format,
-         uint32_t max_tp) {
+         uint32_t max_tp, const std::string& compression) {
         kvtier::Options o;
         if (const auto* one = std::get_if<std::string>(&root)) {
           o.root = *one;
@@ -731,6 +731,7 @@ NB_MODULE(_kvtier, m) {
         o.tune = tune;
         o.store_format = store_format;
         o.max_tp = max_tp;
+        o.compression = unwrap(kvtier::parse_compression(compression));
         o.tenant = tenant;
         o.remote.seeds = remote;
         o.remote.password_env = remote_password_env;
@@ -741,7 +742,7 @@ NB_MODULE(_kvtier, m) {
       "root"_a, "geometry"_a, "io"_a = "auto", "capacity"_a = "0", "dram"_a = "0",
       "staging"_a = "0", "tenant"_a = "", "remote"_a = "", "remote_password_env"_a = "",
       "remote_ttl"_a = 0, "request_size"_a = "0", "read_only"_a = false, "tune"_a = true,
-      "store_format"_a = 1, "max_tp"_a = 8,
+      "store_format"_a = 1, "max_tp"_a = 8, "compression"_a = "off",
       "Opens (or creates) the rank's store under root: a directory, or a list of them, one per "
       "drive (the store "
       "spreads its segments over them; capacity is per drive). io: auto, posix, buffered or gds. "
@@ -753,7 +754,9 @@ NB_MODULE(_kvtier, m) {
       "else 16M and 128M; read_only: open beside a writer process to look (lookup, stats), "
       "never writing; tune: False neither probes untuned drives at open nor uses their "
       "tunings. store_format: 1, a store per TP rank; 2, a TP-free store that ranks of any TP "
-      "size up to the model's KV heads (and dividing max_tp) share (docs/format.md).");
+      "size up to the model's KV heads (and dividing max_tp) share (docs/format.md). compression: "
+      "off, or split16 (store_format 2, 16-bit KV: records kept coded losslessly where that saves "
+      "1/20, decoded on the host on restore).");
 
   nb::class_<kvtier::Engine>(m, "Engine", nb::is_weak_referenceable())
       .def(

@@ -220,6 +220,37 @@ std::vector<T> pick(std::span<const T> values, std::span<const size_t> index) {
   return out;
 }
 
+/// Records `index` of a memory channel's images, as a channel of their own: a read of some of the
+/// records a tier handed over plans its pieces by their places in that read (image k), which are
+/// `index[k]` in the channel.
+class ImageSubset final : public Channel {
+ public:
+  ImageSubset(Channel& images, std::span<const size_t> index)
+      : images_(images), index_(index.begin(), index.end()) {}
+  std::string_view name() const override { return images_.name(); }
+  StagingPool& staging() override { return images_.staging(); }
+  Residency residency() const override { return images_.residency(); }
+  Status read(std::span<const ChannelFile> files, std::span<const Piece> pieces,
+              StagingPool::Lease& lease, PieceSink& sink, unsigned workers) override {
+    std::vector<Piece> mapped(pieces.begin(), pieces.end());
+    for (Piece& p : mapped) {
+      KVTIER_EXPECTS(p.fd >= 0 && static_cast<size_t>(p.fd) < index_.size(),
+                     "a piece of an image outside the subset");
+      p.fd = static_cast<int>(index_[static_cast<size_t>(p.fd)]);
+    }
+    return images_.read(files, mapped, lease, sink, workers);
+  }
+  Status write(std::span<const ChannelFile>, std::span<const Piece>, StagingPool::Lease&,
+               PieceSink&) override {
+    return {ErrorCode::kNotSupported, "record images in host memory are read, not written, here"};
+  }
+  uint64_t host_bytes(uint64_t bytes) const override { return images_.host_bytes(bytes); }
+
+ private:
+  Channel& images_;
+  std::vector<size_t> index_;
+};
+
 /// Copies record `from` of `part` into record `to` of `out`.
 void take(ReadOutcome& out, size_t to, const ReadOutcome& part, size_t from) {
   out.sums[to] = part.sums[from].load();
@@ -265,15 +296,40 @@ Result<ReadOutcome> ReadRoute::read_coded(Channel& channel, std::span<const Loca
   if (!stored.empty()) {
     const std::vector<LocatedRecord> records = pick(located, stored);
     const std::vector<std::span<std::byte>> kept = pick(keep, stored);
+    ImageSubset subset(channel, stored);
+    Channel& from = records.front().file ? channel : subset;
     KVTIER_ASSIGN_OR_RETURN(
         ReadOutcome part,
-        read_stored(channel, records, destination, pick(std::span<const uint64_t>(firsts), stored),
+        read_stored(from, records, destination, pick(std::span<const uint64_t>(firsts), stored),
                     progress, kept));
     for (size_t k = 0; k < stored.size(); ++k) take(out, stored[k], part, k);
     add(out, part);
   }
-  // The coded records' images (header block, stored payload) in host memory: the caller's
-  // buffers where it keeps them (a move between tiers keeps what is stored), else buffers here.
+  // The coded ones a staging's worth of raw bytes at a time, so the host memory a restore holds
+  // for decoding stays bounded whatever the session's length.
+  const StagingPool& staging = kit_.staging();
+  const uint64_t bound = staging.slot_bytes() * staging.slot_count();
+  for (size_t first = 0; first < coded.size();) {
+    size_t end = first;
+    for (uint64_t bytes = 0; end < coded.size(); ++end) {
+      const RecordMeta& m = located[coded[end]].meta;
+      const uint64_t raw = raw_payload_bytes(shape_, m.token_count);
+      if (end > first && bytes + raw > bound) break;
+      bytes += raw;
+    }
+    KVTIER_TRY(read_coded_batch(channel, located, coded.subspan(first, end - first), destination,
+                                firsts, keep, out));
+    first = end;
+  }
+  return out;
+}
+
+Status ReadRoute::read_coded_batch(Channel& channel, std::span<const LocatedRecord> located,
+                                   std::span<const size_t> coded, const KvMemory* destination,
+                                   std::span<const uint64_t> firsts,
+                                   std::span<const std::span<std::byte>> keep, ReadOutcome& out) {
+  // Their images (header block, stored payload) in host memory: the caller's buffers where it
+  // keeps them (a move between tiers keeps what is stored), else buffers here.
   std::vector<LocatedRecord> records = pick(located, coded);
   std::vector<std::vector<std::byte>> own;
   std::vector<std::span<std::byte>> images = pick(keep, coded);
@@ -281,14 +337,18 @@ Result<ReadOutcome> ReadRoute::read_coded(Channel& channel, std::span<const Loca
     for (const LocatedRecord& r : records)
       images.emplace_back(own.emplace_back(kBlock + r.meta.payload_bytes));
   }
-  Channel& host = channel.residency() == Residency::kHost ? channel : kit_.posix_channel();
+  ImageSubset subset(channel, coded);
+  Channel& host = !records.front().file                     ? subset
+                  : channel.residency() == Residency::kHost ? channel
+                                                            : kit_.posix_channel();
   KVTIER_ASSIGN_OR_RETURN(ReadOutcome read, read_stored(host, records, nullptr, {}, {}, images));
   add(out, read);
-  // Each one read whole and its header the index's is decoded into a raw image, whose header
-  // states the raw payload: from there it is read like any raw record.
-  std::vector<size_t> decoded;
+  // Each one read whole with the index's header is decoded into a raw image, whose header states
+  // the raw payload: from there it is read like any raw record.
+  std::vector<size_t> whole;
   std::vector<LocatedRecord> raw_records;
   std::vector<std::vector<std::byte>> raw_images;
+  std::vector<std::span<const std::byte>> stored;
   for (size_t k = 0; k < coded.size(); ++k) {
     const size_t i = coded[k];
     out.header[i] = read.header[k];
@@ -297,30 +357,38 @@ Result<ReadOutcome> ReadRoute::read_coded(Channel& channel, std::span<const Loca
       continue;  // as read: corrupt, or incomplete
     RecordMeta raw = records[k].meta;
     raw.payload_bytes = raw_payload_bytes(shape_, raw.token_count);
-    std::vector<std::byte> image(kBlock + raw.payload_bytes);
-    if (!decode_payload(std::span<const std::byte>(images[k]).subspan(kBlock),
-                        std::span(image).subspan(kBlock))
-             .ok()) {
+    whole.push_back(k);
+    raw_records.push_back({raw, nullptr});
+    raw_images.emplace_back(kBlock + raw.payload_bytes);
+    stored.push_back(std::span<const std::byte>(images[k]).subspan(kBlock));
+  }
+  std::vector<std::span<std::byte>> payloads;
+  for (auto& image : raw_images) payloads.push_back(std::span(image).subspan(kBlock));
+  const std::vector<Status> decoded = decode_payloads(stored, payloads);
+  std::vector<size_t> landing;
+  std::vector<LocatedRecord> land_records;
+  std::vector<std::span<const std::byte>> land_images;
+  for (size_t j = 0; j < whole.size(); ++j) {
+    const size_t i = coded[whole[j]];
+    if (!decoded[j].ok()) {
       out.header[i] = HeaderState::kBad;
       continue;
     }
-    encode_header(raw, shape_, Key128{}, std::span(image).first(kBlock));
-    decoded.push_back(i);
-    raw_records.push_back({raw, nullptr});
-    raw_images.push_back(std::move(image));
+    encode_header(raw_records[j].meta, shape_, Key128{}, std::span(raw_images[j]).first(kBlock));
+    landing.push_back(i);
+    land_records.push_back(raw_records[j]);
+    land_images.emplace_back(raw_images[j]);
   }
-  if (!decoded.empty()) {
-    std::vector<std::span<const std::byte>> views(raw_images.begin(), raw_images.end());
-    const std::unique_ptr<Channel> memory = make_memory_channel(kit_.staging(), std::move(views));
-    KVTIER_ASSIGN_OR_RETURN(ReadOutcome landed,
-                            read_stored(*memory, raw_records, destination,
-                                        pick(std::span<const uint64_t>(firsts), decoded), {}, {}));
-    for (size_t k = 0; k < decoded.size(); ++k) take(out, decoded[k], landed, k);
-    // The bytes moved were counted as stored; the host traffic of landing them is this read's.
-    out.host_bytes += landed.host_bytes;
-    if (out.status.ok()) out.status = landed.status;
-  }
-  return out;
+  if (landing.empty()) return {};
+  const std::unique_ptr<Channel> memory =
+      make_memory_channel(kit_.staging(), std::move(land_images));
+  KVTIER_ASSIGN_OR_RETURN(ReadOutcome landed, read_stored(*memory, land_records, destination,
+                                                          pick(firsts, landing), {}, {}));
+  for (size_t k = 0; k < landing.size(); ++k) take(out, landing[k], landed, k);
+  // The bytes moved were counted as stored; the host traffic of landing them is this read's.
+  out.host_bytes += landed.host_bytes;
+  if (out.status.ok()) out.status = landed.status;
+  return {};
 }
 
 Result<ReadOutcome> ReadRoute::read_images(std::span<const LocatedRecord> records,

@@ -136,6 +136,12 @@ class ReadRoute {
       Channel& channel, std::span<const LocatedRecord> records, std::span<const size_t> coded,
       const KvMemory* destination, std::span<const uint64_t> first_tokens,
       const ProgressFn& progress, std::span<const std::span<std::byte>> keep);
+  /// One batch of read_coded: the records at `coded`, into `out` (sized for all of `located`).
+  [[nodiscard]] Status read_coded_batch(Channel& channel, std::span<const LocatedRecord> located,
+                                        std::span<const size_t> coded, const KvMemory* destination,
+                                        std::span<const uint64_t> firsts,
+                                        std::span<const std::span<std::byte>> keep,
+                                        ReadOutcome& out);
 
   TransferKit& kit_;
   const RecordShape shape_;

@@ -22,27 +22,45 @@ Result<std::optional<std::vector<std::byte>>> code_payload(std::span<const std::
   return std::optional<std::vector<std::byte>>(std::move(out));
 }
 
-Status code_payloads(std::span<const std::vector<std::byte>> raw,
-                     std::span<std::optional<std::vector<std::byte>>> coded) {
+namespace {
+
+/// Runs fn(i) for i in [0, n) on up to four threads (one per core): coding costs more CPU than
+/// moving the bytes.
+template <typename Fn>
+void on_threads(size_t n, Fn&& fn) {
   const size_t threads =
-      std::min<size_t>(raw.size(), std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
-  std::vector<std::future<Status>> running;
+      std::min<size_t>(n, std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+  std::vector<std::future<void>> running;
   for (size_t t = 0; t < threads; ++t) {
-    running.push_back(std::async(std::launch::async, [&, t]() -> Status {
-      for (size_t i = t; i < raw.size(); i += threads) {
-        auto one = code_payload(raw[i]);
-        if (!one) return one.error();
-        coded[i] = std::move(*one);
-      }
-      return {};
+    running.push_back(std::async(std::launch::async, [&, t] {
+      for (size_t i = t; i < n; i += threads) fn(i);
     }));
   }
-  Status first;
-  for (auto& r : running) {
-    Status st = r.get();
-    if (first.ok()) first = st;
-  }
-  return first;
+  for (auto& r : running) r.get();
+}
+
+}  // namespace
+
+Status code_payloads(std::span<const std::vector<std::byte>> raw,
+                     std::span<std::optional<std::vector<std::byte>>> coded) {
+  std::vector<Status> status(raw.size());
+  on_threads(raw.size(), [&](size_t i) {
+    auto one = code_payload(raw[i]);
+    if (one) {
+      coded[i] = std::move(*one);
+    } else {
+      status[i] = one.error();
+    }
+  });
+  for (Status& st : status) KVTIER_TRY(st);
+  return {};
+}
+
+std::vector<Status> decode_payloads(std::span<const std::span<const std::byte>> stored,
+                                    std::span<const std::span<std::byte>> raw) {
+  std::vector<Status> status(stored.size());
+  on_threads(stored.size(), [&](size_t i) { status[i] = decode_payload(stored[i], raw[i]); });
+  return status;
 }
 
 Status decode_payload(std::span<const std::byte> stored, std::span<std::byte> raw) {

@@ -31,4 +31,8 @@ inline constexpr uint64_t kCodedSaving = 20;
 /// over `raw` afterwards, proves the bytes right.
 [[nodiscard]] Status decode_payload(std::span<const std::byte> stored, std::span<std::byte> raw);
 
+/// decode_payload() of each `stored[i]` into `raw[i]`, on up to four threads; each one's status.
+[[nodiscard]] std::vector<Status> decode_payloads(
+    std::span<const std::span<const std::byte>> stored, std::span<const std::span<std::byte>> raw);
+
 }  // namespace kvtier

@@ -160,6 +160,25 @@ class EngineTest(unittest.TestCase):
             with self.assertRaisesRegex(kvtier.Error, "max_tp 6"):
                 kvtier.open(d, rank(0, 1), store_format=2, max_tp=6)
 
+    def test_coded_records_store_fewer_bytes_and_restore_exactly(self):
+        g = kvtier.Geometry.custom("coded", layers=2, kv_heads=2, head_dim=128, chunk_tokens=64)
+        tokens = list(range(300))
+        # bf16 words of normally distributed values: their exponents cluster, so records shrink.
+        kv = self.rng.normal(0, 0.5, size=(2, 2, len(tokens), 2, 128)).astype(np.float32)
+        kv = (kv.view(np.uint32) >> 16).astype(np.uint16)
+        with tempfile.TemporaryDirectory(dir=os.environ.get("KVTIER_TEST_DIR")) as d:
+            e = kvtier.open(d, g, io="posix", store_format=2, tune=False, compression="split16")
+            self.assertEqual(e.save(tokens, kv), 10)  # 5 chunks of each of the 2 heads' groups
+            self.assertLess(e.stats()["bytes_written"], kv.nbytes * 0.95)
+            out = np.zeros_like(kv)
+            self.assertEqual(e.restore(tokens, out)["tokens_restored"], len(tokens))
+            np.testing.assert_array_equal(out, kv)
+            del e
+            with self.assertRaisesRegex(kvtier.Error, "store_format 2"):
+                kvtier.open(d + "/f1", g, compression="split16")
+            with self.assertRaisesRegex(kvtier.Error, "expected off or split16"):
+                kvtier.open(d, g, store_format=2, compression="zstd")
+
     def test_an_mla_latent_is_stored_once_for_every_rank(self):
         def rank(r, tp):
             return kvtier.Geometry.custom("mla", layers=2, kv_heads=1, head_dim=64, chunk_tokens=32,
