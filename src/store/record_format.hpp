@@ -94,11 +94,12 @@ struct RecordShape {
 [[nodiscard]] uint64_t raw_payload_bytes(const RecordShape& shape, uint32_t tokens);
 
 /// Whether a record of `tokens` tokens in `shape`'s store may store `payload` bytes: its raw
-/// payload, or in format 2 a coded one of fewer bytes.
+/// payload, or in format 2 a coded one of fewer bytes and more than half of them (a split16
+/// stream keeps each 16-bit word's sign-and-mantissa byte, so a shorter one is truncated).
 [[nodiscard]] inline bool payload_size_fits(const RecordShape& shape, uint32_t tokens,
                                             uint64_t payload) {
   const uint64_t raw = raw_payload_bytes(shape, tokens);
-  return payload == raw || (shape.version != kFormatVersion && payload > 0 && payload < raw);
+  return payload == raw || (shape.version != kFormatVersion && payload > raw / 2 && payload < raw);
 }
 
 /// Whether `meta` stores its payload coded (fewer bytes than it decodes to).

@@ -15,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "compressible_kv.hpp"
 #include "kvtier/kvtier.hpp"
 #include "paged_reference.hpp"
 #include "test_util.hpp"
@@ -23,32 +24,9 @@
 namespace kvtier {
 namespace {
 
+using testing::bf16_kv;
 using testing::TempDir;
 using testing::TpModel;
-
-/// The model's KV of the session, [kv_tensors, layers, tokens, heads, head_dim] of bf16 words
-/// drawn from N(0, sigma) with a sigma per layer; tokens in `random_chunks` (chunk indexes) are
-/// random bytes instead, which no codec shrinks.
-std::vector<std::byte> bf16_kv(const TpModel& m, std::mt19937_64& rng,
-                               const std::vector<uint64_t>& random_chunks = {}) {
-  std::vector<std::byte> kv(m.kv_tensors * m.layers * m.tokens * m.heads * m.head_bytes());
-  const uint64_t row = m.heads * m.head_bytes();
-  for (uint64_t line = 0; line < m.kv_tensors * m.layers; ++line) {
-    std::normal_distribution<float> value(0.0f, std::ldexp(1.0f, static_cast<int>(rng() % 12) - 6));
-    for (uint64_t t = 0; t < m.tokens; ++t) {
-      std::byte* out = kv.data() + (line * m.tokens + t) * row;
-      const bool random =
-          std::find(random_chunks.begin(), random_chunks.end(), t / m.chunk) != random_chunks.end();
-      for (uint64_t i = 0; i < row / 2; ++i) {
-        const uint32_t bits =
-            random ? static_cast<uint32_t>(rng()) : std::bit_cast<uint32_t>(value(rng)) >> 16;
-        out[2 * i] = static_cast<std::byte>(bits & 0xff);
-        out[2 * i + 1] = static_cast<std::byte>((bits >> 8) & 0xff);
-      }
-    }
-  }
-  return kv;
-}
 
 Options coded_options(const std::string& root, const KvGeometry& g, uint32_t max_tp,
                       uint64_t dram = 0) {

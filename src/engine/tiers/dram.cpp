@@ -23,18 +23,26 @@ class DramSlabsTier final : public Tier {
     std::vector<uint64_t> first_tokens;
     std::vector<size_t> chunk;
     std::vector<std::span<const std::byte>> images;
+    std::vector<Key128> stale;
     const uint32_t chunk_tokens = engine_.options_.geometry.chunk_tokens;
     for (size_t c = 0; c < job.found.size(); ++c) {
       if (job.state[c] == RecordState::kIntact) continue;
       const RecordMeta& m = job.found[c].meta;
       DramTier::Hit hit = slabs_.find(m.key, m.payload_checksum);
       if (!hit) continue;
+      // An image of the record as stored otherwise (coded, where the store now holds it raw, or
+      // the reverse) is not this record's: a miss here, and dropped below.
+      if (hit.bytes().size() != kBlock + m.payload_bytes) {
+        stale.push_back(m.key);
+        continue;
+      }
       images.push_back(hit.bytes());
       hits.push_back(std::move(hit));
       held.push_back({m, nullptr});  // no file: the image is in host memory
       first_tokens.push_back(job.first_token(c, chunk_tokens));
       chunk.push_back(c);
     }
+    if (!stale.empty()) slabs_.erase(stale);
     if (held.empty()) return {};
     KVTIER_ASSIGN_OR_RETURN(
         ReadOutcome out, route.read_images(held, std::move(images), first_tokens, job.destination));

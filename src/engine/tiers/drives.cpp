@@ -66,7 +66,12 @@ class DriveTier final : public Tier {
       read = route.read(*channel, records, &job.destination, first);
     }
     if (!read) {
+      // Nothing read: every record incomplete (a miss, no evidence against it).
       ReadOutcome out;
+      out.sums = std::vector<std::atomic<uint64_t>>(records.size());
+      out.received = std::vector<std::atomic<uint64_t>>(records.size());
+      out.header.assign(records.size(), HeaderState::kUnseen);
+      out.payload.assign(records.size(), 0);
       out.status = read.error();
       return out;
     }

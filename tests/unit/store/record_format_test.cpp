@@ -124,7 +124,7 @@ TEST(RecordFormat, ACodedFormatTwoRecordStatesWhatItStoresAndAnUnknownCodecIsNot
   RecordMeta coded;
   coded.key = {1, 2};
   coded.token_count = 100;
-  coded.payload_bytes = g.bytes_for_tokens(100) / 2;
+  coded.payload_bytes = g.bytes_for_tokens(100) * 3 / 4;
   coded.payload_checksum = 99;
   ASSERT_TRUE(is_coded(coded, shape));
   std::vector<std::byte> block(kBlock);
@@ -141,6 +141,8 @@ TEST(RecordFormat, ACodedFormatTwoRecordStatesWhatItStoresAndAnUnknownCodecIsNot
   EXPECT_TRUE(payload_size_fits(shape, 100, coded.payload_bytes));
   EXPECT_FALSE(payload_size_fits(shape, 100, g.bytes_for_tokens(100) + 1));
   EXPECT_FALSE(payload_size_fits(shape, 100, 0));
+  EXPECT_FALSE(payload_size_fits(shape, 100, g.bytes_for_tokens(100) / 2))
+      << "a split16 stream keeps a byte of every word: half the raw bytes is a truncated one";
   EXPECT_FALSE(payload_size_fits(RecordShape{g}, 100, coded.payload_bytes))
       << "format 1 stores every record raw";
   // A codec this build does not decode is refused, not served as raw bytes.
