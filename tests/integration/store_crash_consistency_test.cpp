@@ -376,6 +376,11 @@ TEST(StoreFaults, InjectedErrorsAreClearAndLeaveTheStoreIntact) {
       Status st = w.step();
       if (!st.ok()) maybe_dropped.insert(w.in_flight_drop.begin(), w.in_flight_drop.end());
       if (rnd() % 8 == 0) {  // a reopen under the fault: it works or says what failed
+        // What this step evicted, and where a record it stored again now is, are learnt before
+        // the close: a reopen that fails leaves no store to ask, and a stale `held` or
+        // `segment_of` would count an evicted record as lost (or its segment as partly gone).
+        h.sync_with_store();
+        segment_of = h.segments_of_held();
         h.close();
         st = h.open();
         if (!st.ok()) {
