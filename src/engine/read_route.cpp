@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "api/try.hpp"
+#include "common/aligned_buffer.hpp"
 #include "engine/record_codec.hpp"
 #include "engine/record_io.hpp"
 
@@ -64,14 +65,15 @@ class ScatterSink final : public PieceSink {
  public:
   ScatterSink(const ReadPlan& read, DeviceTransfer* transfer, Residency residency,
               const RecordShape& shape, ReadOutcome& out, const ProgressFn& progress,
-              std::span<const std::span<std::byte>> keep)
+              std::span<const std::span<std::byte>> keep, bool sums)
       : read_(read),
         transfer_(transfer),
         residency_(residency),
         shape_(shape),
         out_(out),
         progress_(progress),
-        keep_(keep) {}
+        keep_(keep),
+        sums_(sums) {}
 
   Status consume(size_t index, size_t slot, std::span<const std::byte> data) override {
     std::vector<PieceSpan> spans;
@@ -84,6 +86,7 @@ class ScatterSink final : public PieceSink {
     KVTIER_TRY(st);
     if (transfer_ == nullptr) {
       for (const PieceSpan& sp : spans) {
+        if (!sums_) break;
         out_.sums[sp.record] +=
             kvsum::partial(data.data() + sp.piece_offset, sp.bytes, sp.payload_offset / 8);
       }
@@ -141,6 +144,7 @@ class ScatterSink final : public PieceSink {
   ReadOutcome& out_;
   const ProgressFn& progress_;
   std::span<const std::span<std::byte>> keep_;
+  bool sums_;
   std::mutex progress_mu_;
   std::atomic<uint64_t> done_{0};
 };
@@ -175,7 +179,7 @@ Result<ReadOutcome> ReadRoute::read_stored(Channel& channel, std::span<const Loc
                                            const KvMemory* destination,
                                            std::span<const uint64_t> first_tokens,
                                            const ProgressFn& progress,
-                                           std::span<const std::span<std::byte>> keep) {
+                                           std::span<const std::span<std::byte>> keep, bool sums) {
   KVTIER_EXPECTS(destination != nullptr || channel.residency() == Residency::kHost,
                  fmt::format("a {} channel needs a destination", channel.name()));
   StagingPool& staging = channel.staging();
@@ -198,7 +202,7 @@ Result<ReadOutcome> ReadRoute::read_stored(Channel& channel, std::span<const Loc
     }
     transfer = std::move(*begun);
   }
-  ScatterSink sink(read, transfer.get(), channel.residency(), shape_, out, progress, keep);
+  ScatterSink sink(read, transfer.get(), channel.residency(), shape_, out, progress, keep, sums);
   out.status = channel.read(read.files, read.io.pieces, lease, sink, consumer_threads());
   out.host_bytes = channel.host_bytes(read.io.bytes);
   if (transfer) {
@@ -331,23 +335,25 @@ Status ReadRoute::read_coded_batch(Channel& channel, std::span<const LocatedReco
   // Their images (header block, stored payload) in host memory: the caller's buffers where it
   // keeps them (a move between tiers keeps what is stored), else buffers here.
   std::vector<LocatedRecord> records = pick(located, coded);
-  std::vector<std::vector<std::byte>> own;
+  std::vector<AlignedBuffer> own;
   std::vector<std::span<std::byte>> images = pick(keep, coded);
   if (images.empty()) {
     for (const LocatedRecord& r : records)
-      images.emplace_back(own.emplace_back(kBlock + r.meta.payload_bytes));
+      images.push_back(own.emplace_back(kBlock + r.meta.payload_bytes).span());
   }
   ImageSubset subset(channel, coded);
   Channel& host = !records.front().file                     ? subset
                   : channel.residency() == Residency::kHost ? channel
                                                             : kit_.posix_channel();
-  KVTIER_ASSIGN_OR_RETURN(ReadOutcome read, read_stored(host, records, nullptr, {}, {}, images));
+  // No sums of the stored bytes: the checksum is the decoded bytes', taken where they land.
+  KVTIER_ASSIGN_OR_RETURN(ReadOutcome read,
+                          read_stored(host, records, nullptr, {}, {}, images, /*sums=*/false));
   add(out, read);
   // Each one read whole with the index's header is decoded into a raw image, whose header states
   // the raw payload: from there it is read like any raw record.
   std::vector<size_t> whole;
   std::vector<LocatedRecord> raw_records;
-  std::vector<std::vector<std::byte>> raw_images;
+  std::vector<AlignedBuffer> raw_images;  // every byte written below: header, decoded payload
   std::vector<std::span<const std::byte>> stored;
   for (size_t k = 0; k < coded.size(); ++k) {
     const size_t i = coded[k];
@@ -363,7 +369,7 @@ Status ReadRoute::read_coded_batch(Channel& channel, std::span<const LocatedReco
     stored.push_back(std::span<const std::byte>(images[k]).subspan(kBlock));
   }
   std::vector<std::span<std::byte>> payloads;
-  for (auto& image : raw_images) payloads.push_back(std::span(image).subspan(kBlock));
+  for (auto& image : raw_images) payloads.push_back(image.span().subspan(kBlock));
   const std::vector<Status> decoded = decode_payloads(stored, payloads);
   std::vector<size_t> landing;
   std::vector<LocatedRecord> land_records;
@@ -374,10 +380,10 @@ Status ReadRoute::read_coded_batch(Channel& channel, std::span<const LocatedReco
       out.header[i] = HeaderState::kBad;
       continue;
     }
-    encode_header(raw_records[j].meta, shape_, Key128{}, std::span(raw_images[j]).first(kBlock));
+    encode_header(raw_records[j].meta, shape_, Key128{}, raw_images[j].span().first(kBlock));
     landing.push_back(i);
     land_records.push_back(raw_records[j]);
-    land_images.emplace_back(raw_images[j]);
+    land_images.emplace_back(raw_images[j].span());
   }
   if (landing.empty()) return {};
   const std::unique_ptr<Channel> memory =

@@ -122,13 +122,12 @@ class ReadRoute {
   [[nodiscard]] TransferKit& kit() { return kit_; }
 
  private:
-  /// read() of records stored as they land (none coded).
-  [[nodiscard]] Result<ReadOutcome> read_stored(Channel& channel,
-                                                std::span<const LocatedRecord> records,
-                                                const KvMemory* destination,
-                                                std::span<const uint64_t> first_tokens,
-                                                const ProgressFn& progress,
-                                                std::span<const std::span<std::byte>> keep);
+  /// read() of records stored as they land (none coded). `sums` false: a host check (no
+  /// destination) checks headers only, for bytes whose checksum is taken after decoding.
+  [[nodiscard]] Result<ReadOutcome> read_stored(
+      Channel& channel, std::span<const LocatedRecord> records, const KvMemory* destination,
+      std::span<const uint64_t> first_tokens, const ProgressFn& progress,
+      std::span<const std::span<std::byte>> keep, bool sums = true);
   /// read() of records some of which are coded (`coded`: their indexes, ascending): the others
   /// read as stored; the coded ones read into host memory, checked, decoded on the host and read
   /// from there as raw records, their checksums verified where they land like any other's.
