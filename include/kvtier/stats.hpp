@@ -62,6 +62,9 @@ struct LatencyHistogram {
   X(counter, engine, saves, "save calls")                                                          \
   X(counter, engine, chunks_written, "records written")                                            \
   X(counter, engine, bytes_written, "payload bytes written")                                       \
+  /* With Options::compression: the KV bytes those payloads hold, and how many were kept coded. */  \
+  X(counter, engine, kv_bytes_written, "KV bytes of the records written, before coding")         \
+  X(counter, engine, coded_records_written, "records written coded (Options::compression)")      \
   X(counter, engine, lookups, "lookup calls")                                                      \
   X(counter, engine, lookup_hit_tokens, "tokens found by lookups")                                 \
   X(counter, engine, restores, "restore calls")                                                    \

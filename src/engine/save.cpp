@@ -240,7 +240,12 @@ Result<SaveResult> Engine::Impl::save_chunks(std::span<const ChunkRef> chunks,
     KVTIER_TRY(finish_batch(batch, written));
   }
   result.chunks_written = records.size();
-  for (const RecordMeta& m : records) result.bytes_written += m.payload_bytes;
+  const RecordShape& shape = store_->record_shape();
+  for (const RecordMeta& m : records) {
+    result.bytes_written += m.payload_bytes;
+    counters_.kv_bytes_written += raw_payload_bytes(shape, m.token_count);
+    if (is_coded(m, shape)) ++counters_.coded_records_written;
+  }
   counters_.chunks_written += result.chunks_written;
   counters_.bytes_written += result.bytes_written;
   return result;

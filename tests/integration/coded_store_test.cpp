@@ -162,6 +162,12 @@ TEST(CodedStore, RandomKvIsKeptRawAndCodedRecordsServeFromTheDramTier) {
   auto saved = (*engine)->save(tokens, testing::host_kv(slice, m.tokens));
   ASSERT_TRUE(saved) << saved.error().message();
   EXPECT_LT(saved->bytes_written, whole.size() - whole.size() / 20);
+  // Stats say what coding did: the KV's bytes, what was written, how many records were coded (the
+  // three chunks of bf16 words in each of the four heads' groups; the two random ones are raw).
+  const Stats written = (*engine)->stats();
+  EXPECT_EQ(written.kv_bytes_written, whole.size());
+  EXPECT_EQ(written.bytes_written, saved->bytes_written);
+  EXPECT_EQ(written.coded_records_written, 3u * 4);
   // The tier holds the coded images; a hit decodes them like a drive's records.
   const uint64_t hits = (*engine)->stats().dram_hits;
   auto [got, result] = restore_rank(**engine, m, tokens, 0, 1, rng);
