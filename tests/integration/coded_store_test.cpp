@@ -17,9 +17,9 @@
 
 #include "compressible_kv.hpp"
 #include "kvtier/kvtier.hpp"
-#include "paged_reference.hpp"
 #include "test_util.hpp"
 #include "tp_reference.hpp"
+#include "tp_restore.hpp"
 
 namespace kvtier {
 namespace {
@@ -58,34 +58,6 @@ uint64_t save_at(const std::string& root, const TpModel& m, const std::vector<st
     if (saved) written += saved->bytes_written;
   }
   return written;
-}
-
-/// Restores rank r of TP tp into poisoned memory, contiguous or paged at random, and returns the
-/// restored rows in contiguous form with the result.
-std::pair<std::vector<std::byte>, RestoreResult> restore_rank(Engine& e, const TpModel& m,
-                                                              const std::vector<Token>& tokens,
-                                                              uint32_t r, uint32_t tp,
-                                                              std::mt19937_64& rng) {
-  const KvGeometry g = m.rank(r, tp);
-  std::vector<std::byte> got(g.bytes_for_tokens(m.tokens), std::byte{0xEE});
-  // A latent has no K and V to lay out in blocks the paged reference knows: contiguous.
-  const int form = m.kv_tensors == 1 ? 4 : static_cast<int>(rng() % 5);
-  Result<RestoreResult> restored = RestoreResult{};
-  if (form == 4) {
-    restored = e.restore(tokens, testing::host_kv(got, m.tokens));
-  } else {
-    const auto layout = static_cast<PagedLayout>(form);
-    const uint32_t block_size = 1 + static_cast<uint32_t>(rng() % 16);
-    const uint32_t blocks = static_cast<uint32_t>((m.tokens + block_size - 1) / block_size) + 3;
-    testing::PagedHost paged(g, blocks, block_size, layout);
-    const std::vector<int32_t> table =
-        testing::shuffled_blocks(m.tokens, block_size, blocks, rng());
-    paged.view.block_table = table;
-    restored = e.restore(tokens, paged.view);
-    testing::move_all(g, paged, table, got.data(), m.tokens, m.tokens, /*to_paged=*/false);
-  }
-  EXPECT_TRUE(restored) << restored.error().message();
-  return {std::move(got), restored ? *restored : RestoreResult{}};
 }
 
 TEST(CodedStore, EveryDrawnGeometryRoundTripsByteExactAtEveryTpSizeAndStoresFewerBytes) {
@@ -131,7 +103,7 @@ TEST(CodedStore, EveryDrawnGeometryRoundTripsByteExactAtEveryTpSizeAndStoresFewe
       for (uint32_t r = 0; r < tp; ++r) {
         auto engine = Engine::open(coded_options(dir.str(), m.rank(r, tp), m.max_tp));
         ASSERT_TRUE(engine) << engine.error().message();
-        auto [got, result] = restore_rank(**engine, m, tokens, r, tp, rng);
+        auto [got, result] = testing::restore_rank(**engine, m, tokens, r, tp, rng);
         EXPECT_EQ(result.tokens_restored, m.tokens) << result.problem;
         EXPECT_EQ(result.checksum_misses, 0u);
         EXPECT_TRUE(got == testing::rank_slice(m, whole, r, tp))
@@ -170,7 +142,7 @@ TEST(CodedStore, RandomKvIsKeptRawAndCodedRecordsServeFromTheDramTier) {
   EXPECT_EQ(written.coded_records_written, 3u * 4);
   // The tier holds the coded images; a hit decodes them like a drive's records.
   const uint64_t hits = (*engine)->stats().dram_hits;
-  auto [got, result] = restore_rank(**engine, m, tokens, 0, 1, rng);
+  auto [got, result] = testing::restore_rank(**engine, m, tokens, 0, 1, rng);
   EXPECT_EQ(result.tokens_restored, m.tokens) << result.problem;
   EXPECT_GT((*engine)->stats().dram_hits, hits);
   EXPECT_TRUE(got == whole);
@@ -241,7 +213,7 @@ TEST(CodedStore, ADamagedCodedRecordIsAMissNeverWrongKv) {
     }
     auto engine = Engine::open(coded_options(dir.str(), m.rank(0, 1), m.max_tp));
     ASSERT_TRUE(engine) << engine.error().message();
-    auto [got, result] = restore_rank(**engine, m, tokens, 0, 1, rng);
+    auto [got, result] = testing::restore_rank(**engine, m, tokens, 0, 1, rng);
     SCOPED_TRACE(::testing::Message() << "byte " << at << " of chunk " << chunk);
     EXPECT_EQ(result.tokens_restored, chunk * m.chunk);
     EXPECT_EQ(result.checksum_misses, 1u);
@@ -281,7 +253,7 @@ TEST(CodedStore, ARawStoreTakesCodedRecordsLaterAndServesBoth) {
     for (uint32_t r = 0; r < tp; ++r) {
       auto engine = Engine::open(coded_options(dir.str(), m.rank(r, tp), m.max_tp));
       ASSERT_TRUE(engine) << engine.error().message();
-      auto [got, result] = restore_rank(**engine, m, tokens, r, tp, rng);
+      auto [got, result] = testing::restore_rank(**engine, m, tokens, r, tp, rng);
       EXPECT_EQ(result.tokens_restored, m.tokens) << result.problem;
       EXPECT_TRUE(got == testing::rank_slice(m, whole, r, tp)) << "rank " << r << " of TP " << tp;
     }

@@ -20,6 +20,7 @@
 #include "paged_reference.hpp"
 #include "test_util.hpp"
 #include "tp_reference.hpp"
+#include "tp_restore.hpp"
 
 namespace kvtier {
 namespace {
@@ -70,31 +71,10 @@ std::vector<uint64_t> restore_at(const std::string& root, const Model& m,
     auto held = (*engine)->lookup(tokens);
     EXPECT_TRUE(held && *held == m.tokens) << "rank " << r << " of TP " << tp;
     const std::vector<std::byte> want = rank_slice(m, whole, r, tp);
-    std::vector<std::byte> got(want.size(), std::byte{0});
-    // A latent has no K and V to lay out in blocks the paged reference knows: contiguous.
-    const int form = m.kv_tensors == 1 ? 4 : static_cast<int>(rng() % 5);
-    if (form == 4) {
-      const ChunkedKv kv = host_kv(got, m.tokens);
-      auto restored = (*engine)->restore(tokens, kv);
-      EXPECT_TRUE(restored && restored->tokens_restored == m.tokens)
-          << (restored ? restored->problem : restored.error().message());
-      if (restored) read.push_back(restored->bytes_read);
-    } else {
-      const auto layout = static_cast<PagedLayout>(form);
-      const uint32_t block_size = 1 + static_cast<uint32_t>(rng() % 16);
-      const uint32_t blocks = static_cast<uint32_t>((m.tokens + block_size - 1) / block_size) + 3;
-      testing::PagedHost paged(g, blocks, block_size, layout);
-      const std::vector<int32_t> table =
-          testing::shuffled_blocks(m.tokens, block_size, blocks, rng());
-      paged.view.block_table = table;
-      auto restored = (*engine)->restore(tokens, paged.view);
-      EXPECT_TRUE(restored && restored->tokens_restored == m.tokens)
-          << (restored ? restored->problem : restored.error().message());
-      if (restored) read.push_back(restored->bytes_read);
-      testing::move_all(g, paged, table, got.data(), m.tokens, m.tokens, /*to_paged=*/false);
-    }
-    EXPECT_TRUE(got == want) << "rank " << r << " of TP " << tp << " restored other bytes (form "
-                             << form << ")";
+    auto [got, restored] = testing::restore_rank(**engine, m, tokens, r, tp, rng);
+    EXPECT_EQ(restored.tokens_restored, m.tokens) << restored.problem;
+    read.push_back(restored.bytes_read);
+    EXPECT_TRUE(got == want) << "rank " << r << " of TP " << tp << " restored other bytes";
   }
   return read;
 }
