@@ -116,8 +116,13 @@ class ScatterSink final : public PieceSink {
         KVTIER_TRY(transfer_->read_device(slot, bytes.data(), std::span(header, bytes.size())));
         block = std::span<const std::byte>(header, bytes.size());
       }
-      const bool good =
-          at == 0 && block.size() == kBlock && header_matches(block, read_.records[r], shape_);
+      const HeaderCheck check = at == 0 && block.size() == kBlock
+                                    ? check_header(block, read_.records[r], shape_)
+                                    : HeaderCheck::kDiffers;
+      // A codec this build does not decode leaves the header unseen: a miss, the record kept for
+      // a build that does.
+      if (check == HeaderCheck::kNotDecoded) return {};
+      const bool good = check == HeaderCheck::kMatches;
       out_.header[r] = good ? HeaderState::kGood : HeaderState::kBad;
       if (!keep_.empty() && good) std::memcpy(keep_[r].data(), block.data(), kBlock);
       return {};

@@ -62,7 +62,7 @@ struct ReadOutcome {
 
 /// @brief The one read route: whatever channel a tier hands it, plans the records into pieces,
 /// leases the channel's staging (the bound on bytes in flight), begins a device transfer, checks
-/// every header (header_matches) and payload checksum as pieces arrive, scatters payloads into the
+/// every header (check_header) and payload checksum as pieces arrive, scatters payloads into the
 /// destination (verified where they land) and accounts. Thread-safe.
 class ReadRoute {
  public:

@@ -33,13 +33,24 @@ IoPlan plan_io(std::span<const RecordMeta> records, std::span<const int> fds, ui
 /// most `max_piece` bytes.
 IoPlan plan_images(std::span<RecordMeta> records, uint64_t max_piece);
 
+/// What a record's header block says of it against what the index expects.
+enum class HeaderCheck : uint8_t {
+  kMatches,
+  kDiffers,     ///< damaged, another record's, or not a header: evidence against the record
+  kNotDecoded,  ///< a record coded by a codec this build does not decode: no evidence either way
+};
+
 /// Whether a header block decodes for `shape` and describes the record the index expects.
-inline bool header_matches(std::span<const std::byte> block, const RecordMeta& want,
-                           const RecordShape& shape) {
+inline HeaderCheck check_header(std::span<const std::byte> block, const RecordMeta& want,
+                                const RecordShape& shape) {
   RecordMeta got;
-  if (!decode_header(block, shape, got).ok()) return false;
-  return got.key == want.key && got.token_count == want.token_count &&
-         got.payload_bytes == want.payload_bytes && got.payload_checksum == want.payload_checksum;
+  const Status st = decode_header(block, shape, got);
+  if (st.code() == ErrorCode::kNotSupported) return HeaderCheck::kNotDecoded;
+  if (!st.ok()) return HeaderCheck::kDiffers;
+  const bool same = got.key == want.key && got.token_count == want.token_count &&
+                    got.payload_bytes == want.payload_bytes &&
+                    got.payload_checksum == want.payload_checksum;
+  return same ? HeaderCheck::kMatches : HeaderCheck::kDiffers;
 }
 
 enum class Region : uint8_t { kHeader, kPayload, kPadding };

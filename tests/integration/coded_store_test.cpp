@@ -15,8 +15,11 @@
 #include <random>
 #include <vector>
 
+#include <xxhash.h>
 #include "compressible_kv.hpp"
+
 #include "kvtier/kvtier.hpp"
+#include "store/record_v2.hpp"
 #include "test_util.hpp"
 #include "tp_reference.hpp"
 #include "tp_restore.hpp"
@@ -229,6 +232,50 @@ TEST(CodedStore, ADamagedCodedRecordIsAMissNeverWrongKv) {
     // The damaged record is dropped: the next lookup ends before it.
     EXPECT_EQ(*(*engine)->lookup(tokens), chunk * m.chunk);
   }
+}
+
+/// Sets the codec field of the format-2 header at `header` in `file` (the header's checksum made
+/// again, so the header stays well formed).
+void set_codec(const std::filesystem::path& file, uint64_t header, uint32_t codec) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  RecordHeader2 h;
+  f.seekg(static_cast<std::streamoff>(header));
+  f.read(reinterpret_cast<char*>(&h), sizeof(h));
+  h.codec = codec;
+  h.header_checksum = XXH3_64bits(&h, offsetof(RecordHeader2, header_checksum));
+  f.seekp(static_cast<std::streamoff>(header));
+  f.write(reinterpret_cast<const char*>(&h), sizeof(h));
+}
+
+TEST(CodedStore, ARecordOfACodecThisBuildDoesNotDecodeIsAMissAndIsKept) {
+  std::mt19937_64 rng(testing::test_seed());
+  TpModel m{.heads = 1, .layers = 2, .head_dim = 64, .chunk = 32, .max_tp = 1, .tokens = 160};
+  const std::vector<Token> tokens = drawn_tokens(m.tokens, rng);
+  const std::vector<std::byte> whole = bf16_kv(m, rng);
+  TempDir dir;
+  save_at(dir.str(), m, whole, tokens, 1);
+  std::vector<StoredPayload> payloads = stored_payloads(dir.path());
+  ASSERT_EQ(payloads.size(), 5u);
+  std::sort(payloads.begin(), payloads.end(),
+            [](const auto& a, const auto& b) { return a.offset < b.offset; });
+  const StoredPayload& third = payloads[2];
+  // Written by a later build with a codec this one lacks (nvCOMP's ANS, codec 2).
+  set_codec(third.file, third.offset - 4096, static_cast<uint32_t>(Codec::kNvcompAns));
+  {
+    auto engine = Engine::open(coded_options(dir.str(), m.rank(0, 1), m.max_tp));
+    ASSERT_TRUE(engine) << engine.error().message();
+    auto [got, result] = testing::restore_rank(**engine, m, tokens, 0, 1, rng);
+    EXPECT_EQ(result.tokens_restored, 2u * m.chunk) << result.problem;
+    EXPECT_EQ(result.checksum_misses, 0u) << "a record this build cannot read is not damaged";
+    EXPECT_EQ(*(*engine)->lookup(tokens), m.tokens) << "and it is kept";
+  }
+  // Read again by a build that decodes it (here: its codec put back), it serves the session.
+  set_codec(third.file, third.offset - 4096, static_cast<uint32_t>(Codec::kSplit16));
+  auto engine = Engine::open(coded_options(dir.str(), m.rank(0, 1), m.max_tp));
+  ASSERT_TRUE(engine) << engine.error().message();
+  auto [got, result] = testing::restore_rank(**engine, m, tokens, 0, 1, rng);
+  EXPECT_EQ(result.tokens_restored, m.tokens) << result.problem;
+  EXPECT_TRUE(got == whole);
 }
 
 TEST(CodedStore, ARawStoreTakesCodedRecordsLaterAndServesBoth) {

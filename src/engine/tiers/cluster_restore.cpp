@@ -51,7 +51,7 @@ RemoteFetch fetch(remote::ClusterClient& client, RemoteArena& arena, std::span<c
 }
 
 /// The record a fetched value must be to serve chunk `key` of `tokens` tokens: that key and size,
-/// and the payload checksum its own header states. The read route's header check (header_matches)
+/// and the payload checksum its own header states. The read route's header check (check_header)
 /// then decides, as for every tier, and the checksum is verified where the payload lands. nullopt
 /// when the value is absent or of another size.
 std::optional<RecordMeta> expected_record(const RemoteFetch::Value& value, const Key128& key,
