@@ -140,6 +140,13 @@ bool Engine::Impl::codes_records() const {
 
 Status Engine::Impl::save_coded(SaveBatch& batch, Device& device, const KvMemory& source) {
   std::vector<RecordMeta>& records = batch.records;
+  // Records are coded and written a staging's worth of raw bytes at a time, so the host memory a
+  // save holds for coding stays bounded whatever the session's length. Admitted first as a whole,
+  // at the raw sizes its parts take at most: one that cannot fit is refused before any part
+  // evicts a stored session (or the save's own first parts).
+  std::vector<uint64_t> sizes;
+  for (const RecordMeta& m : records) sizes.push_back(m.record_bytes());
+  KVTIER_TRY(store_->admit(sizes));
   const uint64_t piece = kit_->staging().slot_bytes();
   KVTIER_ASSIGN_OR_RETURN(auto transfer, device.begin(source, records.size(), 1, piece));
   std::vector<RecordRange> ranges;
@@ -149,8 +156,6 @@ Status Engine::Impl::save_coded(SaveBatch& batch, Device& device, const KvMemory
   KVTIER_ASSIGN_OR_RETURN(std::vector<uint64_t> sums, transfer->record_sums(ranges));
   for (size_t i = 0; i < records.size(); ++i)
     records[i].payload_checksum = kvsum::finish(sums[i], records[i].payload_bytes);
-  // Records are coded and written a staging's worth of raw bytes at a time, so the host memory a
-  // save holds for coding stays bounded whatever the session's length.
   const uint64_t bound = kit_->staging().slot_bytes() * kit_->staging().slot_count();
   Channel& channel = kit_->posix_channel();
   Status status;

@@ -117,6 +117,13 @@ Result<std::vector<Placement>> Store::reserve(std::span<const uint64_t> sizes) {
   return out;
 }
 
+Status Store::admit(std::span<const uint64_t> sizes) {
+  std::lock_guard lock(mu_);
+  if (read_only()) return directory_.refuse_read_only();
+  KVTIER_TRY(apply_pending_capacity_locked());
+  return admit_locked(sizes);
+}
+
 void Store::abort(std::span<const Placement> placements) {
   std::lock_guard lock(mu_);
   release_locked(placements);

@@ -140,6 +140,10 @@ class Store {
   /// least recently used segments to stay within capacity. The segments stay pinned (not
   /// evictable) until commit() or abort().
   [[nodiscard]] Result<std::vector<Placement>> reserve(std::span<const uint64_t> sizes);
+  /// Whether records of `sizes` could be reserved at all (reserve()'s admission, nothing placed
+  /// or evicted): for a save that reserves its records a part at a time, asked once for the whole
+  /// of it, so that a save that cannot fit costs none of the sessions stored.
+  [[nodiscard]] Status admit(std::span<const uint64_t> sizes);
   /// Makes written records durable and visible: fdatasync of their segments, then one journal
   /// append. Keys stored meanwhile by another writer are skipped. Unpins the reservation.
   [[nodiscard]] Status commit(std::span<const RecordMeta> records,

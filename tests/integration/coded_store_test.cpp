@@ -278,6 +278,37 @@ TEST(CodedStore, ARecordOfACodecThisBuildDoesNotDecodeIsAMissAndIsKept) {
   EXPECT_TRUE(got == whole);
 }
 
+// A save larger than the store: refused before anything is evicted, coded as raw (a coded save
+// writes its records a staging's worth at a time, each part reserved on its own).
+TEST(CodedStore, ASaveTheStoreCannotHoldCostsNoStoredSession) {
+  std::mt19937_64 rng(testing::test_seed());
+  for (Compression c : {Compression::kOff, Compression::kSplit16}) {
+    SCOPED_TRACE(compression_name(c));
+    TempDir dir;
+    TpModel m{.heads = 2, .layers = 1, .head_dim = 64, .chunk = 64, .max_tp = 1, .tokens = 200};
+    Options o = coded_options(dir.str(), m.rank(0, 1), m.max_tp);
+    o.capacity_bytes = 1 << 20;
+    o.segment_bytes = 256 << 10;
+    o.compression = c;
+    auto engine = Engine::open(o);
+    ASSERT_TRUE(engine) << engine.error().message();
+    const std::vector<Token> first = drawn_tokens(m.tokens, rng);
+    std::vector<std::byte> kv = bf16_kv(m, rng);
+    ASSERT_TRUE((*engine)->save(first, testing::host_kv(kv, m.tokens)));
+    // 2.6 MB of KV (1.7 MB coded) into a 1 MiB store.
+    TpModel big = m;
+    big.tokens = 64 * 80;
+    std::vector<std::byte> big_kv = bf16_kv(big, rng);
+    const std::vector<Token> second = drawn_tokens(big.tokens, rng);
+    auto saved = (*engine)->save(second, testing::host_kv(big_kv, big.tokens));
+    ASSERT_FALSE(saved) << "acknowledged " << saved->tokens_stored << " tokens, "
+                        << *(*engine)->lookup(second) << " held";
+    EXPECT_EQ(saved.error().code(), ErrorCode::kCapacity) << saved.error().message();
+    EXPECT_EQ(*(*engine)->lookup(first), m.tokens) << "a refused save cost a stored session";
+    EXPECT_EQ((*engine)->stats().evicted_records, 0u);
+  }
+}
+
 TEST(CodedStore, ARawStoreTakesCodedRecordsLaterAndServesBoth) {
   std::mt19937_64 rng(testing::test_seed());
   TpModel m{.heads = 8, .layers = 1, .head_dim = 96, .chunk = 16, .max_tp = 8, .tokens = 100};
