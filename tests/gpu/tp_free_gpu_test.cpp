@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "compressible_kv.hpp"
 #include "have_gpu.hpp"
 #include "paged_reference.hpp"
 #include "test_util.hpp"
@@ -83,11 +84,22 @@ struct GpuCache {
   PagedKv view;
 };
 
-TEST(TpFreeGpu, RanksOfEveryTpSizeRestoreIntoGpuMemoryWhatTpTwoSavedFromIt) {
+/// TP 2 saves from GPU memory, TP 1, 2, 4 and 8 restore into it, over every path and paged
+/// layout. `coded`: the store keeps its records coded (Options::compression), the KV made
+/// compressible except chunk 1, which stays random (kept raw beside the coded ones).
+void tp_change_in_gpu_memory(bool coded) {
   if (!testing::have_gpu()) GTEST_SKIP() << "no CUDA device";
   std::mt19937_64 rng(testing::test_seed());
   std::vector<std::byte> whole(2ull * kLayers * kTokens * kHeads * kDim * 2);
   for (auto& b : whole) b = static_cast<std::byte>(rng());
+  if (coded) {
+    const uint64_t row = uint64_t{kHeads} * kDim * 2;
+    for (uint64_t line = 0; line < 2ull * kLayers; ++line) {
+      const auto first = whole.begin() + static_cast<ptrdiff_t>(line * kTokens * row);
+      testing::bf16_like(std::span(&*first, kChunk * row));  // chunk 0
+      testing::bf16_like(std::span(&*first + 2 * kChunk * row, (kTokens - 2 * kChunk) * row));
+    }
+  }
   std::vector<Token> tokens(kTokens);
   for (auto& t : tokens) t = static_cast<Token>(rng() % 100000);
   struct Path {
@@ -107,6 +119,7 @@ TEST(TpFreeGpu, RanksOfEveryTpSizeRestoreIntoGpuMemoryWhatTpTwoSavedFromIt) {
         o.io_path = path.io;
         o.dram_bytes = path.dram;
         o.tune = false;
+        o.compression = coded ? Compression::kSplit16 : Compression::kOff;
         return o;
       };
       for (uint32_t r = 0; r < 2; ++r) {  // TP 2 saves from its GPU caches
@@ -119,6 +132,9 @@ TEST(TpFreeGpu, RanksOfEveryTpSizeRestoreIntoGpuMemoryWhatTpTwoSavedFromIt) {
         ASSERT_TRUE(e) << e.error().message();
         auto saved = (*e)->save(tokens, cache.view);
         ASSERT_TRUE(saved) << saved.error().message();
+        if (coded) {
+          EXPECT_GT((*e)->stats().coded_records_written, 0u);
+        }
       }
       for (uint32_t tp : {1u, 2u, 4u, 8u}) {
         for (uint32_t r = 0; r < tp; ++r) {
@@ -137,6 +153,14 @@ TEST(TpFreeGpu, RanksOfEveryTpSizeRestoreIntoGpuMemoryWhatTpTwoSavedFromIt) {
       }
     }
   }
+}
+
+TEST(TpFreeGpu, RanksOfEveryTpSizeRestoreIntoGpuMemoryWhatTpTwoSavedFromIt) {
+  tp_change_in_gpu_memory(/*coded=*/false);
+}
+
+TEST(TpFreeGpu, CodedRecordsRestoreIntoGpuMemoryAtEveryTpSize) {
+  tp_change_in_gpu_memory(/*coded=*/true);
 }
 
 }  // namespace
