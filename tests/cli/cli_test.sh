@@ -358,6 +358,17 @@ expect 2 "is not a request size" "${seed[@]}" --tokens 600 --fio-requests 1M,500
 # (exit 1 if not); sizes the model or the store cannot serve are refused before anything is saved.
 expect 0 "| posix TP 2->1 |" "${seed[@]}" --tokens 600 --device host --paths posix --no-report --fio off \
   --store-format 2 --restore-ranks 1 --out "$work/tp-out"
+# Coded records in the seed workload: bf16-like synthetic KV kept coded (the store reads fewer
+# bytes than the KV it delivers), from the drive and the DRAM tier, every byte checked.
+expect 0 "bytes per KV byte (coded records" "${seed[@]}" --tokens 2000 --device host --paths posix,dram \
+  --no-report --fio off --store-format 2 --compress split16 --kv bf16-like --out "$work/coded-out"
+if grep -q '"exact": true' "$work/coded-out/seed.json" && ! grep -q '"exact": false' "$work/coded-out/seed.json" &&
+   grep -q 'bf16-like' "$work/coded-out/seed.json"; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); echo "FAIL: a coded seed restore was not byte-exact, or seed.json does not say its KV"
+fi
+expect 2 "--kv: zipf not in" "${seed[@]}" --tokens 600 --kv zipf --no-report
 expect 2 "--restore-ranks 4: tiny has 2 KV heads" "${seed[@]}" --tokens 600 --store-format 2 --restore-ranks 4
 expect 2 "needs --store-format 2" "${seed[@]}" --tokens 600 --restore-ranks 1
 expect 2 "1 is listed twice" "${seed[@]}" --tokens 600 --store-format 2 --restore-ranks 1,1

@@ -34,4 +34,23 @@ KVTIER_SYNTH_FN constexpr uint64_t row_word(uint64_t seed, uint64_t word) {
   return mix64(seed + word);
 }
 
+/// A row word made as compressible as a model's bf16 KV (`kvtier bench --kv bf16-like`): each of
+/// its four 16-bit lanes keeps its sign and mantissa bits and takes one of four exponents, chosen
+/// by its own low bits, so split16 codes its exponents in two bits. Synthetic: not a model's KV.
+KVTIER_SYNTH_FN constexpr uint64_t bf16_like_word(uint64_t v) {
+  uint64_t out = 0;
+  for (int lane = 0; lane < 4; ++lane) {
+    const uint64_t w = (v >> (16 * lane)) & 0xffff;
+    const uint64_t exponent = 0x7c + (w & 3);
+    out |= (((w & 0x8000) | (exponent << 7) | (w & 0x7f)) << (16 * lane));
+  }
+  return out;
+}
+
+/// Word `word` of a row: the random synthetic word, or its bf16-like form.
+KVTIER_SYNTH_FN constexpr uint64_t kv_word(uint64_t seed, uint64_t word, bool bf16_like) {
+  const uint64_t v = row_word(seed, word);
+  return bf16_like ? bf16_like_word(v) : v;
+}
+
 }  // namespace kvtier::synthetic

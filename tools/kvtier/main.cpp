@@ -213,6 +213,11 @@ void BenchCommand::add_to(CLI::App& app) {
   cmd->add_option("--sweep-paths", seed.sweep_paths, "seed: configurations of the chunk sweep");
   cmd->add_option("--device", seed.device,
                   "seed, shared: where the paged KV cache lives: auto, cuda or host");
+  cmd->add_option("--kv", seed.kv,
+                  "seed: the synthetic KV: random (incompressible) or bf16-like (each 16-bit word "
+                  "one of four exponents, as compressible as a model's bf16 KV; for "
+                  "--compress split16). Neither is a model's KV")
+      ->check(CLI::IsMember({"random", "bf16-like"}));
   cmd->add_option(
       "--dram-bytes", seed.dram_bytes,
       "seed: DRAM tier per rank for the dram configuration (auto: the working set, at most 60% of "

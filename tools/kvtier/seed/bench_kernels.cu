@@ -25,7 +25,8 @@ __global__ void fill_or_check(PagedCache c, const int32_t* ids, uint64_t tokens,
     const uint64_t slot = uint64_t(c.table[t / c.block_size]) * c.block_size + t % c.block_size;
     uint64_t* row =
         c.layers[layer] + (uint64_t{kv} * c.num_blocks * c.block_size + slot) * c.row_words;
-    const uint64_t v = synthetic::row_word(synthetic::row_seed(ids[t], t, block), c.first_word + w);
+    const uint64_t v = synthetic::kv_word(synthetic::row_seed(ids[t], t, block), c.first_word + w,
+                                          c.bf16_like != 0);
     if constexpr (kCheck) {
       if (row[w] != v) atomicMin(first_bad, static_cast<unsigned long long>(t));
     } else {

@@ -19,6 +19,8 @@ struct PagedCache {
   uint32_t kv_tensors;  // 2: K and V; 1: MLA's latent
   /// Word of the model's row where this rank's row starts (synthetic::first_word).
   uint64_t first_word;
+  /// 1: the KV is synthetic::bf16_like_word's (compressible), 0: random words.
+  uint32_t bf16_like;
 };
 
 /// Writes the synthetic KV of `ids` (device array of `tokens` ids). Returns a cudaError_t.

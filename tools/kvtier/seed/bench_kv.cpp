@@ -25,8 +25,8 @@ Status too_long(uint64_t tokens) {
 
 class HostBenchKv final : public BenchKv {
  public:
-  HostBenchKv(const KvGeometry& g, uint64_t max_tokens)
-      : g_(g), first_word_(synthetic::first_word(g)) {
+  HostBenchKv(const KvGeometry& g, uint64_t max_tokens, bool bf16_like)
+      : g_(g), first_word_(synthetic::first_word(g)), bf16_like_(bf16_like) {
     const uint32_t blocks =
         static_cast<uint32_t>((max_tokens + kBenchBlockSize - 1) / kBenchBlockSize);
     layer_bytes_ = uint64_t{g.kv_tensors} * blocks * kBenchBlockSize * g.row_bytes();
@@ -116,7 +116,7 @@ class HostBenchKv final : public BenchKv {
             (uint64_t{kv} * view_.num_blocks * kBenchBlockSize + slot) * g_.row_bytes());
         const uint64_t seed = synthetic::row_seed(ids[t], t, block);
         for (uint64_t w = 0; w < words; ++w) {
-          if (!fn(row, w, synthetic::row_word(seed, first_word_ + w))) return false;
+          if (!fn(row, w, synthetic::kv_word(seed, first_word_ + w, bf16_like_))) return false;
         }
       }
     }
@@ -125,6 +125,7 @@ class HostBenchKv final : public BenchKv {
 
   KvGeometry g_;
   uint64_t first_word_ = 0;
+  bool bf16_like_ = false;
   uint64_t layer_bytes_ = 0;
   std::vector<int32_t> table_;
   std::vector<std::unique_ptr<std::byte[]>> layers_;
@@ -143,17 +144,17 @@ std::vector<int32_t> shuffled_blocks(uint32_t blocks) {
 }
 
 Result<std::unique_ptr<BenchKv>> BenchKv::create(const KvGeometry& g, uint64_t max_tokens,
-                                                 std::string_view device, int gpu) {
+                                                 std::string_view device, int gpu, bool bf16_like) {
   if (uint64_t{g.head_dim} * g.element_bytes % 8 != 0)
     return fail(ErrorCode::kInvalidArgument, "bench KV: head bytes not a multiple of 8");
   if (device == "cuda" || device == "auto") {
-    auto cuda = make_cuda_bench_kv(g, max_tokens, gpu);
+    auto cuda = make_cuda_bench_kv(g, max_tokens, gpu, bf16_like);
     if (cuda || device == "cuda") return cuda;
   } else if (device != "host") {
     return fail(ErrorCode::kInvalidArgument,
                 fmt::format("--device '{}': expected auto, cuda or host", device));
   }
-  return std::unique_ptr<BenchKv>(new HostBenchKv(g, max_tokens));
+  return std::unique_ptr<BenchKv>(new HostBenchKv(g, max_tokens, bf16_like));
 }
 
 }  // namespace kvtier::seed

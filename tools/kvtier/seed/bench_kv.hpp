@@ -20,10 +20,12 @@ namespace kvtier::seed {
 class BenchKv {
  public:
   /// `device`: "host", "cuda" or "auto" (CUDA where a GPU is usable, else host). `gpu`: CUDA
-  /// device.
+  /// device. `bf16_like`: the synthetic KV's words in their compressible form
+  /// (synthetic::bf16_like_word), else random words.
   [[nodiscard]] static Result<std::unique_ptr<BenchKv>> create(const KvGeometry& g,
                                                                uint64_t max_tokens,
-                                                               std::string_view device, int gpu);
+                                                               std::string_view device, int gpu,
+                                                               bool bf16_like = false);
   virtual ~BenchKv() = default;
   /// "cuda:0 (NVIDIA H200)" or "host (host-emulated device)".
   [[nodiscard]] virtual std::string describe() const = 0;
@@ -52,6 +54,6 @@ std::vector<int32_t> shuffled_blocks(uint32_t blocks);
 
 /// The CUDA implementation; kNotSupported where this build or machine has no usable GPU.
 Result<std::unique_ptr<BenchKv>> make_cuda_bench_kv(const KvGeometry& g, uint64_t max_tokens,
-                                                    int gpu);
+                                                    int gpu, bool bf16_like);
 
 }  // namespace kvtier::seed

@@ -35,8 +35,8 @@ class CudaBenchKv final : public BenchKv {
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
-  static Result<std::unique_ptr<BenchKv>> create(const KvGeometry& g, uint64_t max_tokens,
-                                                 int gpu) {
+  static Result<std::unique_ptr<BenchKv>> create(const KvGeometry& g, uint64_t max_tokens, int gpu,
+                                                 bool bf16_like) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
       cudaGetLastError();
@@ -81,7 +81,8 @@ class CudaBenchKv final : public BenchKv {
                   kBenchBlockSize,
                   static_cast<uint32_t>(g.row_bytes() / 8),
                   g.kv_tensors,
-                  synthetic::first_word(g)};
+                  synthetic::first_word(g),
+                  bf16_like ? 1u : 0u};
     kv->view_.block_table = kv->table_;
     kv->view_.block_size = kBenchBlockSize;
     kv->view_.num_blocks = blocks;
@@ -178,8 +179,8 @@ class CudaBenchKv final : public BenchKv {
 }  // namespace
 
 Result<std::unique_ptr<BenchKv>> make_cuda_bench_kv(const KvGeometry& g, uint64_t max_tokens,
-                                                    int gpu) {
-  return CudaBenchKv::create(g, max_tokens, gpu);
+                                                    int gpu, bool bf16_like) {
+  return CudaBenchKv::create(g, max_tokens, gpu, bf16_like);
 }
 
 }  // namespace kvtier::seed

@@ -45,7 +45,8 @@ class Worker {
                           args_.store.chunk_tokens);
     if (!g) return error(g.error());
     geometry_ = *g;
-    auto kv = BenchKv::create(geometry_, args_.max_tokens, args_.device, args_.gpu);
+    auto kv = BenchKv::create(geometry_, args_.max_tokens, args_.device, args_.gpu,
+                              args_.kv == "bf16-like");
     if (!kv) return error(kv.error());
     kv_ = std::move(*kv);
     return Json{{"ok", true},
@@ -264,9 +265,9 @@ class Worker {
       ids.push_back(
           synthetic::tokens(s.value("seed", uint64_t{0}), s.value("tokens", uint64_t{0})));
     while (caches_.size() < ids.size()) {
-      auto kv = caches_.empty()
-                    ? Result<std::unique_ptr<BenchKv>>(std::move(kv_))
-                    : BenchKv::create(geometry_, args_.max_tokens, args_.device, args_.gpu);
+      auto kv = caches_.empty() ? Result<std::unique_ptr<BenchKv>>(std::move(kv_))
+                                : BenchKv::create(geometry_, args_.max_tokens, args_.device,
+                                                  args_.gpu, args_.kv == "bf16-like");
       if (!kv) return error(kv.error());
       caches_.push_back(std::move(*kv));
     }
@@ -335,6 +336,8 @@ void add_rank_flags(CLI::App& cmd, RankArgs& args) {
   cmd.add_option("--device", args.device, "auto, cuda or host");
   cmd.add_option("--gpu", args.gpu, "CUDA device of this rank")
       ->transform(cli::whole_number(0, INT32_MAX));
+  cmd.add_option("--kv", args.kv, "random or bf16-like")
+      ->check(CLI::IsMember({"random", "bf16-like"}));
 }
 
 std::vector<std::string> rank_command(const std::string& self, const RankArgs& args) {
@@ -370,7 +373,9 @@ std::vector<std::string> rank_command(const std::string& self, const RankArgs& a
                                    "--max-tp",
                                    std::to_string(store.max_tp),
                                    "--compress",
-                                   store.compress};
+                                   store.compress,
+                                   "--kv",
+                                   args.kv};
   if (!store.tenant.empty()) argv.insert(argv.end(), {"--tenant", store.tenant});
   if (!store.remote.empty()) {
     argv.insert(argv.end(),

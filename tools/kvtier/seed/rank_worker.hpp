@@ -23,6 +23,7 @@ struct RankArgs {
   uint64_t max_tokens = 0;  // capacity of the paged KV cache
   std::string device = "auto";
   int gpu = 0;
+  std::string kv = "random";  ///< the synthetic KV: random, or bf16-like (compressible)
 };
 
 /// Adds the hidden `bench-rank` subcommand's flags.

@@ -85,13 +85,18 @@ class SeedRun {
     fio_ = std::make_unique<SeedFio>(flags_.fio, flags_.fio_depth, flags_.fio_requests,
                                      (fs::path(flags_.out) / "fio").string());
     out_["command"] = command_line;
-    out_["workload"] = {{"sessions", sessions_.size()},
-                        {"tokens_min", flags_.tokens_min},
-                        {"tokens_max", flags_.tokens_max},
-                        {"seed", flags_.seed},
-                        {"ranks", flags_.ranks},
-                        {"model", store_.model},
-                        {"chunk_tokens", store_.chunk_tokens}};
+    out_["workload"] = {
+        {"sessions", sessions_.size()},
+        {"tokens_min", flags_.tokens_min},
+        {"tokens_max", flags_.tokens_max},
+        {"seed", flags_.seed},
+        {"ranks", flags_.ranks},
+        {"model", store_.model},
+        {"chunk_tokens", store_.chunk_tokens},
+        {"kv", flags_.kv == "bf16-like" ? "synthetic, bf16-like (each 16-bit word one of four "
+                                          "exponents; not a model's KV)"
+                                        : "synthetic, random words (incompressible)"},
+        {"compress", store_.compress}};
     for (const SessionSpec& s : sessions_) out_["workload"]["session_tokens"].push_back(s.tokens);
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress and results interleave in logs in order
     std::printf("kvtier bench --workload seed (%s)\n", KVTIER_VERSION_STRING);
@@ -182,7 +187,7 @@ class SeedRun {
                                                                 uint32_t chunk, uint32_t world) {
     std::vector<std::unique_ptr<RankChannel>> ranks;
     for (uint32_t r = 0; r < world; ++r) {
-      RankArgs rank{store_, max_tokens(), flags_.device, static_cast<int>(r)};
+      RankArgs rank{store_, max_tokens(), flags_.device, static_cast<int>(r), flags_.kv};
       rank.store.root = root;
       rank.store.tp_rank = r;
       rank.store.tp_world = world;
