@@ -255,8 +255,6 @@ class Engine::Impl {
   Status place_batch(SaveBatch& batch, DeviceTransfer& transfer);
   /// Places the batch's records (checksummed) in the store and plans their pieces.
   Status reserve_batch(SaveBatch& batch);
-  /// Whether this store's new records are coded (Options::compression, for a slice of 16-bit KV).
-  [[nodiscard]] bool codes_records() const;
   /// The save of a store that codes its records: checksums on the device, then a staging's worth
   /// at a time gathered into host memory, coded, written through the POSIX channel and finished.
   /// `batch.records` ends with what each record stores.

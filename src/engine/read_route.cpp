@@ -44,10 +44,8 @@ struct ReadPlan {
 
   /// An outcome sized for these records.
   void start(ReadOutcome& out) const {
-    out.sums = std::vector<std::atomic<uint64_t>>(records.size());
-    out.received = std::vector<std::atomic<uint64_t>>(records.size());
-    out.header.assign(records.size(), HeaderState::kUnseen);
-    for (const RecordMeta& m : records) out.payload.push_back(m.payload_bytes);
+    out.size_for(records.size());
+    for (size_t r = 0; r < records.size(); ++r) out.payload[r] = records[r].payload_bytes;
     out.bytes = io.bytes;
     out.extents = io.extents;
   }
@@ -298,10 +296,7 @@ Result<ReadOutcome> ReadRoute::read_coded(Channel& channel, std::span<const Loca
     }
   }
   ReadOutcome out;
-  out.sums = std::vector<std::atomic<uint64_t>>(n);
-  out.received = std::vector<std::atomic<uint64_t>>(n);
-  out.header.assign(n, HeaderState::kUnseen);
-  out.payload.assign(n, 0);
+  out.size_for(n);
   if (!stored.empty()) {
     const std::vector<LocatedRecord> records = pick(located, stored);
     const std::vector<std::span<std::byte>> kept = pick(keep, stored);
@@ -316,16 +311,10 @@ Result<ReadOutcome> ReadRoute::read_coded(Channel& channel, std::span<const Loca
   }
   // The coded ones a staging's worth of raw bytes at a time, so the host memory a restore holds
   // for decoding stays bounded whatever the session's length.
-  const StagingPool& staging = kit_.staging();
-  const uint64_t bound = staging.slot_bytes() * staging.slot_count();
   for (size_t first = 0; first < coded.size();) {
-    size_t end = first;
-    for (uint64_t bytes = 0; end < coded.size(); ++end) {
-      const RecordMeta& m = located[coded[end]].meta;
-      const uint64_t raw = raw_payload_bytes(shape_, m.token_count);
-      if (end > first && bytes + raw > bound) break;
-      bytes += raw;
-    }
+    const size_t end = staging_run_end(first, coded.size(), kit_.staging().bytes(), [&](size_t k) {
+      return raw_payload_bytes(shape_, located[coded[k]].meta.token_count);
+    });
     KVTIER_TRY(read_coded_batch(channel, located, coded.subspan(first, end - first), destination,
                                 firsts, keep, out));
     first = end;

@@ -46,6 +46,14 @@ struct ReadOutcome {
                                                                     : RecordState::kCorrupt;
   }
 
+  /// Sized for `records` records, each unseen (incomplete until a read fills it in).
+  void size_for(size_t records) {
+    sums = std::vector<std::atomic<uint64_t>>(records);
+    received = std::vector<std::atomic<uint64_t>>(records);
+    header.assign(records, HeaderState::kUnseen);
+    payload.assign(records, 0);
+  }
+
   /// Waits for the device's work and adds the sums it computed where the data landed.
   void absorb(DeviceTransfer& transfer) {
     auto device_sums = transfer.finish();
@@ -96,8 +104,8 @@ class ReadRoute {
   template <typename Fetch, typename Place>
   void prefetch(size_t first, size_t end, uint64_t record_bytes, Fetch&& fetch, Place&& place) {
     const StagingPool& staging = kit_.staging();
-    const uint64_t bound = std::max<uint64_t>(
-        1, staging.slot_bytes() * staging.slot_count() / std::max<uint64_t>(1, record_bytes));
+    const uint64_t bound =
+        std::max<uint64_t>(1, staging.bytes() / std::max<uint64_t>(1, record_bytes));
     const uint64_t batch = std::max<uint64_t>(1, bound / 4);
     const size_t depth = std::max<uint64_t>(1, bound / batch);  // the batch being placed included
     using Batch = decltype(fetch(first, end));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <vector>
@@ -16,6 +17,20 @@ namespace kvtier {
 /// A record is kept coded only when that saves at least 1/kCodedSaving of its bytes: below that
 /// the decode costs more than the bytes not read.
 inline constexpr uint64_t kCodedSaving = 20;
+
+/// The end of the run of items from `first` (of `n`) whose bytes (`bytes_of(i)`) add up to at most
+/// `bound`, the first always in it: coded saves and restores hold a staging's worth at a time in
+/// host memory, whatever the session's length.
+template <typename BytesOf>
+[[nodiscard]] size_t staging_run_end(size_t first, size_t n, uint64_t bound, BytesOf&& bytes_of) {
+  size_t end = first;
+  for (uint64_t bytes = 0; end < n; ++end) {
+    const uint64_t b = bytes_of(end);
+    if (end > first && bytes + b > bound) break;
+    bytes += b;
+  }
+  return end;
+}
 
 /// `raw` coded by split16 when that saves at least 1/kCodedSaving of it; nullopt: keep it raw.
 [[nodiscard]] Result<std::optional<std::vector<std::byte>>> code_payload(

@@ -10,7 +10,6 @@
 #include "common/checksum.hpp"
 #include "engine/record_codec.hpp"
 #include "engine/write_route.hpp"
-#include "store/record_v2.hpp"
 
 namespace kvtier {
 
@@ -131,13 +130,6 @@ Status Engine::Impl::finish_batch(SaveBatch& batch, Status written) {
   return {};
 }
 
-bool Engine::Impl::codes_records() const {
-  const RecordShape& shape = store_->record_shape();
-  return options_.compression == Compression::kSplit16 && shape.version != kFormatVersion &&
-         shape.kind != static_cast<uint32_t>(RecordKind::kState) &&
-         shape.geometry.element_bytes == 2;
-}
-
 Status Engine::Impl::save_coded(SaveBatch& batch, Device& device, const KvMemory& source) {
   std::vector<RecordMeta>& records = batch.records;
   // Records are coded and written a staging's worth of raw bytes at a time, so the host memory a
@@ -156,16 +148,11 @@ Status Engine::Impl::save_coded(SaveBatch& batch, Device& device, const KvMemory
   KVTIER_ASSIGN_OR_RETURN(std::vector<uint64_t> sums, transfer->record_sums(ranges));
   for (size_t i = 0; i < records.size(); ++i)
     records[i].payload_checksum = kvsum::finish(sums[i], records[i].payload_bytes);
-  const uint64_t bound = kit_->staging().slot_bytes() * kit_->staging().slot_count();
   Channel& channel = kit_->posix_channel();
   Status status;
   for (size_t first = 0; first < records.size() && status.ok();) {
-    size_t end = first;
-    for (uint64_t bytes = 0;
-         end < records.size() && (end == first || bytes + records[end].payload_bytes <= bound);
-         ++end) {
-      bytes += records[end].payload_bytes;
-    }
+    const size_t end = staging_run_end(first, records.size(), kit_->staging().bytes(),
+                                       [&](size_t i) { return records[i].payload_bytes; });
     SaveBatch part;
     part.records.assign(records.begin() + first, records.begin() + end);
     part.first_tokens.assign(batch.first_tokens.begin() + first, batch.first_tokens.begin() + end);
@@ -226,7 +213,9 @@ Result<SaveResult> Engine::Impl::save_chunks(std::span<const ChunkRef> chunks,
   if (records.empty()) return result;
 
   KVTIER_ASSIGN_OR_RETURN(Device * device, kit_->device_for(source.kind));
-  if (codes_records()) {
+  // Options resolve compression for TP-free stores of 16-bit KV only (state parts and a format-1
+  // store beside are opened with it off).
+  if (options_.compression != Compression::kOff) {
     KVTIER_TRY(save_coded(batch, *device, source));
   } else {
     // GPU memory to the file through cuFile where restores use it too; the DRAM tier's

@@ -106,6 +106,8 @@ class StagingPool {
   [[nodiscard]] Lease acquire(size_t want);
   [[nodiscard]] uint64_t slot_bytes() const { return slot_bytes_; }
   [[nodiscard]] size_t slot_count() const { return slots_.size(); }
+  /// The pool's bytes: the bound on bytes in flight through it.
+  [[nodiscard]] uint64_t bytes() const { return slot_bytes_ * slots_.size(); }
   /// Every slot's memory, e.g. to pin it once.
   [[nodiscard]] std::vector<std::span<std::byte>> all_slots() const;
 

@@ -68,10 +68,7 @@ class DriveTier final : public Tier {
     if (!read) {
       // Nothing read: every record incomplete (a miss, no evidence against it).
       ReadOutcome out;
-      out.sums = std::vector<std::atomic<uint64_t>>(records.size());
-      out.received = std::vector<std::atomic<uint64_t>>(records.size());
-      out.header.assign(records.size(), HeaderState::kUnseen);
-      out.payload.assign(records.size(), 0);
+      out.size_for(records.size());
       out.status = read.error();
       return out;
     }
