@@ -37,12 +37,16 @@ KVTIER_SYNTH_FN constexpr uint64_t row_word(uint64_t seed, uint64_t word) {
 /// A row word made as compressible as a model's bf16 KV (`kvtier bench --kv bf16-like`): each of
 /// its four 16-bit lanes keeps its sign and mantissa bits and takes one of four exponents, chosen
 /// by its own low bits, so split16 codes its exponents in two bits. Synthetic: not a model's KV.
+KVTIER_SYNTH_FN constexpr uint16_t bf16_like_lane(uint16_t w) {
+  const uint32_t exponent = 0x7c + (w & 3u);  // bits 14..7 of the word
+  return static_cast<uint16_t>((w & 0x8000u) | (exponent << 7) | (w & 0x7fu));
+}
+
 KVTIER_SYNTH_FN constexpr uint64_t bf16_like_word(uint64_t v) {
   uint64_t out = 0;
   for (int lane = 0; lane < 4; ++lane) {
-    const uint64_t w = (v >> (16 * lane)) & 0xffff;
-    const uint64_t exponent = 0x7c + (w & 3);
-    out |= (((w & 0x8000) | (exponent << 7) | (w & 0x7f)) << (16 * lane));
+    const auto w = static_cast<uint16_t>(v >> (16 * lane));
+    out |= uint64_t{bf16_like_lane(w)} << (16 * lane);
   }
   return out;
 }
