@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "common/head_groups.hpp"
 #include "kvtier/kvtier.hpp"
 
 namespace kvtier::testing {
@@ -177,7 +178,12 @@ inline PropertyCase draw_case(uint64_t seed, uint64_t index, const PropertyLimit
   c.prefix_first = c.tokens > chunk && chance(0.25);
   c.src_device = chance(0.5);
   c.dst_device = chance(0.5);
-  c.coded = c.g.element_bytes == 2 && chance(0.4);
+  // Coded records need a TP-free store, whose head groups (Options::max_tp 8) must each hold rows
+  // of whole 8-byte words, like any geometry; a case whose groups would not stays raw.
+  const HeadSplit split{.kv_heads = c.g.kv_heads, .max_tp = Options{}.max_tp};
+  const bool groups_hold_words =
+      uint64_t{split.heads_per_group()} * c.g.head_dim * c.g.element_bytes % 8 == 0;
+  c.coded = c.g.element_bytes == 2 && chance(0.4) && groups_hold_words;
   return c;
 }
 
