@@ -84,6 +84,19 @@ class ModelledEngine final : public IoEngine {
   int64_t calls_ = 0;
 };
 
+/// A drive that rewards requests in flight, as NVMe does: sixteen channels.
+inline DriveModel rewards_depth() {
+  return {.channels = 16, .overhead_s = 2e-3, .bytes_per_s = 50e6, .switch_s = 0};
+}
+
+/// A drive that punishes them: one channel losing 8 ms per other request waiting, which roughly
+/// doubles a 1 MiB request's cost at depth 2. The penalty must stay large next to the real reads
+/// the model wraps: those overlap at depth, and on a disk busy with other tests (a 1 MiB O_DIRECT
+/// read then takes milliseconds) a small penalty was outweighed and depth 2 won.
+inline DriveModel punishes_depth() {
+  return {.channels = 1, .overhead_s = 1e-3, .bytes_per_s = 100e6, .switch_s = 8e-3};
+}
+
 class ModelScope {
  public:
   explicit ModelScope(DriveModel model) {

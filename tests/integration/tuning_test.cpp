@@ -33,16 +33,10 @@ namespace {
 namespace fs = std::filesystem;
 using testing::DriveModel;
 using testing::ModelScope;
+using testing::punishes_depth;
+using testing::rewards_depth;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
-
-// As in read_probe_test.cpp: slow next to the real reads, so the model decides every rate.
-DriveModel rewards_depth() {
-  return {.channels = 16, .overhead_s = 2e-3, .bytes_per_s = 50e6, .switch_s = 0};
-}
-DriveModel punishes_depth() {
-  return {.channels = 1, .overhead_s = 1e-3, .bytes_per_s = 100e6, .switch_s = 2e-3};
-}
 
 class TuningTest : public ::testing::Test {
  protected:

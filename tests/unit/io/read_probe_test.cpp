@@ -27,6 +27,8 @@ namespace {
 
 using testing::DriveModel;
 using testing::ModelScope;
+using testing::punishes_depth;
+using testing::rewards_depth;
 
 class ReadProbe : public ::testing::Test {
  protected:
@@ -66,16 +68,6 @@ std::string rates_of(const ProbeReport& report) {
            std::to_string(static_cast<int>(r.bytes_per_second / 1e6)) + "MB/s";
   }
   return out;
-}
-
-// The models are slow next to the real reads they wrap (a 1 MiB read from the page cache costs a
-// few milliseconds at most, even under TSan on a loaded box), so the model decides every rate.
-DriveModel rewards_depth() {
-  return {.channels = 16, .overhead_s = 2e-3, .bytes_per_s = 50e6, .switch_s = 0};
-}
-
-DriveModel punishes_depth() {
-  return {.channels = 1, .overhead_s = 1e-3, .bytes_per_s = 100e6, .switch_s = 2e-3};
 }
 
 TEST_F(ReadProbe, PicksManyRequestsInFlightWhereTheDriveRewardsDepth) {
