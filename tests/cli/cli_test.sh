@@ -353,6 +353,8 @@ if command -v fio > /dev/null; then
     failed=$((failed + 1)); echo "FAIL: seed.json's fio sweep lacks the sizes asked for"
   fi
 fi
+# A bench refused for its flags makes nothing: run from an empty directory, checked at the end.
+mkdir "$work/cwd" && cd "$work/cwd" || exit 1
 expect 2 "is not a request size" "${seed[@]}" --tokens 600 --fio-requests 1M,5000 --no-report
 # Any TP size: TP 1 restores what the two ranks saved into a TP-free store, every byte checked
 # (exit 1 if not); sizes the model or the store cannot serve are refused before anything is saved.
@@ -377,7 +379,13 @@ expect 0 "| posix | 2 |" "${seed[@]}" --tokens 600 --device host --concurrency 1
 expect 2 "is not 1..64" "${seed[@]}" --tokens 600 --concurrency 0 --no-report
 expect 2 "expected posix, gds, dram or buffered" "${seed[@]}" --paths nvme --no-report
 expect 2 "is empty" "${seed[@]}" --tokens-min 900 --tokens-max 500 --no-report
-expect 2 "expected auto, cuda or host" "${seed[@]}" --tokens 500 --device cuda-ish --no-report
+expect 2 "--device: cuda-ish not in" "${seed[@]}" --tokens 500 --device cuda-ish --no-report
+expect 2 "--concurrency: ',' names no level" "${seed[@]}" --tokens 600 --concurrency , --no-report
+if [[ -z $(ls -A "$work/cwd") ]]; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); echo "FAIL: refused benches left $(ls -A "$work/cwd") behind"
+fi
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -212,7 +212,8 @@ void BenchCommand::add_to(CLI::App& app) {
                   "64,1024 (default: none)");
   cmd->add_option("--sweep-paths", seed.sweep_paths, "seed: configurations of the chunk sweep");
   cmd->add_option("--device", seed.device,
-                  "seed, shared: where the paged KV cache lives: auto, cuda or host");
+                  "seed, shared: where the paged KV cache lives: auto, cuda or host")
+      ->check(CLI::IsMember({"auto", "cuda", "host"}));
   cmd->add_option("--kv", seed.kv,
                   "seed: the synthetic KV: random (incompressible) or bf16-like (each 16-bit word "
                   "one of four exponents, as compressible as a model's bf16 KV; for "

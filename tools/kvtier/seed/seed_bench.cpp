@@ -66,6 +66,13 @@ class SeedRun {
     KVTIER_TRY(check_restore_ranks());
     KVTIER_EXPECTS(restore_worlds_.empty() || flags_.concurrency.empty(),
                    "--restore-ranks applies to the sequential repeat phase, not --concurrency");
+    for (const auto& c : split_list(flags_.concurrency)) {
+      const unsigned long n = std::strtoul(c.c_str(), nullptr, 10);
+      KVTIER_EXPECTS(n >= 1 && n <= 64, fmt::format("--concurrency: '{}' is not 1..64", c));
+      concurrency_levels_.push_back(n);
+    }
+    KVTIER_EXPECTS(flags_.concurrency.empty() || !concurrency_levels_.empty(),
+                   fmt::format("--concurrency: '{}' names no level", flags_.concurrency));
     for (const auto& p : split_list(flags_.paths)) KVTIER_TRY(check_path(p));
     for (const auto& p : split_list(flags_.sweep_paths)) KVTIER_TRY(check_path(p));
     std::vector<uint32_t> chunks = {store_.chunk_tokens};
@@ -349,12 +356,7 @@ class SeedRun {
   // N sessions restored at once per rank (N threads each), per path and N; the drive's ceiling
   // for the same N sessions read raw at once, next to each round.
   Status run_concurrency() {
-    std::vector<uint64_t> levels;
-    for (const auto& c : split_list(flags_.concurrency)) {
-      const unsigned long n = std::strtoul(c.c_str(), nullptr, 10);
-      KVTIER_EXPECTS(n >= 1 && n <= 64, fmt::format("--concurrency: '{}' is not 1..64", c));
-      levels.push_back(n);
-    }
+    const std::vector<uint64_t>& levels = concurrency_levels_;
     const uint64_t most = *std::max_element(levels.begin(), levels.end());
     if (sessions_.size() < most) {
       KVTIER_ASSIGN_OR_RETURN(
@@ -653,7 +655,8 @@ class SeedRun {
   cli::StoreFlags store_;
   SeedFlags flags_;
   std::vector<SessionSpec> sessions_;
-  std::vector<uint32_t> restore_worlds_;  // --restore-ranks, less --ranks itself
+  std::vector<uint64_t> concurrency_levels_;  // --concurrency, checked before anything is made
+  std::vector<uint32_t> restore_worlds_;      // --restore-ranks, less --ranks itself
   std::vector<Json> hello_;
   std::vector<Json> rows_;
   std::map<std::string, std::string> gds_notes_, fallbacks_, ceiling_names_;
