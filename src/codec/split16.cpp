@@ -220,14 +220,7 @@ Result<Split16Table> split16_table(std::span<const std::byte> s, bool header_onl
   t.data_offset = kHeaderBytes + table;
   uint64_t next = 0;
   for (uint32_t b = 0; b < blocks; ++b, at += kEntryBytes) {
-    const uint64_t first = uint64_t{b} * block_words;
-    Entry e{.offset = get<uint64_t>(at),
-            .out_offset = first * 2,
-            .bytes = get<uint32_t>(at + 8),
-            .words = static_cast<uint32_t>(std::min<uint64_t>(block_words, words - first)),
-            .mode = get<uint8_t>(at + 12),
-            .bits = get<uint8_t>(at + 13),
-            .codebook = get<uint8_t>(at + 14)};
+    const Entry e = split16_entry(reinterpret_cast<const uint8_t*>(at), b, words);
     if (e.offset != next) return Failure(corrupt("blocks out of order"));
     if (get<uint8_t>(at + 15) != 0) {
       return Failure(corrupt("a table entry's zero byte is not zero")

@@ -69,6 +69,29 @@ struct Split16Block {
   uint8_t codebook = 0;
 };
 
+/// Little-endian field of `n` bytes at `at`.
+constexpr uint64_t split16_le(const uint8_t* at, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | at[i];
+  return v;
+}
+
+/// Entry `b` of a stream's table (`entry`, its 16 bytes) of a payload of `words` whole words, as a
+/// block: the host's table check and the GPU's decoder read entries through this one function.
+constexpr Split16Block split16_entry(const uint8_t* entry, uint32_t b, uint64_t words) {
+  const uint64_t first = uint64_t{b} * kSplit16BlockWords;
+  Split16Block e;
+  e.offset = split16_le(entry, 8);
+  e.out_offset = first * 2;
+  e.bytes = static_cast<uint32_t>(split16_le(entry + 8, 4));
+  e.words = static_cast<uint32_t>(words - first < kSplit16BlockWords ? words - first
+                                                                     : kSplit16BlockWords);
+  e.mode = entry[12];
+  e.bits = entry[13];
+  e.codebook = entry[14];
+  return e;
+}
+
 // The steps of a parallel decode of one coded block, shared by the CUDA decoder (each thread runs
 // them on its share, with a block-wide scan and barriers between) and the unit test that runs
 // them serially against the host decoder.

@@ -6,13 +6,16 @@
 #include "cuda/cuda_transfer.hpp"
 
 #include <atomic>
+#include <mutex>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "api/try.hpp"
+#include "codec/split16.hpp"
 #include "cuda/cuda_status.hpp"
 #include "cuda/kernels.hpp"
+#include "cuda/split16_decode.hpp"
 
 namespace kvtier {
 namespace {
@@ -109,7 +112,11 @@ class CudaTransfer final : public DeviceTransfer {
     bool idle = true;
     for (const auto& s : slots_) idle = cudaStreamSynchronize(s->stream) == cudaSuccess && idle;
     if (scratch_) idle = cudaStreamSynchronize(scratch_->stream) == cudaSuccess && idle;
-    if (idle) pool_.put(std::move(slots_), std::move(scratch_));
+    if (coded_) idle = cudaStreamSynchronize(coded_->stream) == cudaSuccess && idle;
+    if (idle) {
+      pool_.put(std::move(slots_), std::move(scratch_));
+      pool_.put({}, std::move(coded_));
+    }
   }
 
   Status scatter(size_t slot, std::span<const std::byte> piece,
@@ -189,6 +196,90 @@ class CudaTransfer final : public DeviceTransfer {
     return wait_for(s.stream, s.done, "staging a piece in device memory");
   }
 
+  Status expect_coded(std::span<const CodedSize> sizes) override {
+    KVTIER_TRY(select());
+    // One piece of device memory: a decode-failure flag per record, then each coded record's
+    // stored bytes, decoded bytes and block table, every part 256-byte aligned.
+    auto up = [](uint64_t v) { return (v + 255) & ~uint64_t{255}; };
+    rooms_.assign(sizes.size(), {});
+    uint64_t at = up(sizes.size() * sizeof(unsigned int));
+    for (size_t r = 0; r < sizes.size(); ++r) {
+      if (sizes[r].stored_bytes == 0) continue;
+      CodedRoom& room = rooms_[r];
+      room.size = sizes[r];
+      room.stored_at = at;
+      room.raw_at = at = up(at + sizes[r].stored_bytes);
+      room.table_at = at = up(at + sizes[r].raw_bytes);
+      const uint64_t blocks =
+          (sizes[r].raw_bytes / 2 + codec::kSplit16BlockWords - 1) / codec::kSplit16BlockWords;
+      at = up(at + blocks * sizeof(codec::Split16Block));
+    }
+    KVTIER_ASSIGN_OR_RETURN(coded_, pool_.take_scratch(at));
+    cudaStream_t decode = coded_->stream;
+    // Decoded records land in the target: after the caller's work, like every slot's.
+    KVTIER_TRY(cuda_status(cudaStreamWaitEvent(decode, scratch_->event, 0),
+                           "ordering decoding after the caller's stream"));
+    bad_ = reinterpret_cast<unsigned int*>(coded_->memory.get());
+    return cuda_status(cudaMemsetAsync(bad_, 0, sizes.size() * sizeof(unsigned int), decode),
+                       "cudaMemsetAsync");
+  }
+
+  Status stage_coded(size_t slot, std::span<const std::byte> piece,
+                     std::span<const PieceSpan> spans) override {
+    KVTIER_TRY(select());
+    CudaSlot& s = *slots_[slot];
+    uint8_t* base = coded_->memory.get();
+    for (const PieceSpan& span : spans) {
+      KVTIER_TRY(
+          cuda_status(cudaMemcpyAsync(base + rooms_[span.record].stored_at + span.payload_offset,
+                                      piece.data() + span.piece_offset, span.bytes,
+                                      cudaMemcpyHostToDevice, s.stream),
+                      "H2D copy of coded bytes"));
+      copied_ += span.bytes;
+    }
+    KVTIER_TRY(cuda_status(cudaEventRecord(s.done, s.stream), "cudaEventRecord"));
+    pending_[slot] = 1;
+    return {};
+  }
+
+  Status land_coded(uint32_t record, std::span<const std::byte> head, uint64_t first_token,
+                    uint32_t token_count) override {
+    KVTIER_TRY(select());
+    const CodedRoom& room = rooms_[record];
+    // The head is the same bytes the device holds (both copied from one staging piece): checked
+    // here, the decoder trusts the table.
+    auto table = codec::split16_table(head, /*header_only=*/true);
+    if (!table) return table.error();
+    if (table->decoded_bytes != room.size.raw_bytes ||
+        table->stored_bytes != room.size.stored_bytes) {
+      return {ErrorCode::kCorrupt,
+              fmt::format("a coded payload declares {} bytes stored as {} where its record holds "
+                          "{} stored as {}",
+                          table->decoded_bytes, table->stored_bytes, room.size.raw_bytes,
+                          room.size.stored_bytes)};
+    }
+    uint8_t* base = coded_->memory.get();
+    uint8_t* raw = base + room.raw_at;
+    cudaStream_t decode = coded_->stream;
+    std::lock_guard lock(decode_mu_);
+    // The record's bytes were copied on the slots' streams: after each slot's latest work.
+    for (const auto& s : slots_) {
+      KVTIER_TRY(cuda_status(cudaStreamWaitEvent(decode, s->done, 0),
+                             "ordering decoding after the copies"));
+    }
+    KVTIER_TRY(cuda_status(
+        cuda::launch_split16_decode_stream(
+            base + room.stored_at, static_cast<uint32_t>(table->blocks.size()),
+            table->decoded_bytes, reinterpret_cast<codec::Split16Block*>(base + room.table_at), raw,
+            bad_ + record, decode),
+        "split16 decode kernel"));
+    const cuda::ScatterJob job{raw, {0, 0, room.size.raw_bytes, first_token, token_count, record}};
+    return cuda_status(cuda::launch_scatter(&job, 1, params_, sums_, decode),
+                       "scatter kernel (decoded)");
+  }
+
+  std::vector<uint32_t> decode_failures() const override { return failures_; }
+
   Status release(size_t slot) override {
     if (pending_[slot] == 0) return {};
     KVTIER_TRY(select());
@@ -200,7 +291,19 @@ class CudaTransfer final : public DeviceTransfer {
   Result<std::vector<uint64_t>> finish() override {
     KVTIER_TRY(select());
     for (size_t i = 0; i < slots_.size(); ++i) KVTIER_TRY(release(i));
-    // Every kernel that added to the sums is done (each slot's event waited for above).
+    // Every kernel that added to the sums is done (each slot's event waited for above, and the
+    // decoding stream's below).
+    if (coded_) {
+      std::vector<unsigned int> bad(rooms_.size());
+      KVTIER_TRY(cuda_status(cudaMemcpyAsync(bad.data(), bad_, bad.size() * sizeof(unsigned int),
+                                             cudaMemcpyDeviceToHost, coded_->stream),
+                             "reading decode failures"));
+      KVTIER_TRY(wait_for(coded_->stream, coded_->event, "decoding coded records"));
+      failures_.clear();
+      for (size_t r = 0; r < bad.size(); ++r) {
+        if (bad[r] != 0) failures_.push_back(static_cast<uint32_t>(r));
+      }
+    }
     std::vector<uint64_t> out(records_);
     KVTIER_TRY(cuda_status(
         cudaMemcpyAsync(out.data(), sums_, records_ * 8, cudaMemcpyDeviceToHost, scratch_->stream),
@@ -264,6 +367,18 @@ class CudaTransfer final : public DeviceTransfer {
   std::vector<uint8_t>
       pending_;  // per slot: a scatter not yet waited for (bytes: per-slot threads)
   std::atomic<uint64_t> copied_{0};
+  /// Where a coded record's stored bytes, decoded bytes and block table lie in coded_'s memory.
+  struct CodedRoom {
+    CodedSize size;
+    uint64_t stored_at = 0;
+    uint64_t raw_at = 0;
+    uint64_t table_at = 0;
+  };
+  std::vector<CodedRoom> rooms_;        // per record (expect_coded)
+  std::unique_ptr<CudaScratch> coded_;  // their memory, and the stream decoding them
+  unsigned int* bad_ = nullptr;         // in coded_: per record, a block the decoder refused
+  std::mutex decode_mu_;                // one record's waits and launches at a time
+  std::vector<uint32_t> failures_;      // after finish()
 };
 
 }  // namespace

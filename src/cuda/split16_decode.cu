@@ -63,7 +63,30 @@ __global__ void __launch_bounds__(kThreads)
                               words);
 }
 
+/// Entry i of the table at `entries` as a block, one thread an entry; the first also writes an odd
+/// payload's last byte (the header's tail).
+__global__ void split16_table_kernel(const uint8_t* stream, uint32_t count, uint64_t decoded_bytes,
+                                     Split16Block* table, uint8_t* out) {
+  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i == 0 && decoded_bytes % 2 != 0) out[decoded_bytes - 1] = stream[24];
+  if (i >= count) return;
+  table[i] = codec::split16_entry(
+      stream + codec::kSplit16HeaderBytes + i * codec::kSplit16EntryBytes, i, decoded_bytes / 2);
+}
+
 }  // namespace
+
+int launch_split16_decode_stream(const uint8_t* stream, uint32_t blocks, uint64_t decoded_bytes,
+                                 Split16Block* table, uint8_t* out, unsigned int* bad,
+                                 Stream cuda_stream) {
+  auto s = static_cast<cudaStream_t>(cuda_stream);
+  const uint32_t threads = 256;
+  split16_table_kernel<<<(blocks + threads - 1) / threads + (blocks == 0 ? 1 : 0), threads, 0, s>>>(
+      stream, blocks, decoded_bytes, table, out);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return static_cast<int>(e);
+  const uint64_t data = codec::kSplit16HeaderBytes + uint64_t{blocks} * codec::kSplit16EntryBytes;
+  return launch_split16_decode(table, blocks, stream + data, out, bad, cuda_stream);
+}
 
 int launch_split16_decode(const Split16Block* blocks, uint32_t count, const uint8_t* data,
                           uint8_t* out, unsigned int* bad, Stream stream) {

@@ -21,4 +21,14 @@ using Stream = void*;  // cudaStream_t
 int launch_split16_decode(const codec::Split16Block* blocks, uint32_t count, const uint8_t* data,
                           uint8_t* out, unsigned int* bad, Stream stream);
 
+/// Decodes a whole stream in device memory at `stream` (header, table, blocks) whose header and
+/// table the host has checked from the same bytes (codec::split16_table): `blocks` blocks of a
+/// payload of `decoded_bytes`, into `out` (device memory, 2-byte aligned, decoded_bytes long; an
+/// odd payload's last byte included). `table` is device scratch for `blocks` Split16Block, filled
+/// from the stream's entries on the device so that no host copy waits on the stream. Damage:
+/// `*bad`, as launch_split16_decode. Returns a cudaError_t.
+int launch_split16_decode_stream(const uint8_t* stream, uint32_t blocks, uint64_t decoded_bytes,
+                                 codec::Split16Block* table, uint8_t* out, unsigned int* bad,
+                                 Stream cuda_stream);
+
 }  // namespace kvtier::cuda

@@ -35,6 +35,12 @@ struct RecordRange {
   uint32_t token_count = 0;
 };
 
+/// A coded record's payload sizes (Options::compression): what is stored, what it decodes to.
+struct CodedSize {
+  uint64_t stored_bytes = 0;  ///< 0: the record is not coded
+  uint64_t raw_bytes = 0;
+};
+
 /// @brief One save or restore against one target. Not thread-safe across calls on the same slot;
 /// scatter() on different slots may run concurrently.
 class DeviceTransfer {
@@ -65,6 +71,30 @@ class DeviceTransfer {
       std::span<const std::pair<uint64_t, uint64_t>> /*zero_parts*/) {
     return {ErrorCode::kNotSupported, "this device has no device memory"};
   }
+  /// Restore of coded records decoded on the device: makes room for the stored and the decoded
+  /// payload of each record with `sizes[record].stored_bytes` > 0 (a split16 stream,
+  /// codec/split16.hpp). kNotSupported where this transfer does not decode: the caller decodes on
+  /// the host and scatters the decoded bytes.
+  [[nodiscard]] virtual Status expect_coded(std::span<const CodedSize> /*sizes*/) {
+    return {ErrorCode::kNotSupported, "this device does not decode coded records"};
+  }
+  /// Copies the stored bytes of `spans` of `piece` (host staging, slot `slot`; payload_offset into
+  /// the record's stored payload) to the record's room. Asynchronous until release(slot).
+  [[nodiscard]] virtual Status stage_coded(size_t /*slot*/, std::span<const std::byte> /*piece*/,
+                                           std::span<const PieceSpan> /*spans*/) {
+    return {ErrorCode::kNotSupported, "this device does not decode coded records"};
+  }
+  /// Record `record`'s stored payload is all staged: decodes it, `head` being the stream's header
+  /// and table as read (on the host), and scatters the decoded payload into the target at
+  /// `first_token`, adding its kvsum terms to the record's sum. kCorrupt (nothing launched) when
+  /// the header or table is refused or disagrees with the record's sizes; a block the decoder
+  /// refuses shows in decode_failures(). Asynchronous until finish().
+  [[nodiscard]] virtual Status land_coded(uint32_t /*record*/, std::span<const std::byte> /*head*/,
+                                          uint64_t /*first_token*/, uint32_t /*token_count*/) {
+    return {ErrorCode::kNotSupported, "this device does not decode coded records"};
+  }
+  /// After finish(): the records whose blocks the device decoder refused (damaged data).
+  [[nodiscard]] virtual std::vector<uint32_t> decode_failures() const { return {}; }
   /// Save: fills the payload spans of `piece` from the target; complete on return.
   [[nodiscard]] virtual Status gather(size_t slot, std::span<std::byte> piece,
                                       std::span<const PieceSpan> spans) = 0;

@@ -6,7 +6,9 @@
 #include "engine/read_route.hpp"
 
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_set>
 
@@ -27,15 +29,23 @@ struct ReadPlan {
   std::vector<uint64_t> first_tokens;
   std::vector<ChannelFile> files;
   IoPlan io;
+  std::vector<CodedSize> coded;  // per record; stored_bytes 0 where it is stored raw
+  bool any_coded = false;
 
   /// `firsts` gives each record's first token; empty means record i starts at i * chunk_tokens.
-  ReadPlan(std::span<const LocatedRecord> located, uint32_t chunk_tokens, uint64_t piece_bytes,
+  ReadPlan(std::span<const LocatedRecord> located, const RecordShape& shape, uint64_t piece_bytes,
            std::span<const uint64_t> firsts) {
     std::vector<int> fds;
     for (size_t i = 0; i < located.size(); ++i) {
-      records.push_back(located[i].meta);
-      first_tokens.push_back(firsts.empty() ? i * uint64_t{chunk_tokens} : firsts[i]);
+      const RecordMeta& m = located[i].meta;
+      records.push_back(m);
+      first_tokens.push_back(firsts.empty() ? i * uint64_t{shape.geometry.chunk_tokens}
+                                            : firsts[i]);
       if (located[i].file) fds.push_back(located[i].file->fd.get());
+      const bool is = is_coded(m, shape);
+      coded.push_back(is ? CodedSize{m.payload_bytes, raw_payload_bytes(shape, m.token_count)}
+                         : CodedSize{});
+      any_coded = any_coded || is;
     }
     files = channel_files(located);
     io = fds.size() == records.size() && !records.empty() ? plan_io(records, fds, piece_bytes)
@@ -55,15 +65,79 @@ struct ReadPlan {
 // (the I/O thread mostly sleeps in the kernel).
 unsigned consumer_threads() { return std::clamp(std::thread::hardware_concurrency(), 1u, 4u); }
 
+/// The coded records of a read (Options::compression) on their way to landing: the bytes of each
+/// not yet consumed, and what is held of it on the host: its stream's head where the device
+/// decodes, else its whole stored payload, decoded by the consumer thread that completes it.
+/// Thread-safe.
+class CodedLanding {
+ public:
+  CodedLanding(const ReadPlan& read, bool device) : read_(read), device_(device) {
+    left_ = std::vector<std::atomic<uint64_t>>(read.records.size());
+    held_.resize(read.records.size());
+    for (size_t r = 0; r < read.records.size(); ++r) {
+      if (read.coded[r].stored_bytes > 0) left_[r] = kBlock + read.coded[r].stored_bytes;
+    }
+  }
+
+  [[nodiscard]] bool device() const { return device_; }
+  [[nodiscard]] bool coded(size_t r) const { return read_.coded[r].stored_bytes > 0; }
+
+  /// Keeps what the host needs of stored bytes [at, at + bytes.size()) of record `r`.
+  void hold(size_t r, uint64_t at, std::span<const std::byte> bytes) {
+    const uint64_t keep = held_bytes(r);
+    if (at >= keep) return;
+    std::memcpy(room(r) + at, bytes.data(), std::min<uint64_t>(bytes.size(), keep - at));
+  }
+
+  /// Counts `bytes` of record `r` (header block or stored payload) consumed; true for the call
+  /// that consumed its last.
+  [[nodiscard]] bool consumed(size_t r, uint64_t bytes) {
+    return left_[r].fetch_sub(bytes, std::memory_order_acq_rel) == bytes;
+  }
+
+  /// What is held of record `r`; let go with release().
+  [[nodiscard]] std::span<const std::byte> held(size_t r) {
+    std::lock_guard lock(mu_);
+    return {held_[r].get(), held_bytes(r)};
+  }
+  void release(size_t r) {
+    std::lock_guard lock(mu_);
+    held_[r].reset();
+  }
+
+ private:
+  // Made when the record's first bytes arrive and let go when it lands, so a read holds only the
+  // records its pieces in flight touch.
+  std::byte* room(size_t r) {
+    std::lock_guard lock(mu_);
+    if (!held_[r]) held_[r] = std::make_unique_for_overwrite<std::byte[]>(held_bytes(r));
+    return held_[r].get();
+  }
+
+  [[nodiscard]] uint64_t held_bytes(size_t r) const {
+    const CodedSize& size = read_.coded[r];
+    return device_ ? std::min(coded_head_bytes(size.raw_bytes), size.stored_bytes)
+                   : size.stored_bytes;
+  }
+
+  const ReadPlan& read_;
+  const bool device_;
+  std::vector<std::atomic<uint64_t>> left_;
+  std::mutex mu_;
+  // Guarded by mu_; the bytes by whoever writes them (disjoint ranges, then the one that lands).
+  std::vector<std::unique_ptr<std::byte[]>> held_;
+};
+
 /// Checks headers and sums payloads; with a destination, the device scatters payloads into it and
 /// sums them there (where the data lands), else they are summed here. What tier the bytes belong
 /// to makes no difference: every piece is part of record images, read from where the channel's
-/// staging is (host memory in place, device buffers copied back for headers).
+/// staging is (host memory in place, device buffers copied back for headers). Coded records are
+/// staged whole, then decoded and landed (CodedLanding): their checksum is the decoded bytes'.
 class ScatterSink final : public PieceSink {
  public:
   ScatterSink(const ReadPlan& read, DeviceTransfer* transfer, Residency residency,
               const RecordShape& shape, ReadOutcome& out, const ProgressFn& progress,
-              std::span<const std::span<std::byte>> keep, bool sums)
+              std::span<const std::span<std::byte>> keep, CodedLanding* coded)
       : read_(read),
         transfer_(transfer),
         residency_(residency),
@@ -71,26 +145,31 @@ class ScatterSink final : public PieceSink {
         out_(out),
         progress_(progress),
         keep_(keep),
-        sums_(sums) {}
+        coded_(coded) {}
 
   Status consume(size_t index, size_t slot, std::span<const std::byte> data) override {
-    std::vector<PieceSpan> spans;
+    Regions regions;
     Status st;
     for_each_region(read_.io, read_.records, index,
                     [&](size_t r, Region region, uint64_t at, uint64_t in, uint64_t n) {
                       if (st.ok())
-                        st = classify(r, region, at, in, slot, data.subspan(in, n), spans);
+                        st = classify(r, region, at, in, slot, data.subspan(in, n), regions);
                     });
     KVTIER_TRY(st);
     if (transfer_ == nullptr) {
-      for (const PieceSpan& sp : spans) {
-        if (!sums_) break;
+      for (const PieceSpan& sp : regions.raw) {
         out_.sums[sp.record] +=
             kvsum::partial(data.data() + sp.piece_offset, sp.bytes, sp.payload_offset / 8);
       }
-    } else if (!spans.empty()) {
-      st = residency_ == Residency::kDevice ? transfer_->scatter_device(slot, data.data(), spans)
-                                            : transfer_->scatter(slot, data, spans);
+    } else if (!regions.raw.empty()) {
+      st = residency_ == Residency::kDevice
+               ? transfer_->scatter_device(slot, data.data(), regions.raw)
+               : transfer_->scatter(slot, data, regions.raw);
+    }
+    if (st.ok() && !regions.coded.empty()) st = transfer_->stage_coded(slot, data, regions.coded);
+    // A coded record lands once all its bytes are consumed (and, on a device, staged).
+    for (const auto& [r, n] : regions.consumed) {
+      if (st.ok() && coded_->consumed(r, n)) st = land(r, slot);
     }
     advance(data.size());
     return st;
@@ -101,12 +180,22 @@ class ScatterSink final : public PieceSink {
   }
 
  private:
+  /// What one piece holds: payload spans of raw records, stored spans of coded records a device
+  /// decodes, and the bytes of coded records consumed.
+  struct Regions {
+    std::vector<PieceSpan> raw;
+    std::vector<PieceSpan> coded;
+    std::vector<std::pair<size_t, uint64_t>> consumed;
+  };
+
   /// One region of record `r` (`at` into it, `in` into the piece): a header is checked (an error
   /// reading it back is an error to report, not evidence against the record), a payload counted and
-  /// listed in `spans`.
+  /// listed in `regions`.
   Status classify(size_t r, Region region, uint64_t at, uint64_t in, size_t slot,
-                  std::span<const std::byte> bytes, std::vector<PieceSpan>& spans) {
+                  std::span<const std::byte> bytes, Regions& regions) {
     if (region == Region::kPadding) return {};
+    const bool coded = coded_ != nullptr && coded_->coded(r);
+    if (coded) regions.consumed.emplace_back(r, bytes.size());
     if (region == Region::kHeader) {
       alignas(8) std::byte header[kBlock];
       std::span<const std::byte> block = bytes;
@@ -127,8 +216,61 @@ class ScatterSink final : public PieceSink {
     }
     out_.received[r] += bytes.size();
     if (!keep_.empty()) std::memcpy(keep_[r].data() + kBlock + at, bytes.data(), bytes.size());
-    spans.push_back({in, at, bytes.size(), read_.first_tokens[r], read_.records[r].token_count,
-                     static_cast<uint32_t>(r)});
+    const PieceSpan span{in,
+                         at,
+                         bytes.size(),
+                         read_.first_tokens[r],
+                         read_.records[r].token_count,
+                         static_cast<uint32_t>(r)};
+    if (!coded) {
+      regions.raw.push_back(span);
+      return {};
+    }
+    coded_->hold(r, at, bytes);
+    if (coded_->device()) regions.coded.push_back(span);
+    return {};
+  }
+
+  /// Decodes coded record `r`, all of it consumed, and lands it where raw records land; damage of
+  /// any kind found on the way marks it corrupt (a miss, the record dropped).
+  Status land(size_t r, size_t slot) {
+    const CodedSize size = read_.coded[r];
+    const uint64_t first = read_.first_tokens[r];
+    const uint32_t tokens = read_.records[r].token_count;
+    if (out_.header[r] != HeaderState::kGood) {
+      coded_->release(r);
+      return {};
+    }
+    if (coded_->device()) {
+      const Status st =
+          transfer_->land_coded(static_cast<uint32_t>(r), coded_->held(r), first, tokens);
+      coded_->release(r);
+      if (st.code() == ErrorCode::kCorrupt) {
+        out_.header[r] = HeaderState::kBad;
+        return {};
+      }
+      KVTIER_TRY(st);
+    } else {
+      const auto memory = std::make_unique_for_overwrite<std::byte[]>(size.raw_bytes);
+      const std::span<std::byte> raw(memory.get(), size.raw_bytes);
+      const Status decoded = decode_payload(coded_->held(r), raw);
+      coded_->release(r);
+      if (!decoded.ok()) {
+        out_.header[r] = HeaderState::kBad;
+        return {};
+      }
+      if (transfer_ == nullptr) {
+        out_.sums[r] += kvsum::partial(raw.data(), raw.size(), 0);
+      } else {
+        const PieceSpan whole{0, 0, raw.size(), first, tokens, static_cast<uint32_t>(r)};
+        KVTIER_TRY(transfer_->scatter(slot, raw, std::span(&whole, 1)));
+        // `raw` goes with this call: a device that scatters asynchronously is done with it here.
+        KVTIER_TRY(transfer_->release(slot));
+      }
+    }
+    // From here its sum covers the decoded payload, which has all arrived.
+    out_.payload[r] = size.raw_bytes;
+    out_.received[r] = size.raw_bytes;
     return {};
   }
 
@@ -147,7 +289,7 @@ class ScatterSink final : public PieceSink {
   ReadOutcome& out_;
   const ProgressFn& progress_;
   std::span<const std::span<std::byte>> keep_;
-  bool sums_;
+  CodedLanding* coded_;
   std::mutex progress_mu_;
   std::atomic<uint64_t> done_{0};
 };
@@ -182,11 +324,13 @@ Result<ReadOutcome> ReadRoute::read_stored(Channel& channel, std::span<const Loc
                                            const KvMemory* destination,
                                            std::span<const uint64_t> first_tokens,
                                            const ProgressFn& progress,
-                                           std::span<const std::span<std::byte>> keep, bool sums) {
+                                           std::span<const std::span<std::byte>> keep) {
   KVTIER_EXPECTS(destination != nullptr || channel.residency() == Residency::kHost,
                  fmt::format("a {} channel needs a destination", channel.name()));
   StagingPool& staging = channel.staging();
-  const ReadPlan read(located, shape_.geometry.chunk_tokens, staging.slot_bytes(), first_tokens);
+  const ReadPlan read(located, shape_, staging.slot_bytes(), first_tokens);
+  KVTIER_EXPECTS(!read.any_coded || channel.residency() == Residency::kHost,
+                 fmt::format("coded records are read through host memory, not {}", channel.name()));
   KVTIER_TRY(channel.prepare(read.files));
   ReadOutcome out;
   read.start(out);
@@ -205,7 +349,19 @@ Result<ReadOutcome> ReadRoute::read_stored(Channel& channel, std::span<const Loc
     }
     transfer = std::move(*begun);
   }
-  ScatterSink sink(read, transfer.get(), channel.residency(), shape_, out, progress, keep, sums);
+  std::optional<CodedLanding> coded;
+  if (read.any_coded) {
+    // A device that decodes takes the stored bytes; the host decodes for the others.
+    const Status on_device =
+        transfer ? transfer->expect_coded(read.coded) : Status(ErrorCode::kNotSupported, "");
+    if (!on_device.ok() && on_device.code() != ErrorCode::kNotSupported) {
+      out.status = on_device;
+      return out;
+    }
+    coded.emplace(read, on_device.ok());
+  }
+  ScatterSink sink(read, transfer.get(), channel.residency(), shape_, out, progress, keep,
+                   coded ? &*coded : nullptr);
   out.status = channel.read(read.files, read.io.pieces, lease, sink, consumer_threads());
   out.host_bytes = channel.host_bytes(read.io.bytes);
   if (transfer) {
@@ -287,108 +443,53 @@ Result<ReadOutcome> ReadRoute::read_coded(Channel& channel, std::span<const Loca
   if (firsts.empty()) {
     for (size_t i = 0; i < n; ++i) firsts.push_back(i * uint64_t{shape_.geometry.chunk_tokens});
   }
-  std::vector<size_t> stored;
-  for (size_t i = 0, c = 0; i < n; ++i) {
-    if (c < coded.size() && coded[c] == i) {
-      ++c;
-    } else {
-      stored.push_back(i);
-    }
-  }
   ReadOutcome out;
   out.size_for(n);
-  if (!stored.empty()) {
-    const std::vector<LocatedRecord> records = pick(located, stored);
-    const std::vector<std::span<std::byte>> kept = pick(keep, stored);
-    ImageSubset subset(channel, stored);
-    Channel& from = records.front().file ? channel : subset;
+  // Reads `index` of the records through `through`, into `out`.
+  auto read_part = [&](Channel& through, std::span<const size_t> index,
+                       const ProgressFn& report) -> Status {
+    const std::vector<LocatedRecord> records = pick(located, index);
+    ImageSubset subset(through, index);
+    Channel& from = records.front().file ? through : subset;
     KVTIER_ASSIGN_OR_RETURN(
         ReadOutcome part,
-        read_stored(from, records, destination, pick(std::span<const uint64_t>(firsts), stored),
-                    progress, kept));
-    for (size_t k = 0; k < stored.size(); ++k) take(out, stored[k], part, k);
+        read_stored(from, records, destination, pick(std::span<const uint64_t>(firsts), index),
+                    report, pick(keep, index)));
+    for (size_t k = 0; k < index.size(); ++k) take(out, index[k], part, k);
     add(out, part);
+    return {};
+  };
+  std::vector<size_t> all(n);
+  for (size_t i = 0; i < n; ++i) all[i] = i;
+  std::span<const size_t> rest = all;
+  if (channel.residency() == Residency::kDevice) {
+    // A channel into device memory (GPUDirect Storage) reads the raw records; the coded ones go
+    // through host memory, where their heads are read.
+    std::vector<size_t> stored;
+    for (size_t i = 0, c = 0; i < n; ++i) {
+      if (c < coded.size() && coded[c] == i) {
+        ++c;
+      } else {
+        stored.push_back(i);
+      }
+    }
+    if (!stored.empty()) KVTIER_TRY(read_part(channel, stored, progress));
+    rest = coded;
   }
-  // The coded ones a staging's worth of raw bytes at a time, so the host memory a restore holds
-  // for decoding stays bounded whatever the session's length.
-  for (size_t first = 0; first < coded.size();) {
-    const size_t end = staging_run_end(first, coded.size(), kit_.staging().bytes(), [&](size_t k) {
-      return raw_payload_bytes(shape_, located[coded[k]].meta.token_count);
+  Channel& host = channel.residency() == Residency::kHost ? channel : kit_.posix_channel();
+  // Runs whose coded records decode to at most kCodedRunBytes: the room a device holds for their
+  // stored and decoded payloads stays bounded whatever the session's length.
+  const bool one_run = rest.size() == n;
+  for (size_t first = 0; first < rest.size();) {
+    const size_t end = staging_run_end(first, rest.size(), kCodedRunBytes, [&](size_t k) {
+      const RecordMeta& m = located[rest[k]].meta;
+      return is_coded(m, shape_) ? raw_payload_bytes(shape_, m.token_count) : 0;
     });
-    KVTIER_TRY(read_coded_batch(channel, located, coded.subspan(first, end - first), destination,
-                                firsts, keep, out));
+    const bool whole = one_run && first == 0 && end == rest.size();
+    KVTIER_TRY(read_part(host, rest.subspan(first, end - first), whole ? progress : ProgressFn{}));
     first = end;
   }
   return out;
-}
-
-Status ReadRoute::read_coded_batch(Channel& channel, std::span<const LocatedRecord> located,
-                                   std::span<const size_t> coded, const KvMemory* destination,
-                                   std::span<const uint64_t> firsts,
-                                   std::span<const std::span<std::byte>> keep, ReadOutcome& out) {
-  // Their images (header block, stored payload) in host memory: the caller's buffers where it
-  // keeps them (a move between tiers keeps what is stored), else buffers here.
-  std::vector<LocatedRecord> records = pick(located, coded);
-  std::vector<AlignedBuffer> own;
-  std::vector<std::span<std::byte>> images = pick(keep, coded);
-  if (images.empty()) {
-    for (const LocatedRecord& r : records)
-      images.push_back(own.emplace_back(kBlock + r.meta.payload_bytes).span());
-  }
-  ImageSubset subset(channel, coded);
-  Channel& host = !records.front().file                     ? subset
-                  : channel.residency() == Residency::kHost ? channel
-                                                            : kit_.posix_channel();
-  // No sums of the stored bytes: the checksum is the decoded bytes', taken where they land.
-  KVTIER_ASSIGN_OR_RETURN(ReadOutcome read,
-                          read_stored(host, records, nullptr, {}, {}, images, /*sums=*/false));
-  add(out, read);
-  // Each one read whole with the index's header is decoded into a raw image, whose header states
-  // the raw payload: from there it is read like any raw record.
-  std::vector<size_t> whole;
-  std::vector<LocatedRecord> raw_records;
-  std::vector<AlignedBuffer> raw_images;  // every byte written below: header, decoded payload
-  std::vector<std::span<const std::byte>> stored;
-  for (size_t k = 0; k < coded.size(); ++k) {
-    const size_t i = coded[k];
-    out.header[i] = read.header[k];
-    out.payload[i] = records[k].meta.payload_bytes;
-    if (read.header[k] != HeaderState::kGood || read.received[k] != records[k].meta.payload_bytes)
-      continue;  // as read: corrupt, or incomplete
-    RecordMeta raw = records[k].meta;
-    raw.payload_bytes = raw_payload_bytes(shape_, raw.token_count);
-    whole.push_back(k);
-    raw_records.push_back({raw, nullptr});
-    raw_images.emplace_back(kBlock + raw.payload_bytes);
-    stored.push_back(std::span<const std::byte>(images[k]).subspan(kBlock));
-  }
-  std::vector<std::span<std::byte>> payloads;
-  for (auto& image : raw_images) payloads.push_back(image.span().subspan(kBlock));
-  const std::vector<Status> decoded = decode_payloads(stored, payloads);
-  std::vector<size_t> landing;
-  std::vector<LocatedRecord> land_records;
-  std::vector<std::span<const std::byte>> land_images;
-  for (size_t j = 0; j < whole.size(); ++j) {
-    const size_t i = coded[whole[j]];
-    if (!decoded[j].ok()) {
-      out.header[i] = HeaderState::kBad;
-      continue;
-    }
-    encode_header(raw_records[j].meta, shape_, Key128{}, raw_images[j].span().first(kBlock));
-    landing.push_back(i);
-    land_records.push_back(raw_records[j]);
-    land_images.emplace_back(raw_images[j].span());
-  }
-  if (landing.empty()) return {};
-  const std::unique_ptr<Channel> memory =
-      make_memory_channel(kit_.staging(), std::move(land_images));
-  KVTIER_ASSIGN_OR_RETURN(ReadOutcome landed, read_stored(*memory, land_records, destination,
-                                                          pick(firsts, landing), {}, {}));
-  for (size_t k = 0; k < landing.size(); ++k) take(out, landing[k], landed, k);
-  // The bytes moved were counted as stored; the host traffic of landing them is this read's.
-  out.host_bytes += landed.host_bytes;
-  if (out.status.ok()) out.status = landed.status;
-  return {};
 }
 
 Result<ReadOutcome> ReadRoute::read_images(std::span<const LocatedRecord> records,

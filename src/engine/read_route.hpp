@@ -62,6 +62,7 @@ struct ReadOutcome {
       return;
     }
     for (size_t r = 0; r < sums.size(); ++r) sums[r] += (*device_sums)[r];
+    for (uint32_t r : transfer.decode_failures()) header[r] = HeaderState::kBad;
   }
 };
 
@@ -130,25 +131,21 @@ class ReadRoute {
   [[nodiscard]] TransferKit& kit() { return kit_; }
 
  private:
-  /// read() of records stored as they land (none coded). `sums` false: a host check (no
-  /// destination) checks headers only, for bytes whose checksum is taken after decoding.
-  [[nodiscard]] Result<ReadOutcome> read_stored(
-      Channel& channel, std::span<const LocatedRecord> records, const KvMemory* destination,
-      std::span<const uint64_t> first_tokens, const ProgressFn& progress,
-      std::span<const std::span<std::byte>> keep, bool sums = true);
-  /// read() of records some of which are coded (`coded`: their indexes, ascending): the others
-  /// read as stored; the coded ones read into host memory, checked, decoded on the host and read
-  /// from there as raw records, their checksums verified where they land like any other's.
+  /// read() through one channel of host or device residency (none coded on a device-resident
+  /// one): raw records land as they are read, coded ones once all their bytes arrived, decoded
+  /// where the device decodes (DeviceTransfer::expect_coded) or on the consumer threads.
+  [[nodiscard]] Result<ReadOutcome> read_stored(Channel& channel,
+                                                std::span<const LocatedRecord> records,
+                                                const KvMemory* destination,
+                                                std::span<const uint64_t> first_tokens,
+                                                const ProgressFn& progress,
+                                                std::span<const std::span<std::byte>> keep);
+  /// read() of records some of which are coded (`coded`: their indexes, ascending), in runs that
+  /// bound the room their decoding holds; the coded ones through host memory.
   [[nodiscard]] Result<ReadOutcome> read_coded(
       Channel& channel, std::span<const LocatedRecord> records, std::span<const size_t> coded,
       const KvMemory* destination, std::span<const uint64_t> first_tokens,
       const ProgressFn& progress, std::span<const std::span<std::byte>> keep);
-  /// One batch of read_coded: the records at `coded`, into `out` (sized for all of `located`).
-  [[nodiscard]] Status read_coded_batch(Channel& channel, std::span<const LocatedRecord> located,
-                                        std::span<const size_t> coded, const KvMemory* destination,
-                                        std::span<const uint64_t> firsts,
-                                        std::span<const std::span<std::byte>> keep,
-                                        ReadOutcome& out);
 
   TransferKit& kit_;
   const RecordShape shape_;

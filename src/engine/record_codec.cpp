@@ -56,11 +56,10 @@ Status code_payloads(std::span<const std::vector<std::byte>> raw,
   return {};
 }
 
-std::vector<Status> decode_payloads(std::span<const std::span<const std::byte>> stored,
-                                    std::span<const std::span<std::byte>> raw) {
-  std::vector<Status> status(stored.size());
-  on_threads(stored.size(), [&](size_t i) { status[i] = decode_payload(stored[i], raw[i]); });
-  return status;
+uint64_t coded_head_bytes(uint64_t raw_bytes) {
+  const uint64_t blocks =
+      (raw_bytes / 2 + codec::kSplit16BlockWords - 1) / codec::kSplit16BlockWords;
+  return codec::kSplit16HeaderBytes + blocks * codec::kSplit16EntryBytes;
 }
 
 Status decode_payload(std::span<const std::byte> stored, std::span<std::byte> raw) {

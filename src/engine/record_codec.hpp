@@ -18,6 +18,11 @@ namespace kvtier {
 /// the decode costs more than the bytes not read.
 inline constexpr uint64_t kCodedSaving = 20;
 
+/// A restore of coded records holds room for the stored and decoded payloads of at most this many
+/// decoded bytes at a time (device memory where the GPU decodes): large enough that the read
+/// pipeline seldom drains between runs (30 ms of a drive at 8 GB/s), small next to a GPU's memory.
+inline constexpr uint64_t kCodedRunBytes = uint64_t{256} << 20;
+
 /// The end of the run of items from `first` (of `n`) whose bytes (`bytes_of(i)`) add up to at most
 /// `bound`, the first always in it: coded saves and restores hold a staging's worth at a time in
 /// host memory, whatever the session's length.
@@ -46,8 +51,8 @@ template <typename BytesOf>
 /// over `raw` afterwards, proves the bytes right.
 [[nodiscard]] Status decode_payload(std::span<const std::byte> stored, std::span<std::byte> raw);
 
-/// decode_payload() of each `stored[i]` into `raw[i]`, on up to four threads; each one's status.
-[[nodiscard]] std::vector<Status> decode_payloads(
-    std::span<const std::span<const std::byte>> stored, std::span<const std::span<std::byte>> raw);
+/// How many of a coded payload's first bytes say how to decode it (the stream's header and
+/// table) for a record of `raw_bytes`: what a decoder on the GPU needs from the host.
+[[nodiscard]] uint64_t coded_head_bytes(uint64_t raw_bytes);
 
 }  // namespace kvtier

@@ -163,5 +163,65 @@ TEST(TpFreeGpu, CodedRecordsRestoreIntoGpuMemoryAtEveryTpSize) {
   tp_change_in_gpu_memory(/*coded=*/true);
 }
 
+// A coded record damaged on the drive, restored into GPU memory where the device decodes it: a
+// miss at its chunk, never wrong KV, and the record dropped. Damage to the codec's header and
+// table is found on the host before anything is launched; damage to its blocks by the decoder or
+// by the checksum of what it decoded.
+TEST(TpFreeGpu, ADamagedCodedRecordDecodedOnTheGpuIsAMissNeverWrongKv) {
+  if (!testing::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(testing::test_seed());
+  std::vector<std::byte> whole(2ull * kLayers * kTokens * kHeads * kDim * 2);
+  for (auto& b : whole) b = static_cast<std::byte>(rng());
+  testing::bf16_like(whole);
+  std::vector<Token> tokens(kTokens);
+  for (auto& t : tokens) t = static_cast<Token>(rng() % 100000);
+  const KvGeometry g = rank_geometry(0, 1);
+  const uint64_t row = g.row_bytes();
+  for (int trial = 0; trial < 12; ++trial) {
+    testing::TempDir dir;
+    Options o = testing::small_options(dir.str(), g);
+    o.store_format = 2;
+    o.tune = false;
+    o.compression = Compression::kSplit16;
+    const PagedLayout layout = static_cast<PagedLayout>(trial % 4);
+    {
+      GpuCache cache(g, layout, rng());
+      testing::move_all(g, cache.host, cache.table, whole.data(), kTokens, kTokens, true);
+      cache.upload();
+      auto e = Engine::open(o);
+      ASSERT_TRUE(e) << e.error().message();
+      auto saved = (*e)->save(tokens, cache.view);
+      ASSERT_TRUE(saved) << saved.error().message();
+    }
+    const std::vector<testing::StoredPayload> all = testing::stored_payloads(dir.path());
+    ASSERT_FALSE(all.empty());
+    for (const auto& p : all) ASSERT_TRUE(p.coded);
+    const std::vector<testing::StoredPayload> payloads = testing::payloads_of_a_file(all, rng);
+    const size_t chunk = rng() % payloads.size();
+    const testing::StoredPayload& p = payloads[chunk];
+    const uint64_t at = trial % 2 == 0 ? rng() % std::min<uint64_t>(p.bytes, 256) : rng() % p.bytes;
+    testing::damage(p, at, rng);
+    SCOPED_TRACE(::testing::Message() << "byte " << at << " of chunk " << chunk << ", layout "
+                                      << static_cast<int>(layout));
+    GpuCache cache(g, layout, rng());
+    auto e = Engine::open(o);
+    ASSERT_TRUE(e) << e.error().message();
+    auto restored = (*e)->restore(tokens, cache.view);
+    ASSERT_TRUE(restored) << restored.error().message();
+    EXPECT_EQ(restored->tokens_restored, chunk * kChunk) << restored->problem;
+    EXPECT_EQ(restored->checksum_misses, 1u);
+    cache.download();
+    std::vector<std::byte> got(whole.size());
+    testing::move_all(g, cache.host, cache.table, got.data(), kTokens, kTokens, false);
+    for (uint64_t line = 0; line < 2ull * kLayers; ++line) {
+      for (uint64_t t = 0; t < restored->tokens_restored; ++t) {
+        const uint64_t off = (line * kTokens + t) * row;
+        ASSERT_EQ(std::memcmp(got.data() + off, whole.data() + off, row), 0) << "token " << t;
+      }
+    }
+    EXPECT_EQ(*(*e)->lookup(tokens), chunk * kChunk);
+  }
+}
+
 }  // namespace
 }  // namespace kvtier

@@ -8,6 +8,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <span>
 #include <vector>
@@ -51,6 +54,58 @@ inline std::vector<std::byte> bf16_kv(const TpModel& m, std::mt19937_64& rng,
     }
   }
   return kv;
+}
+
+/// Where a format-2 record's stored payload lies in a segment file.
+struct StoredPayload {
+  std::filesystem::path file;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  bool coded = false;
+};
+
+/// Every record's stored payload under `root` (segment files, read by their headers' raw and stored
+/// sizes), for tests that damage them.
+inline std::vector<StoredPayload> stored_payloads(const std::filesystem::path& root) {
+  std::vector<StoredPayload> out;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+    if (entry.path().extension() != ".kvt") continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::vector<char> block(4096);
+    for (uint64_t at = 0; in.read(block.data(), block.size()); at += block.size()) {
+      if (std::memcmp(block.data(), "KVTREC02", 8) != 0) continue;
+      uint64_t raw = 0, stored = 0;
+      std::memcpy(&raw, block.data() + 104, 8);
+      std::memcpy(&stored, block.data() + 112, 8);
+      if (stored == 0 || stored > raw) continue;
+      out.push_back({entry.path(), at + 4096, stored, stored < raw});
+    }
+  }
+  return out;
+}
+
+/// The stored payloads of the file of one of `all`, drawn, in file (token) order.
+inline std::vector<StoredPayload> payloads_of_a_file(const std::vector<StoredPayload>& all,
+                                                     std::mt19937_64& rng) {
+  const std::filesystem::path file = all[rng() % all.size()].file;
+  std::vector<StoredPayload> out;
+  for (const StoredPayload& p : all) {
+    if (p.file == file) out.push_back(p);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.offset < b.offset; });
+  return out;
+}
+
+/// Flips some bits of byte `at` of payload `p`.
+inline void damage(const StoredPayload& p, uint64_t at, std::mt19937_64& rng) {
+  std::fstream f(p.file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(p.offset + at));
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ (1 + rng() % 255));
+  f.seekp(static_cast<std::streamoff>(p.offset + at));
+  f.write(&c, 1);
 }
 
 }  // namespace kvtier::testing

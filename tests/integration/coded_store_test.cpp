@@ -28,6 +28,8 @@ namespace kvtier {
 namespace {
 
 using testing::bf16_kv;
+using testing::stored_payloads;
+using testing::StoredPayload;
 using testing::TempDir;
 using testing::TpModel;
 
@@ -157,31 +159,6 @@ TEST(CodedStore, RandomKvIsKeptRawAndCodedRecordsServeFromTheDramTier) {
 
 /// Where each format-2 record's stored payload lies in a segment file: (payload offset, stored
 /// bytes, coded), found by the header magic at each 4 KiB block.
-struct StoredPayload {
-  std::filesystem::path file;
-  uint64_t offset = 0;
-  uint64_t bytes = 0;
-  bool coded = false;
-};
-
-std::vector<StoredPayload> stored_payloads(const std::filesystem::path& root) {
-  std::vector<StoredPayload> out;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
-    if (entry.path().extension() != ".kvt") continue;
-    std::ifstream in(entry.path(), std::ios::binary);
-    std::vector<char> block(4096);
-    for (uint64_t at = 0; in.read(block.data(), block.size()); at += block.size()) {
-      if (std::memcmp(block.data(), "KVTREC02", 8) != 0) continue;
-      uint64_t raw = 0, stored = 0;
-      std::memcpy(&raw, block.data() + 104, 8);
-      std::memcpy(&stored, block.data() + 112, 8);
-      if (stored == 0 || stored > raw) continue;
-      out.push_back({entry.path(), at + 4096, stored, stored < raw});
-    }
-  }
-  return out;
-}
-
 TEST(CodedStore, ADamagedCodedRecordIsAMissNeverWrongKv) {
   std::mt19937_64 rng(testing::test_seed());
   TpModel m{.heads = 2, .layers = 2, .head_dim = 64, .chunk = 32, .max_tp = 2, .tokens = 160};
@@ -194,26 +171,13 @@ TEST(CodedStore, ADamagedCodedRecordIsAMissNeverWrongKv) {
     std::vector<StoredPayload> all = stored_payloads(dir.path());
     ASSERT_EQ(all.size(), 10u);
     for (const StoredPayload& p : all) ASSERT_TRUE(p.coded);
-    const std::filesystem::path file = all[rng() % all.size()].file;
-    std::vector<StoredPayload> payloads;
-    std::copy_if(all.begin(), all.end(), std::back_inserter(payloads),
-                 [&](const StoredPayload& p) { return p.file == file; });
+    const std::vector<StoredPayload> payloads = testing::payloads_of_a_file(all, rng);
     ASSERT_EQ(payloads.size(), 5u);
-    std::sort(payloads.begin(), payloads.end(),
-              [](const auto& a, const auto& b) { return a.offset < b.offset; });
     const size_t chunk = rng() % payloads.size();
     const StoredPayload& p = payloads[chunk];
     // Early bytes are the codec's header and table, later ones its blocks: both are tried.
     const uint64_t at = trial % 2 == 0 ? rng() % std::min<uint64_t>(p.bytes, 256) : rng() % p.bytes;
-    {
-      std::fstream f(p.file, std::ios::in | std::ios::out | std::ios::binary);
-      f.seekg(static_cast<std::streamoff>(p.offset + at));
-      char c = 0;
-      f.read(&c, 1);
-      c = static_cast<char>(c ^ (1 + rng() % 255));
-      f.seekp(static_cast<std::streamoff>(p.offset + at));
-      f.write(&c, 1);
-    }
+    testing::damage(p, at, rng);
     auto engine = Engine::open(coded_options(dir.str(), m.rank(0, 1), m.max_tp));
     ASSERT_TRUE(engine) << engine.error().message();
     auto [got, result] = testing::restore_rank(**engine, m, tokens, 0, 1, rng);
