@@ -390,8 +390,8 @@ scenario_striped() {
 }
 
 # Coded records (issue 28): the same TP-free store raw and coded, bf16-like synthetic KV, posix
-# and gds into GPU memory; decoded on the host until the GPU decoder is in (the measure to beat:
-# KV delivered at >= 1.2x of the bytes fio reads from the drive a second).
+# and gds into GPU memory, coded records decoded on the GPU (the measure to beat: KV delivered at
+# >= 1.2x of the bytes fio reads from the drive a second).
 scenario_coded() {
   local n=${1:-1} c roots
   shift
