@@ -42,6 +42,39 @@ CudaPool::~CudaPool() {
   cudaSetDevice(device_);
   slots_.clear();
   scratch_.clear();
+  if (rooms_ != nullptr) cudaMemPoolDestroy(rooms_);
+}
+
+Result<void*> CudaPool::allocate_room(size_t bytes, cudaStream_t stream) {
+  cudaMemPool_t pool = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    if (rooms_ == nullptr) {
+      cudaMemPoolProps props{};
+      props.allocType = cudaMemAllocationTypePinned;
+      props.location.type = cudaMemLocationTypeDevice;
+      props.location.id = device_;
+      KVTIER_TRY(cuda_status(cudaMemPoolCreate(&rooms_, &props), "cudaMemPoolCreate"));
+      uint64_t kept = kRoomKeptBytes;
+      KVTIER_TRY(
+          cuda_status(cudaMemPoolSetAttribute(rooms_, cudaMemPoolAttrReleaseThreshold, &kept),
+                      "cudaMemPoolSetAttribute"));
+    }
+    pool = rooms_;
+  }
+  void* room = nullptr;
+  const cudaError_t e = cudaMallocFromPoolAsync(&room, std::max<size_t>(bytes, 16), pool, stream);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // not sticky: clear it for the next call on this thread
+    return fail(ErrorCode::kNotSupported,
+                fmt::format("no room on GPU {} for {} bytes of coded records", device_, bytes));
+  }
+  KVTIER_TRY(cuda_status(e, fmt::format("cudaMallocFromPoolAsync({})", bytes)));
+  return room;
+}
+
+void CudaPool::free_room(void* room, cudaStream_t stream) noexcept {
+  if (room != nullptr) cudaFreeAsync(room, stream);
 }
 
 Result<std::vector<std::unique_ptr<CudaSlot>>> CudaPool::take_slots(size_t count, size_t bytes) {

@@ -89,11 +89,21 @@ class CudaPool {
   /// Hands slots and scratch back. Each must be idle: its stream synchronized.
   void put(std::vector<std::unique_ptr<CudaSlot>> slots, std::unique_ptr<CudaScratch> scratch);
 
+  /// `bytes` of device memory in order on `stream` (the room of a run of coded records), from a
+  /// stream-ordered pool of the pool's own: freeing it waits for no other work of the GPU, and the
+  /// pool keeps up to kRoomKeptBytes of freed memory for the next run instead of returning it.
+  /// kNotSupported when the GPU has no room (the caller decodes on the host instead).
+  [[nodiscard]] Result<void*> allocate_room(size_t bytes, cudaStream_t stream);
+  /// Frees a room in order on `stream`, after the work queued there.
+  void free_room(void* room, cudaStream_t stream) noexcept;
+  static constexpr uint64_t kRoomKeptBytes = uint64_t{1} << 30;
+
  private:
   int device_;
   std::mutex mu_;
   std::vector<std::unique_ptr<CudaSlot>> slots_;       // guarded by mu_
   std::vector<std::unique_ptr<CudaScratch>> scratch_;  // guarded by mu_
+  cudaMemPool_t rooms_ = nullptr;                      // made at the first room; guarded by mu_
 };
 
 }  // namespace kvtier

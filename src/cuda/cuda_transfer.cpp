@@ -112,7 +112,10 @@ class CudaTransfer final : public DeviceTransfer {
     bool idle = true;
     for (const auto& s : slots_) idle = cudaStreamSynchronize(s->stream) == cudaSuccess && idle;
     if (scratch_) idle = cudaStreamSynchronize(scratch_->stream) == cudaSuccess && idle;
-    if (coded_) idle = cudaStreamSynchronize(coded_->stream) == cudaSuccess && idle;
+    if (coded_) {
+      pool_.free_room(room_, coded_->stream);
+      idle = cudaStreamSynchronize(coded_->stream) == cudaSuccess && idle;
+    }
     if (idle) {
       pool_.put(std::move(slots_), std::move(scratch_));
       pool_.put({}, std::move(coded_));
@@ -214,12 +217,14 @@ class CudaTransfer final : public DeviceTransfer {
           (sizes[r].raw_bytes / 2 + codec::kSplit16BlockWords - 1) / codec::kSplit16BlockWords;
       at = up(at + blocks * sizeof(codec::Split16Block));
     }
-    KVTIER_ASSIGN_OR_RETURN(coded_, pool_.take_scratch(at));
+    KVTIER_ASSIGN_OR_RETURN(coded_, pool_.take_scratch(16));  // its stream and event
     cudaStream_t decode = coded_->stream;
     // Decoded records land in the target: after the caller's work, like every slot's.
     KVTIER_TRY(cuda_status(cudaStreamWaitEvent(decode, scratch_->event, 0),
                            "ordering decoding after the caller's stream"));
-    bad_ = reinterpret_cast<unsigned int*>(coded_->memory.get());
+    KVTIER_ASSIGN_OR_RETURN(void* room, pool_.allocate_room(at, decode));
+    room_ = static_cast<uint8_t*>(room);
+    bad_ = reinterpret_cast<unsigned int*>(room_);
     return cuda_status(cudaMemsetAsync(bad_, 0, sizes.size() * sizeof(unsigned int), decode),
                        "cudaMemsetAsync");
   }
@@ -228,7 +233,7 @@ class CudaTransfer final : public DeviceTransfer {
                      std::span<const PieceSpan> spans) override {
     KVTIER_TRY(select());
     CudaSlot& s = *slots_[slot];
-    uint8_t* base = coded_->memory.get();
+    uint8_t* base = room_;
     for (const PieceSpan& span : spans) {
       KVTIER_TRY(
           cuda_status(cudaMemcpyAsync(base + rooms_[span.record].stored_at + span.payload_offset,
@@ -258,7 +263,7 @@ class CudaTransfer final : public DeviceTransfer {
                           table->decoded_bytes, table->stored_bytes, room.size.raw_bytes,
                           room.size.stored_bytes)};
     }
-    uint8_t* base = coded_->memory.get();
+    uint8_t* base = room_;
     uint8_t* raw = base + room.raw_at;
     cudaStream_t decode = coded_->stream;
     std::lock_guard lock(decode_mu_);
@@ -375,8 +380,9 @@ class CudaTransfer final : public DeviceTransfer {
     uint64_t table_at = 0;
   };
   std::vector<CodedRoom> rooms_;        // per record (expect_coded)
-  std::unique_ptr<CudaScratch> coded_;  // their memory, and the stream decoding them
-  unsigned int* bad_ = nullptr;         // in coded_: per record, a block the decoder refused
+  std::unique_ptr<CudaScratch> coded_;  // the stream decoding them
+  uint8_t* room_ = nullptr;             // their memory (CudaPool::allocate_room)
+  unsigned int* bad_ = nullptr;         // in room_: per record, a block the decoder refused
   std::mutex decode_mu_;                // one record's waits and launches at a time
   std::vector<uint32_t> failures_;      // after finish()
 };

@@ -31,10 +31,12 @@ struct ReadPlan {
   IoPlan io;
   std::vector<CodedSize> coded;  // per record; stored_bytes 0 where it is stored raw
   bool any_coded = false;
+  uint64_t slot_bytes = 0;  // a staging slot's
 
   /// `firsts` gives each record's first token; empty means record i starts at i * chunk_tokens.
   ReadPlan(std::span<const LocatedRecord> located, const RecordShape& shape, uint64_t piece_bytes,
-           std::span<const uint64_t> firsts) {
+           std::span<const uint64_t> firsts)
+      : slot_bytes(piece_bytes) {
     std::vector<int> fds;
     for (size_t i = 0; i < located.size(); ++i) {
       const RecordMeta& m = located[i].meta;
@@ -55,7 +57,9 @@ struct ReadPlan {
   /// An outcome sized for these records.
   void start(ReadOutcome& out) const {
     out.size_for(records.size());
-    for (size_t r = 0; r < records.size(); ++r) out.payload[r] = records[r].payload_bytes;
+    // A coded record's sum covers its decoded payload, which arrives all at once when it lands.
+    for (size_t r = 0; r < records.size(); ++r)
+      out.payload[r] = coded[r].stored_bytes > 0 ? coded[r].raw_bytes : records[r].payload_bytes;
     out.bytes = io.bytes;
     out.extents = io.extents;
   }
@@ -214,7 +218,7 @@ class ScatterSink final : public PieceSink {
       if (!keep_.empty() && good) std::memcpy(keep_[r].data(), block.data(), kBlock);
       return {};
     }
-    out_.received[r] += bytes.size();
+    if (!coded) out_.received[r] += bytes.size();
     if (!keep_.empty()) std::memcpy(keep_[r].data() + kBlock + at, bytes.data(), bytes.size());
     const PieceSpan span{in,
                          at,
@@ -262,14 +266,18 @@ class ScatterSink final : public PieceSink {
       if (transfer_ == nullptr) {
         out_.sums[r] += kvsum::partial(raw.data(), raw.size(), 0);
       } else {
-        const PieceSpan whole{0, 0, raw.size(), first, tokens, static_cast<uint32_t>(r)};
-        KVTIER_TRY(transfer_->scatter(slot, raw, std::span(&whole, 1)));
-        // `raw` goes with this call: a device that scatters asynchronously is done with it here.
-        KVTIER_TRY(transfer_->release(slot));
+        // A staging slot's worth at a time, as a device stages what it is handed; `raw` goes
+        // with this call, so each part is waited for.
+        for (uint64_t at = 0; at < raw.size(); at += read_.slot_bytes) {
+          const uint64_t n = std::min<uint64_t>(read_.slot_bytes, raw.size() - at);
+          const PieceSpan part{0, at, n, first, tokens, static_cast<uint32_t>(r)};
+          KVTIER_TRY(transfer_->scatter(slot, raw.subspan(at, n), std::span(&part, 1)));
+          KVTIER_TRY(transfer_->release(slot));
+        }
       }
     }
-    // From here its sum covers the decoded payload, which has all arrived.
-    out_.payload[r] = size.raw_bytes;
+    // Landed: its sum covers the decoded payload. A record that never lands (an error stopped the
+    // read) stays incomplete, no evidence against it.
     out_.received[r] = size.raw_bytes;
     return {};
   }
@@ -445,9 +453,15 @@ Result<ReadOutcome> ReadRoute::read_coded(Channel& channel, std::span<const Loca
   }
   ReadOutcome out;
   out.size_for(n);
+  // Progress over the parts read one after another: the bytes of the parts before, against the
+  // whole read's record images.
+  uint64_t total = 0, before = 0;
+  for (const LocatedRecord& r : located) total += r.meta.end() - r.meta.offset;
+  const ProgressFn report = !progress ? ProgressFn{} : [&](uint64_t done, uint64_t) {
+    progress(std::min(total, before + done), total);
+  };
   // Reads `index` of the records through `through`, into `out`.
-  auto read_part = [&](Channel& through, std::span<const size_t> index,
-                       const ProgressFn& report) -> Status {
+  auto read_part = [&](Channel& through, std::span<const size_t> index) -> Status {
     const std::vector<LocatedRecord> records = pick(located, index);
     ImageSubset subset(through, index);
     Channel& from = records.front().file ? through : subset;
@@ -457,6 +471,7 @@ Result<ReadOutcome> ReadRoute::read_coded(Channel& channel, std::span<const Loca
                     report, pick(keep, index)));
     for (size_t k = 0; k < index.size(); ++k) take(out, index[k], part, k);
     add(out, part);
+    before += part.bytes;
     return {};
   };
   std::vector<size_t> all(n);
@@ -473,20 +488,21 @@ Result<ReadOutcome> ReadRoute::read_coded(Channel& channel, std::span<const Loca
         stored.push_back(i);
       }
     }
-    if (!stored.empty()) KVTIER_TRY(read_part(channel, stored, progress));
+    if (!stored.empty()) KVTIER_TRY(read_part(channel, stored));
     rest = coded;
   }
   Channel& host = channel.residency() == Residency::kHost ? channel : kit_.posix_channel();
-  // Runs whose coded records decode to at most kCodedRunBytes: the room a device holds for their
-  // stored and decoded payloads stays bounded whatever the session's length.
-  const bool one_run = rest.size() == n;
+  // Into device memory, runs whose coded records decode to at most kCodedRunBytes: the room the
+  // device holds for their stored and decoded payloads stays bounded whatever the session's
+  // length. The host holds only the records its pieces in flight touch: one run.
+  const bool device = destination != nullptr && destination->kind != MemoryKind::kHost;
   for (size_t first = 0; first < rest.size();) {
-    const size_t end = staging_run_end(first, rest.size(), kCodedRunBytes, [&](size_t k) {
-      const RecordMeta& m = located[rest[k]].meta;
-      return is_coded(m, shape_) ? raw_payload_bytes(shape_, m.token_count) : 0;
-    });
-    const bool whole = one_run && first == 0 && end == rest.size();
-    KVTIER_TRY(read_part(host, rest.subspan(first, end - first), whole ? progress : ProgressFn{}));
+    const size_t end =
+        !device ? rest.size() : staging_run_end(first, rest.size(), kCodedRunBytes, [&](size_t k) {
+          const RecordMeta& m = located[rest[k]].meta;
+          return is_coded(m, shape_) ? raw_payload_bytes(shape_, m.token_count) : 0;
+        });
+    KVTIER_TRY(read_part(host, rest.subspan(first, end - first)));
     first = end;
   }
   return out;
