@@ -205,6 +205,7 @@ class CudaTransfer final : public DeviceTransfer {
     // stored bytes, decoded bytes and block table, every part 256-byte aligned.
     auto up = [](uint64_t v) { return (v + 255) & ~uint64_t{255}; };
     rooms_.assign(sizes.size(), {});
+    staged_on_ = std::vector<std::atomic<uint64_t>>(sizes.size());
     uint64_t at = up(sizes.size() * sizeof(unsigned int));
     for (size_t r = 0; r < sizes.size(); ++r) {
       if (sizes[r].stored_bytes == 0) continue;
@@ -244,6 +245,7 @@ class CudaTransfer final : public DeviceTransfer {
     }
     KVTIER_TRY(cuda_status(cudaEventRecord(s.done, s.stream), "cudaEventRecord"));
     pending_[slot] = 1;
+    for (const PieceSpan& span : spans) staged_on_[span.record] |= uint64_t{1} << (slot % 64);
     return {};
   }
 
@@ -267,9 +269,12 @@ class CudaTransfer final : public DeviceTransfer {
     uint8_t* raw = base + room.raw_at;
     cudaStream_t decode = coded_->stream;
     std::lock_guard lock(decode_mu_);
-    // The record's bytes were copied on the slots' streams: after each slot's latest work.
-    for (const auto& s : slots_) {
-      KVTIER_TRY(cuda_status(cudaStreamWaitEvent(decode, s->done, 0),
+    // The record's bytes were copied on the streams of the slots that staged it: after each one's
+    // latest work (recorded after those copies; more than 64 slots share bits, and wait more).
+    const uint64_t staged = staged_on_[record].load();
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if ((staged >> (i % 64) & 1) == 0) continue;
+      KVTIER_TRY(cuda_status(cudaStreamWaitEvent(decode, slots_[i]->done, 0),
                              "ordering decoding after the copies"));
     }
     KVTIER_TRY(cuda_status(
@@ -379,7 +384,9 @@ class CudaTransfer final : public DeviceTransfer {
     uint64_t raw_at = 0;
     uint64_t table_at = 0;
   };
-  std::vector<CodedRoom> rooms_;        // per record (expect_coded)
+  std::vector<CodedRoom> rooms_;  // per record (expect_coded)
+  /// Per record, the slots (bit slot % 64) whose streams copied its stored bytes.
+  std::vector<std::atomic<uint64_t>> staged_on_;
   std::unique_ptr<CudaScratch> coded_;  // the stream decoding them
   uint8_t* room_ = nullptr;             // their memory (CudaPool::allocate_room)
   unsigned int* bad_ = nullptr;         // in room_: per record, a block the decoder refused
