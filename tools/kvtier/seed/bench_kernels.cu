@@ -9,6 +9,19 @@
 namespace kvtier::seed::cuda {
 namespace {
 
+// Word w of this rank's row of K or V (kv) in `layer` at position t: from the file where the cache
+// has one, else synthetic.
+__device__ uint64_t expected_word(const PagedCache& c, const int32_t* ids, uint64_t t, uint32_t kv,
+                                  uint32_t layer, uint64_t block, uint64_t w) {
+  if (c.file_words == nullptr) {
+    return synthetic::kv_word(synthetic::row_seed(ids[t], t, block), c.first_word + w,
+                              c.bf16_like != 0);
+  }
+  // The file is tiled over the whole model's heads, as on the host: the word's place in the
+  // model's row picks its head.
+  return c.file_words[kv_file_word(c.file, ids, kv, t, layer, c.first_word + w)];
+}
+
 // One thread per 8-byte word; consecutive threads walk one row, so accesses coalesce.
 template <bool kCheck>
 __global__ void fill_or_check(PagedCache c, const int32_t* ids, uint64_t tokens,
@@ -25,8 +38,7 @@ __global__ void fill_or_check(PagedCache c, const int32_t* ids, uint64_t tokens,
     const uint64_t slot = uint64_t(c.table[t / c.block_size]) * c.block_size + t % c.block_size;
     uint64_t* row =
         c.layers[layer] + (uint64_t{kv} * c.num_blocks * c.block_size + slot) * c.row_words;
-    const uint64_t v = synthetic::kv_word(synthetic::row_seed(ids[t], t, block), c.first_word + w,
-                                          c.bf16_like != 0);
+    const uint64_t v = expected_word(c, ids, t, kv, layer, block, w);
     if constexpr (kCheck) {
       if (row[w] != v) atomicMin(first_bad, static_cast<unsigned long long>(t));
     } else {

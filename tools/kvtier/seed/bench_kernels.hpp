@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "kv_file_rows.hpp"
+
 namespace kvtier::seed::cuda {
 
 /// The cache: per layer a [kv_tensors, num_blocks, block_size, row_words * 8 bytes] tensor.
@@ -21,9 +23,13 @@ struct PagedCache {
   uint64_t first_word;
   /// 1: the KV is synthetic::bf16_like_word's (compressible), 0: random words.
   uint32_t bf16_like;
+  /// Where not null, the KV is tiled from this file (kv_file_rows.hpp) instead of synthetic: its
+  /// words in GPU memory, of shape `file` (heads of whole words: BenchKv::create checks).
+  const uint64_t* file_words;
+  KvFileDims file;
 };
 
-/// Writes the synthetic KV of `ids` (device array of `tokens` ids). Returns a cudaError_t.
+/// Writes the KV of `ids` (device array of `tokens` ids). Returns a cudaError_t.
 int launch_fill(const PagedCache& cache, const int32_t* ids, uint64_t tokens, void* stream);
 
 /// Lowers *first_bad (device) to the first token whose KV differs. Returns a cudaError_t.

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "kv_source.hpp"
 #include "kvtier/kvtier.hpp"
 
 namespace kvtier::seed {
@@ -20,19 +21,21 @@ namespace kvtier::seed {
 class BenchKv {
  public:
   /// `device`: "host", "cuda" or "auto" (CUDA where a GPU is usable, else host). `gpu`: CUDA
-  /// device. `bf16_like`: the synthetic KV's words in their compressible form
-  /// (synthetic::bf16_like_word), else random words.
+  /// device. `kv`: the KV prefill writes and first_mismatch expects: random synthetic words, their
+  /// compressible form (synthetic::bf16_like_word), or a file's KV tiled (kv_file_rows.hpp), which
+  /// must fit `g` (kv_file_fits).
   [[nodiscard]] static Result<std::unique_ptr<BenchKv>> create(const KvGeometry& g,
                                                                uint64_t max_tokens,
                                                                std::string_view device, int gpu,
-                                                               bool bf16_like = false);
+                                                               const KvSource& kv = {});
   virtual ~BenchKv() = default;
   /// "cuda:0 (NVIDIA H200)" or "host (host-emulated device)".
   [[nodiscard]] virtual std::string describe() const = 0;
   /// The GPU's PCI bus id (for NVML); empty for host memory.
   [[nodiscard]] virtual std::string pci_bus_id() const = 0;
   [[nodiscard]] virtual const PagedKv& view() const = 0;
-  /// The model's prefill, stood in for: writes the synthetic KV of `ids` into the cache.
+  /// The model's prefill, stood in for: writes the KV of `ids` (synthetic, or tiled from a file)
+  /// into the cache.
   [[nodiscard]] virtual Status prefill(std::span<const Token> ids) = 0;
   /// Overwrites the whole cache, so nothing of an earlier session survives into a restore.
   [[nodiscard]] virtual Status poison() = 0;
@@ -42,7 +45,7 @@ class BenchKv {
   [[nodiscard]] virtual Result<double> copy_ceiling(uint64_t bytes) = 0;
   /// What copy_ceiling() measures, for reports.
   [[nodiscard]] virtual std::string copy_ceiling_name() const = 0;
-  /// First token whose KV differs from the synthetic KV of `ids` in any layer, or ids.size().
+  /// First token whose KV differs from what prefill(ids) writes in any layer, or ids.size().
   [[nodiscard]] virtual Result<uint64_t> first_mismatch(std::span<const Token> ids) = 0;
 };
 
@@ -54,6 +57,6 @@ std::vector<int32_t> shuffled_blocks(uint32_t blocks);
 
 /// The CUDA implementation; kNotSupported where this build or machine has no usable GPU.
 Result<std::unique_ptr<BenchKv>> make_cuda_bench_kv(const KvGeometry& g, uint64_t max_tokens,
-                                                    int gpu, bool bf16_like);
+                                                    int gpu, const KvSource& kv);
 
 }  // namespace kvtier::seed

@@ -31,12 +31,13 @@ class CudaBenchKv final : public BenchKv {
     cudaFree(ids_dev_);
     cudaFree(bad_dev_);
     cudaFree(scratch_);
+    cudaFree(file_dev_);
     if (pinned_ != nullptr) cudaFreeHost(pinned_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
   static Result<std::unique_ptr<BenchKv>> create(const KvGeometry& g, uint64_t max_tokens, int gpu,
-                                                 bool bf16_like) {
+                                                 const KvSource& source) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
       cudaGetLastError();
@@ -82,7 +83,10 @@ class CudaBenchKv final : public BenchKv {
                   static_cast<uint32_t>(g.row_bytes() / 8),
                   g.kv_tensors,
                   synthetic::first_word(g),
-                  bf16_like ? 1u : 0u};
+                  source.kind == KvSource::Kind::kBf16Like ? 1u : 0u,
+                  nullptr,
+                  {}};
+    if (source.kind == KvSource::Kind::kFile) KVTIER_TRY(kv->upload_file(*source.file));
     kv->view_.block_table = kv->table_;
     kv->view_.block_size = kBenchBlockSize;
     kv->view_.num_blocks = blocks;
@@ -150,6 +154,18 @@ class CudaBenchKv final : public BenchKv {
  private:
   CudaBenchKv() = default;
 
+  // The file's KV into GPU memory once, where the fill and check kernels read it. Each cache of a
+  // rank holds its own copy: tens of MB for what forward_kv.py writes.
+  Status upload_file(const KvFile& file) {
+    KVTIER_TRY(cuda_ok(cudaMalloc(&file_dev_, file.bytes.size()), "allocating the KV file's copy"));
+    KVTIER_TRY(
+        cuda_ok(cudaMemcpy(file_dev_, file.bytes.data(), file.bytes.size(), cudaMemcpyHostToDevice),
+                "uploading the KV file"));
+    cache_.file_words = static_cast<const uint64_t*>(file_dev_);
+    cache_.file = file.info.dims;
+    return {};
+  }
+
   Status upload(std::span<const Token> ids) {
     KVTIER_TRY(cuda_ok(cudaSetDevice(gpu_), "cudaSetDevice"));
     if (ids.size() > uint64_t{view_.num_blocks} * kBenchBlockSize) {
@@ -171,6 +187,7 @@ class CudaBenchKv final : public BenchKv {
   unsigned long long* bad_dev_ = nullptr;
   void* pinned_ = nullptr;
   void* scratch_ = nullptr;
+  void* file_dev_ = nullptr;  // the KV file's bytes (file KV only)
   cudaStream_t stream_ = nullptr;
   cuda::PagedCache cache_{};
   PagedKv view_;
@@ -179,8 +196,8 @@ class CudaBenchKv final : public BenchKv {
 }  // namespace
 
 Result<std::unique_ptr<BenchKv>> make_cuda_bench_kv(const KvGeometry& g, uint64_t max_tokens,
-                                                    int gpu, bool bf16_like) {
-  return CudaBenchKv::create(g, max_tokens, gpu, bf16_like);
+                                                    int gpu, const KvSource& kv) {
+  return CudaBenchKv::create(g, max_tokens, gpu, kv);
 }
 
 }  // namespace kvtier::seed

@@ -5,7 +5,8 @@
 
 namespace kvtier::seed {
 
-Result<std::unique_ptr<BenchKv>> make_cuda_bench_kv(const KvGeometry&, uint64_t, int, bool) {
+Result<std::unique_ptr<BenchKv>> make_cuda_bench_kv(const KvGeometry&, uint64_t, int,
+                                                    const KvSource&) {
   return fail(ErrorCode::kNotSupported, "this build of kvtier has no CUDA support");
 }
 

@@ -45,8 +45,10 @@ class Worker {
                           args_.store.chunk_tokens);
     if (!g) return error(g.error());
     geometry_ = *g;
-    auto kv = BenchKv::create(geometry_, args_.max_tokens, args_.device, args_.gpu,
-                              args_.kv == "bf16-like");
+    auto source = load_kv_source(args_.kv);
+    if (!source) return error(source.error());
+    source_ = std::move(*source);
+    auto kv = BenchKv::create(geometry_, args_.max_tokens, args_.device, args_.gpu, source_);
     if (!kv) return error(kv.error());
     kv_ = std::move(*kv);
     return Json{{"ok", true},
@@ -267,7 +269,7 @@ class Worker {
     while (caches_.size() < ids.size()) {
       auto kv = caches_.empty() ? Result<std::unique_ptr<BenchKv>>(std::move(kv_))
                                 : BenchKv::create(geometry_, args_.max_tokens, args_.device,
-                                                  args_.gpu, args_.kv == "bf16-like");
+                                                  args_.gpu, source_);
       if (!kv) return error(kv.error());
       caches_.push_back(std::move(*kv));
     }
@@ -317,6 +319,7 @@ class Worker {
 
   RankArgs args_;
   KvGeometry geometry_;
+  KvSource source_;  // --kv, a file's KV read once for every cache of this rank
   std::unique_ptr<BenchKv> kv_;
   std::vector<std::unique_ptr<BenchKv>> caches_;
   std::unique_ptr<Engine> engine_;
