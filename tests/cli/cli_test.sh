@@ -370,7 +370,47 @@ if grep -q '"exact": true' "$work/coded-out/seed.json" && ! grep -q '"exact": fa
 else
   failed=$((failed + 1)); echo "FAIL: a coded seed restore was not byte-exact, or seed.json does not say its KV"
 fi
-expect 2 "--kv: zipf not in" "${seed[@]}" --tokens 600 --kv zipf --no-report
+# A forward pass's KV as bench/codec/forward_kv.py writes it (raw bf16 [2, layers, tokens, kv_heads,
+# head_dim] and its .json), made up here: bf16 of normal values, whose exponents cluster as a real
+# KV's do. make_kv <path> <layers> <tokens> <kv_heads> <head_dim>
+make_kv() {
+  python3 - "$@" <<'PY'
+import json, random, struct, sys
+path, shape = sys.argv[1], [2] + [int(a) for a in sys.argv[2:]]
+n = shape[0] * shape[1] * shape[2] * shape[3] * shape[4]
+rng = random.Random(7)
+words = [struct.unpack("<I", struct.pack("<f", rng.gauss(0, 1)))[0] >> 16 for _ in range(n)]
+open(path, "wb").write(struct.pack("<%dH" % n, *words))
+json.dump({"file": path, "shape": shape, "dtype": "bfloat16", "model": "made up by cli_test.sh, no model",
+           "tokens": shape[2]}, open(path + ".json", "w"))
+PY
+}
+# The seed workload on it: one layer, 300 tokens and one head of tiny's head_dim, tiled over tiny's
+# two layers and two heads and sessions of 2000 tokens, kept coded, every byte of every restore
+# checked; seed.json names the file.
+make_kv "$work/kv.bin" 1 300 1 64
+expect 0 "bytes per KV byte (coded records" "${seed[@]}" --tokens 2000 --device host --paths posix,dram \
+  --no-report --fio off --store-format 2 --compress split16 --kv "file:$work/kv.bin" --out "$work/file-out"
+if grep -q '"exact": true' "$work/file-out/seed.json" && ! grep -q '"exact": false' "$work/file-out/seed.json" &&
+   grep -q "forward-pass KV from $work/kv.bin (made up by cli_test.sh" "$work/file-out/seed.json" &&
+   grep -q "KV: forward-pass KV from $work/kv.bin" "$work/file-out/table.md"; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); echo "FAIL: a seed restore of file KV was not byte-exact, or seed.json or the table does not name the file"
+fi
+# A file the run cannot use is refused before the output directory is made (the empty directory is
+# checked below).
+expect 2 "--kv file:$work/none.bin: cannot be read" "${seed[@]}" --tokens 600 --kv "file:$work/none.bin" --no-report
+head -c 1000 "$work/kv.bin" > "$work/short.bin" && cp "$work/kv.bin.json" "$work/short.bin.json"
+expect 2 "short.bin: is 1000 bytes; the shape [2, 1, 300, 1, 64] of bfloat16" "${seed[@]}" --tokens 600 \
+  --kv "file:$work/short.bin" --no-report
+cp "$work/kv.bin" "$work/bare.bin"
+expect 2 "its sidecar $work/bare.bin.json cannot be read" "${seed[@]}" --tokens 600 --kv "file:$work/bare.bin" --no-report
+make_kv "$work/wide.bin" 1 8 1 128
+expect 2 "its heads are 128 elements (shape [2, 1, 8, 1, 128]); tiny's head_dim is 64" "${seed[@]}" --tokens 600 \
+  --kv "file:$work/wide.bin" --no-report
+expect 2 "--kv: 'zipf' is not random, bf16-like or file:PATH" "${seed[@]}" --tokens 600 --kv zipf --no-report
+expect 2 "--kv: 'file:' is not random, bf16-like or file:PATH" "${seed[@]}" --tokens 600 --kv file: --no-report
 expect 2 "--restore-ranks 4: tiny has 2 KV heads" "${seed[@]}" --tokens 600 --store-format 2 --restore-ranks 4
 expect 2 "needs --store-format 2" "${seed[@]}" --tokens 600 --restore-ranks 1
 expect 2 "1 is listed twice" "${seed[@]}" --tokens 600 --store-format 2 --restore-ranks 1,1

@@ -14,6 +14,7 @@
 
 #include "bench.hpp"
 #include "cli_common.hpp"
+#include "seed/kv_source.hpp"
 #include "seed/rank_worker.hpp"
 #include "seed/seed_bench.hpp"
 #include "shared/shared_bench.hpp"
@@ -215,10 +216,13 @@ void BenchCommand::add_to(CLI::App& app) {
                   "seed, shared: where the paged KV cache lives: auto, cuda or host")
       ->check(CLI::IsMember({"auto", "cuda", "host"}));
   cmd->add_option("--kv", seed.kv,
-                  "seed: the synthetic KV: random (incompressible) or bf16-like (each 16-bit word "
-                  "one of four exponents, as compressible as a model's bf16 KV; for "
-                  "--compress split16). Neither is a model's KV")
-      ->check(CLI::IsMember({"random", "bf16-like"}));
+                  "seed: the KV: random (synthetic, incompressible), bf16-like (synthetic, each "
+                  "16-bit word one of four exponents, as compressible as a model's bf16 KV; for "
+                  "--compress split16; not a model's KV) or file:PATH (a forward pass's bf16 KV "
+                  "that bench/codec/forward_kv.py wrote, with its PATH.json, tiled over the "
+                  "model's layers and heads and the session's tokens; the model's head_dim must "
+                  "be the file's)")
+      ->check(kvtier::seed::kv_flag_validator());
   cmd->add_option(
       "--dram-bytes", seed.dram_bytes,
       "seed: DRAM tier per rank for the dram configuration (auto: the working set, at most 60% of "

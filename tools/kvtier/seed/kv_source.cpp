@@ -154,6 +154,17 @@ Status kv_file_fits(const KvFileInfo& file, const KvGeometry& g) {
   return {};
 }
 
+Result<std::optional<KvFileInfo>> check_kv_flag(std::string_view kv, const std::string& model,
+                                                uint32_t world) {
+  const auto path = kv_file_path(kv);
+  if (!path) return std::nullopt;
+  KVTIER_ASSIGN_OR_RETURN(KvFileInfo info, probe_kv_file(*path));
+  // Head size and element size are the same at every TP size and chunk size.
+  KVTIER_ASSIGN_OR_RETURN(KvGeometry g, geometry_for(model, 0, world));
+  KVTIER_TRY(kv_file_fits(info, g));
+  return info;
+}
+
 Result<KvSource> load_kv_source(std::string_view kv) {
   if (kv == "random") return KvSource{};
   if (kv == "bf16-like") return KvSource{KvSource::Kind::kBf16Like, nullptr};

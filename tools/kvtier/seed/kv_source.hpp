@@ -54,6 +54,12 @@ struct KvSource {
 /// 2-byte elements and the file's head_dim. kInvalidArgument otherwise.
 [[nodiscard]] Status kv_file_fits(const KvFileInfo& file, const KvGeometry& g);
 
+/// `--kv` checked before a run of `model` at TP `world` makes anything: for file:PATH the file
+/// probed (not read) and fitted to the model; nullopt for the synthetic kinds.
+[[nodiscard]] Result<std::optional<KvFileInfo>> check_kv_flag(std::string_view kv,
+                                                              const std::string& model,
+                                                              uint32_t world);
+
 /// `--kv` as a source; for file:PATH the file probed and read whole.
 [[nodiscard]] Result<KvSource> load_kv_source(std::string_view kv);
 

@@ -339,8 +339,7 @@ void add_rank_flags(CLI::App& cmd, RankArgs& args) {
   cmd.add_option("--device", args.device, "auto, cuda or host");
   cmd.add_option("--gpu", args.gpu, "CUDA device of this rank")
       ->transform(cli::whole_number(0, INT32_MAX));
-  cmd.add_option("--kv", args.kv, "random or bf16-like")
-      ->check(CLI::IsMember({"random", "bf16-like"}));
+  cmd.add_option("--kv", args.kv, "random, bf16-like or file:PATH")->check(kv_flag_validator());
 }
 
 std::vector<std::string> rank_command(const std::string& self, const RankArgs& args) {

@@ -23,7 +23,7 @@ struct RankArgs {
   uint64_t max_tokens = 0;  // capacity of the paged KV cache
   std::string device = "auto";
   int gpu = 0;
-  std::string kv = "random";  ///< the synthetic KV: random, or bf16-like (compressible)
+  std::string kv = "random";  ///< random, bf16-like or file:PATH (kv_source.hpp)
 };
 
 /// Adds the hidden `bench-rank` subcommand's flags.

@@ -24,6 +24,7 @@
 #include "common/head_groups.hpp"
 #include "common/posix.hpp"
 #include "host_load.hpp"
+#include "kv_source.hpp"
 #include "metrics/counters.hpp"
 #include "rank_channel.hpp"
 #include "rank_worker.hpp"
@@ -73,6 +74,9 @@ class SeedRun {
     }
     KVTIER_EXPECTS(flags_.concurrency.empty() || !concurrency_levels_.empty(),
                    fmt::format("--concurrency: '{}' names no level", flags_.concurrency));
+    KVTIER_ASSIGN_OR_RETURN(const auto kv_file,
+                            check_kv_flag(flags_.kv, store_.model, flags_.ranks));
+    const std::string kv_text = describe_kv(flags_.kv, kv_file ? &*kv_file : nullptr);
     for (const auto& p : split_list(flags_.paths)) KVTIER_TRY(check_path(p));
     for (const auto& p : split_list(flags_.sweep_paths)) KVTIER_TRY(check_path(p));
     std::vector<uint32_t> chunks = {store_.chunk_tokens};
@@ -92,18 +96,21 @@ class SeedRun {
     fio_ = std::make_unique<SeedFio>(flags_.fio, flags_.fio_depth, flags_.fio_requests,
                                      (fs::path(flags_.out) / "fio").string());
     out_["command"] = command_line;
-    out_["workload"] = {
-        {"sessions", sessions_.size()},
-        {"tokens_min", flags_.tokens_min},
-        {"tokens_max", flags_.tokens_max},
-        {"seed", flags_.seed},
-        {"ranks", flags_.ranks},
-        {"model", store_.model},
-        {"chunk_tokens", store_.chunk_tokens},
-        {"kv", flags_.kv == "bf16-like" ? "synthetic, bf16-like (each 16-bit word one of four "
-                                          "exponents; not a model's KV)"
-                                        : "synthetic, random words (incompressible)"},
-        {"compress", store_.compress}};
+    out_["workload"] = {{"sessions", sessions_.size()},
+                        {"tokens_min", flags_.tokens_min},
+                        {"tokens_max", flags_.tokens_max},
+                        {"seed", flags_.seed},
+                        {"ranks", flags_.ranks},
+                        {"model", store_.model},
+                        {"chunk_tokens", store_.chunk_tokens},
+                        {"kv", kv_text},
+                        {"compress", store_.compress}};
+    if (kv_file) {
+      const KvFileDims& d = kv_file->dims;
+      out_["workload"]["kv_file"] = {{"path", kv_file->path},
+                                     {"shape", {2, d.layers, d.tokens, d.heads, d.head_dim}},
+                                     {"model", kv_file->model}};
+    }
     for (const SessionSpec& s : sessions_) out_["workload"]["session_tokens"].push_back(s.tokens);
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress and results interleave in logs in order
     std::printf("kvtier bench --workload seed (%s)\n", KVTIER_VERSION_STRING);
@@ -135,9 +142,10 @@ class SeedRun {
     const std::string json_path = (fs::path(flags_.out) / "seed.json").string();
     std::ofstream(json_path) << out_.dump(2) << "\n";
     write_csv(rows_, (fs::path(flags_.out) / "seed.csv").string());
-    const std::string table = concurrent
-                                  ? render_concurrency_table(summary, machine_, gds_notes_)
-                                  : render_table(summary, machine_, gds_notes_, fio_->json());
+    const std::string table =
+        (concurrent ? render_concurrency_table(summary, machine_, gds_notes_)
+                    : render_table(summary, machine_, gds_notes_, fio_->json())) +
+        fmt::format("KV: {}\n", kv_text);
     std::ofstream(fs::path(flags_.out) / "table.md") << table;
     std::printf("\n%s\n", table.c_str());
     std::printf("results: %s (seed.json, seed.csv, table.md)\n", flags_.out.c_str());

@@ -26,7 +26,7 @@ struct SeedFlags {
   std::string chunk_sweep;  // extra chunk sizes, e.g. "64,1024"
   std::string sweep_paths = "posix,gds";
   std::string device = "auto";      // auto, cuda, host
-  std::string kv = "random";        // the synthetic KV: random, or bf16-like (compressible)
+  std::string kv = "random";        // random, bf16-like (compressible) or file:PATH (kv_source.hpp)
   std::string dram_bytes = "auto";  // per rank
   std::string out;                  // output directory
   bool keep = false;

@@ -159,6 +159,7 @@ def concurrency_report(run, data):
     lines = ["# kvtier concurrency evaluation", "", headline(data), "", f"Command: `{data.get('command', '')}`", ""]
     lines += machine_lines(data)
     w = data["workload"]
+    kv = w.get("kv", "synthetic, random words (incompressible)")
     lines += ["", "## Workload", "",
               f"{len(w.get('session_tokens', []))} sessions of {token_range(w)} tokens of "
               f"{w['model']} at TP {w['ranks']}; per configuration and N, rounds of N sessions restored at once by "
@@ -171,6 +172,7 @@ def concurrency_report(run, data):
 
 def shared_report(run, data):
     w = data["workload"]
+    kv = w.get("kv", "synthetic, random words (incompressible)")
     names = {"cluster": "(a) from the cluster", "ceiling": "(b) raw GET ceiling", "local": "(c) own store"}
     rows = [dict(s, config=names.get(s["config"], s["config"])) for s in data["summary"]]
     for r in rows:
@@ -256,10 +258,11 @@ def main():
     lines += [f"Command: `{data.get('command', '')}`", ""]
     lines += machine_lines(data)
     w = data["workload"]
+    kv = w.get("kv", "synthetic, random words (incompressible)")
     lines += ["", "## Workload", "",
               f"{w['sessions']} unique sessions of {token_range(w)} tokens of {w['model']} "
-              f"at TP {w['ranks']} (one process per rank), saved in a unique phase (KV made by a prefill stand-in "
-              "kernel from the token ids, not a model), then restored in a repeat phase per configuration into a "
+              f"at TP {w['ranks']} (one process per rank), saved in a unique phase (KV written by a prefill "
+              f"stand-in from the token ids: {kv}), then restored in a repeat phase per configuration into a "
               "poisoned paged KV cache with the page cache dropped, and checked byte for byte.", ""]
     lines += ["## Table 1", "", table_text(run, data), ""]
     lines += ["## Figures", ""]
@@ -268,8 +271,10 @@ def main():
     if made_sweep:
         lines.append("![fig6_chunk_sweep.png](fig6_chunk_sweep.png)")
     lines += ["", "## Caveats", "",
-              "- KV comes from a deterministic stand-in for prefill, not a model; restore paths do not depend on the "
-              "values.",
+              ("- KV is a forward pass's, tiled from a file (see Workload); restore paths do not depend on the values."
+               if "kv_file" in w else
+               "- KV comes from a deterministic stand-in for prefill, not a model; restore paths do not depend on the "
+               "values."),
               "- DRAM BW is " + ("measured by the memory controllers." if measured else
                                  "accounted from what the data path moved (no memory-controller counters here): "
                                  "O_DIRECT reads count 1x, buffered reads 3x, cuFile compat mode 2x, peer-to-peer "
