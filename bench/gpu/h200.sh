@@ -49,9 +49,11 @@ $OUT/summary.txt plus $OUT/runs.tar.gz (every log and run directory). With TESTS
                          restored at TP 1, 2, 4, 8 each (llama-3-70b, 30K tokens), then an MLA store
                          (deepseek-v3) saved at TP 8 and restored at TP 8, 1, 2
   coded [N [SEED ARGS]]  coded records (issue 28) over N fast drives (1): a TP-free store of
-                         bf16-like synthetic KV (--kv bf16-like; not a model's KV) restored raw and
-                         coded (--compress split16) into GPU memory, fio next to each; the note
-                         gives KV delivered against the bytes fio reads from the drive a second
+                         bf16-like synthetic KV (--kv bf16-like; not a model's KV), or with
+                         KV=file:.kvdata/<f>.bin forward-pass KV, restored raw and coded
+                         (--compress split16, decoded on the GPU) into GPU memory, fio next to each;
+                         the note gives KV delivered against the bytes fio reads from the drive a
+                         second
   drives N [SEED ARGS]   a store over N fast drives: 4M x 1 per drive and rank (posix and gds),
                          16M x 1 per drive and rank, the defaults; e.g. `drives 8 --segment-size 256M`
   destination N [SEED ARGS]
@@ -389,9 +391,10 @@ scenario_striped() {
   drop_striped_drive
 }
 
-# Coded records (issue 28): the same TP-free store raw and coded, bf16-like synthetic KV, posix
-# and gds into GPU memory, coded records decoded on the GPU (the measure to beat: KV delivered at
-# >= 1.2x of the bytes fio reads from the drive a second).
+# Coded records (issue 28): the same TP-free store raw and coded, posix and gds into GPU memory,
+# coded records decoded on the GPU (the measure to beat: KV delivered at >= 1.2x of the bytes fio
+# reads from the drive a second). KV=file:PATH takes forward-pass KV (bench/codec/forward_kv.py,
+# carried under .kvdata/) instead of bf16-like synthetic KV.
 scenario_coded() {
   local n=${1:-1} c roots
   shift
@@ -399,7 +402,8 @@ scenario_coded() {
   make_fast_drives "$n" "$(drive_gib "$n")" | tee -a "$OUT/summary.txt" || return 1
   for c in off split16; do
     roots=$(fast_drive_list "$n" "coded-$c")
-    h200_seed "coded$n-$c" "$roots" --store-format 2 --kv bf16-like --compress "$c" --paths posix,gds "$@"
+    h200_seed "coded$n-$c" "$roots" --store-format 2 --kv "${KV:-bf16-like}" --compress "$c" \
+      --paths posix,gds "$@"
     rm -rf /mnt/fast*/"coded-$c"
   done
 }
