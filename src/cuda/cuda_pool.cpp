@@ -42,6 +42,7 @@ CudaPool::~CudaPool() {
   cudaSetDevice(device_);
   slots_.clear();
   scratch_.clear();
+  streams_.clear();
   if (rooms_ != nullptr) cudaMemPoolDestroy(rooms_);
 }
 
@@ -54,11 +55,15 @@ Result<void*> CudaPool::allocate_room(size_t bytes, cudaStream_t stream) {
       props.allocType = cudaMemAllocationTypePinned;
       props.location.type = cudaMemLocationTypeDevice;
       props.location.id = device_;
-      KVTIER_TRY(cuda_status(cudaMemPoolCreate(&rooms_, &props), "cudaMemPoolCreate"));
+      cudaMemPool_t made = nullptr;
+      KVTIER_TRY(cuda_status(cudaMemPoolCreate(&made, &props), "cudaMemPoolCreate"));
       uint64_t kept = kRoomKeptBytes;
-      KVTIER_TRY(
-          cuda_status(cudaMemPoolSetAttribute(rooms_, cudaMemPoolAttrReleaseThreshold, &kept),
-                      "cudaMemPoolSetAttribute"));
+      const cudaError_t set = cudaMemPoolSetAttribute(made, cudaMemPoolAttrReleaseThreshold, &kept);
+      if (set != cudaSuccess) {  // made again next time rather than kept returning all it frees
+        cudaMemPoolDestroy(made);
+        return fail(cuda_status(set, "cudaMemPoolSetAttribute"));
+      }
+      rooms_ = made;
     }
     pool = rooms_;
   }
@@ -71,6 +76,29 @@ Result<void*> CudaPool::allocate_room(size_t bytes, cudaStream_t stream) {
   }
   KVTIER_TRY(cuda_status(e, fmt::format("cudaMallocFromPoolAsync({})", bytes)));
   return room;
+}
+
+Result<std::unique_ptr<CudaScratch>> CudaPool::take_stream() {
+  {
+    std::lock_guard lock(mu_);
+    if (!streams_.empty()) {
+      auto s = std::move(streams_.back());
+      streams_.pop_back();
+      return s;
+    }
+  }
+  auto s = std::make_unique<CudaScratch>();
+  KVTIER_TRY(cuda_status(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking),
+                         "cudaStreamCreate"));
+  KVTIER_TRY(cuda_status(
+      cudaEventCreateWithFlags(&s->event, cudaEventDisableTiming | cudaEventBlockingSync),
+      "cudaEventCreate"));
+  return s;
+}
+
+void CudaPool::put_stream(std::unique_ptr<CudaScratch> stream) {
+  std::lock_guard lock(mu_);
+  if (stream) streams_.push_back(std::move(stream));
 }
 
 void CudaPool::free_room(void* room, cudaStream_t stream) noexcept {

@@ -89,6 +89,12 @@ class CudaPool {
   /// Hands slots and scratch back. Each must be idle: its stream synchronized.
   void put(std::vector<std::unique_ptr<CudaSlot>> slots, std::unique_ptr<CudaScratch> scratch);
 
+  /// A stream and its event with no memory (the one decoding a transfer's coded records), reused
+  /// or made (GPU current); kept apart from the scratch, whose memory a transfer sizes.
+  [[nodiscard]] Result<std::unique_ptr<CudaScratch>> take_stream();
+  /// Hands one back; it must be idle.
+  void put_stream(std::unique_ptr<CudaScratch> stream);
+
   /// `bytes` of device memory in order on `stream` (the room of a run of coded records), from a
   /// stream-ordered pool of the pool's own: freeing it waits for no other work of the GPU, and the
   /// pool keeps up to kRoomKeptBytes of freed memory for the next run instead of returning it.
@@ -103,6 +109,7 @@ class CudaPool {
   std::mutex mu_;
   std::vector<std::unique_ptr<CudaSlot>> slots_;       // guarded by mu_
   std::vector<std::unique_ptr<CudaScratch>> scratch_;  // guarded by mu_
+  std::vector<std::unique_ptr<CudaScratch>> streams_;  // guarded by mu_
   cudaMemPool_t rooms_ = nullptr;                      // made at the first room; guarded by mu_
 };
 

@@ -118,7 +118,7 @@ class CudaTransfer final : public DeviceTransfer {
     }
     if (idle) {
       pool_.put(std::move(slots_), std::move(scratch_));
-      pool_.put({}, std::move(coded_));
+      if (coded_) pool_.put_stream(std::move(coded_));
     }
   }
 
@@ -218,16 +218,31 @@ class CudaTransfer final : public DeviceTransfer {
           (sizes[r].raw_bytes / 2 + codec::kSplit16BlockWords - 1) / codec::kSplit16BlockWords;
       at = up(at + blocks * sizeof(codec::Split16Block));
     }
-    KVTIER_ASSIGN_OR_RETURN(coded_, pool_.take_scratch(16));  // its stream and event
-    cudaStream_t decode = coded_->stream;
-    // Decoded records land in the target: after the caller's work, like every slot's.
-    KVTIER_TRY(cuda_status(cudaStreamWaitEvent(decode, scratch_->event, 0),
-                           "ordering decoding after the caller's stream"));
-    KVTIER_ASSIGN_OR_RETURN(void* room, pool_.allocate_room(at, decode));
-    room_ = static_cast<uint8_t*>(room);
+    // The room is allocated on an idle stream, which goes back to the pool as it is when the GPU
+    // has no room (the caller then decodes on the host and this transfer holds nothing of it).
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<CudaScratch> decoding, pool_.take_stream());
+    auto room = pool_.allocate_room(at, decoding->stream);
+    if (!room) {
+      pool_.put_stream(std::move(decoding));
+      rooms_.clear();
+      return room.error();
+    }
+    coded_ = std::move(decoding);
+    room_ = static_cast<uint8_t*>(*room);
     bad_ = reinterpret_cast<unsigned int*>(room_);
-    return cuda_status(cudaMemsetAsync(bad_, 0, sizes.size() * sizeof(unsigned int), decode),
-                       "cudaMemsetAsync");
+    cudaStream_t decode = coded_->stream;
+    KVTIER_TRY(cuda_status(cudaMemsetAsync(bad_, 0, sizes.size() * sizeof(unsigned int), decode),
+                           "cudaMemsetAsync"));
+    // The slots' streams copy stored bytes into the room: after its allocation, which is ordered
+    // on the decoding stream only (the pool may hand out memory whose free is still queued there).
+    KVTIER_TRY(cuda_status(cudaEventRecord(coded_->event, decode), "cudaEventRecord"));
+    for (const auto& s : slots_) {
+      KVTIER_TRY(cuda_status(cudaStreamWaitEvent(s->stream, coded_->event, 0),
+                             "ordering copies after the room's allocation"));
+    }
+    // Decoded records land in the target: after the caller's work, like every slot's.
+    return cuda_status(cudaStreamWaitEvent(decode, scratch_->event, 0),
+                       "ordering decoding after the caller's stream");
   }
 
   Status stage_coded(size_t slot, std::span<const std::byte> piece,
@@ -303,7 +318,7 @@ class CudaTransfer final : public DeviceTransfer {
     for (size_t i = 0; i < slots_.size(); ++i) KVTIER_TRY(release(i));
     // Every kernel that added to the sums is done (each slot's event waited for above, and the
     // decoding stream's below).
-    if (coded_) {
+    if (coded_ && bad_ != nullptr) {
       std::vector<unsigned int> bad(rooms_.size());
       KVTIER_TRY(cuda_status(cudaMemcpyAsync(bad.data(), bad_, bad.size() * sizeof(unsigned int),
                                              cudaMemcpyDeviceToHost, coded_->stream),
