@@ -201,7 +201,7 @@ Result<std::unique_ptr<BenchKv>> BenchKv::create(const KvGeometry& g, uint64_t m
   }
   if (device == "cuda" || device == "auto") {
     auto cuda = make_cuda_bench_kv(g, max_tokens, gpu, kv);
-    if (cuda || device == "cuda") return cuda;
+    if (cuda || device == "cuda" || cuda.error().code() != ErrorCode::kNotSupported) return cuda;
   } else if (device != "host") {
     return fail(ErrorCode::kInvalidArgument,
                 fmt::format("--device '{}': expected auto, cuda or host", device));

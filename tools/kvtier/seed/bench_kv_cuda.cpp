@@ -16,9 +16,12 @@
 namespace kvtier::seed {
 namespace {
 
+// A CUDA error once a GPU is there (out of memory, say) is kDevice: --device auto falls back to
+// host memory only where there is no GPU, never from a GPU run that failed.
 Status cuda_ok(cudaError_t e, std::string_view what) {
   if (e == cudaSuccess) return {};
-  return {ErrorCode::kNotSupported, fmt::format("{}: {}", what, cudaGetErrorString(e))};
+  return {ErrorCode::kDevice, fmt::format("{}: {}", what, cudaGetErrorString(e)),
+          static_cast<int>(e)};
 }
 
 class CudaBenchKv final : public BenchKv {
