@@ -421,6 +421,7 @@ expect 2 "expected posix, gds, dram or buffered" "${seed[@]}" --paths nvme --no-
 expect 2 "is empty" "${seed[@]}" --tokens-min 900 --tokens-max 500 --no-report
 expect 2 "--device: cuda-ish not in" "${seed[@]}" --tokens 500 --device cuda-ish --no-report
 expect 2 "--concurrency: ',' names no level" "${seed[@]}" --tokens 600 --concurrency , --no-report
+expect 2 "is not 1..64" bench --workload seed --model tiny --store "$work/cwd/never" --concurrency 0 --no-report
 if [[ -z $(ls -A "$work/cwd") ]]; then
   passed=$((passed + 1))
 else

@@ -371,6 +371,12 @@ Status make_dirs(const std::string& dir) {
   return {};
 }
 
+Status make_store_dirs(const std::string& dirs) {
+  std::stringstream list(dirs);
+  for (std::string dir; std::getline(list, dir, ',');) KVTIER_TRY(make_dirs(dir));
+  return {};
+}
+
 Status check_store_root(const std::string& root) {
   // The nearest existing ancestor that is not a directory is the one to name.
   for (std::filesystem::path p = root; !p.empty(); p = p.parent_path()) {

@@ -77,6 +77,8 @@ struct StoreFlags {
 /// that `--store a/b/c` works without a separate mkdir. kInvalidArgument "not a directory: <path>"
 /// where a component is a file.
 [[nodiscard]] Status make_dirs(const std::string& dir);
+/// make_dirs() of each directory of a comma-separated list (a store over several drives).
+[[nodiscard]] Status make_store_dirs(const std::string& dirs);
 
 /// For commands that read an existing store: kInvalidArgument "not a directory: <path>" when
 /// `root` (or a directory above it) is a file, rather than the store's "no store at

@@ -287,14 +287,13 @@ int BenchCommand::run(int argc, char** argv) {
     }
     return run_bench(flags, bench);
   }
-  // The rank processes make their stores in each --store directory (one per drive): create them,
-  // as put does.
+  // The rank processes make their stores in each --store directory (one per drive); the workload
+  // creates them, as put does, once its flags are found good.
   std::stringstream dirs(flags.root);
   for (std::string dir; std::getline(dirs, dir, ',');) {
     if (dir.empty())
       return report({kvtier::ErrorCode::kInvalidArgument, "bench: an empty directory in --store"},
                     "bench");
-    if (kvtier::Status st = make_dirs(dir); !st.ok()) return report(st, "bench");
   }
   if (*sessions_opt) seed.sessions = bench.sessions;
   if (*tokens_opt) seed.tokens_min = seed.tokens_max = bench.tokens;

@@ -92,6 +92,7 @@ class SeedRun {
       std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
       flags_.out = fmt::format("kvtier-seed-{}", stamp);
     }
+    KVTIER_TRY(cli::make_store_dirs(store_.root));
     fs::create_directories(flags_.out);
     fio_ = std::make_unique<SeedFio>(flags_.fio, flags_.fio_depth, flags_.fio_requests,
                                      (fs::path(flags_.out) / "fio").string());

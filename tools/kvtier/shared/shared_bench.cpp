@@ -52,6 +52,7 @@ class SharedRun {
       std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
       flags_.out = fmt::format("kvtier-shared-{}", stamp);
     }
+    KVTIER_TRY(cli::make_store_dirs(store_.root));
     fs::create_directories(flags_.out);
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     std::printf("kvtier bench --workload shared (%s)\n", KVTIER_VERSION_STRING);
