@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -147,6 +148,11 @@ class Device {
 
 /// The host-emulated device: KV memory is host memory (MemoryKind::kHost).
 std::unique_ptr<Device> make_host_device();
+
+/// Tests: make_host_device() hands its device to `wrap` while one is set (empty: none), so a test
+/// can stand a device with other abilities (one that decodes coded records) in the host's place.
+using HostDeviceWrapper = std::function<std::unique_ptr<Device>(std::unique_ptr<Device>)>;
+void set_host_device_wrapper_for_testing(HostDeviceWrapper wrap);
 
 /// The CUDA device where this build has CUDA and the machine a GPU; otherwise the reason why not.
 /// Defined by the layer above (src/cuda/: cuda_device.cpp, or cuda_unavailable.cpp in a build

@@ -2,6 +2,7 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #include <atomic>
 #include <cstring>
+#include <mutex>
 
 #include "common/checksum.hpp"
 #include "device/device.hpp"
@@ -129,8 +130,27 @@ class HostDevice final : public Device {
   }
 };
 
+std::mutex& wrapper_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+HostDeviceWrapper& wrapper() {
+  static HostDeviceWrapper wrap;  // guarded by wrapper_mutex()
+  return wrap;
+}
+
 }  // namespace
 
-std::unique_ptr<Device> make_host_device() { return std::make_unique<HostDevice>(); }
+void set_host_device_wrapper_for_testing(HostDeviceWrapper wrap) {
+  std::lock_guard lock(wrapper_mutex());
+  wrapper() = std::move(wrap);
+}
+
+std::unique_ptr<Device> make_host_device() {
+  std::unique_ptr<Device> device = std::make_unique<HostDevice>();
+  std::lock_guard lock(wrapper_mutex());
+  return wrapper() ? wrapper()(std::move(device)) : std::move(device);
+}
 
 }  // namespace kvtier

@@ -12,11 +12,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <random>
 #include <vector>
 
 #include <xxhash.h>
 #include "compressible_kv.hpp"
+#include "decoding_device.hpp"
 
 #include "kvtier/kvtier.hpp"
 #include "store/record_v2.hpp"
@@ -65,7 +67,20 @@ uint64_t save_at(const std::string& root, const TpModel& m, const std::vector<st
   return written;
 }
 
-TEST(CodedStore, EveryDrawnGeometryRoundTripsByteExactAtEveryTpSizeAndStoresFewerBytes) {
+/// Where coded records decode on a restore: on the host (the consumer threads), or "on the
+/// device" (testing::DecodingDevice, which takes the stored bytes and decodes them itself as the
+/// CUDA device does).
+enum class Decoder { kHost, kDevice };
+
+class CodedDecoding : public ::testing::TestWithParam<Decoder> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Decoder::kDevice) decoding_.emplace();
+  }
+  std::optional<testing::DecodingDeviceScope> decoding_;
+};
+
+TEST_P(CodedDecoding, EveryDrawnGeometryRoundTripsByteExactAtEveryTpSizeAndStoresFewerBytes) {
   std::mt19937_64 rng(testing::test_seed());
   const uint32_t kHeads[] = {1, 2, 3, 4, 8, 16};
   for (int round = 0; round < 6; ++round) {
@@ -118,7 +133,7 @@ TEST(CodedStore, EveryDrawnGeometryRoundTripsByteExactAtEveryTpSizeAndStoresFewe
   }
 }
 
-TEST(CodedStore, RandomKvIsKeptRawAndCodedRecordsServeFromTheDramTier) {
+TEST_P(CodedDecoding, RandomKvIsKeptRawAndCodedRecordsServeFromTheDramTier) {
   std::mt19937_64 rng(testing::test_seed());
   TpModel m{.heads = 4, .layers = 2, .head_dim = 128, .chunk = 64, .max_tp = 4, .tokens = 300};
   const std::vector<Token> tokens = drawn_tokens(m.tokens, rng);
@@ -159,7 +174,7 @@ TEST(CodedStore, RandomKvIsKeptRawAndCodedRecordsServeFromTheDramTier) {
 
 /// Where each format-2 record's stored payload lies in a segment file: (payload offset, stored
 /// bytes, coded), found by the header magic at each 4 KiB block.
-TEST(CodedStore, ADamagedCodedRecordIsAMissNeverWrongKv) {
+TEST_P(CodedDecoding, ADamagedCodedRecordIsAMissNeverWrongKv) {
   std::mt19937_64 rng(testing::test_seed());
   TpModel m{.heads = 2, .layers = 2, .head_dim = 64, .chunk = 32, .max_tp = 2, .tokens = 160};
   const std::vector<Token> tokens = drawn_tokens(m.tokens, rng);
@@ -211,7 +226,7 @@ void set_codec(const std::filesystem::path& file, uint64_t header, uint32_t code
   f.write(reinterpret_cast<const char*>(&h), sizeof(h));
 }
 
-TEST(CodedStore, ARecordOfACodecThisBuildDoesNotDecodeIsAMissAndIsKept) {
+TEST_P(CodedDecoding, ARecordOfACodecThisBuildDoesNotDecodeIsAMissAndIsKept) {
   std::mt19937_64 rng(testing::test_seed());
   TpModel m{.heads = 1, .layers = 2, .head_dim = 64, .chunk = 32, .max_tp = 1, .tokens = 160};
   const std::vector<Token> tokens = drawn_tokens(m.tokens, rng);
@@ -320,6 +335,11 @@ TEST(CodedStore, CompressionIsRefusedWhereRecordsCannotSayItOrHoldNo16BitWords) 
   EXPECT_EQ(*parse_compression("split16"), Compression::kSplit16);
   EXPECT_FALSE(parse_compression("zstd"));
 }
+
+INSTANTIATE_TEST_SUITE_P(Decoders, CodedDecoding,
+                         ::testing::Values(Decoder::kHost, Decoder::kDevice), [](const auto& info) {
+                           return info.param == Decoder::kHost ? "OnTheHost" : "OnTheDevice";
+                         });
 
 }  // namespace
 }  // namespace kvtier
