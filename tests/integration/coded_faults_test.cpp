@@ -3,17 +3,20 @@
 // Coded records (Options::compression) under faults: an I/O error inside a coded record's bytes is
 // a miss with nothing dropped (no evidence against the record); verify() reports its progress to
 // the end and drops exactly the one damaged coded record among raw and coded ones. Over O_DIRECT
-// and buffered reads.
+// and buffered reads, and with coded records decoded by the device (testing::DecodingDevice).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "compressible_kv.hpp"
+#include "decoding_device.hpp"
 #include "fault_engine.hpp"
 #include "kvtier/kvtier.hpp"
 #include "test_util.hpp"
@@ -34,13 +37,24 @@ struct Saved {
   std::vector<std::byte> whole;
 };
 
-class CodedFaults : public ::testing::TestWithParam<IoPath> {
+/// The read path and whether coded records decode "on the device" (testing::DecodingDevice).
+struct FaultCase {
+  IoPath io;
+  bool device_decodes;
+};
+
+class CodedFaults : public ::testing::TestWithParam<FaultCase> {
  protected:
+  void SetUp() override {
+    if (GetParam().device_decodes) decoding_.emplace();
+  }
+  std::optional<testing::DecodingDeviceScope> decoding_;
+
   Options options(const std::string& root, const Saved& s) const {
     Options o = testing::tp_free_options(root, s.m.rank(0, 1), s.m.max_tp, 1ull << 30);
     o.segment_bytes = 16 << 20;
     o.compression = Compression::kSplit16;
-    o.io_path = GetParam();
+    o.io_path = GetParam().io;
     return o;
   }
 
@@ -132,9 +146,14 @@ TEST_P(CodedFaults, VerifyDropsExactlyTheDamagedCodedRecord) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, CodedFaults, ::testing::Values(IoPath::kDirect, IoPath::kBuffered),
+INSTANTIATE_TEST_SUITE_P(Paths, CodedFaults,
+                         ::testing::Values(FaultCase{IoPath::kDirect, false},
+                                           FaultCase{IoPath::kBuffered, false},
+                                           FaultCase{IoPath::kDirect, true}),
                          [](const auto& info) {
-                           return info.param == IoPath::kDirect ? "Direct" : "Buffered";
+                           return std::string(info.param.io == IoPath::kDirect ? "Direct"
+                                                                               : "Buffered") +
+                                  (info.param.device_decodes ? "DecodedOnTheDevice" : "");
                          });
 
 }  // namespace
