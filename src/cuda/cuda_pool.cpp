@@ -10,6 +10,21 @@
 #include "cuda/cuda_status.hpp"
 
 namespace kvtier {
+namespace {
+
+/// A non-blocking stream (nothing orders it after the legacy default stream: a transfer orders its
+/// streams after the caller's itself) and a blocking-sync event: a host thread waiting on it sleeps
+/// instead of spinning a core (CUDA's default wait spins while there are fewer contexts than
+/// cores), and a restore's waits add up to a whole copy per request when few are in flight.
+Status make_stream_and_event(cudaStream_t& stream, cudaEvent_t& event) {
+  KVTIER_TRY(
+      cuda_status(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"));
+  return cuda_status(
+      cudaEventCreateWithFlags(&event, cudaEventDisableTiming | cudaEventBlockingSync),
+      "cudaEventCreate");
+}
+
+}  // namespace
 
 Result<DeviceBuffer> DeviceBuffer::allocate(size_t bytes) {
   DeviceBuffer b;
@@ -88,11 +103,7 @@ Result<std::unique_ptr<CudaScratch>> CudaPool::take_stream() {
     }
   }
   auto s = std::make_unique<CudaScratch>();
-  KVTIER_TRY(cuda_status(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking),
-                         "cudaStreamCreate"));
-  KVTIER_TRY(cuda_status(
-      cudaEventCreateWithFlags(&s->event, cudaEventDisableTiming | cudaEventBlockingSync),
-      "cudaEventCreate"));
+  KVTIER_TRY(make_stream_and_event(s->stream, s->event));
   return s;
 }
 
@@ -122,16 +133,7 @@ Result<std::vector<std::unique_ptr<CudaSlot>>> CudaPool::take_slots(size_t count
   }
   while (out.size() < count) {
     auto s = std::make_unique<CudaSlot>();
-    // Every slot's stream is non-blocking: nothing orders it after the legacy default stream (a
-    // transfer orders its slots after the caller's stream itself).
-    KVTIER_TRY(cuda_status(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking),
-                           "cudaStreamCreate"));
-    // Blocking sync: a host thread waiting for a slot's copy sleeps instead of spinning a core
-    // (CUDA's default wait spins while there are fewer contexts than cores), and a restore's
-    // waits add up to a whole copy per request when few requests are in flight.
-    KVTIER_TRY(cuda_status(
-        cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming | cudaEventBlockingSync),
-        "cudaEventCreate"));
+    KVTIER_TRY(make_stream_and_event(s->stream, s->done));
     KVTIER_ASSIGN_OR_RETURN(s->staging, DeviceBuffer::allocate(bytes));
     out.push_back(std::move(s));
   }
@@ -149,11 +151,7 @@ Result<std::unique_ptr<CudaScratch>> CudaPool::take_scratch(size_t bytes) {
   }
   if (!s) {
     s = std::make_unique<CudaScratch>();
-    KVTIER_TRY(cuda_status(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking),
-                           "cudaStreamCreate"));
-    KVTIER_TRY(cuda_status(
-        cudaEventCreateWithFlags(&s->event, cudaEventDisableTiming | cudaEventBlockingSync),
-        "cudaEventCreate"));
+    KVTIER_TRY(make_stream_and_event(s->stream, s->event));
   }
   if (s->memory.size() < bytes) {
     s->memory.reset();
