@@ -148,8 +148,7 @@ Status check_entry(const Entry& e) {
 
 size_t split16_bound(size_t raw_bytes) {
   if (raw_bytes > kSplit16MaxBytes) return SIZE_MAX;
-  const size_t blocks = (raw_bytes / 2 + kSplit16BlockWords - 1) / kSplit16BlockWords;
-  return kHeaderBytes + blocks * kEntryBytes + raw_bytes;
+  return split16_head_bytes(raw_bytes) + raw_bytes;
 }
 
 Result<size_t> split16_encode(std::span<const std::byte> raw, std::span<std::byte> out) {
@@ -161,8 +160,7 @@ Result<size_t> split16_encode(std::span<const std::byte> raw, std::span<std::byt
     return Failure(Status(ErrorCode::kInvalidArgument, "split16: output smaller than the bound"));
   }
   const uint64_t words = raw.size() / 2;
-  const uint32_t blocks =
-      static_cast<uint32_t>((words + kSplit16BlockWords - 1) / kSplit16BlockWords);
+  const auto blocks = static_cast<uint32_t>(split16_blocks(raw.size()));
   std::byte* h = out.data();
   std::memset(h, 0, kHeaderBytes);
   put<uint32_t>(h, kSplit16Magic);
@@ -208,7 +206,7 @@ Result<Split16Table> split16_table(std::span<const std::byte> s, bool header_onl
     return Failure(corrupt("a header field that must be zero is not"));
   }
   const uint64_t words = t.decoded_bytes / 2;
-  if (blocks != (words + block_words - 1) / block_words) {
+  if (blocks != split16_blocks(t.decoded_bytes)) {
     return Failure(corrupt("a block count that does not match the decoded size"));
   }
   const uint64_t table = uint64_t{blocks} * kEntryBytes;

@@ -32,6 +32,18 @@ inline constexpr uint32_t kSplit16MaxBits = 7;
 /// The largest payload a stream holds: the block count is a u32.
 inline constexpr uint64_t kSplit16MaxBytes = uint64_t{0xffffffffu} * kSplit16BlockWords * 2 + 1;
 
+/// Blocks of a stream of a payload of `decoded_bytes` (its whole words; an odd last byte is the
+/// header's tail).
+constexpr uint64_t split16_blocks(uint64_t decoded_bytes) {
+  return (decoded_bytes / 2 + kSplit16BlockWords - 1) / kSplit16BlockWords;
+}
+
+/// A stream's header and table: the bytes a decoder needs before any block (a GPU decoder's, from
+/// the host).
+constexpr uint64_t split16_head_bytes(uint64_t decoded_bytes) {
+  return kSplit16HeaderBytes + split16_blocks(decoded_bytes) * kSplit16EntryBytes;
+}
+
 constexpr uint64_t split16_code_bytes(uint32_t words, uint32_t bits) {
   return (uint64_t{words} * bits + 7) / 8;
 }

@@ -214,9 +214,7 @@ class CudaTransfer final : public DeviceTransfer {
       room.stored_at = at;
       room.raw_at = at = up(at + sizes[r].stored_bytes);
       room.table_at = at = up(at + sizes[r].raw_bytes);
-      const uint64_t blocks =
-          (sizes[r].raw_bytes / 2 + codec::kSplit16BlockWords - 1) / codec::kSplit16BlockWords;
-      at = up(at + blocks * sizeof(codec::Split16Block));
+      at = up(at + codec::split16_blocks(sizes[r].raw_bytes) * sizeof(codec::Split16Block));
     }
     // The room is allocated on an idle stream, which goes back to the pool as it is when the GPU
     // has no room (the caller then decodes on the host and this transfer holds nothing of it).

@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "api/try.hpp"
-#include "common/aligned_buffer.hpp"
+#include "codec/split16_format.hpp"
 #include "engine/record_codec.hpp"
 #include "engine/record_io.hpp"
 
@@ -120,7 +120,7 @@ class CodedLanding {
 
   [[nodiscard]] uint64_t held_bytes(size_t r) const {
     const CodedSize& size = read_.coded[r];
-    return device_ ? std::min(coded_head_bytes(size.raw_bytes), size.stored_bytes)
+    return device_ ? std::min(codec::split16_head_bytes(size.raw_bytes), size.stored_bytes)
                    : size.stored_bytes;
   }
 

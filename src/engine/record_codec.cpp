@@ -56,12 +56,6 @@ Status code_payloads(std::span<const std::vector<std::byte>> raw,
   return {};
 }
 
-uint64_t coded_head_bytes(uint64_t raw_bytes) {
-  const uint64_t blocks =
-      (raw_bytes / 2 + codec::kSplit16BlockWords - 1) / codec::kSplit16BlockWords;
-  return codec::kSplit16HeaderBytes + blocks * codec::kSplit16EntryBytes;
-}
-
 Status decode_payload(std::span<const std::byte> stored, std::span<std::byte> raw) {
   auto declared = codec::split16_decoded_bytes(stored);
   if (!declared) return declared.error();

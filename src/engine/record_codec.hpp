@@ -24,8 +24,9 @@ inline constexpr uint64_t kCodedSaving = 20;
 inline constexpr uint64_t kCodedRunBytes = uint64_t{256} << 20;
 
 /// The end of the run of items from `first` (of `n`) whose bytes (`bytes_of(i)`) add up to at most
-/// `bound`, the first always in it: coded saves and restores hold a staging's worth at a time in
-/// host memory, whatever the session's length.
+/// `bound`, the first always in it: what a coded save or restore holds at a time (a save, a
+/// staging's worth in host memory; a restore into GPU memory, kCodedRunBytes of room) stays
+/// bounded whatever the session's length.
 template <typename BytesOf>
 [[nodiscard]] size_t staging_run_end(size_t first, size_t n, uint64_t bound, BytesOf&& bytes_of) {
   size_t end = first;
@@ -50,9 +51,5 @@ template <typename BytesOf>
 /// payload. Any damage is kCorrupt, never a write outside `raw`; the record's checksum, checked
 /// over `raw` afterwards, proves the bytes right.
 [[nodiscard]] Status decode_payload(std::span<const std::byte> stored, std::span<std::byte> raw);
-
-/// How many of a coded payload's first bytes say how to decode it (the stream's header and
-/// table) for a record of `raw_bytes`: what a decoder on the GPU needs from the host.
-[[nodiscard]] uint64_t coded_head_bytes(uint64_t raw_bytes);
 
 }  // namespace kvtier
