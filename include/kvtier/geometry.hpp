@@ -43,8 +43,14 @@ struct KVTIER_EXPORT KvGeometry {
   // layers that hold KV; recurrent layers (Mamba, linear attention) hold a state instead.
   /// Kind of each of the `layers` KV layers, in model order; empty: every one full attention.
   std::vector<LayerKind> layer_kinds;
-  /// Tokens a sliding-window layer attends to (the window W); 0 without such layers.
+  /// Tokens a sliding-window layer's token attends to, itself included (the window W, as vLLM
+  /// and Hugging Face count it): a continuation at token b needs the layer's KV of [b - W + 1, b).
+  /// 0 without such layers.
   uint32_t window_tokens = 0;
+  /// Tokens per sliding-window record; 0: chunk_tokens. A divisor of chunk_tokens: a serving
+  /// engine that frees a window layer's blocks once they leave the window (vLLM's hybrid KV cache
+  /// manager) sets its block size, so that the records a save keeps start where its blocks do.
+  uint32_t window_chunk_tokens = 0;
   /// Recurrent layers, whose state at a chunk boundary replaces their KV.
   uint32_t state_layers = 0;
   /// Bytes of one recurrent layer's state on this rank (a multiple of 8, at most 256 MiB).
@@ -58,6 +64,8 @@ struct KVTIER_EXPORT KvGeometry {
   [[nodiscard]] uint64_t bytes_for_tokens(uint64_t tokens) const;
   /// KV layers of `kind` (every layer is full attention when layer_kinds is empty).
   [[nodiscard]] uint32_t layers_of(LayerKind kind) const;
+  /// Tokens per sliding-window record: window_chunk_tokens, or chunk_tokens when that is 0.
+  [[nodiscard]] uint32_t window_chunk() const;
   /// Whether the model has sliding-window or recurrent layers.
   [[nodiscard]] bool hybrid() const;
   /// kv_heads_total, or kv_heads x tp_world when it is 0.

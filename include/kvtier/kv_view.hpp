@@ -61,6 +61,12 @@ struct PagedKv {
   /// Block of tokens [i*block_size, (i+1)*block_size). A restore may name kSkipBlock: those tokens
   /// are read and verified like the rest but not written anywhere. A save may not.
   std::span<const int32_t> block_table;
+  /// Layers whose blocks are other blocks (a serving engine that keeps each kind of layer in a
+  /// block table of its own, as vLLM's hybrid KV cache manager does): empty, or one table per
+  /// layer, an empty one meaning block_table. Each is as long as block_table. A sliding-window
+  /// layer's table may name kSkipBlock in a save too: tokens whose KV the caller no longer holds
+  /// (left the window); the save keeps only window records every one of whose tokens is held.
+  std::vector<std::span<const int32_t>> layer_block_tables;
   uint32_t block_size = 16;  ///< tokens per block
   uint32_t num_blocks = 0;   ///< blocks in each layer's tensor
   PagedLayout layout = PagedLayout::kKvFirst;

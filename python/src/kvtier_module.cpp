@@ -361,11 +361,13 @@ Chunked chunked_of(const kvtier::Engine& e, nb::handle kv, nb::handle stream, bo
 struct Paged {
   std::vector<Tensor> layers;
   std::vector<int32_t> table;
+  std::vector<std::vector<int32_t>> layer_tables;
   kvtier::PagedKv view;
 };
 
 Paged paged_of(const kvtier::KvGeometry& g, nb::handle layers, nb::handle block_table,
-               uint32_t block_size, const std::string& layout, nb::handle stream, bool restore) {
+               uint32_t block_size, const std::string& layout, nb::handle stream, bool restore,
+               nb::handle layer_block_tables = nb::none()) {
   Paged p;
   if (!nb::isinstance<nb::list>(layers) && !nb::isinstance<nb::tuple>(layers)) {
     throw nb::type_error("layers must be a list of per-layer tensors");
@@ -381,6 +383,17 @@ Paged paged_of(const kvtier::KvGeometry& g, nb::handle layers, nb::handle block_
   check_paged_shapes(p.layers, g, p.view.layout, layout, block_size);
   for (const Tensor& l : p.layers) p.view.layers.push_back(view_of(l));
   p.view.block_table = p.table;
+  if (!layer_block_tables.is_none()) {
+    if (!nb::isinstance<nb::list>(layer_block_tables) &&
+        !nb::isinstance<nb::tuple>(layer_block_tables)) {
+      throw nb::type_error("layer_block_tables must be a list: a block table or None per layer");
+    }
+    for (nb::handle t : layer_block_tables) {
+      p.layer_tables.push_back(t.is_none() ? std::vector<int32_t>{}
+                                           : ints_of<int32_t>(t, "layer_block_tables"));
+    }
+    for (const auto& t : p.layer_tables) p.view.layer_block_tables.emplace_back(t);
+  }
   p.view.block_size = block_size;
   // Every layout's first axis that counts blocks: kv_first has it second.
   const Tensor& first = p.layers.front();
@@ -645,7 +658,8 @@ NB_MODULE(_kvtier, m) {
           [](const std::string& model, uint32_t layers, uint32_t kv_heads, uint32_t head_dim,
              uint32_t element_bytes, uint32_t chunk, uint32_t rank, uint32_t world,
              uint32_t kv_heads_total, uint32_t kv_tensors, const std::vector<std::string>& kinds,
-             uint32_t window_tokens, uint32_t state_layers, uint64_t state_bytes) {
+             uint32_t window_tokens, uint32_t state_layers, uint64_t state_bytes,
+             uint32_t window_chunk_tokens) {
             kvtier::KvGeometry g;
             g.model_id = model;
             g.layers = layers;
@@ -666,6 +680,7 @@ NB_MODULE(_kvtier, m) {
                                                     : kvtier::LayerKind::kFullAttention);
             }
             g.window_tokens = window_tokens;
+            g.window_chunk_tokens = window_chunk_tokens;
             g.state_layers = state_layers;
             g.state_bytes = state_bytes;
             if (kvtier::Status st = g.validate(); !st.ok()) throw PyError(st);
@@ -674,13 +689,15 @@ NB_MODULE(_kvtier, m) {
           "model"_a, "layers"_a, "kv_heads"_a, "head_dim"_a, "element_bytes"_a = 2,
           "chunk_tokens"_a = 256, "tp_rank"_a = 0, "tp_world"_a = 1, "kv_heads_total"_a = 0,
           "kv_tensors"_a = 2, "layer_kinds"_a = std::vector<std::string>{}, "window_tokens"_a = 0,
-          "state_layers"_a = 0, "state_bytes"_a = 0,
+          "state_layers"_a = 0, "state_bytes"_a = 0, "window_chunk_tokens"_a = 0,
           "A geometry for any model: kv_heads are this rank's (total / tp_world); model names the "
           "namespace. kv_heads_total: the model's KV heads (0: kv_heads x tp_world). kv_tensors: 2 "
           "(K "
           "and V) or 1 (MLA's latent: kv_heads 1, head_dim its width; store_format 2). A hybrid "
           "model (store_format 2): layer_kinds, 'full' or 'window' per KV layer; window_tokens, "
-          "the sliding window; state_layers recurrent layers of state_bytes each (this rank's).")
+          "the sliding window (tokens a token attends to, itself included), kept in records of "
+          "window_chunk_tokens (0: chunk_tokens; a divisor of it); state_layers recurrent layers "
+          "of state_bytes each (this rank's).")
       .def_prop_ro("model", [](const kvtier::KvGeometry& g) { return g.model_id; })
       .def_prop_ro("layers", [](const kvtier::KvGeometry& g) { return g.layers; })
       .def_prop_ro("kv_heads", [](const kvtier::KvGeometry& g) { return g.kv_heads; })
@@ -694,6 +711,8 @@ NB_MODULE(_kvtier, m) {
       .def_prop_ro("state_layers", [](const kvtier::KvGeometry& g) { return g.state_layers; })
       .def_prop_ro("state_bytes", [](const kvtier::KvGeometry& g) { return g.state_bytes; })
       .def_prop_ro("window_tokens", [](const kvtier::KvGeometry& g) { return g.window_tokens; })
+      .def_prop_ro("window_chunk_tokens",
+                   [](const kvtier::KvGeometry& g) { return g.window_chunk(); })
       .def_prop_ro("row_bytes", [](const kvtier::KvGeometry& g) { return g.row_bytes(); })
       .def("bytes_for_tokens", &kvtier::KvGeometry::bytes_for_tokens)
       .def("__repr__",
@@ -779,16 +798,17 @@ NB_MODULE(_kvtier, m) {
       .def(
           "save_paged",
           [](kvtier::Engine& e, nb::handle tokens, nb::handle layers, nb::handle block_table,
-             uint32_t block_size, const std::string& layout, nb::handle stream, nb::handle state) {
+             uint32_t block_size, const std::string& layout, nb::handle stream, nb::handle state,
+             nb::handle layer_block_tables) {
             auto ids = tokens_of(tokens);
             Paged p = paged_of(e.geometry(), layers, block_table, block_size, layout, stream,
-                               /*restore=*/false);
+                               /*restore=*/false, layer_block_tables);
             const std::optional<State> s = state_of(e.geometry(), state, stream, false);
             nb::gil_scoped_release release;
             return unwrap(s ? e.save(ids, p.view, s->view) : e.save(ids, p.view)).chunks_written;
           },
           "tokens"_a, "layers"_a, "block_table"_a, "block_size"_a = 16, "layout"_a = "kv_first",
-          "stream"_a = nb::none(), "state"_a = nb::none())
+          "stream"_a = nb::none(), "state"_a = nb::none(), "layer_block_tables"_a = nb::none())
       .def(
           "lookup",
           [](kvtier::Engine& e, nb::handle tokens) {
@@ -819,10 +839,11 @@ NB_MODULE(_kvtier, m) {
       .def(
           "restore_paged",
           [](kvtier::Engine& e, nb::handle tokens, nb::handle layers, nb::handle block_table,
-             uint32_t block_size, const std::string& layout, nb::handle stream, nb::handle state) {
+             uint32_t block_size, const std::string& layout, nb::handle stream, nb::handle state,
+             nb::handle layer_block_tables) {
             auto ids = tokens_of(tokens);
             Paged p = paged_of(e.geometry(), layers, block_table, block_size, layout, stream,
-                               /*restore=*/true);
+                               /*restore=*/true, layer_block_tables);
             const std::optional<State> s = state_of(e.geometry(), state, stream, true);
             kvtier::RestoreResult r;
             {
@@ -832,7 +853,7 @@ NB_MODULE(_kvtier, m) {
             return restore_dict(e, r, ids.size());
           },
           "tokens"_a, "layers"_a, "block_table"_a, "block_size"_a = 16, "layout"_a = "kv_first",
-          "stream"_a = nb::none(), "state"_a = nb::none())
+          "stream"_a = nb::none(), "state"_a = nb::none(), "layer_block_tables"_a = nb::none())
       .def(
           "evict",
           [](kvtier::Engine& e, nb::handle tokens) {

@@ -83,6 +83,13 @@ Status KvGeometry::validate() const {
                         windowed ? "must be in 1..16777216 for the sliding-window layers"
                                  : "given, but no layer is a sliding-window layer")};
   }
+  if (window_chunk_tokens != 0 && (!windowed || window_chunk_tokens > chunk_tokens ||
+                                   chunk_tokens % window_chunk_tokens != 0)) {
+    return {ErrorCode::kInvalidArgument,
+            fmt::format("geometry: window_chunk_tokens {} {}", window_chunk_tokens,
+                        windowed ? fmt::format("must divide chunk_tokens ({})", chunk_tokens)
+                                 : "given, but no layer is a sliding-window layer")};
+  }
   if ((state_layers > 0) != (state_bytes > 0) || state_layers > 1024 ||
       state_bytes > (uint64_t{256} << 20) || state_bytes % 8 != 0) {
     // 256 MiB: a state store holds a layer's state in at most 65536 rows of at most 4 KiB.
@@ -118,6 +125,10 @@ uint32_t KvGeometry::layers_of(LayerKind kind) const {
   return static_cast<uint32_t>(std::count(layer_kinds.begin(), layer_kinds.end(), kind));
 }
 
+uint32_t KvGeometry::window_chunk() const {
+  return window_chunk_tokens != 0 ? window_chunk_tokens : chunk_tokens;
+}
+
 bool KvGeometry::hybrid() const {
   return layers_of(LayerKind::kSlidingWindow) > 0 || state_layers > 0;
 }
@@ -135,6 +146,8 @@ std::string KvGeometry::describe() const {
     text += "/K";
     for (LayerKind k : layer_kinds) text += k == LayerKind::kSlidingWindow ? 'w' : 'f';
     text += fmt::format("/W{}/S{}x{}", window_tokens, state_layers, state_bytes);
+    // Window records of another size are other records: a store of each.
+    if (window_chunk() != chunk_tokens) text += fmt::format("/w{}", window_chunk());
   }
   return text;
 }

@@ -44,6 +44,9 @@ struct KvLayoutParams {
   uint8_t* base = nullptr;               // contiguous form
   uint8_t* const* layer_base = nullptr;  // paged forms: one tensor per layer
   const int32_t* block_table = nullptr;  // paged forms: block of each block_size tokens
+  // Paged forms: entries from one layer's table to the next's (layers with tables of their own,
+  // each table_stride long); 0: one table serves every layer.
+  uint64_t table_stride = 0;
   uint32_t block_size = 0;
   uint32_t num_blocks = 0;
 };
@@ -88,7 +91,7 @@ KVTIER_HD uint8_t* kv_address_by(const KvLayoutParams& p, const Divide& div, uin
     return p.base + (((uint64_t{kv} * p.layers + layer) * p.capacity_tokens + token) * row + col);
   }
   const uint64_t index = div.block_of(token);
-  const int32_t entry = p.block_table[index];
+  const int32_t entry = p.block_table[layer * p.table_stride + index];
   if (entry < 0) return nullptr;
   const uint64_t block = static_cast<uint64_t>(entry);
   const uint64_t in = token - index * p.block_size;

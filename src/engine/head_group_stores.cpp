@@ -51,6 +51,7 @@ std::vector<uint32_t> layers_of_kind(const KvGeometry& rank, LayerKind kind) {
 KvGeometry plain(KvGeometry g) {
   g.layer_kinds.clear();
   g.window_tokens = 0;
+  g.window_chunk_tokens = 0;
   g.state_layers = 0;
   g.state_bytes = 0;
   return g;
@@ -188,6 +189,7 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
     if (rank.hybrid()) {
       o.geometry = plain(rank);
       o.geometry.layers = rank.layers_of(kind);
+      if (kind == LayerKind::kSlidingWindow) o.geometry.chunk_tokens = rank.window_chunk();
       if (windowed) part.layers = layers_of_kind(rank, kind);
       part.memory_layers = rank.layers;
       part.kind = kind == LayerKind::kSlidingWindow ? 2 : 1;

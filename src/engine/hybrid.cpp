@@ -12,14 +12,42 @@ namespace {
 
 RecordKind kind_of(const Engine::Impl& part) { return static_cast<RecordKind>(part.part_.kind); }
 
-/// The first chunk whose sliding-window records a prefix of `end` tokens needs: the one holding
-/// token end - W (a continuation attends to the W tokens before it).
+/// The first sliding-window record a prefix of `end` tokens needs: the one holding token
+/// end - W + 1 (a continuation's first token attends to itself and the W - 1 tokens before it).
 size_t window_first_chunk(const KvGeometry& model, uint64_t end) {
-  const uint64_t from = end > model.window_tokens ? end - model.window_tokens : 0;
-  return from / model.chunk_tokens;
+  const uint64_t from = end + 1 > model.window_tokens ? end + 1 - model.window_tokens : 0;
+  return from / model.window_chunk();
 }
 
-/// A part's chain of keys over a token list (its own namespace, the model's chunks): the records
+/// Tokens per record of part `p`'s chain: a window part's records are window_chunk() long; the
+/// state part names a state by the model's chunks.
+uint32_t chain_chunk(const Engine::Impl& p, const KvGeometry& model) {
+  return kind_of(p) == RecordKind::kSlidingWindow ? model.window_chunk() : model.chunk_tokens;
+}
+
+/// Whether the caller still holds every token of `r` in every one of part `p`'s layers: a paged
+/// cache's sliding-window layers may have let go of tokens that left the window (kSkipBlock).
+bool rows_held(const Engine::Impl& /*p*/, const ChunkedKv& /*kv*/, const ChunkRef& /*r*/) {
+  return true;
+}
+
+bool rows_held(const Engine::Impl& p, const PagedKv& kv, const ChunkRef& r) {
+  if (r.tokens == 0 || kv.block_size == 0) return true;
+  const uint64_t first = r.first / kv.block_size;
+  const uint64_t last = (r.first + r.tokens - 1) / kv.block_size;
+  for (uint32_t l : p.part_.layers) {
+    const std::span<const int32_t> table =
+        l < kv.layer_block_tables.size() && !kv.layer_block_tables[l].empty()
+            ? kv.layer_block_tables[l]
+            : kv.block_table;
+    for (uint64_t i = first; i <= last && i < table.size(); ++i) {
+      if (table[i] == kSkipBlock) return false;
+    }
+  }
+  return true;
+}
+
+/// A part's chain of keys over a token list (its own namespace and record size): the records
 /// of any prefix ending at a chunk boundary or at the list's end, without hashing again.
 class Chain {
  public:
@@ -98,7 +126,7 @@ uint64_t held_boundary(const Parts& parts, const KvGeometry& model, std::span<co
   std::vector<std::optional<Chain>> chains(parts.size());
   for (size_t i = 0; i < parts.size(); ++i) {
     if (kind_of(*parts[i]) != RecordKind::kFullAttention)
-      chains[i].emplace(*parts[i], prefix, model.chunk_tokens);
+      chains[i].emplace(*parts[i], prefix, chain_chunk(*parts[i], model));
   }
   // From the end of the full-attention prefix down through the chunk boundaries before it.
   const uint64_t chunk = model.chunk_tokens;
@@ -120,6 +148,8 @@ Result<SaveResult> hybrid_save(const Parts& parts, const KvGeometry& model,
   // continuation (which goes on from a whole chunk) or a repeat needs, and no more.
   const size_t window_first =
       window_first_chunk(model, n / model.chunk_tokens * model.chunk_tokens);
+  // What a restore at the session's end needs of them.
+  const uint64_t end_first = window_first_chunk(model, n) * uint64_t{model.window_chunk()};
   auto one = [&](Engine::Impl& p) -> Result<SaveResult> {
     switch (kind_of(p)) {
       case RecordKind::kFullAttention:
@@ -130,9 +160,23 @@ Result<SaveResult> hybrid_save(const Parts& parts, const KvGeometry& model,
           p.follow_writer();
           return SaveResult{.tokens_stored = p.held_chunks(refs) == refs.size() ? n : 0};
         }
-        KVTIER_ASSIGN_OR_RETURN(KvMemory memory, p.kv_memory_of(source, /*restore=*/false));
-        KVTIER_ASSIGN_OR_RETURN(SaveResult r, p.save_chunks(refs, memory));
-        r.tokens_stored = n;
+        // Records whose tokens the caller no longer holds are not kept (their bytes are no KV);
+        // the session's end is stored only if what a restore there needs is held.
+        std::vector<ChunkRef> kept;
+        std::vector<ChunkRef> missing;
+        for (const ChunkRef& r : refs) {
+          if (rows_held(p, source, r)) {
+            kept.push_back(r);
+          } else if (r.first >= end_first) {
+            missing.push_back(r);
+          }
+        }
+        SaveResult r;
+        if (!kept.empty()) {
+          KVTIER_ASSIGN_OR_RETURN(KvMemory memory, p.kv_memory_of(source, /*restore=*/false));
+          KVTIER_ASSIGN_OR_RETURN(r, p.save_chunks(kept, memory));
+        }
+        r.tokens_stored = p.held_chunks(missing) == missing.size() ? n : 0;
         return r;
       }
       case RecordKind::kState: {
@@ -171,7 +215,7 @@ Result<RestoreResult> hybrid_restore(const Parts& parts, const KvGeometry& model
       case RecordKind::kFullAttention:
         return end;
       case RecordKind::kSlidingWindow:
-        return end - window_first * uint64_t{model.chunk_tokens};
+        return end - window_first * uint64_t{model.window_chunk()};
       case RecordKind::kState:
         return state_rows(p);
     }

@@ -8,6 +8,7 @@
 
 #include "api/try.hpp"
 #include "engine/engine_impl.hpp"
+#include "store/record_v2.hpp"
 
 namespace kvtier {
 namespace {
@@ -128,32 +129,64 @@ Result<KvMemory> Engine::Impl::kv_memory_of(const PagedKv& kv, bool restore) con
   KVTIER_TRY(take_layers(
       kv.layers, layer_bytes, "paged KV",
       fmt::format("{} blocks of {} tokens need {}", kv.num_blocks, kv.block_size, layer_bytes), t));
-  if (!part_.layers.empty()) {
+  // The caller's layers this part's records hold, in order, each with its block table.
+  std::vector<uint32_t> mine = part_.layers;
+  if (mine.empty()) {
+    for (uint32_t l = 0; l < g.layers; ++l) mine.push_back(l);
+  }
+  KVTIER_EXPECTS(kv.layer_block_tables.empty() || kv.layer_block_tables.size() == g.layers,
+                 fmt::format("paged KV: {} layer block tables for {} layer tensors (one each, or "
+                             "none: block_table serves every layer)",
+                             kv.layer_block_tables.size(), g.layers));
+  auto table_of = [&](uint32_t l) {
+    return kv.layer_block_tables.empty() || kv.layer_block_tables[l].empty()
+               ? kv.block_table
+               : kv.layer_block_tables[l];
+  };
+  // A sliding-window part's save reads only records whose tokens every table holds
+  // (hybrid_save): its layers may have left the caller's window.
+  const bool may_skip = restore || part_.kind == static_cast<uint32_t>(RecordKind::kSlidingWindow);
+  bool own_tables = false;
+  for (uint32_t l : mine) {
+    const std::span<const int32_t> table = table_of(l);
+    own_tables = own_tables || table.data() != kv.block_table.data();
+    KVTIER_EXPECTS(table.size() == kv.block_table.size(),
+                   fmt::format("paged KV: layer {}'s block table has {} entries, block_table {}", l,
+                               table.size(), kv.block_table.size()));
+    for (size_t i = 0; i < table.size(); ++i) {
+      const int32_t b = table[i];
+      if (b == kSkipBlock) {
+        KVTIER_EXPECTS(
+            may_skip,
+            fmt::format("paged KV: block_table[{}] skips its tokens (-1), which only a restore "
+                        "(or a sliding-window layer's save) may do: a save needs every token's KV",
+                        i));
+        continue;
+      }
+      KVTIER_EXPECTS(b >= 0 && static_cast<uint32_t>(b) < kv.num_blocks,
+                     fmt::format("paged KV: block_table[{}] = {} is not a block of 0..{} (or -1 to "
+                                 "skip, on restore)",
+                                 i, b, kv.num_blocks - 1));
+    }
+  }
+  {
     std::vector<uint8_t*> all = std::move(t.layer_base);
     t.layer_base.clear();
-    for (uint32_t l : part_.layers) t.layer_base.push_back(all[l]);
+    for (uint32_t l : mine) t.layer_base.push_back(all[l]);
   }
-  for (size_t i = 0; i < kv.block_table.size(); ++i) {
-    const int32_t b = kv.block_table[i];
-    if (b == kSkipBlock) {
-      KVTIER_EXPECTS(
-          restore,
-          fmt::format("paged KV: block_table[{}] skips its tokens (-1), which only a restore "
-                      "may do: a save needs every token's KV",
-                      i));
-      continue;
+  if (own_tables) {
+    for (uint32_t l : mine) {
+      const std::span<const int32_t> table = table_of(l);
+      t.block_table.insert(t.block_table.end(), table.begin(), table.end());
     }
-    KVTIER_EXPECTS(
-        b >= 0 && static_cast<uint32_t>(b) < kv.num_blocks,
-        fmt::format(
-            "paged KV: block_table[{}] = {} is not a block of 0..{} (or -1 to skip, on restore)", i,
-            b, kv.num_blocks - 1));
+  } else {
+    t.block_table.assign(kv.block_table.begin(), kv.block_table.end());
   }
   KVTIER_ASSIGN_OR_RETURN(Device * device, kit_->device_for(t.kind));
   for (const MemoryView& m : kv.layers) KVTIER_TRY(device->check_memory(m));
-  t.block_table.assign(kv.block_table.begin(), kv.block_table.end());
   t.params = base_params(g, options_.geometry, part_.first_head);
   t.params.form = form_of(kv.layout);
+  t.params.table_stride = own_tables ? kv.block_table.size() : 0;
   t.params.capacity_tokens = kv.block_table.size() * uint64_t{kv.block_size};
   t.params.block_size = kv.block_size;
   t.params.num_blocks = kv.num_blocks;

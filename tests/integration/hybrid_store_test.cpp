@@ -33,6 +33,7 @@ struct Hybrid {
   uint32_t head_dim = 0;
   uint32_t chunk = 0;
   uint32_t window = 0;
+  uint32_t window_chunk = 0;  ///< tokens per window record; 0: chunk
   uint32_t state_layers = 0;
   /// A recurrent layer's state over the whole model: a rank of TP t holds 1/t of it (as a Mamba
   /// layer's heads split over ranks).
@@ -41,6 +42,7 @@ struct Hybrid {
 
   [[nodiscard]] uint32_t layers() const { return static_cast<uint32_t>(kinds.size()); }
   [[nodiscard]] uint64_t head_bytes() const { return uint64_t{head_dim} * 2; }
+  [[nodiscard]] uint32_t window_records() const { return window_chunk != 0 ? window_chunk : chunk; }
   [[nodiscard]] KvGeometry rank(uint32_t r, uint32_t tp) const {
     KvGeometry g;
     g.model_id = "hybrid-test";
@@ -54,6 +56,7 @@ struct Hybrid {
     g.kv_heads_total = heads;
     g.layer_kinds = kinds;
     g.window_tokens = window;
+    g.window_chunk_tokens = window_chunk;
     g.state_layers = state_layers;
     g.state_bytes = state_bytes / tp;
     return g;
@@ -62,9 +65,10 @@ struct Hybrid {
   [[nodiscard]] uint32_t first_head(uint32_t r, uint32_t tp) const {
     return testing::first_head(heads, r, tp);
   }
-  /// The first token a restore of a prefix of `end` tokens writes in a sliding-window layer.
+  /// The first token a restore of a prefix of `end` tokens writes in a sliding-window layer: the
+  /// start of the record holding end - W + 1, the first token a continuation attends to.
   [[nodiscard]] uint64_t window_start(uint64_t end) const {
-    return (end > window ? end - window : 0) / chunk * chunk;
+    return (end + 1 > window ? end + 1 - window : 0) / window_records() * window_records();
   }
 };
 
@@ -207,8 +211,15 @@ Hybrid draw_model(std::mt19937_64& rng) {
   for (uint32_t l = 0; l < layers; ++l)
     m.kinds.push_back(rng() % 2 == 0 ? LayerKind::kSlidingWindow : LayerKind::kFullAttention);
   m.kinds[rng() % layers] = LayerKind::kFullAttention;
-  if (std::count(m.kinds.begin(), m.kinds.end(), LayerKind::kSlidingWindow) > 0)
+  if (std::count(m.kinds.begin(), m.kinds.end(), LayerKind::kSlidingWindow) > 0) {
     m.window = 1 + static_cast<uint32_t>(rng() % (3 * m.chunk));
+    // Window records as long as a chunk, or any divisor of it.
+    std::vector<uint32_t> divisors;
+    for (uint32_t d = 1; d <= m.chunk; ++d) {
+      if (m.chunk % d == 0) divisors.push_back(d);
+    }
+    if (rng() % 2 == 0) m.window_chunk = divisors[rng() % divisors.size()];
+  }
   if (rng() % 2 != 0) {
     m.state_layers = 1 + static_cast<uint32_t>(rng() % 3);
     m.state_bytes = 64 * (1 + rng() % 100);  // whole 8-byte words on every rank up to TP 8
@@ -243,9 +254,9 @@ TEST(HybridStore, EveryTpSizeRestoresWhatEveryOtherSavedKvWindowAndState) {
       for (uint32_t b : m.tp_sizes()) {
         SCOPED_TRACE(::testing::Message()
                      << "heads " << m.heads << " layers " << m.layers() << " window " << m.window
-                     << " state " << m.state_layers << "x" << m.state_bytes << " chunk " << m.chunk
-                     << " tokens " << s.tokens.size() << ": saved at TP " << a
-                     << ", restored at TP " << b);
+                     << " in records of " << m.window_records() << " state " << m.state_layers
+                     << "x" << m.state_bytes << " chunk " << m.chunk << " tokens "
+                     << s.tokens.size() << ": saved at TP " << a << ", restored at TP " << b);
         restore_at(dir.str(), m, s, b, a, rng);
         ++pairs;
       }
@@ -268,6 +279,168 @@ Hybrid small_model() {
   m.state_layers = 2;
   m.state_bytes = 48;
   return m;
+}
+
+/// A paged cache whose layers have block tables of their own (one per kind, or one per layer, as
+/// vLLM's hybrid KV cache manager keeps a table per group of layers), its sliding-window layers
+/// holding only the blocks from the one with token n - W + 1 on (vLLM hands out its null block
+/// before it); every block no table names holds garbage.
+struct WindowedCache {
+  WindowedCache(const Hybrid& m, uint64_t n, uint32_t bs, PagedLayout layout, bool table_per_layer,
+                std::mt19937_64& rng)
+      : need(static_cast<uint32_t>((n + bs - 1) / bs)),
+        host(m.rank(0, 1), static_cast<uint32_t>(m.layers()) * need + 3, bs, layout) {
+    const std::vector<int32_t> blocks =
+        testing::shuffled_blocks(uint64_t{m.layers()} * need * bs, bs, host.view.num_blocks, rng());
+    held_from = (n + 1 > m.window ? n + 1 - m.window : 0) / bs;
+    tables.resize(m.layers());
+    for (uint32_t l = 0; l < m.layers(); ++l) {
+      const bool windowed = m.kinds[l] == LayerKind::kSlidingWindow;
+      // One table per layer, or the first of a kind's layers' table shared by the others.
+      const uint32_t owner = table_per_layer ? l : windowed ? 1 : 0;
+      tables[l].assign(blocks.begin() + owner * need, blocks.begin() + (owner + 1) * need);
+      if (windowed) std::fill(tables[l].begin(), tables[l].begin() + held_from, kSkipBlock);
+    }
+    host.view.block_table = tables[0];
+    for (uint32_t l = 0; l < m.layers(); ++l) {
+      // Layers on block_table name no table of their own.
+      host.view.layer_block_tables.push_back(tables[l] == tables[0] ? std::span<const int32_t>()
+                                                                    : std::span(tables[l]));
+    }
+  }
+  /// Moves the rows of `tokens` tokens every layer holds between `contiguous` ([2, L, n, row])
+  /// and the cache.
+  void move(const Hybrid& m, std::byte* contiguous, uint64_t n, uint64_t tokens, bool to_paged) {
+    const KvGeometry g = m.rank(0, 1);
+    for (uint32_t kv = 0; kv < 2; ++kv)
+      for (uint32_t l = 0; l < g.layers; ++l)
+        for (uint64_t t = 0; t < tokens; ++t) {
+          if (tables[l][t / host.view.block_size] == kSkipBlock) continue;
+          testing::move_row(g, host.view.layout, host.layers, tables[l], host.view.block_size,
+                            host.view.num_blocks, contiguous, n, kv, l, t, to_paged);
+        }
+  }
+  uint32_t need;
+  testing::PagedHost host;
+  std::vector<std::vector<int32_t>> tables;  ///< each layer's
+  uint64_t held_from = 0;                    ///< the window layers' first held block
+};
+
+TEST(HybridStore, WindowLayersWithBlocksOfTheirOwnKeepOnlyWhatTheyStillHoldAndNeverServeMore) {
+  std::mt19937_64 rng(testing::test_seed());
+  uint64_t cases = 0, hits_at_end = 0, shorter = 0;
+  for (int round = 0; round < 40; ++round) {
+    Hybrid m;
+    m.heads = 1 + static_cast<uint32_t>(rng() % 4);
+    m.head_dim = 8 * (1 + static_cast<uint32_t>(rng() % 3));
+    const uint32_t layers = 2 + static_cast<uint32_t>(rng() % 4);
+    for (uint32_t l = 0; l < layers; ++l)
+      m.kinds.push_back(rng() % 2 == 0 ? LayerKind::kSlidingWindow : LayerKind::kFullAttention);
+    m.kinds[0] = LayerKind::kFullAttention;
+    m.kinds[1 + rng() % (layers - 1)] = LayerKind::kSlidingWindow;
+    const uint32_t bs = 1 + static_cast<uint32_t>(rng() % 8);
+    m.chunk = bs * (1 + static_cast<uint32_t>(rng() % 4));
+    m.window = 1 + static_cast<uint32_t>(rng() % (3 * m.chunk));
+    // The vLLM connector's choice (a record a block), or records a chunk long.
+    m.window_chunk = rng() % 4 != 0 ? bs : 0;
+    if (rng() % 2 == 0) {
+      m.state_layers = 1 + static_cast<uint32_t>(rng() % 2);
+      m.state_bytes = 64 * (1 + rng() % 8);
+    }
+    const KvGeometry g = m.rank(0, 1);
+    const uint64_t n = 1 + rng() % (6 * m.chunk);
+    const auto layout = static_cast<PagedLayout>(rng() % 4);
+    const bool per_layer = rng() % 2 == 0;
+    SCOPED_TRACE(::testing::Message()
+                 << "layers " << layers << " window " << m.window << " in records of "
+                 << m.window_records() << " chunk " << m.chunk << " block " << bs << " state "
+                 << m.state_layers << " tokens " << n << " layout " << static_cast<int>(layout)
+                 << (per_layer ? ", a table per layer" : ", a table per kind"));
+    std::vector<Token> tokens(n);
+    for (auto& t : tokens) t = static_cast<Token>(rng() % 50000);
+    std::vector<std::byte> truth = random_bytes(g.bytes_for_tokens(n), rng);
+    std::vector<std::byte> state = random_bytes(uint64_t{m.state_layers} * m.state_bytes, rng);
+    WindowedCache source(m, n, bs, layout, per_layer, rng);
+    for (auto& l : source.host.layers) {
+      for (auto& b : l) b = static_cast<std::byte>(rng());
+    }
+    source.move(m, truth.data(), n, n, /*to_paged=*/true);
+
+    TempDir dir;
+    std::unique_ptr<Engine> e = open_rank(dir.str(), m, 0, 1);
+    ASSERT_TRUE(e);
+    auto saved = m.state_layers > 0 ? e->save(tokens, source.host.view, state_view(state, m))
+                                    : e->save(tokens, source.host.view);
+    ASSERT_TRUE(saved) << saved.error().message();
+    // The end is stored where the records a restore there reads lie wholly in held blocks: always
+    // when a record is a block.
+    const bool end_held = m.window_start(n) >= source.held_from * bs;
+    EXPECT_EQ(saved->tokens_stored, end_held ? n : 0);
+    auto at_end = e->lookup(tokens);
+    ASSERT_TRUE(at_end);
+    EXPECT_EQ(*at_end == n, end_held);
+    hits_at_end += *at_end == n;
+
+    // Every prefix that ends at a chunk boundary, and the whole: whatever boundary a lookup
+    // finds, its restore is the truth, byte for byte.
+    for (uint64_t end = n; end > 0; end = (end - 1) / m.chunk * m.chunk) {
+      const std::span<const Token> query(tokens.data(), end);
+      auto b = e->lookup(query);
+      ASSERT_TRUE(b);
+      ASSERT_LE(*b, end);
+      if (*b == 0) continue;
+      WindowedCache dest(m, *b, bs, layout, per_layer, rng);
+      for (auto& l : dest.host.layers) std::fill(l.begin(), l.end(), kUntouched);
+      std::vector<std::byte> got_state(state.size(), kUntouched);
+      auto restored = m.state_layers > 0
+                          ? e->restore(query, dest.host.view, state_view(got_state, m))
+                          : e->restore(query, dest.host.view);
+      ASSERT_TRUE(restored) << restored.error().message();
+      ASSERT_EQ(restored->tokens_restored, *b) << restored->problem;
+      std::vector<std::byte> back(g.bytes_for_tokens(n), kUntouched);
+      dest.move(m, back.data(), n, *b, /*to_paged=*/false);
+      uint64_t wrong = 0;
+      for (uint32_t kv = 0; kv < 2; ++kv)
+        for (uint32_t l = 0; l < layers; ++l)
+          for (uint64_t t = 0; t < *b; ++t) {
+            if (dest.tables[l][t / bs] == kSkipBlock) continue;
+            const uint64_t at = ((uint64_t{kv} * layers + l) * n + t) * g.row_bytes();
+            wrong += std::memcmp(back.data() + at, truth.data() + at, g.row_bytes()) != 0;
+          }
+      EXPECT_EQ(wrong, 0u) << "rows of a restore at " << *b << " that are not the KV saved";
+      if (m.state_layers > 0) {
+        EXPECT_TRUE(got_state == state);
+      }
+      // Blocks no table names stay as they were.
+      std::vector<bool> named(dest.host.view.num_blocks, false);
+      for (const auto& table : dest.tables) {
+        for (int32_t blk : table) {
+          if (blk != kSkipBlock) named[blk] = true;
+        }
+      }
+      // A block's bytes: one run, or a K run and a V run (kv_first).
+      const uint32_t runs = layout == PagedLayout::kKvFirst ? 2 : 1;
+      const uint64_t run_bytes = dest.host.layer_bytes / dest.host.view.num_blocks / runs;
+      for (uint32_t l = 0; l < layers; ++l) {
+        for (uint32_t blk = 0; blk < dest.host.view.num_blocks; ++blk) {
+          for (uint32_t r = 0; r < runs && !named[blk]; ++r) {
+            const std::byte* at = dest.host.layers[l].data() + r * dest.host.layer_bytes / 2 +
+                                  uint64_t{blk} * run_bytes;
+            EXPECT_TRUE(
+                std::all_of(at, at + run_bytes, [](std::byte x) { return x == kUntouched; }))
+                << "layer " << l << " block " << blk << ", named by no table, was written";
+          }
+        }
+      }
+      shorter += end < n;
+    }
+    ++cases;
+  }
+  std::printf(
+      "windowed paged caches: %llu models, %llu stored whole at their end, %llu shorter "
+      "prefixes restored\n",
+      static_cast<unsigned long long>(cases), static_cast<unsigned long long>(hits_at_end),
+      static_cast<unsigned long long>(shorter));
 }
 
 TEST(HybridStore, ALookupHitsOnlyAtABoundaryWhoseStateAndWindowAreHeld) {
@@ -438,6 +611,35 @@ TEST(HybridStore, ACorruptStateOrWindowRecordIsAMissNeverWrongKv) {
   EXPECT_EQ(*e->lookup(tokens), 0u) << "the corrupt state was dropped";
 }
 
+TEST(HybridStore, LayerBlockTablesThatDoNotFitAreRefused) {
+  Hybrid m = small_model();  // layers: full, window, full
+  m.state_layers = 0;
+  m.state_bytes = 0;
+  TempDir dir;
+  std::unique_ptr<Engine> e = open_rank(dir.str(), m, 0, 1);
+  ASSERT_TRUE(e);
+  std::vector<Token> tokens(16, 7);
+  testing::PagedHost host(m.rank(0, 1), 8, 4, PagedLayout::kBlockFirst);
+  const std::vector<int32_t> table = {0, 1, 2, 3}, other = {4, 5, 6, 7}, short_table = {4, 5};
+  std::vector<int32_t> skipping = other;
+  skipping[0] = kSkipBlock;
+  auto refused = [&](std::vector<std::span<const int32_t>> tables, const char* why) {
+    host.view.block_table = table;
+    host.view.layer_block_tables = std::move(tables);
+    auto saved = e->save(tokens, host.view);
+    ASSERT_FALSE(saved) << why;
+    EXPECT_EQ(saved.error().code(), ErrorCode::kInvalidArgument) << why;
+  };
+  refused({{}, other}, "a table for two of three layers");
+  refused({{}, short_table, {}}, "a table shorter than block_table");
+  refused({skipping, {}, {}}, "a full-attention layer's save skipping tokens");
+  // A window layer's table may skip on save; the records it no longer holds are not kept.
+  host.view.layer_block_tables = {{}, skipping, {}};
+  auto saved = e->save(tokens, host.view);
+  ASSERT_TRUE(saved) << saved.error().message();
+  EXPECT_EQ(saved->tokens_stored, 16u);  // window 5: the last window lies in blocks 2 and 3
+}
+
 TEST(HybridStore, HybridGeometriesThatCannotBeKeptAreRefused) {
   Hybrid m = small_model();
   TempDir dir;
@@ -468,6 +670,15 @@ TEST(HybridStore, HybridGeometriesThatCannotBeKeptAreRefused) {
   g.state_bytes = 512ull << 20;
   refused(g);                // over 256 MiB a layer
   refused(m.rank(0, 1), 1);  // format 1 keeps no hybrid model
+  g = m.rank(0, 1);
+  g.window_chunk_tokens = 3;
+  refused(g);  // window records that do not divide a chunk (8)
+  g.window_chunk_tokens = 16;
+  refused(g);  // nor longer than one
+  g.layer_kinds.clear();
+  g.window_tokens = 0;
+  g.window_chunk_tokens = 4;
+  refused(g);  // window records without window layers
   // A state given for a model without recurrent layers is refused, not ignored.
   m.state_layers = 0;
   m.state_bytes = 0;
