@@ -25,13 +25,20 @@ What it does, hook by hook:
   saves to a background thread, which starts once the GPU work queued so far is done (vLLM's steps
   without a forward pass never call ``wait_for_save``); a save keeps only what a failed or pending
   load left valid. A miss or a checksum mismatch becomes ``get_block_ids_with_load_errors``: vLLM
-  recomputes those blocks instead of serving wrong KV. Only a model whose KV cache is one group of
-  full attention is taken, or of MLA with ``kvtier.store_format`` 2 (its latent stored once for
-  every rank). This connector does not subclass vLLM's ``SupportsHMA``, so vLLM runs models with
-  sliding-window layers with its hybrid KV cache manager off: every layer keeps every token's KV
-  (one full-attention group), and kvtier stores and restores them whole, which is what vLLM's own
-  prefix cache then relies on. Recurrent hybrids (Mamba, linear attention) need that manager, so
-  vLLM refuses them at start; a group kvtier does not take is refused here too.
+  recomputes those blocks instead of serving wrong KV. A model whose KV cache is one group of full
+  attention is taken, or of MLA with ``kvtier.store_format`` 2 (its latent stored once for every
+  rank).
+- Hybrid models (``SupportsHMA``: vLLM runs its hybrid KV cache manager): full-attention,
+  sliding-window and Mamba groups, with ``kvtier.store_format`` 2 (``vllm_hybrid.py``). Each group
+  keeps its own block table: kvtier writes each attention layer through its group's table, keeps a
+  window layer's KV in records a block long and only where vLLM still holds the blocks (those that
+  left the window are its null block), and a Mamba layer's state page at the save's end. A lookup
+  finds the end of a save whose window and state are held and loads exactly there, never rounded.
+  vLLM 0.26 cannot take back a hybrid request's failed blocks (its scheduler reads one group where
+  load errors are reported), so a failed hybrid load raises instead of letting vLLM compute on KV
+  nobody wrote. Mamba groups are taken with prefix caching off only (``mamba_cache_mode`` none):
+  with it on, vLLM 0.26 may resume a request beside a connector from a state that is not its
+  prefix's. Loads are synchronous for hybrid models.
 
 Settings (``kv_connector_extra_config``): ``kvtier.root`` (store directory, required; a list of
 directories spreads the store over several drives, one directory each), ``kvtier.io`` (auto, posix,
@@ -79,8 +86,15 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorRole,
 )
 
+try:
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import SupportsHMA
+except ImportError:  # a vLLM without the hybrid KV cache manager's connector interface
+    class SupportsHMA:  # type: ignore[no-redef]
+        pass
+
 import kvtier
 import kvtier.metrics
+from kvtier import vllm_hybrid as hybrid
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -103,6 +117,9 @@ class LoadPlan:
     block_ids: list[int]  # the request's blocks, in token order
     skip_blocks: int      # leading blocks vLLM already holds: verified, not written
     asynchronous: bool
+    # A hybrid model's: each KV cache group's blocks for the prefix (-1: not to be written), a
+    # Mamba group's being the one block that holds the state at the prefix's end.
+    group_tables: list[list[int]] | None = None
 
 
 @dataclass
@@ -110,6 +127,7 @@ class SavePlan:
     req_id: str
     token_ids: list[int]
     block_ids: list[int]
+    group_tables: list[list[int]] | None = None  # a hybrid model's, as LoadPlan's
 
 
 @dataclass
@@ -398,25 +416,6 @@ def _total_kv_heads(vllm_config: "VllmConfig") -> int:
         return 0
 
 
-def _check_cache_groups(kv_cache_config: "KVCacheConfig | None") -> None:
-    """kvtier stores per-token KV of full attention: one group of FullAttentionSpec layers, or of
-    MLAAttentionSpec layers (one latent per token, kept by TP-free stores). A sliding-window group
-    hands out the null block for tokens outside the window (saved, they would be zeros under real
-    keys), recurrent state has other shapes, DeepSeek's fp8_ds_mla packs its latent with scales:
-    refused, not guessed."""
-    groups = list(getattr(kv_cache_config, "kv_cache_groups", None) or [])
-    if not groups:
-        return  # nothing said: the tensors' shapes are checked at register_kv_caches
-    kinds = [type(g.kv_cache_spec).__name__ for g in groups]
-    if kinds not in (["FullAttentionSpec"], ["MLAAttentionSpec"]):
-        raise ValueError(f"KvtierConnector: this model's KV cache groups are {kinds}; kvtier serves one group of "
-                         "full attention (FullAttentionSpec, or MLAAttentionSpec with kvtier.store_format 2) only: "
-                         "sliding-window and hybrid models are not supported yet")
-    if getattr(groups[0].kv_cache_spec, "cache_dtype_str", None) == "fp8_ds_mla":
-        raise ValueError("KvtierConnector: the fp8_ds_mla KV cache packs scales with the latent; kvtier does not "
-                         "take it")
-
-
 def _keyed_by_tokens_only(request: "Request") -> bool:
     return not (request.lora_request or request.cache_salt or request.mm_features
                 or getattr(request, "prompt_embeds", None) is not None)
@@ -425,7 +424,7 @@ def _keyed_by_tokens_only(request: "Request") -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-class KvtierConnector(KVConnectorBase_V1):
+class KvtierConnector(KVConnectorBase_V1, SupportsHMA):
     def __init__(self, vllm_config: "VllmConfig", role: KVConnectorRole, kv_cache_config: "KVCacheConfig" = None):
         super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
         self._block_size = vllm_config.cache_config.block_size
@@ -455,7 +454,14 @@ class KvtierConnector(KVConnectorBase_V1):
         self._finished_seen: set[str] = set()
         self._load_errors: set[int] = set()
         self._valid: dict[str, int] = {}  # request -> tokens its load left valid, where it fell short
-        _check_cache_groups(kv_cache_config)
+        self._groups = hybrid.cache_groups(kv_cache_config)
+        self._hybrid = self._groups is not None and self._groups.hybrid
+        if self._hybrid:
+            self._check_hybrid_settings()
+        self._kernel_split = 1  # kernel blocks per vLLM block in the attention tensors (hybrid)
+        self._attn_groups: list[int] = []  # each attention layer's KV cache group (hybrid)
+        self._state_pages: list[hybrid.StatePages] = []  # each Mamba layer's (hybrid)
+        self._state_groups: list[int] = []
         if role == KVConnectorRole.SCHEDULER:
             self._lookup = LookupClient(self._settings.root, self._world, self._settings.lookup_timeout_ms)
 
@@ -470,7 +476,9 @@ class KvtierConnector(KVConnectorBase_V1):
             hit = cached[1]  # asked again while it waits to be admitted: no new round trip
         else:
             hit = self._lookup.lookup(np.asarray(prompt[: len(prompt) - 1]))
-            hit -= hit % self._settings.chunk_tokens
+            if not self._hybrid:
+                hit -= hit % self._settings.chunk_tokens
+            # A hybrid model's hit is where its window and state are held: exactly there.
         self._matched[request.request_id] = (num_computed_tokens, hit)
         if hit <= num_computed_tokens:
             return 0, False
@@ -486,6 +494,16 @@ class KvtierConnector(KVConnectorBase_V1):
             log.warning("kvtier: request %s: vLLM took %d external tokens after %d of its own; kvtier offered %d",
                         request.request_id, num_external_tokens, local, hit - local)
         end = local + num_external_tokens
+        if self._hybrid:
+            if end != hit:
+                # Its window and state are held at `hit` only: vLLM would compute on KV and state
+                # that no load wrote.
+                raise RuntimeError(f"KvtierConnector: request {request.request_id}: vLLM took {end} tokens where kvtier "
+                                   f"offered {hit}; a hybrid model's KV and state load only where they were saved")
+            tables = self._group_tables(blocks.get_block_ids(), end, skip_before=local)
+            self._loads.append(LoadPlan(request.request_id, list(request.prompt_token_ids[:end]), [], 0, False,
+                                        tables))
+            return
         block_ids = list(blocks.get_block_ids()[0])
         self._loads.append(LoadPlan(request.request_id, list(request.prompt_token_ids[:end]), block_ids,
                                     local // self._block_size, self._settings.async_load))
@@ -509,6 +527,57 @@ class KvtierConnector(KVConnectorBase_V1):
         self._saving.add(request.request_id)
         return True, None  # the blocks stay until the workers report the save done (get_finished)
 
+    def request_finished_all_groups(self, request: "Request",
+                                    block_ids: tuple[list[int], ...]) -> tuple[bool, dict[str, Any] | None]:
+        if not self._hybrid:
+            return self.request_finished(request, list(block_ids[0]) if block_ids else [])
+        self._matched.pop(request.request_id, None)
+        computed = request.num_computed_tokens
+        if computed == 0 or not _keyed_by_tokens_only(request):
+            return False, None
+        if getattr(request.status, "name", "") == "WAITING_FOR_REMOTE_KVS":
+            return False, None
+        tables = self._group_tables(block_ids, computed, skip_before=0)
+        if any(t == [-1] for t, k in zip(tables, self._groups.kinds) if k == hybrid.STATE):
+            log.warning("kvtier: request %s: no Mamba state block at its %d tokens; not saved", request.request_id,
+                        computed)
+            return False, None
+        tokens = list(request.all_token_ids[:computed])
+        self._saves.append(SavePlan(request.request_id, tokens, [], tables))
+        self._saving.add(request.request_id)
+        return True, None
+
+    def _group_tables(self, block_ids: "tuple[list[int], ...]", tokens: int, skip_before: int) -> list[list[int]]:
+        """Each KV cache group's blocks for a prefix of `tokens` tokens: an attention group's, with
+        -1 for vLLM's null block (a window's tokens that left it) and for the blocks before
+        `skip_before` tokens (vLLM's own prefix hit); a Mamba group's one block holding the state
+        after the last of them."""
+        out = []
+        for g, (kind, bs) in enumerate(zip(self._groups.kinds, self._groups.block_sizes)):
+            ids = list(block_ids[g])
+            if kind == hybrid.STATE:
+                b = hybrid.state_block(ids, tokens, bs)
+                out.append([-1 if b is None else b])
+                continue
+            table = hybrid.window_table(ids, -(-tokens // bs))
+            skip = min(skip_before // bs, len(table))
+            table[:skip] = [-1] * skip
+            out.append(table)
+        return out
+
+    def _check_hybrid_settings(self) -> None:
+        s, g = self._settings, self._groups
+        if s.store_format != 2:
+            raise ValueError(f"KvtierConnector: this model's KV cache groups are {g.kinds}: a hybrid model (sliding-"
+                             "window or Mamba layers) is kept by TP-free stores only: set kvtier.store_format 2")
+        if s.async_load:
+            raise ValueError("KvtierConnector: kvtier.async_load is not taken for a hybrid model: vLLM cannot take "
+                             "back a hybrid request's failed load, so kvtier loads it before the forward pass")
+        bs = g.attention_block_size
+        if s.chunk_tokens % bs:
+            raise ValueError(f"KvtierConnector: kvtier.chunk_tokens ({s.chunk_tokens}) must be a multiple of the "
+                             f"attention layers' block size ({bs})")
+
     def has_pending_push_work(self) -> bool:
         # vLLM keeps stepping while requests wait for their blocks to be freed (0.26, 0.34); said
         # here too, so that a scheduler that only asks the connector still delivers the plans.
@@ -524,15 +593,21 @@ class KvtierConnector(KVConnectorBase_V1):
     # ---- worker side ---------------------------------------------------------------------------
 
     def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]):
-        names = layer_order(list(kv_caches))
-        layers = [kv_caches[n] for n in names]
         num_blocks = self._kv_cache_config.num_blocks if self._kv_cache_config is not None else None
-        layout = detect_layout(layers[0], self._block_size, num_blocks)
+        hybrid_fields: dict[str, Any] = {}
+        if self._hybrid:
+            names, hybrid_fields = self._register_hybrid(kv_caches, num_blocks)
+            block_size = self._groups.attention_block_size // self._kernel_split
+            num_blocks = num_blocks * self._kernel_split
+        else:
+            names, block_size = layer_order(list(kv_caches)), self._block_size
+        layers = [kv_caches[n] for n in names]
+        layout = detect_layout(layers[0], block_size, num_blocks)
         for name, t in zip(names, layers):
             if tuple(t.shape) != tuple(layers[0].shape) or t.dtype != layers[0].dtype:
                 raise ValueError(f"KvtierConnector: layer '{name}' has shape {list(t.shape)} {t.dtype}, layer "
                                  f"'{names[0]}' {list(layers[0].shape)} {layers[0].dtype}: one geometry is needed")
-            if detect_layout(t, self._block_size, num_blocks) != layout:
+            if detect_layout(t, block_size, num_blocks) != layout:
                 raise ValueError(f"KvtierConnector: layer '{name}' lies in memory otherwise (strides {t.stride()}) "
                                  f"than layer '{names[0]}' (strides {layers[0].stride()}): one layout is needed")
         s = self._settings
@@ -549,7 +624,7 @@ class KvtierConnector(KVConnectorBase_V1):
                                           head_dim=layout.head_dim, element_bytes=layers[0].element_size(),
                                           chunk_tokens=s.chunk_tokens, tp_rank=self._rank,
                                           tp_world=self._world, kv_heads_total=total,
-                                          kv_tensors=layout.kv_tensors)
+                                          kv_tensors=layout.kv_tensors, **hybrid_fields)
         root = s.roots if len(s.roots) > 1 else s.root
         self._engine = kvtier.open(root, geometry, io=s.io, capacity=s.capacity, dram=s.dram, staging=s.staging,
                                    request_size=s.request_size, tenant=s.tenant, remote=s.remote,
@@ -567,6 +642,32 @@ class KvtierConnector(KVConnectorBase_V1):
         log.info("kvtier connector: rank %d/%d, %d layers, layout %s (logical %s, strides %s), store %s, %s",
                  self._rank, self._world, len(layers), layout.name, list(layers[0].shape), layers[0].stride(),
                  self._engine.store_dir, self._engine.stats()["gds"])
+
+    def _register_hybrid(self, kv_caches: dict[str, Any], num_blocks: int | None) -> tuple[list[str], dict[str, Any]]:
+        """A hybrid model's attention layers in model order (what kvtier's layers are) and the
+        geometry's hybrid fields; keeps each layer's group and each Mamba layer's state pages."""
+        g = self._groups
+        unknown = sorted(set(kv_caches) - set(g.layer_group))
+        if unknown:
+            raise ValueError(f"KvtierConnector: KV caches {unknown} belong to no KV cache group vLLM named")
+        names = layer_order([n for n in kv_caches if g.kinds[g.layer_group[n]] != hybrid.STATE])
+        states = layer_order([n for n in kv_caches if g.kinds[g.layer_group[n]] == hybrid.STATE])
+        bs = g.attention_block_size
+        self._kernel_split = hybrid.kernel_split(kv_caches[names[0]], detect_layout, bs, num_blocks)
+        self._attn_groups = [g.layer_group[n] for n in names]
+        self._state_pages = [hybrid.state_pages(n, kv_caches[n], g.page_bytes) for n in states]
+        self._state_groups = [g.layer_group[n] for n in states]
+        state_bytes = {p.state_bytes for p in self._state_pages}
+        if len(state_bytes) > 1:
+            raise ValueError(f"KvtierConnector: Mamba layers of {sorted(state_bytes)} state bytes: one size is needed")
+        fields: dict[str, Any] = {
+            "layer_kinds": ["window" if g.kinds[k] == hybrid.WINDOW else "full" for k in self._attn_groups],
+            "window_tokens": g.window, "state_layers": len(states),
+            "state_bytes": state_bytes.pop() if state_bytes else 0,
+        }
+        if g.window:
+            fields["window_chunk_tokens"] = bs  # a window record a block: saves keep what vLLM still holds
+        return names, fields
 
     def _serve_metrics(self) -> None:
         try:
@@ -605,7 +706,36 @@ class KvtierConnector(KVConnectorBase_V1):
             else:
                 self._load(plan)
 
+    def _paged_args(self, plan: "LoadPlan | SavePlan") -> dict[str, Any]:
+        """A hybrid plan as save_paged's and restore_paged's arguments: every attention layer's
+        table in kernel blocks, the Mamba layers' state pages."""
+        r = self._kernel_split
+        tables = [np.asarray(hybrid.expand(plan.group_tables[g], r), dtype=np.int32) for g in self._attn_groups]
+        state = [p.view(plan.group_tables[g][0]) for p, g in zip(self._state_pages, self._state_groups)]
+        return {"block_table": tables[0], "layer_block_tables": tables, "state": state or None,
+                "block_size": self._groups.attention_block_size // r, "layout": self._layout.name}
+
+    def _load_hybrid(self, plan: LoadPlan) -> None:
+        start = time.perf_counter()
+        try:
+            r = self._engine.restore_paged(np.asarray(plan.token_ids, dtype=np.int32), self._layers,
+                                           **self._paged_args(plan))
+        except Exception as e:  # noqa: BLE001 - told below, with what it means
+            r = {"tokens_restored": 0, "problem": str(e), "checksum_misses": 0}
+        self._trace(event="load", req=plan.req_id, tokens=len(plan.token_ids), restored=r["tokens_restored"],
+                    skipped_blocks=0, seconds=time.perf_counter() - start, checksum_misses=r["checksum_misses"])
+        if r["tokens_restored"] != len(plan.token_ids):
+            # vLLM 0.26 cannot take a hybrid request's failed blocks back (its scheduler reads one
+            # KV cache group where load errors are reported) and would compute on KV and state
+            # nobody wrote: stop, never serve it.
+            raise RuntimeError(f"KvtierConnector: the load of request {plan.req_id} ({len(plan.token_ids)} tokens of a "
+                               f"hybrid model) restored {r['tokens_restored']}: {r.get('problem') or 'records missing'}; "
+                               "vLLM cannot recompute a hybrid model's failed load, so kvtier stops rather than serve "
+                               "KV and state it did not load")
+
     def _load(self, plan: LoadPlan) -> None:
+        if plan.group_tables is not None:
+            return self._load_hybrid(plan)
         table = np.asarray(plan.block_ids, dtype=np.int32)
         needed = -(-len(plan.token_ids) // self._block_size)
         table = table[:needed].copy()
@@ -667,10 +797,14 @@ class KvtierConnector(KVConnectorBase_V1):
         try:
             if done is not None:
                 done.synchronize()
-            needed = -(-len(tokens) // self._block_size)
-            chunks = self._engine.save_paged(np.asarray(tokens, dtype=np.int32), self._layers,
-                                             np.asarray(plan.block_ids[:needed], dtype=np.int32),
-                                             block_size=self._block_size, layout=self._layout.name)
+            if plan.group_tables is not None:
+                chunks = self._engine.save_paged(np.asarray(tokens, dtype=np.int32), self._layers,
+                                                 **self._paged_args(plan))
+            else:
+                needed = -(-len(tokens) // self._block_size)
+                chunks = self._engine.save_paged(np.asarray(tokens, dtype=np.int32), self._layers,
+                                                 np.asarray(plan.block_ids[:needed], dtype=np.int32),
+                                                 block_size=self._block_size, layout=self._layout.name)
             self._trace(event="save", req=plan.req_id, tokens=len(tokens), chunks_written=chunks,
                         seconds=time.perf_counter() - start)
         except Exception as e:  # noqa: BLE001 - a lost save is a future miss, never wrong KV

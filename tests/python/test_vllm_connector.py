@@ -239,14 +239,19 @@ class ConnectorTest(unittest.TestCase):
                     got = row(layers[layer], blocks[t // BS], t % BS, k)
                     self.assertTrue(torch.equal(got, kv[k, layer, t]), f"{layout} layer {layer} token {t}")
 
-    def save_session(self, scheduler, worker, layers, layout, n=600):
-        """Request A: computed n tokens, finishes; its save is deferred until the worker reports it."""
+    def save_session(self, scheduler, worker, layers, layout, n=600, all_groups=False):
+        """Request A: computed n tokens, finishes; its save is deferred until the worker reports it.
+        all_groups: as vLLM tells a connector of its hybrid KV cache manager (SupportsHMA), which it
+        does for one group too."""
         tokens = torch.randint(0, 150000, (n,), generator=self.rng).tolist()
         a = self.request("A", tokens, computed=n)
         self.assertEqual(scheduler.get_num_new_matched_tokens(a, 0), (0, False))  # nothing stored yet
         a_blocks = list(range(BLOCKS - 1, BLOCKS - 1 - (n + BS - 1) // BS, -1))
         kv = self.prefill(layers, layout, a_blocks, n)
-        delay_free, _ = scheduler.request_finished(a, a_blocks)
+        if all_groups:
+            delay_free, _ = scheduler.request_finished_all_groups(a, (a_blocks,))
+        else:
+            delay_free, _ = scheduler.request_finished(a, a_blocks)
         self.assertTrue(delay_free)  # blocks held until the save is done
         # No request is left: vLLM steps on only while the connector says it has work.
         self.assertTrue(scheduler.has_pending_push_work())
@@ -270,6 +275,11 @@ class ConnectorTest(unittest.TestCase):
         _, errors = self.step(scheduler, worker)
         self.assertEqual(errors, set())
         self.assert_holds(layers, layout, b_blocks, kv, 0, 512)
+
+    def test_one_full_attention_group_is_saved_as_vllms_hybrid_manager_hands_it_over(self):
+        scheduler, worker, layers = self.pair("kv_first")
+        tokens, kv = self.save_session(scheduler, worker, layers, "kv_first", all_groups=True)
+        self.load_repeat(scheduler, worker, layers, tokens, kv, "kv_first")
 
     def test_save_lookup_and_load_in_every_layout(self):
         for layout in SHAPES:
@@ -366,15 +376,18 @@ class ConnectorTest(unittest.TestCase):
         self.assertEqual(scheduler.request_finished(e, list(range(32))), (False, None))
         self.assertFalse(scheduler.has_pending_push_work())
 
-    def test_models_other_than_one_full_attention_group_are_refused(self):
+    def test_groups_kvtier_cannot_keep_as_they_are_set_up_are_refused(self):
         config = vllm_config({"kvtier.root": self.dir.name})
         window = SlidingWindowSpec(block_size=BS, num_kv_heads=HEADS, head_size=DIM, dtype=torch.bfloat16,
                                    sliding_window=128)
         full = FullAttentionSpec(block_size=BS, num_kv_heads=HEADS, head_size=DIM, dtype=torch.bfloat16)
-        for groups in ([KVCacheGroupSpec(["model.layers.0.attn"], window)],
-                       [KVCacheGroupSpec(["model.layers.0.attn"], full), KVCacheGroupSpec(["model.layers.1.attn"], window)]):
+        # Sliding windows and Mamba state are kvtier's hybrid geometry (test_vllm_hybrid.py): kept
+        # by TP-free stores only, and never without a full-attention layer.
+        for groups, why in (([KVCacheGroupSpec(["model.layers.0.attn"], window)], "no full-attention layer"),
+                            ([KVCacheGroupSpec(["model.layers.0.attn"], full),
+                              KVCacheGroupSpec(["model.layers.1.attn"], window)], "store_format 2")):
             for role in (KVConnectorRole.SCHEDULER, KVConnectorRole.WORKER):
-                with self.subTest(groups=len(groups), role=role), self.assertRaisesRegex(ValueError, "one group of full attention"):
+                with self.subTest(groups=len(groups), role=role), self.assertRaisesRegex(ValueError, why):
                     KVConnectorFactory.create_connector(config, role, cache_config(groups))
         # MLA is taken (its latent needs a TP-free store, checked when the tensors come), DeepSeek's fp8
         # latent with scales is not.
