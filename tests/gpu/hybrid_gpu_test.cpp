@@ -71,7 +71,7 @@ StateMemory state_view(const Device& d) {
 /// restore must write them, and rows written where it must not.
 std::pair<uint64_t, uint64_t> compare(const KvGeometry& g, const std::vector<std::byte>& got,
                                       const std::vector<std::byte>& want) {
-  const uint64_t row = g.row_bytes(), from = (kTokens - kWindow) / kChunk * kChunk;
+  const uint64_t row = g.row_bytes(), from = (kTokens + 1 - kWindow) / kChunk * kChunk;
   uint64_t wrong = 0, touched = 0;
   for (uint32_t kv = 0; kv < 2; ++kv) {
     for (uint32_t l = 0; l < g.layers; ++l) {
@@ -160,6 +160,110 @@ TEST(HybridGpu, KvWindowAndStateRoundTripThroughGpuMemory) {
       EXPECT_EQ(touched, 0u);
       EXPECT_TRUE(dest_state.download() == state);
     }
+  }
+}
+
+/// GPU copies of a paged host cache's layers, and the view of them.
+struct DevicePaged {
+  explicit DevicePaged(const testing::PagedHost& host) : view(host.view) {
+    view.layers.clear();
+    for (const auto& l : host.layers) {
+      layers.push_back(std::make_unique<Device>(l));
+      view.layers.push_back(
+          {static_cast<std::byte*>(layers.back()->p), l.size(), MemoryKind::kCuda, 0});
+    }
+  }
+  void download(testing::PagedHost& host) const {
+    for (size_t l = 0; l < layers.size(); ++l) host.layers[l] = layers[l]->download();
+  }
+  std::vector<std::unique_ptr<Device>> layers;
+  PagedKv view;
+};
+
+// vLLM's hybrid KV cache manager: each layer through a block table of its own (the window layers'
+// naming -1 before the block of token n - W + 1, blocks vLLM let go of), window records a block
+// long; saved from and restored into GPU paged caches, so the kernels address a table per layer.
+TEST(HybridGpu, LayersWithBlockTablesOfTheirOwnSaveAndRestoreThroughTheKernels) {
+  if (!testing::have_gpu()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(testing::test_seed());
+  KvGeometry g = hybrid_geometry();
+  g.window_chunk_tokens = kBlock;
+  std::vector<std::byte> kv(g.bytes_for_tokens(kTokens)), state(kStateLayers * kStateBytes);
+  for (auto& b : kv) b = static_cast<std::byte>(rng());
+  for (auto& b : state) b = static_cast<std::byte>(rng());
+  std::vector<Token> tokens(kTokens);
+  for (auto& t : tokens) t = static_cast<Token>(rng() % 100000);
+  const uint32_t need = (kTokens + kBlock - 1) / kBlock, blocks = g.layers * need + 2;
+  const uint64_t held_from = (kTokens + 1 - kWindow) / kBlock;
+  // A table per layer, drawn apart; window layers' tables skip what left the window.
+  auto tables_for = [&](uint64_t seed) {
+    const std::vector<int32_t> all =
+        testing::shuffled_blocks(uint64_t{g.layers} * need * kBlock, kBlock, blocks, seed);
+    std::vector<std::vector<int32_t>> t(g.layers);
+    for (uint32_t l = 0; l < g.layers; ++l) {
+      t[l].assign(all.begin() + l * need, all.begin() + (l + 1) * need);
+      if (g.layer_kinds[l] == LayerKind::kSlidingWindow)
+        std::fill(t[l].begin(), t[l].begin() + held_from, kSkipBlock);
+    }
+    return t;
+  };
+  auto move = [&](testing::PagedHost& host, const std::vector<std::vector<int32_t>>& t,
+                  std::byte* contiguous, bool to_paged) {
+    for (uint32_t k = 0; k < 2; ++k)
+      for (uint32_t l = 0; l < g.layers; ++l)
+        for (uint64_t tok = 0; tok < kTokens; ++tok) {
+          if (t[l][tok / kBlock] == kSkipBlock) continue;
+          testing::move_row(g, host.view.layout, host.layers, t[l], kBlock, blocks, contiguous,
+                            kTokens, k, l, tok, to_paged);
+        }
+  };
+  for (PagedLayout layout : {PagedLayout::kKvFirst, PagedLayout::kBlockFirst,
+                             PagedLayout::kPackedHeads, PagedLayout::kPackedTokens}) {
+    SCOPED_TRACE("layout " + std::to_string(static_cast<int>(layout)));
+    testing::TempDir dir;
+    Options o = testing::small_options(dir.str(), g);
+    o.store_format = 2;
+    o.io_path = IoPath::kDirect;
+    o.tune = false;
+    auto e = Engine::open(o);
+    ASSERT_TRUE(e) << e.error().message();
+    const auto saved_tables = tables_for(rng());
+    testing::PagedHost source(g, blocks, kBlock, layout);
+    for (auto& l : source.layers) {
+      for (auto& b : l) b = static_cast<std::byte>(rng());  // blocks no table names: garbage
+    }
+    move(source, saved_tables, kv.data(), /*to_paged=*/true);
+    {
+      DevicePaged gpu(source);
+      gpu.view.block_table = saved_tables[0];
+      for (const auto& t : saved_tables) gpu.view.layer_block_tables.emplace_back(t);
+      const Device source_state(state);
+      auto saved = (*e)->save(tokens, gpu.view, state_view(source_state));
+      ASSERT_TRUE(saved) << saved.error().message();
+      EXPECT_EQ(saved->tokens_stored, kTokens);
+    }
+    const auto tables = tables_for(rng());
+    testing::PagedHost dest(g, blocks, kBlock, layout);
+    DevicePaged gpu(dest);
+    gpu.view.block_table = tables[0];
+    for (const auto& t : tables) gpu.view.layer_block_tables.emplace_back(t);
+    const Device dest_state(std::vector<std::byte>(state.size(), kPoison));
+    auto restored = (*e)->restore(tokens, gpu.view, state_view(dest_state));
+    ASSERT_TRUE(restored) << restored.error().message();
+    EXPECT_EQ(restored->tokens_restored, kTokens) << restored->problem;
+    gpu.download(dest);
+    std::vector<std::byte> got(kv.size(), kPoison);
+    move(dest, tables, got.data(), /*to_paged=*/false);
+    uint64_t wrong = 0;
+    for (uint32_t k = 0; k < 2; ++k)
+      for (uint32_t l = 0; l < g.layers; ++l)
+        for (uint64_t tok = 0; tok < kTokens; ++tok) {
+          if (tables[l][tok / kBlock] == kSkipBlock) continue;
+          const uint64_t at = ((uint64_t{k} * g.layers + l) * kTokens + tok) * g.row_bytes();
+          wrong += std::memcmp(got.data() + at, kv.data() + at, g.row_bytes()) != 0;
+        }
+    EXPECT_EQ(wrong, 0u) << "rows restored through the layers' own tables that differ";
+    EXPECT_TRUE(dest_state.download() == state);
   }
 }
 
