@@ -28,7 +28,9 @@ What it does, hook by hook:
   recomputes those blocks instead of serving wrong KV. A model whose KV cache is one group of full
   attention is taken, or of MLA with ``kvtier.store_format`` 2 (its latent stored once for every
   rank).
-- Hybrid models (``SupportsHMA``: vLLM runs its hybrid KV cache manager): full-attention,
+- Hybrid models, with ``"kv_connector": "KvtierHybridConnector"`` (``SupportsHMA``: vLLM runs its
+  hybrid KV cache manager, which it turns off for KvtierConnector: sliding-window layers then keep
+  every token, as full attention, and recurrent hybrids do not start): full-attention,
   sliding-window and Mamba groups, with ``kvtier.store_format`` 2 (``vllm_hybrid.py``). Each group
   keeps its own block table: kvtier writes each attention layer through its group's table, keeps a
   window layer's KV in records a block long and only where vLLM still holds the blocks (those that
@@ -357,9 +359,20 @@ class LookupClient:
             self._socks[r] = s
         return self._socks[r]
 
-    def lookup(self, tokens: np.ndarray) -> int:
-        payload = np.ascontiguousarray(tokens, dtype=np.int32).tobytes()
-        best = None
+    def lookup(self, tokens: np.ndarray, agree: bool = False) -> int:
+        """The longest prefix every worker holds. `agree`: a hybrid model's workers hold prefixes
+        only at the ends of their saves, not every prefix of one, so the smallest answer is asked
+        of every worker again until all of them hold it (or it is 0)."""
+        tokens = np.ascontiguousarray(tokens, dtype=np.int32)
+        answers = self._ask(tokens)
+        while agree and answers and min(answers) > 0 and len(set(answers)) > 1:
+            answers = self._ask(tokens[: min(answers)])
+        return min(answers) if answers else 0
+
+    def _ask(self, tokens: np.ndarray) -> list[int]:
+        """Every worker's answer for `tokens`; [] where one did not answer in time."""
+        payload = tokens.tobytes()
+        answers = []
         for r in range(len(self._addresses)):
             s = self._socket(r)
             s.send(payload)
@@ -367,10 +380,9 @@ class LookupClient:
                 log.warning("kvtier: worker %d did not answer a lookup in %d ms; counting no hit", r, self._timeout)
                 s.close()
                 self._socks[r] = None  # a REQ socket that lost its reply cannot be reused
-                return 0
-            hit = int.from_bytes(s.recv(), "little")
-            best = hit if best is None else min(best, hit)
-        return best or 0
+                return []
+            answers.append(int.from_bytes(s.recv(), "little"))
+        return answers
 
     def close(self) -> None:
         for s in self._socks:
@@ -424,7 +436,7 @@ def _keyed_by_tokens_only(request: "Request") -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-class KvtierConnector(KVConnectorBase_V1, SupportsHMA):
+class KvtierConnector(KVConnectorBase_V1):
     def __init__(self, vllm_config: "VllmConfig", role: KVConnectorRole, kv_cache_config: "KVCacheConfig" = None):
         super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
         self._block_size = vllm_config.cache_config.block_size
@@ -457,6 +469,9 @@ class KvtierConnector(KVConnectorBase_V1, SupportsHMA):
         self._groups = hybrid.cache_groups(kv_cache_config)
         self._hybrid = self._groups is not None and self._groups.hybrid
         if self._hybrid:
+            if not isinstance(self, SupportsHMA):
+                raise ValueError(f"KvtierConnector: this model's KV cache groups are {self._groups.kinds}: a hybrid "
+                                 "model is served by KvtierHybridConnector (vLLM's hybrid KV cache manager)")
             self._check_hybrid_settings()
         self._kernel_split = 1  # kernel blocks per vLLM block in the attention tensors (hybrid)
         self._attn_groups: list[int] = []  # each attention layer's KV cache group (hybrid)
@@ -472,13 +487,14 @@ class KvtierConnector(KVConnectorBase_V1, SupportsHMA):
         if prompt is None or len(prompt) < 2 or not _keyed_by_tokens_only(request):
             return 0, False
         cached = self._matched.get(request.request_id)
-        if cached is not None and cached[0] == num_computed_tokens:
+        if cached is not None and cached[0] == num_computed_tokens and not self._hybrid:
             hit = cached[1]  # asked again while it waits to be admitted: no new round trip
         else:
-            hit = self._lookup.lookup(np.asarray(prompt[: len(prompt) - 1]))
+            # A hybrid model's hit is where its window and state are held, exactly there, and
+            # asked afresh each time: its load cannot fall back on recomputing what went since.
+            hit = self._lookup.lookup(np.asarray(prompt[: len(prompt) - 1]), agree=self._hybrid)
             if not self._hybrid:
                 hit -= hit % self._settings.chunk_tokens
-            # A hybrid model's hit is where its window and state are held: exactly there.
         self._matched[request.request_id] = (num_computed_tokens, hit)
         if hit <= num_computed_tokens:
             return 0, False
@@ -501,6 +517,9 @@ class KvtierConnector(KVConnectorBase_V1, SupportsHMA):
                 raise RuntimeError(f"KvtierConnector: request {request.request_id}: vLLM took {end} tokens where kvtier "
                                    f"offered {hit}; a hybrid model's KV and state load only where they were saved")
             tables = self._group_tables(blocks.get_block_ids(), end, skip_before=local)
+            if any(t == [-1] for t, k in zip(tables, self._groups.kinds) if k == hybrid.STATE):
+                raise RuntimeError(f"KvtierConnector: request {request.request_id}: vLLM allocated no Mamba state "
+                                   f"block at its {end} tokens; kvtier has nowhere to load the state")
             self._loads.append(LoadPlan(request.request_id, list(request.prompt_token_ids[:end]), [], 0, False,
                                         tables))
             return
@@ -838,3 +857,11 @@ class KvtierConnector(KVConnectorBase_V1, SupportsHMA):
         if self._lookup is not None:
             self._lookup.close()
         self._engine = None
+
+
+class KvtierHybridConnector(KvtierConnector, SupportsHMA):
+    """KvtierConnector under vLLM's hybrid KV cache manager (``SupportsHMA``): what recurrent hybrids
+    (Mamba, linear attention) need, and what keeps only the window of sliding-window layers, in
+    vLLM's GPU memory and in kvtier's store. Naming it turns that manager on for any model: a
+    sliding-window model then needs ``kvtier.store_format`` 2 (its window layers are kept as kvtier's
+    hybrid geometry), where KvtierConnector serves it with every layer kept whole."""

@@ -141,6 +141,8 @@ class StatePages:
     state_bytes: int
 
     def view(self, block: int) -> "torch.Tensor":
+        if block < 0:  # vLLM's null block, or none: never another block's bytes
+            raise ValueError(f"KvtierConnector: no Mamba state block ({block})")
         at = self.first + block * self.page
         return self.storage[at: at + self.state_bytes]
 

@@ -381,11 +381,11 @@ class ConnectorTest(unittest.TestCase):
         window = SlidingWindowSpec(block_size=BS, num_kv_heads=HEADS, head_size=DIM, dtype=torch.bfloat16,
                                    sliding_window=128)
         full = FullAttentionSpec(block_size=BS, num_kv_heads=HEADS, head_size=DIM, dtype=torch.bfloat16)
-        # Sliding windows and Mamba state are kvtier's hybrid geometry (test_vllm_hybrid.py): kept
-        # by TP-free stores only, and never without a full-attention layer.
+        # Sliding windows and Mamba state as groups of their own are vLLM's hybrid KV cache manager,
+        # which KvtierHybridConnector asks for (test_vllm_hybrid.py); never without full attention.
         for groups, why in (([KVCacheGroupSpec(["model.layers.0.attn"], window)], "no full-attention layer"),
                             ([KVCacheGroupSpec(["model.layers.0.attn"], full),
-                              KVCacheGroupSpec(["model.layers.1.attn"], window)], "store_format 2")):
+                              KVCacheGroupSpec(["model.layers.1.attn"], window)], "KvtierHybridConnector")):
             for role in (KVConnectorRole.SCHEDULER, KVConnectorRole.WORKER):
                 with self.subTest(groups=len(groups), role=role), self.assertRaisesRegex(ValueError, why):
                     KVConnectorFactory.create_connector(config, role, cache_config(groups))

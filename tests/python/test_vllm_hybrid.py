@@ -164,7 +164,7 @@ class HybridConnectorTest(unittest.TestCase):
                     "kvtier.chunk_tokens": model.bs * self.rng.choice((2, 4)), "kvtier.lookup_timeout_ms": 5000,
                     **extra}
         config = VllmConfig(cache_config=CacheConfig(block_size=model.bs), device_config=DeviceConfig(device="cpu"),
-                            kv_transfer_config=KVTransferConfig(kv_connector="KvtierConnector", kv_role="kv_both",
+                            kv_transfer_config=KVTransferConfig(kv_connector="KvtierHybridConnector", kv_role="kv_both",
                                                                 kv_connector_module_path="kvtier.vllm_connector",
                                                                 kv_connector_extra_config=settings))
         scheduler = KVConnectorFactory.create_connector(config, KVConnectorRole.SCHEDULER, model.config)
@@ -335,7 +335,7 @@ class HybridConnectorTest(unittest.TestCase):
             self.pair(model, root, **{"kvtier.async_load": True})
         config = VllmConfig(cache_config=CacheConfig(block_size=16), device_config=DeviceConfig(device="cpu"),
                             kv_transfer_config=KVTransferConfig(
-                                kv_connector="KvtierConnector", kv_role="kv_both",
+                                kv_connector="KvtierHybridConnector", kv_role="kv_both",
                                 kv_connector_module_path="kvtier.vllm_connector",
                                 kv_connector_extra_config={"kvtier.root": root, "kvtier.store_format": 2}))
         full = FullAttentionSpec(block_size=16, num_kv_heads=HEADS, head_size=DIM, dtype=torch.bfloat16)
@@ -376,13 +376,77 @@ class HybridOfANewerVllmTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as root:
             config = VllmConfig(cache_config=CacheConfig(block_size=16), device_config=DeviceConfig(device="cpu"),
                                 kv_transfer_config=KVTransferConfig(
-                                    kv_connector="KvtierConnector", kv_role="kv_both",
+                                    kv_connector="KvtierHybridConnector", kv_role="kv_both",
                                     kv_connector_module_path="kvtier.vllm_connector",
                                     kv_connector_extra_config={"kvtier.root": root, "kvtier.store_format": 2}))
             with self.assertRaisesRegex(ValueError, "vLLM 0.26's layout only"):
                 KVConnectorFactory.create_connector(config, KVConnectorRole.SCHEDULER,
                                                     KVCacheConfig(num_blocks=8, kv_cache_tensors=[tensor],
                                                                   kv_cache_groups=groups))
+
+
+@unittest.skipIf(VLLM is not None, f"vllm is not importable: {VLLM}")
+class ConnectorChoiceTest(unittest.TestCase):
+    def test_only_the_hybrid_connector_turns_vllms_hybrid_manager_on(self):
+        # KvtierConnector leaves vLLM's hybrid KV cache manager off (sliding windows kept whole, as
+        # before); KvtierHybridConnector asks for it.
+        for name, hma in (("KvtierConnector", False), ("KvtierHybridConnector", True)):
+            config = KVTransferConfig(kv_connector=name, kv_role="kv_both",
+                                      kv_connector_module_path="kvtier.vllm_connector")
+            self.assertEqual(KVConnectorFactory.supports_hma_config(config), hma, name)
+        with tempfile.TemporaryDirectory() as root:
+            config = VllmConfig(cache_config=CacheConfig(block_size=16), device_config=DeviceConfig(device="cpu"),
+                                kv_transfer_config=KVTransferConfig(
+                                    kv_connector="KvtierConnector", kv_role="kv_both",
+                                    kv_connector_module_path="kvtier.vllm_connector",
+                                    kv_connector_extra_config={"kvtier.root": root, "kvtier.store_format": 2}))
+            full = FullAttentionSpec(block_size=16, num_kv_heads=HEADS, head_size=DIM, dtype=torch.bfloat16)
+            window = SlidingWindowSpec(block_size=16, num_kv_heads=HEADS, head_size=DIM, dtype=torch.bfloat16,
+                                       sliding_window=32)
+            groups = [KVCacheGroupSpec(["model.layers.0.attn"], full), KVCacheGroupSpec(["model.layers.1.attn"], window)]
+            with self.assertRaisesRegex(ValueError, "KvtierHybridConnector"):
+                KVConnectorFactory.create_connector(config, KVConnectorRole.SCHEDULER,
+                                                    KVCacheConfig(num_blocks=8, kv_cache_tensors=[],
+                                                                  kv_cache_groups=groups))
+
+    def test_ranks_that_hold_different_ends_agree_on_one_every_rank_holds(self):
+        """TP 2: each rank keeps its own state, so one rank may hold a session's end that another
+        lost (a failed save, its own eviction). The scheduler's answer is an end every rank holds."""
+        import numpy as np
+        from kvtier.vllm_connector import LookupClient, LookupServer, lookup_address
+        bs, short, long = 16, 40, 70
+        tokens = np.arange(1000, 1000 + long + 5, dtype=np.int32)
+        with tempfile.TemporaryDirectory(dir=os.environ.get("KVTIER_TEST_DIR")) as root:
+            def engine(rank):
+                g = kvtier.Geometry.custom("tp-agree", layers=2, kv_heads=1, head_dim=16, chunk_tokens=32, tp_rank=rank,
+                                           tp_world=2, kv_heads_total=2, layer_kinds=["full", "window"],
+                                           window_tokens=20, window_chunk_tokens=bs, state_layers=1, state_bytes=64)
+                return kvtier.open(root, g, io="posix", capacity="256M", store_format=2)
+
+            def save(e, n, ends):
+                layers = [torch.randn(2, 8, bs, 1, 16).to(torch.bfloat16) for _ in range(2)]
+                table = np.arange(-(-n // bs), dtype=np.int32)
+                for end in ends:
+                    e.save_paged(tokens[:end], layers, table[: -(-end // bs)], block_size=bs,
+                                 state=[torch.randint(0, 255, (64,), dtype=torch.uint8)],
+                                 layer_block_tables=[table[: -(-end // bs)]] * 2)
+            engines = [engine(0), engine(1)]
+            save(engines[0], long, [long])   # rank 0 holds the long end (its short save was lost)
+            save(engines[1], long, [short])  # rank 1 the short one (its long save was lost)
+            servers = [LookupServer(e, lookup_address(root, r)) for r, e in enumerate(engines)]
+            client = LookupClient(root, 2, 5000)
+            try:
+                self.assertEqual([e.lookup(tokens) for e in engines], [long, short])
+                # The smallest answer (40) is no end of rank 0's: no end both hold, no hit.
+                self.assertEqual(client.lookup(tokens, agree=True), 0)
+                save(engines[0], long, [short])  # rank 0 saves the short end too
+                self.assertEqual(client.lookup(tokens, agree=True), short)
+                save(engines[1], long, [long])   # and rank 1 the long one
+                self.assertEqual(client.lookup(tokens, agree=True), long)
+            finally:
+                client.close()
+                for s in servers:
+                    s.close()
 
 
 if __name__ == "__main__":
