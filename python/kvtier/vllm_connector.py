@@ -50,7 +50,8 @@ gds, buffered), ``kvtier.capacity`` (per drive), ``kvtier.dram``, ``kvtier.stagi
 probes them, a few seconds once, and reads with what it found; false: neither), ``kvtier.remote`` (Redis
 Cluster seeds, ``redis://host:port[,host:port]``: a shared tier behind the local store, looked up
 and restored from like it), ``kvtier.remote_password_env``, ``kvtier.remote_ttl`` (seconds),
-``kvtier.tenant``, ``kvtier.chunk_tokens`` (256; a multiple of the block size),
+``kvtier.tenant``, ``kvtier.chunk_tokens`` (256, or the first multiple of the block size past it;
+a multiple of the block size),
 ``kvtier.async_load`` (false), ``kvtier.lookup_timeout_ms`` (2000), ``kvtier.metrics_port`` (0: none;
 else each worker serves its engine's Prometheus metrics on port + rank, since vLLM's workers are not
 the process that serves ``/metrics``), ``kvtier.trace`` (a file each worker appends one JSON line
@@ -197,7 +198,9 @@ class Settings:
                 remote_password_env=str(extra.get("kvtier.remote_password_env", "")),
                 remote_ttl=int(extra.get("kvtier.remote_ttl", 0)),
                 tenant=str(extra.get("kvtier.tenant", "")),
-                chunk_tokens=int(extra.get("kvtier.chunk_tokens", 256)),
+                # Unasked, 256 tokens or the first multiple of the block size past them (a hybrid
+                # model's attention blocks are made large enough to hold a Mamba state's page).
+                chunk_tokens=int(extra.get("kvtier.chunk_tokens", -(-256 // block_size) * block_size)),
                 async_load=str(extra.get("kvtier.async_load", False)).lower() in ("1", "true", "yes"),
                 lookup_timeout_ms=int(extra.get("kvtier.lookup_timeout_ms", 2000)),
                 metrics_port=int(extra.get("kvtier.metrics_port", 0)),

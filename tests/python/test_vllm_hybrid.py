@@ -36,7 +36,7 @@ try:
 except ImportError as e:
     VLLM = str(e)
 
-KERNEL_BS, HEADS, DIM, NUM_BLOCKS, MAX_LEN = 16, 2, 32, 160, 2048
+KERNEL_BS, HEADS, DIM, NUM_BLOCKS, MAX_LEN = 16, 2, 32, 160, 2304  # MAX_LEN: a multiple of every block size drawn
 MAMBA_SHAPES = ((24, 3), (2, 8, 16))  # a conv state and an SSM state
 
 
@@ -45,7 +45,7 @@ class Model:
     tensors for them, and its KV cache layer tensors as 0.26's model runner makes them."""
 
     def __init__(self, rng: random.Random):
-        self.split = rng.choice((1, 1, 2))  # kernel blocks per vLLM block
+        self.split = rng.choice((1, 1, 2, 3))  # kernel blocks per vLLM block
         self.bs = KERNEL_BS * self.split
         self.window = rng.choice((0, rng.randrange(2, 4 * self.bs)))
         self.mamba = self.window == 0 or rng.random() < 0.5
@@ -161,8 +161,9 @@ class HybridConnectorTest(unittest.TestCase):
 
     def pair(self, model, root, **extra):
         settings = {"kvtier.root": root, "kvtier.io": "posix", "kvtier.capacity": "256M", "kvtier.store_format": 2,
-                    "kvtier.chunk_tokens": model.bs * self.rng.choice((2, 4)), "kvtier.lookup_timeout_ms": 5000,
-                    **extra}
+                    "kvtier.lookup_timeout_ms": 5000, **extra}
+        if self.rng.random() < 0.5:  # else the default: 256 tokens, or the first multiple of the block past them
+            settings["kvtier.chunk_tokens"] = model.bs * self.rng.choice((2, 4))
         config = VllmConfig(cache_config=CacheConfig(block_size=model.bs), device_config=DeviceConfig(device="cpu"),
                             kv_transfer_config=KVTransferConfig(kv_connector="KvtierHybridConnector", kv_role="kv_both",
                                                                 kv_connector_module_path="kvtier.vllm_connector",
