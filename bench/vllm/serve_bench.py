@@ -36,7 +36,7 @@ import threading
 import time
 
 CONFIGS = ("recompute", "kvtier-posix", "kvtier-gds", "kvtier-dram", "kvtier-drives", "kvtier-drives-tuned",
-           "kvtier-drives-gds", "lmcache-disk", "lmcache-cpu", "vllm-cpu")
+           "kvtier-drives-gds", "kvtier-hybrid", "lmcache-disk", "lmcache-cpu", "vllm-cpu")
 
 DESCRIPTIONS = {
     "recompute": "no offload: every repeat is a full prefill",
@@ -46,6 +46,8 @@ DESCRIPTIONS = {
     "kvtier-drives": "kvtier, one store over every drive given (--drives), at its defaults",
     "kvtier-drives-tuned": "kvtier over every drive given, 4 MiB requests and 32 MiB staging (issue 26's best flags)",
     "kvtier-drives-gds": "kvtier over every drive given, cuFile (compatibility mode where there is no nvidia-fs)",
+    "kvtier-hybrid": "kvtier under vLLM's hybrid KV cache manager (KvtierHybridConnector, a TP-free store): "
+                     "attention KV, sliding windows and Mamba state",
     "lmcache-disk": "LMCache local disk (chunk 256, O_DIRECT) with no CPU tier: every hit is read from the disk",
     "lmcache-cpu": "LMCache's CPU tier (pinned host memory), no disk",
     "vllm-cpu": "vLLM's own offloading (native, CPU memory)",
@@ -149,8 +151,8 @@ def connector_for(config: str, args) -> tuple[dict | None, dict[str, str], dict]
     kvtier_common = {"kvtier.capacity": args.kvtier_capacity, "kvtier.trace": os.path.join(args.out, f"{config}.trace"),
                      "kvtier.request_size": args.request_size, "kvtier.staging": args.staging}
 
-    def kvtier(**extra):
-        return {"kv_connector": "KvtierConnector", "kv_connector_module_path": "kvtier.vllm_connector",
+    def kvtier(connector="KvtierConnector", **extra):
+        return {"kv_connector": connector, "kv_connector_module_path": "kvtier.vllm_connector",
                 "kv_role": "kv_both", "kv_connector_extra_config": {**kvtier_common, **extra}}
 
     if config == "recompute":
@@ -161,6 +163,9 @@ def connector_for(config: str, args) -> tuple[dict | None, dict[str, str], dict]
         return kvtier(**{"kvtier.root": store, "kvtier.io": "gds"}), {}, {}
     if config == "kvtier-dram":
         return kvtier(**{"kvtier.root": store, "kvtier.io": "posix", "kvtier.dram": args.dram}), {}, {}
+    if config == "kvtier-hybrid":
+        return kvtier("KvtierHybridConnector", **{"kvtier.root": store, "kvtier.io": "posix",
+                                                  "kvtier.store_format": 2}), {}, {}
     if config.startswith("kvtier-drives"):
         over = {"kvtier.root": store_paths(config, args), "kvtier.io": "gds" if config.endswith("gds") else "posix",
                 "kvtier.capacity": args.drives_capacity or args.kvtier_capacity}
@@ -245,7 +250,7 @@ def run_one(config: str, args) -> None:
     engine_args = AsyncEngineArgs(
         model=args.model_dir, load_format="dummy", skip_tokenizer_init=True, enforce_eager=True, dtype="bfloat16",
         max_model_len=args.max_model_len, gpu_memory_utilization=args.gpu_memory_utilization,
-        enable_prefix_caching=True, seed=0,
+        enable_prefix_caching=not args.no_prefix_caching, seed=0,
         kv_transfer_config=KVTransferConfig(**transfer) if transfer else None, **engine_extra)
     engine = None
     prompts = prompts_for(args.seed, args.prompts, args.min_tokens, args.max_tokens, args.vocab)
@@ -358,6 +363,10 @@ def main() -> None:
                     help="LMCache's CPU pool: its tier (lmcache-cpu), its staging (lmcache-disk)")
     ap.add_argument("--lmcache-disk-gb", type=float, default=40.0)
     ap.add_argument("--vllm-cpu-gb", type=float, default=24.0)
+    ap.add_argument("--no-prefix-caching", action="store_true",
+                    help="vLLM's prefix caching off in every configuration (a Mamba hybrid under kvtier-hybrid needs "
+                         "it: vLLM 0.26 may resume beside a connector from a state not its prefix's); repeats then "
+                         "recompute or load whatever the GPU held")
     ap.add_argument("--deadline", type=float, default=0, help="seconds for all configurations (0: none)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
