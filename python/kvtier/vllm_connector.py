@@ -442,7 +442,11 @@ def _keyed_by_tokens_only(request: "Request") -> bool:
 class KvtierConnector(KVConnectorBase_V1):
     def __init__(self, vllm_config: "VllmConfig", role: KVConnectorRole, kv_cache_config: "KVCacheConfig" = None):
         super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
-        self._block_size = vllm_config.cache_config.block_size
+        self._groups = hybrid.cache_groups(kv_cache_config)
+        self._hybrid = self._groups is not None and self._groups.hybrid
+        # A hybrid model's attention blocks are its attention groups' (sized to hold a Mamba page).
+        self._block_size = (self._groups.attention_block_size if self._hybrid
+                            else vllm_config.cache_config.block_size)
         self._settings = Settings.of(self._kv_transfer_config.kv_connector_extra_config or {}, self._block_size)
         self._rank, self._world = _worker_rank(vllm_config)
         self._model = _model_id(vllm_config)
@@ -469,8 +473,6 @@ class KvtierConnector(KVConnectorBase_V1):
         self._finished_seen: set[str] = set()
         self._load_errors: set[int] = set()
         self._valid: dict[str, int] = {}  # request -> tokens its load left valid, where it fell short
-        self._groups = hybrid.cache_groups(kv_cache_config)
-        self._hybrid = self._groups is not None and self._groups.hybrid
         if self._hybrid:
             if not isinstance(self, SupportsHMA):
                 raise ValueError(f"KvtierConnector: this model's KV cache groups are {self._groups.kinds}: a hybrid "

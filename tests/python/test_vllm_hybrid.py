@@ -164,7 +164,10 @@ class HybridConnectorTest(unittest.TestCase):
                     "kvtier.lookup_timeout_ms": 5000, **extra}
         if self.rng.random() < 0.5:  # else the default: 256 tokens, or the first multiple of the block past them
             settings["kvtier.chunk_tokens"] = model.bs * self.rng.choice((2, 4))
-        config = VllmConfig(cache_config=CacheConfig(block_size=model.bs), device_config=DeviceConfig(device="cpu"),
+        # The attention groups' block size is what counts; vLLM's cache config may say the size it
+        # started from, before its hybrid sizing raised it.
+        said = self.rng.choice((model.bs, KERNEL_BS))
+        config = VllmConfig(cache_config=CacheConfig(block_size=said), device_config=DeviceConfig(device="cpu"),
                             kv_transfer_config=KVTransferConfig(kv_connector="KvtierHybridConnector", kv_role="kv_both",
                                                                 kv_connector_module_path="kvtier.vllm_connector",
                                                                 kv_connector_extra_config=settings))
