@@ -52,7 +52,7 @@ Cluster seeds, ``redis://host:port[,host:port]``: a shared tier behind the local
 and restored from like it), ``kvtier.remote_password_env``, ``kvtier.remote_ttl`` (seconds),
 ``kvtier.tenant``, ``kvtier.chunk_tokens`` (256, or the first multiple of the block size past it;
 a multiple of the block size),
-``kvtier.async_load`` (false), ``kvtier.lookup_timeout_ms`` (2000), ``kvtier.metrics_port`` (0: none;
+``kvtier.async_load`` (false), ``kvtier.lookup_timeout_ms`` (2000: a whole lookup, every worker), ``kvtier.metrics_port`` (0: none;
 else each worker serves its engine's Prometheus metrics on port + rank, since vLLM's workers are not
 the process that serves ``/metrics``), ``kvtier.trace`` (a file each worker appends one JSON line
 per load and save to: request, tokens, seconds; what the serving benchmark reads),
@@ -320,6 +320,7 @@ class LookupServer:
         self._sock = self._ctx.socket(zmq.REP)
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.bind(address)
+        self._address = address
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="kvtier-lookup", daemon=True)
         self._thread.start()
@@ -342,6 +343,11 @@ class LookupServer:
         self._stop.set()
         self._thread.join()
         self._sock.close()
+        if self._address.startswith("ipc://"):  # the socket's file, which zmq leaves behind
+            try:
+                os.unlink(self._address[len("ipc://"):])
+            except OSError:
+                pass
 
 
 class LookupClient:
@@ -363,28 +369,33 @@ class LookupClient:
         return self._socks[r]
 
     def lookup(self, tokens: np.ndarray, agree: bool = False) -> int:
-        """The longest prefix every worker holds. `agree`: a hybrid model's workers hold prefixes
-        only at the ends of their saves, not every prefix of one, so the smallest answer is asked
-        of every worker again until all of them hold it (or it is 0)."""
+        """The longest prefix every worker holds, all of them answering within the timeout (else
+        no hit). `agree`: a hybrid model's workers hold prefixes only at the ends of their saves,
+        not every prefix of one, so the smallest answer is asked of every worker again until all
+        of them hold it (or it is 0)."""
         tokens = np.ascontiguousarray(tokens, dtype=np.int32)
-        answers = self._ask(tokens)
+        deadline = time.monotonic() + self._timeout / 1e3
+        answers = self._ask(tokens, deadline)
+        # Each answer is at most what was asked: every round ends agreed or asks for less.
         while agree and answers and min(answers) > 0 and len(set(answers)) > 1:
-            answers = self._ask(tokens[: min(answers)])
+            answers = self._ask(tokens[: min(answers)], deadline)
         return min(answers) if answers else 0
 
-    def _ask(self, tokens: np.ndarray) -> list[int]:
-        """Every worker's answer for `tokens`; [] where one did not answer in time."""
+    def _ask(self, tokens: np.ndarray, deadline: float) -> list[int]:
+        """Every worker's answer for `tokens`, each at most its length; [] where one did not
+        answer by `deadline`."""
         payload = tokens.tobytes()
         answers = []
         for r in range(len(self._addresses)):
             s = self._socket(r)
             s.send(payload)
-            if not s.poll(self._timeout):
-                log.warning("kvtier: worker %d did not answer a lookup in %d ms; counting no hit", r, self._timeout)
+            if not s.poll(max(0, int((deadline - time.monotonic()) * 1e3))):
+                log.warning("kvtier: worker %d did not answer a lookup within %d ms; counting no hit", r,
+                            self._timeout)
                 s.close()
                 self._socks[r] = None  # a REQ socket that lost its reply cannot be reused
                 return []
-            answers.append(int.from_bytes(s.recv(), "little"))
+            answers.append(min(int.from_bytes(s.recv(), "little"), len(tokens)))
         return answers
 
     def close(self) -> None:
@@ -592,10 +603,12 @@ class KvtierConnector(KVConnectorBase_V1):
     def _check_hybrid_settings(self) -> None:
         s, g = self._settings, self._groups
         if s.store_format != 2:
-            raise ValueError(f"KvtierConnector: this model's KV cache groups are {g.kinds}: a hybrid model (sliding-"
-                             "window or Mamba layers) is kept by TP-free stores only: set kvtier.store_format 2")
+            raise ValueError(f"KvtierHybridConnector: this model's KV cache groups are {g.kinds}: a hybrid model "
+                             "(sliding-window or Mamba layers) is kept by TP-free stores only: set kvtier.store_format "
+                             "2 (or serve a model of sliding-window and full-attention layers with KvtierConnector, "
+                             "which keeps every layer whole in either store format)")
         if s.async_load:
-            raise ValueError("KvtierConnector: kvtier.async_load is not taken for a hybrid model: vLLM cannot take "
+            raise ValueError("KvtierHybridConnector: kvtier.async_load is not taken for a hybrid model: vLLM cannot take "
                              "back a hybrid request's failed load, so kvtier loads it before the forward pass")
         bs = g.attention_block_size
         if s.chunk_tokens % bs:

@@ -413,6 +413,47 @@ class ConnectorChoiceTest(unittest.TestCase):
                                                     KVCacheConfig(num_blocks=8, kv_cache_tensors=[],
                                                                   kv_cache_groups=groups))
 
+    def test_the_agreeing_lookup_ends_whatever_workers_answer(self):
+        """Workers answering more than they were asked, or growing, or one that stops answering:
+        the scheduler's lookup ends within its timeout with no more than every worker holds."""
+        import threading
+
+        import numpy as np
+        import zmq
+        from kvtier.vllm_connector import LookupClient, lookup_address
+        with tempfile.TemporaryDirectory(dir=os.environ.get("KVTIER_TEST_DIR")) as root:
+            answers = {0: lambda n: 100, 1: lambda n: 50}  # rank 0 says more than it is asked
+            stop = threading.Event()
+
+            def serve(rank):
+                sock = zmq.Context.instance().socket(zmq.REP)
+                sock.setsockopt(zmq.LINGER, 0)
+                sock.bind(lookup_address(root, rank))
+                while not stop.is_set():
+                    if sock.poll(50):
+                        n = len(sock.recv()) // 4
+                        reply = answers[rank](n)
+                        if reply is None:
+                            continue  # stops answering
+                        sock.send(int(reply).to_bytes(8, "little"))
+                sock.close()
+            threads = [threading.Thread(target=serve, args=(r,), daemon=True) for r in (0, 1)]
+            for t in threads:
+                t.start()
+            client = LookupClient(root, 2, 1000)
+            tokens = np.arange(200, dtype=np.int32)
+            try:
+                start = time.monotonic()
+                self.assertEqual(client.lookup(tokens, agree=True), 50)
+                answers[0] = lambda n: None  # rank 0 hangs mid-loop
+                self.assertEqual(client.lookup(tokens, agree=True), 0)
+                self.assertLess(time.monotonic() - start, 5)
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join()
+                client.close()
+
     def test_ranks_that_hold_different_ends_agree_on_one_every_rank_holds(self):
         """TP 2: each rank keeps its own state, so one rank may hold a session's end that another
         lost (a failed save, its own eviction). The scheduler's answer is an end every rank holds."""
