@@ -129,6 +129,14 @@ class Model:
                 f"in kernel blocks of {KERNEL_BS}, window {self.window}")
 
 
+def cpu_config(connector, settings, block_size=16):
+    """A VllmConfig for the CPU with kvtier's `connector` and these kv_connector_extra_config settings."""
+    return VllmConfig(cache_config=CacheConfig(block_size=block_size), device_config=DeviceConfig(device="cpu"),
+                      kv_transfer_config=KVTransferConfig(kv_connector=connector, kv_role="kv_both",
+                                                          kv_connector_module_path="kvtier.vllm_connector",
+                                                          kv_connector_extra_config=settings))
+
+
 def model_null_views(model):
     """vLLM's null block (0) in every layer tensor: never written by anyone."""
     views = []
@@ -167,10 +175,7 @@ class HybridConnectorTest(unittest.TestCase):
         # The attention groups' block size is what counts; vLLM's cache config may say the size it
         # started from, before its hybrid sizing raised it.
         said = self.rng.choice((model.bs, KERNEL_BS))
-        config = VllmConfig(cache_config=CacheConfig(block_size=said), device_config=DeviceConfig(device="cpu"),
-                            kv_transfer_config=KVTransferConfig(kv_connector="KvtierHybridConnector", kv_role="kv_both",
-                                                                kv_connector_module_path="kvtier.vllm_connector",
-                                                                kv_connector_extra_config=settings))
+        config = cpu_config("KvtierHybridConnector", settings, block_size=said)
         scheduler = KVConnectorFactory.create_connector(config, KVConnectorRole.SCHEDULER, model.config)
         worker = KVConnectorFactory.create_connector(config, KVConnectorRole.WORKER, model.config)
         self.connectors += [worker, scheduler]
@@ -337,11 +342,7 @@ class HybridConnectorTest(unittest.TestCase):
             self.pair(model, root, **{"kvtier.store_format": 1})
         with self.assertRaisesRegex(ValueError, "async_load"):
             self.pair(model, root, **{"kvtier.async_load": True})
-        config = VllmConfig(cache_config=CacheConfig(block_size=16), device_config=DeviceConfig(device="cpu"),
-                            kv_transfer_config=KVTransferConfig(
-                                kv_connector="KvtierHybridConnector", kv_role="kv_both",
-                                kv_connector_module_path="kvtier.vllm_connector",
-                                kv_connector_extra_config={"kvtier.root": root, "kvtier.store_format": 2}))
+        config = cpu_config("KvtierHybridConnector", {"kvtier.root": root, "kvtier.store_format": 2})
         full = FullAttentionSpec(block_size=16, num_kv_heads=HEADS, head_size=DIM, dtype=torch.bfloat16)
 
         def refused(specs, why):
@@ -378,11 +379,7 @@ class HybridOfANewerVllmTest(unittest.TestCase):
                         block_stride=page)
         groups = [KVCacheGroupSpec(["model.layers.0.attn"], full), KVCacheGroupSpec(["model.layers.1.attn"], window)]
         with tempfile.TemporaryDirectory() as root:
-            config = VllmConfig(cache_config=CacheConfig(block_size=16), device_config=DeviceConfig(device="cpu"),
-                                kv_transfer_config=KVTransferConfig(
-                                    kv_connector="KvtierHybridConnector", kv_role="kv_both",
-                                    kv_connector_module_path="kvtier.vllm_connector",
-                                    kv_connector_extra_config={"kvtier.root": root, "kvtier.store_format": 2}))
+            config = cpu_config("KvtierHybridConnector", {"kvtier.root": root, "kvtier.store_format": 2})
             with self.assertRaisesRegex(ValueError, "vLLM 0.26's layout only"):
                 KVConnectorFactory.create_connector(config, KVConnectorRole.SCHEDULER,
                                                     KVCacheConfig(num_blocks=8, kv_cache_tensors=[tensor],
@@ -399,11 +396,7 @@ class ConnectorChoiceTest(unittest.TestCase):
                                       kv_connector_module_path="kvtier.vllm_connector")
             self.assertEqual(KVConnectorFactory.supports_hma_config(config), hma, name)
         with tempfile.TemporaryDirectory() as root:
-            config = VllmConfig(cache_config=CacheConfig(block_size=16), device_config=DeviceConfig(device="cpu"),
-                                kv_transfer_config=KVTransferConfig(
-                                    kv_connector="KvtierConnector", kv_role="kv_both",
-                                    kv_connector_module_path="kvtier.vllm_connector",
-                                    kv_connector_extra_config={"kvtier.root": root, "kvtier.store_format": 2}))
+            config = cpu_config("KvtierConnector", {"kvtier.root": root, "kvtier.store_format": 2})
             full = FullAttentionSpec(block_size=16, num_kv_heads=HEADS, head_size=DIM, dtype=torch.bfloat16)
             window = SlidingWindowSpec(block_size=16, num_kv_heads=HEADS, head_size=DIM, dtype=torch.bfloat16,
                                        sliding_window=32)
