@@ -533,7 +533,7 @@ class KvtierConnector(KVConnectorBase_V1):
                 raise RuntimeError(f"KvtierConnector: request {request.request_id}: vLLM took {end} tokens where kvtier "
                                    f"offered {hit}; a hybrid model's KV and state load only where they were saved")
             tables = self._group_tables(blocks.get_block_ids(), end, skip_before=local)
-            if any(t == [-1] for t, k in zip(tables, self._groups.kinds) if k == hybrid.STATE):
+            if self._groups.state_missing(tables):
                 raise RuntimeError(f"KvtierConnector: request {request.request_id}: vLLM allocated no Mamba state "
                                    f"block at its {end} tokens; kvtier has nowhere to load the state")
             self._loads.append(LoadPlan(request.request_id, list(request.prompt_token_ids[:end]), [], 0, False,
@@ -573,7 +573,7 @@ class KvtierConnector(KVConnectorBase_V1):
         if getattr(request.status, "name", "") == "WAITING_FOR_REMOTE_KVS":
             return False, None
         tables = self._group_tables(block_ids, computed, skip_before=0)
-        if any(t == [-1] for t, k in zip(tables, self._groups.kinds) if k == hybrid.STATE):
+        if self._groups.state_missing(tables):
             log.warning("kvtier: request %s: no Mamba state block at its %d tokens; not saved", request.request_id,
                         computed)
             return False, None
@@ -610,10 +610,6 @@ class KvtierConnector(KVConnectorBase_V1):
         if s.async_load:
             raise ValueError("KvtierHybridConnector: kvtier.async_load is not taken for a hybrid model: vLLM cannot take "
                              "back a hybrid request's failed load, so kvtier loads it before the forward pass")
-        bs = g.attention_block_size
-        if s.chunk_tokens % bs:
-            raise ValueError(f"KvtierConnector: kvtier.chunk_tokens ({s.chunk_tokens}) must be a multiple of the "
-                             f"attention layers' block size ({bs})")
 
     def has_pending_push_work(self) -> bool:
         # vLLM keeps stepping while requests wait for their blocks to be freed (0.26, 0.34); said
@@ -747,7 +743,10 @@ class KvtierConnector(KVConnectorBase_V1):
         """A hybrid plan as save_paged's and restore_paged's arguments: every attention layer's
         table in kernel blocks, the Mamba layers' state pages."""
         r = self._kernel_split
-        tables = [np.asarray(hybrid.expand(plan.group_tables[g], r), dtype=np.int32) for g in self._attn_groups]
+        # One table a group, shared by its layers.
+        by_group = {g: np.asarray(hybrid.expand(plan.group_tables[g], r), dtype=np.int32)
+                    for g in set(self._attn_groups)}
+        tables = [by_group[g] for g in self._attn_groups]
         state = [p.view(plan.group_tables[g][0]) for p, g in zip(self._state_pages, self._state_groups)]
         return {"block_table": tables[0], "layer_block_tables": tables, "state": state or None,
                 "block_size": self._groups.attention_block_size // r, "layout": self._layout.name}

@@ -42,8 +42,9 @@ class CacheGroups:
     def attention_block_size(self) -> int:
         return next(bs for k, bs in zip(self.kinds, self.block_sizes) if k != STATE)
 
-    def groups_of(self, kind: str) -> list[int]:
-        return [g for g, k in enumerate(self.kinds) if k == kind]
+    def state_missing(self, tables: list[list[int]]) -> bool:
+        """Whether a Mamba group of `tables` (as the connector plans them) has no state block."""
+        return any(t == [-1] for t, k in zip(tables, self.kinds) if k == STATE)
 
 
 def cache_groups(kv_cache_config: "KVCacheConfig | None") -> CacheGroups | None:

@@ -99,6 +99,10 @@ struct ChunkRef {
   uint64_t first = 0;
 };
 
+/// Layer `layer`'s block table in `kv`: its own where layer_block_tables names one, else
+/// block_table.
+std::span<const int32_t> layer_block_table(const PagedKv& kv, uint32_t layer);
+
 /// Chunks [first, ceil(end / chunk)) of a prefix of `end` tokens whose chained keys under `ns` are
 /// `keys` (chain_keys of a token list at least that long, which agree with the prefix's up to its
 /// end: `end` is a chunk boundary or the list's end).

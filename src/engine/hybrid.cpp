@@ -36,10 +36,7 @@ bool rows_held(const Engine::Impl& p, const PagedKv& kv, const ChunkRef& r) {
   const uint64_t first = r.first / kv.block_size;
   const uint64_t last = (r.first + r.tokens - 1) / kv.block_size;
   for (uint32_t l : p.part_.layers) {
-    const std::span<const int32_t> table =
-        l < kv.layer_block_tables.size() && !kv.layer_block_tables[l].empty()
-            ? kv.layer_block_tables[l]
-            : kv.block_table;
+    const std::span<const int32_t> table = layer_block_table(kv, l);
     for (uint64_t i = first; i <= last && i < table.size(); ++i) {
       if (table[i] == kSkipBlock) return false;
     }

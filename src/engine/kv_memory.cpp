@@ -111,6 +111,12 @@ Result<KvMemory> Engine::Impl::kv_memory_of(const ChunkedKv& kv, bool /*restore*
   return t;
 }
 
+std::span<const int32_t> layer_block_table(const PagedKv& kv, uint32_t layer) {
+  return layer < kv.layer_block_tables.size() && !kv.layer_block_tables[layer].empty()
+             ? kv.layer_block_tables[layer]
+             : kv.block_table;
+}
+
 Result<KvMemory> Engine::Impl::kv_memory_of(const PagedKv& kv, bool restore) const {
   const KvGeometry g = memory_geometry();
   KVTIER_EXPECTS(
@@ -138,17 +144,12 @@ Result<KvMemory> Engine::Impl::kv_memory_of(const PagedKv& kv, bool restore) con
                  fmt::format("paged KV: {} layer block tables for {} layer tensors (one each, or "
                              "none: block_table serves every layer)",
                              kv.layer_block_tables.size(), g.layers));
-  auto table_of = [&](uint32_t l) {
-    return kv.layer_block_tables.empty() || kv.layer_block_tables[l].empty()
-               ? kv.block_table
-               : kv.layer_block_tables[l];
-  };
   // A sliding-window part's save reads only records whose tokens every table holds
   // (hybrid_save): its layers may have left the caller's window.
   const bool may_skip = restore || part_.kind == static_cast<uint32_t>(RecordKind::kSlidingWindow);
   bool own_tables = false;
   for (uint32_t l : mine) {
-    const std::span<const int32_t> table = table_of(l);
+    const std::span<const int32_t> table = layer_block_table(kv, l);
     own_tables = own_tables || table.data() != kv.block_table.data();
     KVTIER_EXPECTS(table.size() == kv.block_table.size(),
                    fmt::format("paged KV: layer {}'s block table has {} entries, block_table {}", l,
@@ -176,7 +177,7 @@ Result<KvMemory> Engine::Impl::kv_memory_of(const PagedKv& kv, bool restore) con
   }
   if (own_tables) {
     for (uint32_t l : mine) {
-      const std::span<const int32_t> table = table_of(l);
+      const std::span<const int32_t> table = layer_block_table(kv, l);
       t.block_table.insert(t.block_table.end(), table.begin(), table.end());
     }
   } else {
