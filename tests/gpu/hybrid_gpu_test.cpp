@@ -209,13 +209,7 @@ TEST(HybridGpu, LayersWithBlockTablesOfTheirOwnSaveAndRestoreThroughTheKernels) 
   };
   auto move = [&](testing::PagedHost& host, const std::vector<std::vector<int32_t>>& t,
                   std::byte* contiguous, bool to_paged) {
-    for (uint32_t k = 0; k < 2; ++k)
-      for (uint32_t l = 0; l < g.layers; ++l)
-        for (uint64_t tok = 0; tok < kTokens; ++tok) {
-          if (t[l][tok / kBlock] == kSkipBlock) continue;
-          testing::move_row(g, host.view.layout, host.layers, t[l], kBlock, blocks, contiguous,
-                            kTokens, k, l, tok, to_paged);
-        }
+    testing::move_held(g, host, t, contiguous, kTokens, kTokens, to_paged);
   };
   for (PagedLayout layout : {PagedLayout::kKvFirst, PagedLayout::kBlockFirst,
                              PagedLayout::kPackedHeads, PagedLayout::kPackedTokens}) {

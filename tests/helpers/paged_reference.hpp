@@ -83,6 +83,21 @@ inline void move_all(const KvGeometry& g, PagedHost& paged, const std::vector<in
                  paged.view.num_blocks, contiguous, capacity, kv, l, t, to_paged);
 }
 
+/// move_all() with a block table per layer (`tables[l]`): rows of tokens [0, tokens) whose block
+/// a layer's table skips (-1) are left alone.
+inline void move_held(const KvGeometry& g, PagedHost& paged,
+                      const std::vector<std::vector<int32_t>>& tables, std::byte* contiguous,
+                      uint64_t capacity, uint64_t tokens, bool to_paged) {
+  const uint32_t bs = paged.view.block_size;
+  for (uint32_t kv = 0; kv < 2; ++kv)
+    for (uint32_t l = 0; l < g.layers; ++l)
+      for (uint64_t t = 0; t < tokens; ++t) {
+        if (tables[l][t / bs] < 0) continue;
+        move_row(g, paged.view.layout, paged.layers, tables[l], bs, paged.view.num_blocks,
+                 contiguous, capacity, kv, l, t, to_paged);
+      }
+}
+
 /// Whether `back` (contiguous [2, L, n, row], read back through the blocks' real homes) holds the
 /// untouched 0xEE fill for tokens [0, skipped) and `want`'s rows for every later token.
 inline ::testing::AssertionResult restored_except_skipped(const KvGeometry& g,

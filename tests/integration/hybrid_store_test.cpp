@@ -311,14 +311,7 @@ struct WindowedCache {
   /// Moves the rows of `tokens` tokens every layer holds between `contiguous` ([2, L, n, row])
   /// and the cache.
   void move(const Hybrid& m, std::byte* contiguous, uint64_t n, uint64_t tokens, bool to_paged) {
-    const KvGeometry g = m.rank(0, 1);
-    for (uint32_t kv = 0; kv < 2; ++kv)
-      for (uint32_t l = 0; l < g.layers; ++l)
-        for (uint64_t t = 0; t < tokens; ++t) {
-          if (tables[l][t / host.view.block_size] == kSkipBlock) continue;
-          testing::move_row(g, host.view.layout, host.layers, tables[l], host.view.block_size,
-                            host.view.num_blocks, contiguous, n, kv, l, t, to_paged);
-        }
+    testing::move_held(m.rank(0, 1), host, tables, contiguous, n, tokens, to_paged);
   }
   uint32_t need;
   testing::PagedHost host;
