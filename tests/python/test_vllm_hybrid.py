@@ -108,21 +108,21 @@ class Model:
         t = self.caches[name]
         return t[0, kernel, at], t[1, kernel, at]
 
-    def fill_block(self, block: int, value=None, gen=None):
-        """Every layer's bytes of vLLM block `block`: set to `value`, or to noise from `gen`."""
+    def block_views(self, block: int):
+        """Every layer's bytes of vLLM block `block`, as views of the layer tensors."""
         views = []
-        for name, t in self.caches.items():
+        for t in self.caches.values():
             if isinstance(t, list):
                 views += [s[block] for s in t]
             else:
                 kernels = slice(block * self.split, (block + 1) * self.split)
                 views += [t[0, kernels], t[1, kernels]]
-        for v in views:
-            if value is not None:
-                v.fill_(value)
-            else:
-                v.copy_(torch.randn(v.shape, generator=gen).to(v.dtype))
         return views
+
+    def fill_block(self, block: int, gen):
+        """Every layer's bytes of vLLM block `block` set to noise from `gen`."""
+        for v in self.block_views(block):
+            v.copy_(torch.randn(v.shape, generator=gen).to(v.dtype))
 
     def describe(self) -> str:
         return (f"layers {sum(len(v) for v in self.names.values())} ({', '.join(self.kinds)}), block {self.bs} "
@@ -135,14 +135,6 @@ def cpu_config(connector, settings, block_size=16):
                       kv_transfer_config=KVTransferConfig(kv_connector=connector, kv_role="kv_both",
                                                           kv_connector_module_path="kvtier.vllm_connector",
                                                           kv_connector_extra_config=settings))
-
-
-def model_null_views(model):
-    """vLLM's null block (0) in every layer tensor: never written by anyone."""
-    views = []
-    for t in model.caches.values():
-        views += [s[0] for s in t] if isinstance(t, list) else [t[0, :model.split], t[1, :model.split]]
-    return views
 
 
 # vLLM 0.26 lays a hybrid model's KV cache out as a raw tensor shared by a layer of each group
@@ -237,7 +229,7 @@ class HybridConnectorTest(unittest.TestCase):
             let_go = [b for b, now in zip(before[g], ids[g]) if now == 0 and b != 0]
             self.assertEqual(len(let_go), (n - model.window + 1) // model.bs if n >= model.window else 0)
             for b in let_go:
-                model.fill_block(b, gen=self.gen)
+                model.fill_block(b, self.gen)
         delay, _ = scheduler.request_finished_all_groups(request, ids)
         self.assertTrue(delay)
         done, _ = self.step(scheduler, worker, finished={request.request_id})
@@ -275,7 +267,7 @@ class HybridConnectorTest(unittest.TestCase):
                 self.assertNotEqual(table[t // model.bs], 0, f"{name}: token {t} in vLLM's null block")
                 k, v = model.rows(name, table[t // model.bs], t % model.bs)
                 self.assertTrue(torch.equal(k, kv[0, t]) and torch.equal(v, kv[1, t]), f"{name}: token {t} of {hit}")
-        for v in model_null_views(model):
+        for v in model.block_views(0):  # vLLM's null block: never written by anyone
             self.assertEqual(int((v != 0).sum()), 0, "vLLM's null block was written")
 
     def test_sessions_of_drawn_hybrid_models_are_saved_found_and_loaded(self):
