@@ -35,8 +35,6 @@ struct CuFileApi {
   ssize_t (*read)(CUfileHandle_t, void*, size_t, off_t, off_t);
   ssize_t (*write)(CUfileHandle_t, const void*, size_t, off_t, off_t);
   // The statistics API (libcufile 1.15+ headers); null where the library lacks it.
-  CUfileError_t (*set_stats_level)(int) = nullptr;
-  CUfileError_t (*stats_start)() = nullptr;
 #ifdef CUFILE_GPU_UUID_LEN
   CUfileError_t (*stats_l3)(CUfileStatsLevel3_t*) = nullptr;
 #endif
@@ -69,8 +67,6 @@ Result<const CuFileApi*> cufile_api() {
                     bind(lib, a.buf_register, {"cuFileBufRegister"}) &&
                     bind(lib, a.buf_deregister, {"cuFileBufDeregister"}) &&
                     bind(lib, a.read, {"cuFileRead"}) && bind(lib, a.write, {"cuFileWrite"});
-    bind(lib, a.set_stats_level, {"cuFileSetStatsLevel"});
-    bind(lib, a.stats_start, {"cuFileStatsStart"});
 #ifdef CUFILE_GPU_UUID_LEN
     bind(lib, a.stats_l3, {"cuFileGetStatsL3"});
 #endif
@@ -99,6 +95,11 @@ Status cufile_status(CUfileError_t e, std::string_view context) {
 std::mutex driver_mu;
 bool driver_open = false;
 
+// Every registration and deregistration (buffers, file handles) in the process, one at a time: an
+// engine of several parts (a TP-free store's head groups) makes a context per part, on threads of
+// their own, and cuFile does not say that its registrations may run at once.
+std::mutex registration_mu;
+
 void close_driver_at_exit() {
   if (auto api = cufile_api(); api && driver_open) (*api)->driver_close();
 }
@@ -108,11 +109,9 @@ Status driver_acquire(const CuFileApi& api) {
   if (driver_open) return {};
   KVTIER_TRY(cufile_status(api.driver_open(), "cuFileDriverOpen"));
   driver_open = true;
-  // Per-GPU counts of peer-to-peer and POSIX operations: cuFile's own word on how it served us.
-  if (api.set_stats_level != nullptr && api.stats_start != nullptr &&
-      api.set_stats_level(3).err == CU_FILE_SUCCESS) {
-    (void)api.stats_start();
-  }
+  // cuFile's statistics are left to its own configuration (profile.cufile_stats, 0 by default):
+  // kept per I/O inside libcufile, that bookkeeping has crashed processes of several I/O threads
+  // (cuda-python #1338, kvikio #497), and it reports on a run rather than serving one.
   std::atexit(close_driver_at_exit);
   return {};
 }
@@ -159,6 +158,7 @@ class GdsContext::Impl {
 
   ~Impl() {
     if (gpu.make_current) (void)gpu.make_current();
+    std::lock_guard lock(registration_mu);
     for (auto& [fd, entry] : handles) api->handle_deregister(entry.handle);
     for (size_t i = 0; i < memory.size(); ++i) {
       if (registered[i]) api->buf_deregister(memory[i].get());
@@ -184,6 +184,7 @@ Result<std::unique_ptr<GdsContext>> GdsContext::create(Gpu gpu, size_t buffers,
     KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<std::byte> memory, impl->gpu.allocate(buffer_bytes));
     impl->memory.push_back(memory);
     impl->registered.push_back(false);
+    std::lock_guard lock(registration_mu);
     KVTIER_TRY(
         cufile_status(api->buf_register(memory.get(), buffer_bytes, 0), "cuFileBufRegister"));
     impl->registered.back() = true;
@@ -200,6 +201,7 @@ StagingPool& GdsContext::buffers() { return *impl_->pool; }
 Status GdsContext::attach(int fd, const std::string& path, std::shared_ptr<const void> keep_open) {
   std::lock_guard lock(impl_->mu);
   if (impl_->handles.contains(fd)) return {};
+  std::lock_guard registering(registration_mu);
   // Files their owner has since let go of (segments the store evicted) are held open only by this
   // map: deregister and let them go, so their disk space comes back (the caller holds every file it
   // is using, so none of those goes, and no fd in the map is closed and reused while there).
@@ -279,7 +281,7 @@ std::string GdsContext::io_counts() const {
   if (impl_->api->stats_l3 == nullptr) return "cuFile statistics API not in this libcufile";
   auto stats = std::make_unique<CUfileStatsLevel3_t>();
   if (impl_->api->stats_l3(stats.get()).err != CU_FILE_SUCCESS)
-    return "cuFile statistics unavailable";
+    return "cuFile statistics off (profile.cufile_stats 3 in cuFile's configuration turns them on)";
   uint64_t reads = 0, p2p = 0, nvfs = 0, posix = 0, writes = 0, wp2p = 0, wnvfs = 0, wposix = 0;
   for (uint32_t g = 0; g < std::min<uint32_t>(stats->num_gpus, 16); ++g) {
     const CUfilePerGpuStats_t& s = stats->per_gpu_stats[g];
