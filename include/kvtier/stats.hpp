@@ -43,8 +43,8 @@ struct LatencyHistogram {
   X(text, path, gds, "GPUDirect Storage: peer-to-peer, cuFile compat mode, or why not used")       \
   X(counter, engine, gds_restores, "restores read through cuFile")                                 \
   X(counter, engine, gds_saves, "saves from GPU memory written through cuFile")                    \
-  /* From cuFile's statistics API where the library has one (peer-to-peer, nvidia-fs, POSIX);    \
-     empty while cuFile is not in use. */                                                          \
+  /* From cuFile's statistics API (peer-to-peer, nvidia-fs, POSIX) where cuFile's configuration  \
+     collects them (profile.cufile_stats 3); empty while cuFile is not in use. */                  \
   X(text, path, gds_io_counts, "cuFile's own counts of how it served this process")                \
   X(counter, engine, dram_hits, "records restored from the DRAM tier")                             \
   X(counter, engine, store_hits, "records restored from the local store, verified")                \
