@@ -85,6 +85,7 @@ h200_tests() {
   KVTIER_TEST_DIR=/root KVTIER_TEST_EXPECT_GDS=fallback ctest --test-dir build/h200 -j 8 --output-on-failure \
     ${CTEST_ARGS:-} > "$OUT/ctest.log" 2>&1
   grep -E "tests passed|Failed|\(Failed\)|\*\*\*" "$OUT/ctest.log" | tail -15
+  h200_symbolize "$OUT/ctest.log"
   echo "tests: $(( $(date +%s) - start )) s"
 }
 
@@ -102,6 +103,16 @@ h200_gds_tests() {
   KVTIER_TEST_DIR=/root KVTIER_TEST_EXPECT_GDS=used CUFILE_LOGFILE_PATH="$OUT/cufile.log" \
     build/h200/tests/kvtier_gpu_tests > "$OUT/gpu_tests.log" 2>&1
   grep -E "gds:|FAILED|PASSED|Failure" -A3 "$OUT/gpu_tests.log" | tail -12
+  h200_symbolize "$OUT/gpu_tests.log"
+}
+
+# h200_symbolize LOG: the stack a crashing GPU test wrote (tests/gpu/crash_report.cpp, frames as
+# offsets into kvtier_gpu_tests) as functions and lines, the first crash's, on stdout.
+h200_symbolize() {
+  grep -q "fatal signal" "$1" || return 0
+  sed -n '/fatal signal/,$p' "$1" | grep -m1 "fatal signal"
+  sed -n '/fatal signal/,$p' "$1" | grep -o "kvtier_gpu_tests(+0x[0-9a-f]*)" | head -30 \
+    | sed 's/.*(+\(0x[0-9a-f]*\))/\1/' | addr2line -f -C -p -e build/h200/tests/kvtier_gpu_tests
 }
 
 # The peers' Python environment: the wheels of .whl/ (bench/gpu/fetch_peer_wheels.sh) under
