@@ -50,7 +50,8 @@ $OUT/summary.txt plus $OUT/runs.tar.gz (every log and run directory). With TESTS
                          (deepseek-v3) saved at TP 8 and restored at TP 8, 1, 2
   coded [N [SEED ARGS]]  coded records (issue 28) over N fast drives (1): a TP-free store of
                          bf16-like synthetic KV (--kv bf16-like; not a model's KV), or with
-                         KV=file:.kvdata/<f>.bin forward-pass KV, restored raw and coded
+                         KV=file:.kvdata/<f>.bin forward-pass KV (KV=forward: made there by
+                         bench/codec/forward_kv.py, 4 layers x 4,096 tokens), restored raw and coded
                          (--compress split16, decoded on the GPU) into GPU memory, fio next to each;
                          the note gives KV delivered against the bytes fio reads from the drive a
                          second
@@ -394,11 +395,18 @@ scenario_striped() {
 # Coded records (issue 28): the same TP-free store raw and coded, posix and gds into GPU memory,
 # coded records decoded on the GPU (the measure to beat: KV delivered at >= 1.2x of the bytes fio
 # reads from the drive a second). KV=file:PATH takes forward-pass KV (bench/codec/forward_kv.py,
-# carried under .kvdata/) instead of bf16-like synthetic KV.
+# carried under .kvdata/), KV=forward makes it on the machine, instead of bf16-like synthetic KV.
 scenario_coded() {
   local n=${1:-1} c roots
   shift
   need_fio
+  if [ "${KV:-}" = forward ]; then
+    # The forward-pass KV made here, on the GPU (the image has torch and transformers).
+    python3 bench/codec/forward_kv.py --out /root/kvdata --layers 4 --tokens 4096 --experts 16 \
+      > "$OUT/forward_kv.log" 2>&1 || { tail -5 "$OUT/forward_kv.log"; return 1; }
+    say "forward-pass KV: $(tail -1 "$OUT/forward_kv.log")"
+    KV=file:/root/kvdata/kv-4L-4096T.bin
+  fi
   make_fast_drives "$n" "$(drive_gib "$n")" | tee -a "$OUT/summary.txt" || return 1
   for c in off split16; do
     roots=$(fast_drive_list "$n" "coded-$c")
