@@ -109,10 +109,12 @@ h200_gds_tests() {
 # h200_symbolize LOG: the stack a crashing GPU test wrote (tests/gpu/crash_report.cpp, frames as
 # offsets into kvtier_gpu_tests) as functions and lines, the first crash's, on stdout.
 h200_symbolize() {
-  grep -q "fatal signal" "$1" || return 0
-  sed -n '/fatal signal/,$p' "$1" | grep -m1 "fatal signal"
-  sed -n '/fatal signal/,$p' "$1" | grep -o "kvtier_gpu_tests(+0x[0-9a-f]*)" | head -30 \
-    | sed 's/.*(+\(0x[0-9a-f]*\))/\1/' | addr2line -f -C -p -e build/h200/tests/kvtier_gpu_tests
+  local first
+  first=$(awk '/fatal signal/ { n++ } n == 1' "$1")
+  [ -n "$first" ] || return 0
+  grep -m1 "fatal signal" <<< "$first"
+  grep -o "kvtier_gpu_tests(+0x[0-9a-f]*)" <<< "$first" | sed 's/.*(+\(0x[0-9a-f]*\))/\1/' \
+    | addr2line -f -C -p -e build/h200/tests/kvtier_gpu_tests
 }
 
 # The peers' Python environment: the wheels of .whl/ (bench/gpu/fetch_peer_wheels.sh) under

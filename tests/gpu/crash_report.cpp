@@ -17,7 +17,8 @@
 namespace {
 
 void report(int sig) {
-  // Only async-signal-safe calls from here on (backtrace is, once loaded: see install()).
+  // The process is dying: write(2) and backtrace (loaded before any signal, below) do the work;
+  // strsignal only reads a table.
   const char* name = strsignal(sig);
   (void)!write(STDERR_FILENO, "\n*** fatal signal: ", 19);
   (void)!write(STDERR_FILENO, name, strlen(name));
