@@ -88,32 +88,35 @@ Status cufile_status(CUfileError_t e, std::string_view context) {
                 static_cast<int>(e.err));
 }
 
+// Every cuFile call other than reads and writes (driver open and properties, buffer and handle
+// registration, statistics) in the process runs under this lock, one at a time. An engine of
+// several parts (a TP-free store's head groups) makes a context per part on threads of their own,
+// and cuFile does not promise those calls may run at once: on an H100 with CUDA 13.0 two threads in
+// cuFileDriverGetProperties crashed inside libcufile (a std::map walked while changed).
+std::mutex cufile_mu;
+
 // cuFile's driver is process-wide. It is opened once and stays open for the process: reopening
 // it after a close is not something cuFile promises to support. It is closed by an atexit handler,
 // which runs before the CUDA runtime's own teardown (registered earlier, so run later), as cuFile
-// needs CUDA alive to free its bounce buffers.
-std::mutex driver_mu;
+// needs CUDA alive to free its bounce buffers. Its properties are read once, when it opens.
 bool driver_open = false;
-
-// Every registration and deregistration (buffers, file handles) in the process, one at a time: an
-// engine of several parts (a TP-free store's head groups) makes a context per part, on threads of
-// their own, and cuFile does not say that its registrations may run at once.
-std::mutex registration_mu;
+CUfileDrvProps_t driver_props{};
 
 void close_driver_at_exit() {
   if (auto api = cufile_api(); api && driver_open) (*api)->driver_close();
 }
 
-Status driver_acquire(const CuFileApi& api) {
-  std::lock_guard lock(driver_mu);
-  if (driver_open) return {};
+Result<CUfileDrvProps_t> driver_acquire(const CuFileApi& api) {
+  std::lock_guard lock(cufile_mu);
+  if (driver_open) return driver_props;
   KVTIER_TRY(cufile_status(api.driver_open(), "cuFileDriverOpen"));
   driver_open = true;
   // cuFile's statistics are left to its own configuration (profile.cufile_stats, 0 by default):
   // kept per I/O inside libcufile, that bookkeeping has crashed processes of several I/O threads
   // (cuda-python #1338, kvikio #497), and it reports on a run rather than serving one.
   std::atexit(close_driver_at_exit);
-  return {};
+  KVTIER_TRY(cufile_status(api.driver_get_properties(&driver_props), "cuFileDriverGetProperties"));
+  return driver_props;
 }
 
 GdsMode mode_of(const CUfileDrvProps_t& props) {
@@ -158,7 +161,7 @@ class GdsContext::Impl {
 
   ~Impl() {
     if (gpu.make_current) (void)gpu.make_current();
-    std::lock_guard lock(registration_mu);
+    std::lock_guard lock(cufile_mu);
     for (auto& [fd, entry] : handles) api->handle_deregister(entry.handle);
     for (size_t i = 0; i < memory.size(); ++i) {
       if (registered[i]) api->buf_deregister(memory[i].get());
@@ -176,15 +179,13 @@ Result<std::unique_ptr<GdsContext>> GdsContext::create(Gpu gpu, size_t buffers,
   impl->api = api;
   impl->gpu = std::move(gpu);
   KVTIER_TRY(impl->gpu.make_current());
-  KVTIER_TRY(driver_acquire(*api));
-  CUfileDrvProps_t props{};
-  KVTIER_TRY(cufile_status(api->driver_get_properties(&props), "cuFileDriverGetProperties"));
+  KVTIER_ASSIGN_OR_RETURN(const CUfileDrvProps_t props, driver_acquire(*api));
   impl->mode = mode_of(props);
   for (size_t i = 0; i < buffers; ++i) {
     KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<std::byte> memory, impl->gpu.allocate(buffer_bytes));
     impl->memory.push_back(memory);
     impl->registered.push_back(false);
-    std::lock_guard lock(registration_mu);
+    std::lock_guard lock(cufile_mu);
     KVTIER_TRY(
         cufile_status(api->buf_register(memory.get(), buffer_bytes, 0), "cuFileBufRegister"));
     impl->registered.back() = true;
@@ -201,7 +202,7 @@ StagingPool& GdsContext::buffers() { return *impl_->pool; }
 Status GdsContext::attach(int fd, const std::string& path, std::shared_ptr<const void> keep_open) {
   std::lock_guard lock(impl_->mu);
   if (impl_->handles.contains(fd)) return {};
-  std::lock_guard registering(registration_mu);
+  std::lock_guard registering(cufile_mu);
   // Files their owner has since let go of (segments the store evicted) are held open only by this
   // map: deregister and let them go, so their disk space comes back (the caller holds every file it
   // is using, so none of those goes, and no fd in the map is closed and reused while there).
@@ -280,6 +281,7 @@ std::string GdsContext::io_counts() const {
 #ifdef CUFILE_GPU_UUID_LEN
   if (impl_->api->stats_l3 == nullptr) return "cuFile statistics API not in this libcufile";
   auto stats = std::make_unique<CUfileStatsLevel3_t>();
+  std::lock_guard lock(cufile_mu);
   if (impl_->api->stats_l3(stats.get()).err != CU_FILE_SUCCESS)
     return "cuFile statistics off (profile.cufile_stats 3 in cuFile's configuration turns them on)";
   uint64_t reads = 0, p2p = 0, nvfs = 0, posix = 0, writes = 0, wp2p = 0, wnvfs = 0, wposix = 0;
