@@ -280,6 +280,8 @@ scenario_tuned() {
     SESSIONS=8 TOKENS=25000 h200_seed "tuned$n-concurrent" "$(fast_drive_list "$n" tc)" --paths posix \
       --concurrency 1,2,4,8 --fio-requests 1M,4M,16M
   fi
+  # The seed bench keeps its store under each root's seed-chunk256.
+  roots=$(tr ',' '\n' <<< "$roots" | sed 's#$#/seed-chunk256#' | paste -sd,)
   for r in 0 1; do
     "$K" stat --store "$roots" --tp-world 2 --tp-rank "$r" --json > "$OUT/tuned$n-stat-rank$r.json" 2>&1
     grep -E '"(io_request_bytes|staging_bytes|io_settings_from|request_bytes|in_flight|state)"' \

@@ -100,8 +100,12 @@ void set_tuning_config_for_testing(std::optional<TuningConfig> config) {
 
 std::vector<DriveTuningInfo> tune_drives(Store& store, TuneMode mode, const Logger& log) {
   const TuningConfig config = tuning_config();
-  const uint64_t enough =
-      mode == TuneMode::kProbeAll ? config.min_written_bytes_on_request : config.min_written_bytes;
+  // At open, a segment three-quarters written also counts: a store over several drives has
+  // segments sized to spread a session, which may be smaller than min_written_bytes (and a sealed
+  // segment is never written to its last byte), and it would otherwise never be probed.
+  const uint64_t enough = mode == TuneMode::kProbeAll
+                              ? config.min_written_bytes_on_request
+                              : std::min(config.min_written_bytes, store.segment_bytes() / 4 * 3);
   FileSystem& fs = store.file_system();
   std::vector<DriveTuningInfo> out;
   for (const DriveSample& sample : store.drive_samples()) {

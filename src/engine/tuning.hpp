@@ -16,8 +16,9 @@
 namespace kvtier {
 
 struct TuningConfig {
-  /// A drive is probed at open once one of its segments holds this many written bytes: fewer is
-  /// too little to see past the drive's own cache, and a store that small restores quickly anyway.
+  /// A drive is probed at open once one of its segments holds this many written bytes, or three
+  /// quarters of the store's segment size where that is less: fewer is too little to see past the
+  /// drive's own cache, and a store that small restores quickly anyway.
   uint64_t min_written_bytes = uint64_t{256} << 20;
   /// A drive whose probe failed (and that has no earlier tuning) is probed again at open only
   /// this long after (Engine::tune() probes it whenever asked): a drive that keeps failing does

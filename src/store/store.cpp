@@ -300,6 +300,11 @@ std::vector<DriveSample> Store::drive_samples() {
   return out;
 }
 
+uint64_t Store::segment_bytes() {
+  std::lock_guard lock(mu_);
+  return budget_.segment_bytes();
+}
+
 void Store::fill_stats(Stats& stats) {
   std::lock_guard lock(mu_);
   stats.capacity_bytes =

@@ -174,6 +174,7 @@ class Store {
   [[nodiscard]] std::vector<SegmentInfo> segments();
   /// Every drive, in the store's order, with its largest written segment.
   [[nodiscard]] std::vector<DriveSample> drive_samples();
+  [[nodiscard]] uint64_t segment_bytes();
   [[nodiscard]] FileSystem& file_system() { return *fs_; }
   /// Fills the store part of `stats`.
   void fill_stats(Stats& stats);

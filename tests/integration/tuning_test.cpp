@@ -271,6 +271,22 @@ TEST_F(TuningTest, ASmallStoreIsNotProbedUntilItHoldsEnough) {
   EXPECT_EQ((*next)->io_settings().source, "tuned");
 }
 
+TEST_F(TuningTest, SegmentsSmallerThanTheProbesMinimumAreProbedOnceThreeQuartersWritten) {
+  // A store over several drives picks segments that spread a session; they may be smaller than
+  // the minimum a probe asks for, and a sealed segment is never written to its last byte.
+  config_.min_written_bytes = 64 * kMiB;  // more than a 16 MiB segment can ever hold
+  set_tuning_config_for_testing(config_);
+  const Options o = options({0, 1});
+  ASSERT_EQ(o.segment_bytes, 16 * kMiB);
+  fill(o, 4);  // 32 MiB of KV: sealed segments of about 16 MiB on each drive
+  auto e = Engine::open(o);
+  ASSERT_TRUE(e.has_value()) << e.error().to_string();
+  const IoSettings s = (*e)->io_settings();
+  ASSERT_EQ(s.drives.size(), 2u) << describe(s);
+  EXPECT_EQ(s.source, "tuned") << describe(s);
+  for (const DriveTuningInfo& d : s.drives) EXPECT_EQ(d.state, "probed") << describe(s);
+}
+
 TEST_F(TuningTest, OneRankProbesADriveAtATime) {
   const Options o = options();
   fill(o);
