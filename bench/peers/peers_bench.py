@@ -21,7 +21,9 @@ the first round. kvtier's own raw read of its records (no copy, no checksum) is 
 CPU is the process's user+system time per GB restored (all threads).
 
 Usage: python3 bench/peers/peers_bench.py --dir DIR --out DIR [--tokens 100000] [--repeats 2]
-       [--configs ...]   (kvtier's Python module on PYTHONPATH; run as root to drop the page cache)
+       [--configs ...] [--kv PATH]   (kvtier's Python module on PYTHONPATH; run as root to drop the
+       page cache; --kv: forward-pass KV instead of random bytes, which the coded configuration
+       "kvtier posix split16" needs to shrink)
 """
 import argparse
 import json
@@ -105,9 +107,13 @@ class Setup:
         self.geometries = [kvtier.Geometry.preset(GEOMETRY, tp_rank=r, tp_world=WORLD) for r in range(WORLD)]
         g = self.geometries[0]
         shape = (2, g.layers, args.tokens, g.kv_heads, g.head_dim)
-        gen = torch.Generator(device="cuda").manual_seed(5)
-        self.kv = [torch.randint(-32768, 32767, shape, dtype=torch.int16, device="cuda", generator=gen)
-                   .view(torch.bfloat16) for _ in range(WORLD)]
+        if args.kv == "random":
+            gen = torch.Generator(device="cuda").manual_seed(5)
+            self.kv = [torch.randint(-32768, 32767, shape, dtype=torch.int16, device="cuda", generator=gen)
+                       .view(torch.bfloat16) for _ in range(WORLD)]
+            self.kv_what = "random bf16 bit patterns (incompressible)"
+        else:
+            self.kv, self.kv_what = file_kv(args.kv, shape)
         self.out = [torch.empty_like(k) for k in self.kv]
         self.bytes = sum(k.numel() * k.element_size() for k in self.kv)
         self.fio, self.fio_sweep = None, None  # cold runs: set in main
@@ -134,14 +140,16 @@ class Setup:
         """Where rank r's own files go (a peer's, one file per rank)."""
         return self.drive_dirs[r % len(self.drive_dirs)]
 
-    def engine(self, io, dram="0"):
+    def engine(self, io, dram="0", compression="off"):
         """Both ranks' engines for I/O path `io` (and DRAM tier size), each over a store of its own
-        (written once; the engines stay open for the whole run)."""
-        name = io if dram == "0" else f"{io}+dram"
+        (written once; the engines stay open for the whole run). Compression: one TP-free store
+        (store_format 2) whose records are kept coded, shared by both ranks."""
+        name = (io if dram == "0" else f"{io}+dram") + ("" if compression == "off" else f"+{compression}")
         if name not in self.engines:
             roots = [os.path.join(d, f"kvtier-{name}") for d in self.drive_dirs]
+            coded = {} if compression == "off" else {"store_format": 2, "compression": compression}
             es = [kvtier.open(roots if len(roots) > 1 else roots[0], g, io=io, capacity="30G", dram=dram,
-                              request_size=str(self.request), staging=self.staging)
+                              request_size=str(self.request), staging=self.staging, **coded)
                   for g in self.geometries]
             for r, e in enumerate(es):
                 e.save(self.tokens, self.kv[r])
@@ -174,9 +182,9 @@ class Setup:
         return all(torch.equal(self.out[r].view(torch.int16), self.kv[r].view(torch.int16)) for r in range(WORLD))
 
 
-def kvtier_config(io, dram="0"):
+def kvtier_config(io, dram="0", compression="off"):
     def run(s: Setup):
-        engines = s.engine(io, dram)
+        engines = s.engine(io, dram, compression)
         s.cache_state([], engines)
         for o in s.out:
             o.zero_()
@@ -192,6 +200,10 @@ def kvtier_config(io, dram="0"):
             note = f"DRAM tier ({dram} per rank), {st['dram_hits']} chunk hits on rank 0"
         if io == "gds" and st["gds_restores"] == 0:
             note += f" (fell back: {st['io_fallback']})"
+        if compression != "off":
+            stored = sum(e.stats()["bytes_written"] for e in engines)
+            kv = sum(e.stats()["kv_bytes_written"] for e in engines)
+            note += f", {compression} records: {stored / kv:.3f} stored bytes per KV byte"
         return seconds, note
     return run
 
@@ -393,6 +405,9 @@ CONFIGS = {
     "kvtier posix": kvtier_config("posix"),
     "kvtier gds": kvtier_config("gds"),
     "kvtier buffered": kvtier_config("buffered"),
+    # Coded records: held against fio reading the same KV's raw bytes (the plain files), so its
+    # ratio says how far past the drive's raw-byte rate reading fewer bytes gets (issue 28).
+    "kvtier posix split16": kvtier_config("posix", compression="split16"),
     "kvikio compat": kvikio_config(True),
     "kvikio cufile": kvikio_config(False),
     "naive torch": naive_config,
@@ -415,6 +430,8 @@ def main():
                     "them, rank r's peer files on drive r mod their count (default: everything in --dir)")
     ap.add_argument("--request-size", default="16M", help="kvtier's request size, and fio's (both ceilings)")
     ap.add_argument("--staging", default="0", help="kvtier's staging per rank (0: its default, 128M)")
+    ap.add_argument("--kv", default="random", help="random (incompressible bf16 bit patterns) or PATH: forward-pass "
+                    "KV written by bench/codec/forward_kv.py, tiled to the session (what coded records are measured on)")
     ap.add_argument("--fio", default="fio", help="fio executable for the drive's ceiling (cold runs)")
     ap.add_argument("--from-json", help="only re-render table and figure from a peers.json of an earlier run")
     ap.add_argument("--cufile-mode", help="with --from-json, for runs that did not record it: what kvtier "
@@ -433,15 +450,15 @@ def main():
         ap.error("--dir is required (a directory on the drive under test), unless --from-json")
     if args.configs is None:
         args.configs = ("kvtier dram,kvtier buffered,kvikio compat,kvikio cufile,naive torch" if args.warm else
-                        ",".join(c for c in CONFIGS if c != "kvtier dram"))
+                        ",".join(c for c in CONFIGS if c != "kvtier dram" and (args.kv != "random" or not coded(c))))
     os.makedirs(args.dir, exist_ok=True)
     os.makedirs(args.out, exist_ok=True)
     s = Setup(args)
     machine_cufile = cufile_mode()
     print(f"cuFile on this machine: {machine_cufile}", flush=True)
     s.engine("posix")  # writes the store
-    print(f"{args.tokens} tokens, {WORLD} ranks of {GEOMETRY}: {s.bytes / 1e9:.2f} GB of KV on {torch.cuda.get_device_name()}",
-          flush=True)
+    print(f"{args.tokens} tokens, {WORLD} ranks of {GEOMETRY}: {s.bytes / 1e9:.2f} GB of KV on {torch.cuda.get_device_name()}; "
+          f"KV: {s.kv_what}", flush=True)
     # the ceilings next to every round, both ranks at once
     if args.warm:
         ceilings = [("ceiling (pinned H2D)", measure_h2d, "one pinned host-to-device copy of the same bytes")]
@@ -477,7 +494,7 @@ def main():
     summary = summarize(rows, s.bytes, machine_cufile)
     with open(os.path.join(args.out, "peers.json"), "w") as f:
         json.dump({"command": " ".join(sys.argv), "warm": args.warm, "cufile": machine_cufile, "gpu": torch.cuda.get_device_name(), "kv_bytes": s.bytes,
-                   "drives": s.drive_dirs,
+                   "drives": s.drive_dirs, "kv": s.kv_what,
                    "fio": None if args.warm else {"version": s.fio.version, "depth": s.fio.depth,
                                                   "depth_sweep_gbps": s.fio_sweep},
                    "tokens": args.tokens, "rows": rows, "summary": summary}, f, indent=1)
@@ -496,7 +513,8 @@ def summarize(rows, kv_bytes, cufile=""):
         """The ceiling a configuration is held against: fio on the files it reads (kvtier's records for
         kvtier, the plain files for the rest); runs recorded before fio: the one ceiling they had."""
         names = [r["config"] for r in rows if r["config"].startswith("ceiling")]
-        want = "ceiling fio (kvtier's records)" if name.startswith("kvtier") else "ceiling fio (plain files)"
+        raw_records = name.startswith("kvtier") and not coded(name)
+        want = "ceiling fio (kvtier's records)" if raw_records else "ceiling fio (plain files)"
         pick = want if want in names else (names[0] if names else None)
         return pick, {r["repeat"]: r["seconds"] for r in rows if r["config"] == pick}
     out = []
@@ -535,6 +553,40 @@ def cufile_mode():
     return mode
 
 
+def coded(name):
+    """Whether a configuration keeps its records coded (reads fewer bytes than it delivers)."""
+    return "split16" in name
+
+
+def file_kv(path, shape):
+    """Both ranks' KV of `shape` [2, layers, tokens, rank's heads, head_dim] from a file of forward-pass
+    KV (bench/codec/forward_kv.py: [2, L, T, H, D] bf16, its shape in PATH.json): model layer l,
+    model head h at position t is the file's layer l % L, head h % H, token (t % T + offset) % T, the
+    offset drawn (seeded) per window of T positions, repeat of the file's layers and repeat of its
+    heads, so that no two windows, layers or heads hold equal bytes."""
+    with open(path + ".json") as f:
+        meta = json.load(f)
+    two, fl, ft, fh, fd = meta["shape"]
+    _, layers, tokens, heads, dim = shape
+    if fd != dim or two != 2:
+        raise SystemExit(f"--kv {path}: shape {meta['shape']} does not fit {GEOMETRY}'s head_dim {dim}")
+    data = torch.from_file(path, size=2 * fl * ft * fh * fd, dtype=torch.int16).view(2, fl, ft, fh, fd).cuda()
+    windows = -(-tokens // ft)
+    gen = torch.Generator().manual_seed(5)
+    offsets = torch.randint(0, ft, (windows, -(-layers // fl), -(-heads * WORLD // fh)), generator=gen)
+    t = torch.arange(tokens, device="cuda")
+    out = []
+    for r in range(WORLD):
+        kv = torch.empty(shape, dtype=torch.int16, device="cuda")
+        for layer in range(layers):
+            for j in range(heads):
+                h = r * heads + j  # the model's head: every rank sees the bytes of its own heads
+                off = offsets[:, layer // fl, h // fh].to("cuda")[t // ft]
+                kv[:, layer, :, j, :] = data[:, layer % fl, (t % ft + off) % ft, h % fh, :]
+        out.append(kv.view(torch.bfloat16))
+    return out, f"forward-pass KV from {path} ({meta.get('model', 'model unknown')}), tiled to {tokens} tokens"
+
+
 def label(r, summary):
     """A configuration's name; cuFile configurations say so where cuFile runs in its compatibility
     mode on this machine (a property of the machine: KvikIO's cuFile is the same library), never
@@ -564,6 +616,10 @@ def render(summary, warm=False):
         lines.append("CEILING: each configuration against " + "; ".join(held) + " (kvtier's configurations against "
                      "fio replaying kvtier's reads, the others against fio reading the plain files), measured in the "
                      "same round. The kvtier raw read row attributes, it is not a ceiling.")
+        if any(coded(r["config"]) for r in summary):
+            lines.append("A coded configuration (split16) reads fewer bytes than the KV it delivers: it is held "
+                         "against fio reading the same KV's raw bytes (the plain files), so a ratio above 1x is KV "
+                         "delivered faster than the drive reads it raw.")
     if any(r.get("cpu_scope") == "whole step" for r in summary):
         lines.append("")
         lines.append("CPU: " + ("not shown: this run timed CPU over each whole step, which in a warm run includes "
