@@ -64,7 +64,8 @@ $OUT/summary.txt plus $OUT/runs.tar.gz (every log and run directory). With TESTS
   fio-scaling [MAX]      fio alone on 1, 2, 4 .. MAX fast drives (default 4), 16M at depth 1 and 8
   peers-drives N         the peers and kvtier on N fast drives, fio next to each round: N = 1 one
                          drive holds every configuration's files; N > 1 kvtier's store spans all,
-                         each peer's file for rank r sits on drive r
+                         each peer's file for rank r sits on drive r; PEERS_KV=PATH: forward-pass
+                         KV for all, and kvtier's coded records ("kvtier posix split16") beside them
   striped                the peers on one file system striped over four fast drives (device-mapper
                          RAID 0: needs dm-mod, which the H200 VM lacks)
 
@@ -366,18 +367,21 @@ peers_on() {
 }
 
 scenario_peers_drives() {
-  local n=${1:?peers-drives N}
+  local n=${1:?peers-drives N} kv=()
   need_fio
   h200_python_env
+  # PEERS_KV=PATH: forward-pass KV (bench/codec/forward_kv.py) for every configuration, and the
+  # coded one beside kvtier's raw records.
+  [ -n "${PEERS_KV:-}" ] && kv=(--kv "$PEERS_KV")
   if (( n == 1 )); then
     make_fast_drives 1 46 | tee -a "$OUT/summary.txt" || return 1
-    peers_on "one drive, kvtier at 4M x 1" /mnt/fast0/peers --request-size 4M --staging 4M \
-      --configs "kvtier posix,kvikio compat,kvikio cufile,naive torch,lmcache disk,lmcache gds"
+    peers_on "one drive, kvtier at 4M x 1" /mnt/fast0/peers --request-size 4M --staging 4M "${kv[@]}" \
+      --configs "kvtier posix${kv:+,kvtier posix split16},kvikio compat,kvikio cufile,naive torch,lmcache disk,lmcache gds"
   else
     make_fast_drives "$n" $(( 48 / n + 2 )) | tee -a "$OUT/summary.txt" || return 1
     peers_on "$n drives; kvtier's store over all, 4M x 1 per drive and rank" /mnt/fast0/peers \
-      --drives "$(fast_drive_list "$n" .)" --request-size 4M --staging $(( 4 * n ))M \
-      --configs "kvtier posix,kvikio compat,kvikio cufile,naive torch,lmcache disk"
+      --drives "$(fast_drive_list "$n" .)" --request-size 4M --staging $(( 4 * n ))M "${kv[@]}" \
+      --configs "kvtier posix${kv:+,kvtier posix split16},kvikio compat,kvikio cufile,naive torch,lmcache disk"
   fi
 }
 
