@@ -150,7 +150,6 @@ def cache_config(groups=()):
     return KVCacheConfig(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=list(groups))
 
 
-@unittest.skipIf(VLLM is not None, f"vllm is not importable: {VLLM}")
 def port_free(port: int) -> bool:
     import socket
     with socket.socket() as s:
@@ -161,6 +160,7 @@ def port_free(port: int) -> bool:
             return False
 
 
+@unittest.skipIf(VLLM is not None, f"vllm is not importable: {VLLM}")
 class ConnectorTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory(dir=os.environ.get("KVTIER_TEST_DIR"))
