@@ -54,7 +54,9 @@ $OUT/summary.txt plus $OUT/runs.tar.gz (every log and run directory). With TESTS
                          bench/codec/forward_kv.py, 4 layers x 4,096 tokens), restored raw and coded
                          (--compress split16, decoded on the GPU) into GPU memory, fio next to each;
                          the note gives KV delivered against the bytes fio reads from the drive a
-                         second
+                         second. With a KV file, first kvtier_codec_gpu_bench on it (split16 decoded
+                         on the GPU against D2D and pinned H2D copies) and, where .whl/ holds nvCOMP
+                         (fetch_nvcomp_wheels.sh), bench/codec/nvcomp_bench.py (nvCOMP's codecs)
   drives N [SEED ARGS]   a store over N fast drives: 4M x 1 per drive and rank (posix and gds),
                          16M x 1 per drive and rank, the defaults; e.g. `drives 8 --segment-size 256M`
   destination N [SEED ARGS]
@@ -398,10 +400,42 @@ scenario_striped() {
   drop_striped_drive
 }
 
+# The codecs alone on a file of KV, before any drive: split16's GPU decode against a D2D copy and
+# pinned H2D copies of the raw and the coded bytes, then nvCOMP's codecs where .whl/ holds its
+# wheels (bench/gpu/fetch_nvcomp_wheels.sh). Each under a timeout; a failure is said, not fatal.
+codec_gpu_benches() {
+  local kv=$1 rc
+  timeout 90 build/h200/bench/kvtier_codec_gpu_bench "$kv" > "$OUT/codec_gpu_bench.txt" 2>&1
+  rc=$?
+  say "== split16 on the GPU (kvtier_codec_gpu_bench $kv): rc $rc"
+  grep '^{' "$OUT/codec_gpu_bench.txt" | tee -a "$OUT/summary.txt"
+  (( rc == 0 )) || grep -v '^{' "$OUT/codec_gpu_bench.txt" | tail -3 | tee -a "$OUT/summary.txt"
+  if ! ls .whl/nvidia_nvcomp_cu13-*.whl > /dev/null 2>&1; then
+    say "== nvCOMP: skipped (no nvidia_nvcomp_cu13 wheel in .whl/: bench/gpu/fetch_nvcomp_wheels.sh)"
+    return
+  fi
+  # The store's runs after it are the scenario's measure: they keep their time.
+  h200_left 240 || { say "== nvCOMP: skipped (time)"; return; }
+  h200_python_env
+  timeout 120 python3 bench/codec/nvcomp_bench.py "$kv" > "$OUT/nvcomp_bench.txt" 2>&1
+  rc=$?
+  say "== nvCOMP (bench/codec/nvcomp_bench.py $kv): rc $rc"
+  # One short line per algorithm; the whole lines stay in nvcomp_bench.txt.
+  python3 -c "import json, sys
+for l in sys.stdin:
+    if l.startswith('{'):
+        j = json.loads(l)
+        print(json.dumps({k: j[k] for k in ('algorithm', 'ratio', 'decode_GBps', 'byte_exact', 'error', 'gpu') if k in j}))" \
+    < "$OUT/nvcomp_bench.txt" | tee -a "$OUT/summary.txt"
+  (( rc == 0 )) || grep -v '^{' "$OUT/nvcomp_bench.txt" | tail -3 | tee -a "$OUT/summary.txt"
+}
+
 # Coded records (issue 28): the same TP-free store raw and coded, posix and gds into GPU memory,
 # coded records decoded on the GPU (the measure to beat: KV delivered at >= 1.2x of the bytes fio
 # reads from the drive a second). KV=file:PATH takes forward-pass KV (bench/codec/forward_kv.py,
-# carried under .kvdata/), KV=forward makes it on the machine, instead of bf16-like synthetic KV.
+# carried under .kvdata/), KV=forward makes it on the machine, instead of bf16-like synthetic KV;
+# with a file the codecs are measured alone on it first (codec_gpu_benches; synthetic KV has no
+# file, so there they are skipped).
 scenario_coded() {
   local n=${1:-1} c roots
   shift
@@ -413,6 +447,10 @@ scenario_coded() {
     say "forward-pass KV: $(tail -1 "$OUT/forward_kv.log")"
     KV=file:/root/kvdata/kv-4L-4096T.bin
   fi
+  case "${KV:-}" in
+    file:*) codec_gpu_benches "${KV#file:}" ;;
+    *) say "== codec GPU benches: skipped (synthetic KV: no file; KV=forward or KV=file:PATH)" ;;
+  esac
   make_fast_drives "$n" "$(drive_gib "$n")" | tee -a "$OUT/summary.txt" || return 1
   for c in off split16; do
     roots=$(fast_drive_list "$n" "coded-$c")

@@ -117,9 +117,11 @@ h200_symbolize() {
     | addr2line -f -C -p -e build/h200/tests/kvtier_gpu_tests
 }
 
-# The peers' Python environment: the wheels of .whl/ (bench/gpu/fetch_peer_wheels.sh) under
-# /tmp/site, kvtier's module from build/h200, and the unversioned libcufile.so that cufile-python
-# (LMCache's GDS backend) opens, which the image has only under its versioned name.
+# The peers' Python environment: the wheels of .whl/ (bench/gpu/fetch_peer_wheels.sh, and nvCOMP's,
+# fetch_nvcomp_wheels.sh) under /tmp/site, kvtier's module from build/h200, and the unversioned
+# libcufile.so that cufile-python (LMCache's GDS backend) opens, which the image has only under its
+# versioned name. nvidia.nvcomp needs nothing more: it dlopens libnvcomp.so.6 from its sibling
+# package (nvidia/libnvcomp/lib64) in the same directory.
 h200_python_env() {
   local so
   export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/build/h200/python:/tmp/site"
@@ -127,7 +129,8 @@ h200_python_env() {
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
       --target /tmp/site .whl/*.whl > "$OUT/pip.log" 2>&1 || tail -5 "$OUT/pip.log"
   fi
-  so=$(python3 -c "import glob, nvidia, os; print((sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], '**', 'libcufile.so.0'), recursive=True)) + [''])[0])" 2>/dev/null)
+  # Every portion of the nvidia namespace: /tmp/site holds one too once nvCOMP's wheels are there.
+  so=$(python3 -c "import glob, nvidia, os; print((sorted(f for p in nvidia.__path__ for f in glob.glob(os.path.join(p, '**', 'libcufile.so.0'), recursive=True)) + [''])[0])" 2>/dev/null)
   if [ -n "$so" ]; then
     mkdir -p /tmp/cufile-lib && ln -sf "$so" /tmp/cufile-lib/libcufile.so
     export LD_LIBRARY_PATH=/tmp/cufile-lib:$LD_LIBRARY_PATH
