@@ -494,16 +494,24 @@ Result<ReadOutcome> ReadRoute::read_coded(Channel& channel, std::span<const Loca
   Channel& host = channel.residency() == Residency::kHost ? channel : kit_.posix_channel();
   // Into device memory, runs whose coded records decode to at most kCodedRunBytes: the room the
   // device holds for their stored and decoded payloads stays bounded whatever the session's
-  // length. The host holds only the records its pieces in flight touch: one run.
+  // length. Each run takes its share of every drive's records (spread_runs), so that all drives
+  // read at once. The host holds only the records its pieces in flight touch: one run.
   const bool device = destination != nullptr && destination->kind != MemoryKind::kHost;
-  for (size_t first = 0; first < rest.size();) {
-    const size_t end =
-        !device ? rest.size() : staging_run_end(first, rest.size(), kCodedRunBytes, [&](size_t k) {
-          const RecordMeta& m = located[rest[k]].meta;
-          return is_coded(m, shape_) ? raw_payload_bytes(shape_, m.token_count) : 0;
-        });
-    KVTIER_TRY(read_part(host, rest.subspan(first, end - first)));
-    first = end;
+  if (!device) {
+    KVTIER_TRY(read_part(host, rest));
+    return out;
+  }
+  std::vector<uint32_t> drive(rest.size());
+  std::vector<uint64_t> decoded(rest.size());
+  for (size_t k = 0; k < rest.size(); ++k) {
+    const LocatedRecord& r = located[rest[k]];
+    drive[k] = r.file ? r.file->drive : 0;
+    decoded[k] = is_coded(r.meta, shape_) ? raw_payload_bytes(shape_, r.meta.token_count) : 0;
+  }
+  for (const std::vector<size_t>& run : spread_runs(drive, decoded, kCodedRunBytes)) {
+    std::vector<size_t> index(run.size());
+    for (size_t k = 0; k < run.size(); ++k) index[k] = rest[run[k]];
+    KVTIER_TRY(read_part(host, index));
   }
   return out;
 }

@@ -2,6 +2,9 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #include "engine/record_io.hpp"
 
+#include <algorithm>
+#include <map>
+
 namespace kvtier {
 
 IoPlan plan_io(std::span<const RecordMeta> records, std::span<const int> fds, uint64_t max_piece) {
@@ -45,6 +48,40 @@ IoPlan plan_images(std::span<RecordMeta> records, uint64_t max_piece) {
     plan.bytes += length;
   }
   return plan;
+}
+
+std::vector<std::vector<size_t>> spread_runs(std::span<const uint32_t> group,
+                                             std::span<const uint64_t> bytes, uint64_t bound) {
+  const size_t n = bytes.size();
+  // Each item's place in its group, as a fraction of the group: items at the same fraction of
+  // every group are read together.
+  std::map<uint32_t, size_t> count;
+  for (size_t i = 0; i < n; ++i) ++count[group[i]];
+  std::map<uint32_t, size_t> seen;
+  std::vector<std::pair<double, size_t>> keyed(n);
+  for (size_t i = 0; i < n; ++i) {
+    const double at = static_cast<double>(seen[group[i]]++) + 0.5;
+    keyed[i] = {at / static_cast<double>(count[group[i]]), i};
+  }
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::vector<size_t>> runs;
+  uint64_t in_run = 0;
+  for (const auto& [key, i] : keyed) {
+    if (runs.empty() || (!runs.back().empty() && in_run + bytes[i] > bound)) {
+      runs.emplace_back();
+      in_run = 0;
+    }
+    runs.back().push_back(i);
+    in_run += bytes[i];
+  }
+  for (std::vector<size_t>& run : runs) {
+    // Item positions grow within a group: sorting by (group, position) keeps each group's order.
+    std::sort(run.begin(), run.end(), [&](size_t a, size_t b) {
+      return group[a] != group[b] ? group[a] < group[b] : a < b;
+    });
+  }
+  return runs;
 }
 
 }  // namespace kvtier

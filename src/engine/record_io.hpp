@@ -33,6 +33,16 @@ IoPlan plan_io(std::span<const RecordMeta> records, std::span<const int> fds, ui
 /// most `max_piece` bytes.
 IoPlan plan_images(std::span<RecordMeta> records, uint64_t max_piece);
 
+/// Cuts `bytes.size()` items (records, in the order a read would take them) into runs read one
+/// after another, each of at most `bound` bytes (an item over it alone makes a run), such that
+/// every run draws on each group (a drive) in proportion to the group's share of the items: a
+/// run of consecutive records would lie on the one or two drives their segments sit on, and
+/// leave the others idle until the next run. Within a run a group's items follow each other in
+/// their order, one group after another (records back to back on a drive stay mergeable), and a
+/// group's items keep their order across runs. Returns item positions, run by run.
+std::vector<std::vector<size_t>> spread_runs(std::span<const uint32_t> group,
+                                             std::span<const uint64_t> bytes, uint64_t bound);
+
 /// What a record's header block says of it against what the index expects.
 enum class HeaderCheck : uint8_t {
   kMatches,
