@@ -9,10 +9,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir="${1:-.whl}"
-mkdir -p "$dir"
-platforms=()
-for n in 17 24 26 27 28 34; do platforms+=(--platform "manylinux_2_${n}_x86_64"); done
-python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
-  --python-version 3.12 --implementation cp "${platforms[@]}" -d "$dir" \
-  nvidia-nvcomp-cu13==6.0.0.12 nvidia-libnvcomp-cu13==6.0.0.12
+source bench/gpu/wheels_for_device.sh
+wheels_for_device "$dir" nvidia-nvcomp-cu13==6.0.0.12 nvidia-libnvcomp-cu13==6.0.0.12
 ls "$dir"/nvidia_*nvcomp*

@@ -9,12 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir="${1:-.whl}"
-mkdir -p "$dir"
-platforms=()
-for n in 17 24 26 27 28 34; do platforms+=(--platform "manylinux_2_${n}_x86_64"); done
-platforms+=(--platform manylinux2014_x86_64)
-python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
-  --python-version 3.12 --implementation cp "${platforms[@]}" -d "$dir" \
+source bench/gpu/wheels_for_device.sh
+wheels_for_device "$dir" \
   kvikio-cu13==26.10.0 libkvikio-cu13==26.10.0 rapids-logger==0.3.0 \
   lmcache==0.5.3 cachetools==8.0.2 msgspec==0.23.0 pyzmq==27.3.0 aiofile==3.12.3 aiofiles==25.1.0 \
   caio==0.12.10 cufile-python==0.2.0 redis==8.1.0 nvtx==0.2.17
