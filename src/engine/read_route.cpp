@@ -498,7 +498,7 @@ Result<ReadOutcome> ReadRoute::read_coded(Channel& channel, std::span<const Loca
   // read at once. The host holds only the records its pieces in flight touch: one run.
   const bool device = destination != nullptr && destination->kind != MemoryKind::kHost;
   if (!device) {
-    KVTIER_TRY(read_part(host, rest));
+    if (!rest.empty()) KVTIER_TRY(read_part(host, rest));
     return out;
   }
   std::vector<uint32_t> drive(rest.size());

@@ -19,8 +19,10 @@ namespace kvtier {
 inline constexpr uint64_t kCodedSaving = 20;
 
 /// A restore of coded records holds room for the stored and decoded payloads of at most this many
-/// decoded bytes at a time (device memory where the GPU decodes): large enough that the read
-/// pipeline seldom drains between runs (30 ms of a drive at 8 GB/s), small next to a GPU's memory.
+/// decoded bytes at a time (device memory where the GPU decodes): small next to a GPU's memory, and
+/// large enough that the read pipeline seldom drains between runs on one drive (30 ms at 8 GB/s);
+/// a run spread over D drives (spread_runs) lasts a D-th of that, so there each run's start and
+/// drain weigh more.
 inline constexpr uint64_t kCodedRunBytes = uint64_t{256} << 20;
 
 /// The end of the run of items from `first` (of `n`) whose bytes (`bytes_of(i)`) add up to at most

@@ -3,6 +3,7 @@
 #include "engine/record_io.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <map>
 
 namespace kvtier {
@@ -52,6 +53,7 @@ IoPlan plan_images(std::span<RecordMeta> records, uint64_t max_piece) {
 
 std::vector<std::vector<size_t>> spread_runs(std::span<const uint32_t> group,
                                              std::span<const uint64_t> bytes, uint64_t bound) {
+  assert(group.size() == bytes.size());
   const size_t n = bytes.size();
   // Each item's place in its group, as a fraction of the group: items at the same fraction of
   // every group are read together.

@@ -39,7 +39,8 @@ IoPlan plan_images(std::span<RecordMeta> records, uint64_t max_piece);
 /// run of consecutive records would lie on the one or two drives their segments sit on, and
 /// leave the others idle until the next run. Within a run a group's items follow each other in
 /// their order, one group after another (records back to back on a drive stay mergeable), and a
-/// group's items keep their order across runs. Returns item positions, run by run.
+/// group's items keep their order across runs. `group` and `bytes` are as long. Returns item
+/// positions, run by run.
 std::vector<std::vector<size_t>> spread_runs(std::span<const uint32_t> group,
                                              std::span<const uint64_t> bytes, uint64_t bound);
 
