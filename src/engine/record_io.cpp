@@ -6,6 +6,8 @@
 #include <cassert>
 #include <map>
 
+#include "engine/record_codec.hpp"
+
 namespace kvtier {
 
 IoPlan plan_io(std::span<const RecordMeta> records, std::span<const int> fds, uint64_t max_piece) {
@@ -68,20 +70,16 @@ std::vector<std::vector<size_t>> spread_runs(std::span<const uint32_t> group,
   std::stable_sort(keyed.begin(), keyed.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::vector<size_t>> runs;
-  uint64_t in_run = 0;
-  for (const auto& [key, i] : keyed) {
-    if (runs.empty() || (!runs.back().empty() && in_run + bytes[i] > bound)) {
-      runs.emplace_back();
-      in_run = 0;
-    }
-    runs.back().push_back(i);
-    in_run += bytes[i];
-  }
-  for (std::vector<size_t>& run : runs) {
+  for (size_t first = 0; first < n;) {
+    const size_t end =
+        staging_run_end(first, n, bound, [&](size_t k) { return bytes[keyed[k].second]; });
+    std::vector<size_t>& run = runs.emplace_back();
+    for (size_t k = first; k < end; ++k) run.push_back(keyed[k].second);
     // Item positions grow within a group: sorting by (group, position) keeps each group's order.
     std::sort(run.begin(), run.end(), [&](size_t a, size_t b) {
       return group[a] != group[b] ? group[a] < group[b] : a < b;
     });
+    first = end;
   }
   return runs;
 }
