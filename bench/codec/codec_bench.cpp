@@ -10,12 +10,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include "codec/split16.hpp"
+#include "common/posix.hpp"
 
 namespace {
 
@@ -26,17 +25,13 @@ double seconds_since(Clock::time_point t) {
 }
 
 int run(const std::string& path, size_t record_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<std::byte> raw;
-  {
-    std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    raw.resize(chars.size());
-    std::memcpy(raw.data(), chars.data(), chars.size());
-  }
-  if (raw.empty()) {
+  const auto text = kvtier::read_file(path);
+  if (!text || text->empty()) {
     std::fprintf(stderr, "codec_bench: %s is empty or unreadable\n", path.c_str());
     return 1;
   }
+  std::vector<std::byte> raw(text->size());
+  std::memcpy(raw.data(), text->data(), text->size());
   if (record_bytes == 0) record_bytes = raw.size();
   size_t stored_total = 0, records = 0;
   double encode_s = 0, decode_s = 0;

@@ -18,7 +18,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <optional>
 #include <span>
 #include <string>
@@ -27,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codec/split16.hpp"
+#include "common/posix.hpp"
 #include "cuda/split16_decode.hpp"
 #include "metrics/counters.hpp"
 
@@ -114,11 +114,10 @@ void check_readable(const std::string& path) {
 
 std::vector<std::byte> read_file(const std::string& path) {
   check_readable(path);
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad() || chars.empty()) die(path + ": cannot be read");
-  std::vector<std::byte> raw(chars.size());
-  std::memcpy(raw.data(), chars.data(), chars.size());
+  auto text = kvtier::read_file(path);
+  if (!text || text->empty()) die(path + ": " + (text ? "is empty" : text.error().to_string()));
+  std::vector<std::byte> raw(text->size());
+  std::memcpy(raw.data(), text->data(), text->size());
   return raw;
 }
 

@@ -15,8 +15,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -24,6 +22,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/posix.hpp"
 #include "kvtier/kvtier.hpp"
 
 namespace {
@@ -166,10 +165,13 @@ int main(int argc, char** argv) {
                  "Capacity as this many sessions' raw bytes");
   app.add_option("--io", a.io, "direct or buffered")->check(CLI::IsMember({"direct", "buffered"}));
   CLI11_PARSE(app, argc, argv);
-  std::ifstream in(a.file, std::ios::binary);
-  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::byte> kv(chars.size());
-  std::memcpy(kv.data(), chars.data(), chars.size());
+  const auto text = kvtier::read_file(a.file);
+  if (!text) {
+    std::fprintf(stderr, "coded_store_bench: %s\n", text.error().to_string().c_str());
+    return 2;
+  }
+  std::vector<std::byte> kv(text->size());
+  std::memcpy(kv.data(), text->data(), text->size());
   const uint64_t want = 2ull * a.layers * a.tokens * a.heads * a.head_dim * 2;
   if (kv.size() != want) {
     std::fprintf(stderr, "coded_store_bench: %s holds %zu bytes, not the %llu of its shape\n",
