@@ -57,6 +57,11 @@ $OUT/summary.txt plus $OUT/runs.tar.gz (every log and run directory). With TESTS
                          second. With a KV file, first kvtier_codec_gpu_bench on it (split16 decoded
                          on the GPU against D2D and pinned H2D copies) and, where .whl/ holds nvCOMP
                          (fetch_nvcomp_wheels.sh), bench/codec/nvcomp_bench.py (nvCOMP's codecs)
+                         CODECS (off split16), CODED_PATHS (posix,gds), CODEC_BENCH=0 (skip the
+                         codecs alone), RUN_TAG (suffix of the runs' names)
+  lanes [N [SEED ARGS]]  raw records over N fast drives (8), posix into GPU memory: a TP-free store
+                         at its tuning, with 1M x 44M, at TP 4, and a per-rank store at its tuning
+                         and with 1M x 12M (KV=file:PATH, else random)
   drives N [SEED ARGS]   a store over N fast drives: 4M x 1 per drive and rank (posix and gds),
                          16M x 1 per drive and rank, the defaults; e.g. `drives 8 --segment-size 256M`
   destination N [SEED ARGS]
@@ -80,7 +85,7 @@ scenario=${1:-}
 [ -n "$scenario" ] && shift
 case "$scenario" in
   tests | verify | gpu-bench | seed | shared | reliability | peers | model | one-drive | drives | tuned | tp-change | coded | \
-    destination | \
+    destination | lanes | \
     fio-scaling | peers-drives | striped) ;;
   -h | --help | help)
     usage
@@ -447,17 +452,43 @@ scenario_coded() {
     say "forward-pass KV: $(tail -1 "$OUT/forward_kv.log")"
     KV=file:/root/kvdata/kv-4L-4096T.bin
   fi
-  case "${KV:-}" in
-    file:*) codec_gpu_benches "${KV#file:}" ;;
+  case "${KV:-}:${CODEC_BENCH:-1}" in
+    file:*:1) codec_gpu_benches "${KV#file:}" ;;
+    file:*) say "== codec GPU benches: skipped (CODEC_BENCH=0)" ;;
     *) say "== codec GPU benches: skipped (synthetic KV: no file; KV=forward or KV=file:PATH)" ;;
   esac
   make_fast_drives "$n" "$(drive_gib "$n")" | tee -a "$OUT/summary.txt" || return 1
-  for c in off split16; do
+  for c in ${CODECS:-off split16}; do
     roots=$(fast_drive_list "$n" "coded-$c")
-    h200_seed "coded$n-$c" "$roots" --store-format 2 --kv "${KV:-bf16-like}" --compress "$c" \
-      --paths posix,gds "$@"
+    h200_seed "coded$n-$c${RUN_TAG:-}" "$roots" --store-format 2 --kv "${KV:-bf16-like}" --compress "$c" \
+      --paths "${CODED_PATHS:-posix,gds}" "$@"
     rm -rf /mnt/fast*/"coded-$c"
   done
+}
+
+# What holds a TP-free store's restore over N fast drives under a per-rank store's (issue 28's
+# eight-drive gap): raw records of the same KV (KV=file:PATH, else random), posix into GPU memory,
+# each store saved and restored alone. The TP-free store at its tuning and with twice the staging
+# (each head-group store then has two or more slots per drive lane), at TP 4 (one head-group store
+# per rank, the rank's whole staging), and a per-rank store at its tuning and with the staging a
+# TP-free head-group store gets (the reverse).
+scenario_lanes() {
+  local n=${1:-8} roots kv=${KV:-random}
+  shift
+  need_fio
+  make_fast_drives "$n" "$(drive_gib "$n")" | tee -a "$OUT/summary.txt" || return 1
+  lane_run() {
+    local name=$1
+    shift
+    roots=$(fast_drive_list "$n" "$name")
+    h200_seed "lanes$n-$name" "$roots" --kv "$kv" --paths posix "$@"
+    rm -rf /mnt/fast*/"$name"
+  }
+  lane_run free-tuned --store-format 2 "$@"
+  lane_run free-44M --store-format 2 --request-size 1M --staging 44M "$@"
+  lane_run free-tp4 --store-format 2 --ranks 4 "$@"
+  lane_run rank-tuned --store-format 1 "$@"
+  lane_run rank-12M --store-format 1 --request-size 1M --staging 12M "$@"
 }
 
 h200_results "h200-$scenario"
@@ -468,7 +499,7 @@ h200_build || exit 1
 if [ "${TESTS:-}" = 1 ] && [ "$scenario" != tests ] && [ "$scenario" != verify ]; then run_tests; fi
 drop_fast_drives 2> /dev/null
 case "$scenario" in
-  one-drive | drives | tuned | tp-change | coded | destination | fio-scaling | peers-drives | striped)
+  one-drive | drives | tuned | tp-change | coded | lanes | destination | fio-scaling | peers-drives | striped)
     say "LABEL: $FAST_DRIVE_LABEL" ;;
 esac
 "scenario_${scenario//-/_}" "$@"
