@@ -61,7 +61,7 @@ $OUT/summary.txt plus $OUT/runs.tar.gz (every log and run directory). With TESTS
                          codecs alone), RUN_TAG (suffix of the runs' names)
   lanes [N [SEED ARGS]]  raw records over N fast drives (8), posix into GPU memory: a TP-free store
                          at its tuning, with 1M x 44M, at TP 4, and a per-rank store at its tuning
-                         and with 1M x 12M (KV=file:PATH, else random)
+                         and with 1M x 12M (KV=file:PATH or forward, else random)
   drives N [SEED ARGS]   a store over N fast drives: 4M x 1 per drive and rank (posix and gds),
                          16M x 1 per drive and rank, the defaults; e.g. `drives 8 --segment-size 256M`
   destination N [SEED ARGS]
@@ -441,17 +441,21 @@ for l in sys.stdin:
 # carried under .kvdata/), KV=forward makes it on the machine, instead of bf16-like synthetic KV;
 # with a file the codecs are measured alone on it first (codec_gpu_benches; synthetic KV has no
 # file, so there they are skipped).
+# KV=forward: the forward-pass KV made here, on the GPU (the image has torch and transformers), and
+# KV set to its file.
+forward_kv_if_asked() {
+  [ "${KV:-}" = forward ] || return 0
+  python3 bench/codec/forward_kv.py --out /root/kvdata --layers 4 --tokens 4096 --experts 16 \
+    > "$OUT/forward_kv.log" 2>&1 || { tail -5 "$OUT/forward_kv.log"; return 1; }
+  say "forward-pass KV: $(tail -1 "$OUT/forward_kv.log")"
+  KV=file:/root/kvdata/kv-4L-4096T.bin
+}
+
 scenario_coded() {
   local n=${1:-1} c roots
   shift
   need_fio
-  if [ "${KV:-}" = forward ]; then
-    # The forward-pass KV made here, on the GPU (the image has torch and transformers).
-    python3 bench/codec/forward_kv.py --out /root/kvdata --layers 4 --tokens 4096 --experts 16 \
-      > "$OUT/forward_kv.log" 2>&1 || { tail -5 "$OUT/forward_kv.log"; return 1; }
-    say "forward-pass KV: $(tail -1 "$OUT/forward_kv.log")"
-    KV=file:/root/kvdata/kv-4L-4096T.bin
-  fi
+  forward_kv_if_asked || return 1
   case "${KV:-}:${CODEC_BENCH:-1}" in
     file:*:1) codec_gpu_benches "${KV#file:}" ;;
     file:*) say "== codec GPU benches: skipped (CODEC_BENCH=0)" ;;
@@ -473,9 +477,11 @@ scenario_coded() {
 # per rank, the rank's whole staging), and a per-rank store at its tuning and with the staging a
 # TP-free head-group store gets (the reverse).
 scenario_lanes() {
-  local n=${1:-8} roots kv=${KV:-random}
+  local n=${1:-8} roots
   shift
   need_fio
+  forward_kv_if_asked || return 1
+  local kv=${KV:-random}
   make_fast_drives "$n" "$(drive_gib "$n")" | tee -a "$OUT/summary.txt" || return 1
   lane_run() {
     local name=$1
