@@ -47,6 +47,11 @@ Result<EnvOverrides> read_env_overrides() {
   KVTIER_ASSIGN_OR_RETURN(env.io_request_bytes, env_size("KVTIER_IO_REQUEST_BYTES"));
   KVTIER_ASSIGN_OR_RETURN(env.staging_bytes, env_size("KVTIER_STAGING_BYTES"));
   KVTIER_ASSIGN_OR_RETURN(env.dram_bytes, env_size("KVTIER_DRAM_BYTES"));
+  KVTIER_ASSIGN_OR_RETURN(env.coded_run_bytes, env_size("KVTIER_CODED_RUN_BYTES"));
+  if (env.coded_run_bytes && *env.coded_run_bytes == 0) {
+    return fail(ErrorCode::kInvalidArgument,
+                "KVTIER_CODED_RUN_BYTES=0: a run must hold at least one record (say a size)");
+  }
   return env;
 }
 

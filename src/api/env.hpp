@@ -20,6 +20,7 @@ struct EnvOverrides {
   std::optional<uint64_t> io_request_bytes;  // KVTIER_IO_REQUEST_BYTES
   std::optional<uint64_t> staging_bytes;     // KVTIER_STAGING_BYTES
   std::optional<uint64_t> dram_bytes;        // KVTIER_DRAM_BYTES
+  std::optional<uint64_t> coded_run_bytes;   // KVTIER_CODED_RUN_BYTES
 };
 
 [[nodiscard]] Result<EnvOverrides> read_env_overrides();

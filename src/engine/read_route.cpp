@@ -492,7 +492,7 @@ Result<ReadOutcome> ReadRoute::read_coded(Channel& channel, std::span<const Loca
     rest = coded;
   }
   Channel& host = channel.residency() == Residency::kHost ? channel : kit_.posix_channel();
-  // Into device memory, runs whose coded records decode to at most kCodedRunBytes: the room the
+  // Into device memory, runs whose coded records decode to at most coded_run_bytes_: the room the
   // device holds for their stored and decoded payloads stays bounded whatever the session's
   // length. Each run takes its share of every drive's records (spread_runs), so that all drives
   // read at once. The host holds only the records its pieces in flight touch: one run.
@@ -508,7 +508,7 @@ Result<ReadOutcome> ReadRoute::read_coded(Channel& channel, std::span<const Loca
     drive[k] = r.file ? r.file->drive : 0;
     decoded[k] = is_coded(r.meta, shape_) ? raw_payload_bytes(shape_, r.meta.token_count) : 0;
   }
-  for (const std::vector<size_t>& run : spread_runs(drive, decoded, kCodedRunBytes)) {
+  for (const std::vector<size_t>& run : spread_runs(drive, decoded, coded_run_bytes_)) {
     std::vector<size_t> index(run.size());
     for (size_t k = 0; k < run.size(); ++k) index[k] = rest[run[k]];
     KVTIER_TRY(read_part(host, index));

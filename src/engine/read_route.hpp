@@ -15,6 +15,7 @@
 #include "common/checksum.hpp"
 #include "datapath/transfer_kit.hpp"
 #include "device/device.hpp"
+#include "engine/record_codec.hpp"
 #include "kvtier/engine.hpp"
 #include "store/store.hpp"
 
@@ -75,8 +76,14 @@ struct ReadOutcome {
 /// destination (verified where they land) and accounts. Thread-safe.
 class ReadRoute {
  public:
-  ReadRoute(TransferKit& kit, RecordShape shape, std::atomic<uint64_t>& device_copy_bytes)
-      : kit_(kit), shape_(std::move(shape)), device_copy_bytes_(device_copy_bytes) {}
+  /// `coded_run_bytes`: decoded bytes of coded records a read into device memory holds room for
+  /// at a time (kCodedRunBytes unless KVTIER_CODED_RUN_BYTES says otherwise).
+  ReadRoute(TransferKit& kit, RecordShape shape, std::atomic<uint64_t>& device_copy_bytes,
+            uint64_t coded_run_bytes = kCodedRunBytes)
+      : kit_(kit),
+        shape_(std::move(shape)),
+        device_copy_bytes_(device_copy_bytes),
+        coded_run_bytes_(coded_run_bytes) {}
 
   /// Reads `records` through `channel` into `destination` (or, with none, checks them on the
   /// host: a host-resident channel only). A record with a file is read from it; one without is
@@ -150,6 +157,7 @@ class ReadRoute {
   TransferKit& kit_;
   const RecordShape shape_;
   std::atomic<uint64_t>& device_copy_bytes_;
+  uint64_t coded_run_bytes_;
 };
 
 }  // namespace kvtier

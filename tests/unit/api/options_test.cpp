@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "api/env.hpp"
 #include "test_util.hpp"
 
 namespace kvtier {
@@ -79,6 +80,23 @@ TEST(Options, MalformedEnvironmentIsAnError) {
   o.root = "/tmp/x";
   o.geometry = testing::tiny_geometry();
   EXPECT_EQ(o.resolved().error().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(Options, ACodedRunOfNoBytesIsRefusedAndASizeIsTaken) {
+  Options o;
+  o.root = "/tmp/x";
+  o.geometry = testing::tiny_geometry();
+  {
+    EnvGuard run("KVTIER_CODED_RUN_BYTES", "0");
+    const auto r = o.resolved();
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(r.error().message().find("KVTIER_CODED_RUN_BYTES"), std::string::npos);
+  }
+  EnvGuard run("KVTIER_CODED_RUN_BYTES", "1G");
+  const auto env = read_env_overrides();
+  ASSERT_OK(env);
+  EXPECT_EQ(env->coded_run_bytes, uint64_t{1} << 30);
 }
 
 TEST(Options, RejectsUnalignedAndInconsistentSizes) {
