@@ -50,15 +50,17 @@ Result<uint32_t> Store::drive_for_new_segment_locked() {
       g.tp_world > 1 ? drives_.size() * (g.tp_rank % g.tp_world) / g.tp_world : 0;
   for (;;) {
     std::optional<uint32_t> best;
-    uint64_t best_used = 0;
-    // The least used drive; of equally used ones the first from this rank's starting place.
+    uint64_t best_held = 0;
+    // The drive with room holding the fewest segment bytes; of equal ones the first from this
+    // rank's starting place. Segments only: counting the index files the home drive also holds
+    // would put it last in every round, and a session of fewer segments than drives never on it.
     for (uint32_t i = 0; i < drives_.size(); ++i) {
       const auto d = static_cast<uint32_t>((first + i) % drives_.size());
-      if (!drives_[d].takes_new_segments()) continue;
-      const uint64_t used = used_on_locked(d, 1, 1);
-      if (used <= capacity_on(d) && (!best || used < best_used)) {
+      if (!drives_[d].takes_new_segments() || used_on_locked(d, 1, 1) > capacity_on(d)) continue;
+      const uint64_t held = segments_.disk_bytes_on(d);
+      if (!best || held < best_held) {
         best = d;
-        best_used = used;
+        best_held = held;
       }
     }
     if (best) return *best;

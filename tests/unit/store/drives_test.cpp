@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <set>
 
 #include <fmt/format.h>
@@ -107,8 +108,8 @@ TEST_F(DrivesTest, NewSegmentsSpreadEvenlyOverTheDrives) {
 }
 
 // Two ranks of one model over the same eight drives, five segments each: without a starting place
-// of their own both would fill drives 1-5 (the home drive, holding the index, comes last), and a
-// restore by both ranks at once would leave three drives idle.
+// of their own both would fill the same five drives, and a restore by both ranks at once would
+// leave three drives idle.
 TEST_F(DrivesTest, RanksSharingTheDrivesSpreadTheirSegmentsOverAllOfThem) {
   constexpr size_t kDrives = 8;
   std::vector<size_t> list(kDrives);
@@ -132,7 +133,36 @@ TEST_F(DrivesTest, RanksSharingTheDrivesSpreadTheirSegmentsOverAllOfThem) {
   }
   EXPECT_EQ(by_rank[0].size(), 5u);
   EXPECT_EQ(by_rank[1].size(), 5u);
-  EXPECT_GE(used.size(), kDrives - 1) << "the ranks' segments share too few drives";
+  EXPECT_EQ(used.size(), kDrives) << "the ranks' segments share too few drives";
+}
+
+// A session of fewer segments than drives starts at the rank's own place, the home drive (which
+// also holds the index files) included: drawn drive counts, segment counts and ranks.
+TEST_F(DrivesTest, FewerSegmentsThanDrivesFillTheDrivesFromTheRanksOwnPlace) {
+  std::mt19937_64 rng(testing::test_seed());
+  for (int round = 0; round < 6; ++round) {
+    const size_t drives = 2 + rng() % 5;
+    const size_t segments = 1 + rng() % (drives - 1);
+    const uint32_t world = 1u + static_cast<uint32_t>(rng() % 2);  // the tiny model splits over 2
+    const uint32_t rank = static_cast<uint32_t>(rng() % world);
+    prefix_ = fmt::format("r{}-", round);
+    std::vector<size_t> list(drives);
+    for (size_t i = 0; i < drives; ++i) list[i] = i;
+    geometry_ = testing::tiny_geometry(256, rank, world);
+    Options o = options(list);
+    o.geometry = geometry_;
+    auto s = Store::open(testing::store_config(o), log_);
+    ASSERT_OK(s);
+    const size_t per_segment = 16 * kMiB / record_size(240);
+    for (uint64_t save = 0; save < segments; ++save) store(**s, save * 1000, per_segment);
+    const size_t first = drives * rank / world;
+    for (size_t i = 0; i < drives; ++i) {
+      const size_t files = segment_files(fmt::format("{}/rank{}of{}", root(i), rank, world));
+      const bool expected = (i + drives - first) % drives < segments;
+      EXPECT_EQ(files, expected ? 1u : 0u) << "drive " << i << " of " << drives << ", " << segments
+                                           << " segments, rank " << rank << " of " << world;
+    }
+  }
 }
 
 TEST_F(DrivesTest, OneDirectoryStoreWritesNoDriveFiles) {
