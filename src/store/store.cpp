@@ -273,7 +273,8 @@ std::vector<SegmentInfo> Store::segments() {
   std::lock_guard lock(mu_);
   std::vector<SegmentInfo> out;
   for (const auto& [id, seg] : segments_) {
-    out.push_back({id, seg.file->size, seg.write_offset, seg.live_bytes, seg.records, seg.tokens});
+    out.push_back({id, seg.file->size, seg.write_offset, seg.live_bytes, seg.records, seg.tokens,
+                   seg.drive, drives_[seg.drive].dir});
   }
   std::sort(out.begin(), out.end(),
             [](const SegmentInfo& a, const SegmentInfo& b) { return a.id < b.id; });

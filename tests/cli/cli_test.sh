@@ -95,6 +95,8 @@ expect 2 "excludes" stat "${readers[@]}" --prometheus --json
 m=(--model tiny --segment-size 8M --capacity 64M)
 expect 0 "chunks written=" put --store "$work/d1,$work/d2,$work/d3" "${m[@]}" --tokens 20000 --sessions 3
 expect 0 '"drives": 3' stat --store "$work/d3,$work/d1,$work/d2" --model tiny --json
+# ls names each segment's drive: eight segments reach all three, the home drive (d1) among them.
+for d in d1 d2 d3; do expect 0 "$work/$d/rank0of1" ls --store "$work/d3,$work/d1,$work/d2" --model tiny; done
 expect 0 "restored 20000/20000" get --store "$work/d2,$work/d3,$work/d1" "${m[@]}" --tokens 20000 --sessions 3
 expect 0 '"drives_offline": 1' stat --store "$work/d1,$work/d3" --model tiny --json
 expect 2 "an empty directory in the list" get --store "$work/d1,,$work/d2" "${m[@]}" --tokens 10

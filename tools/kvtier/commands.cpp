@@ -213,15 +213,16 @@ int run_get(const StoreFlags& flags, uint64_t tokens, uint64_t seed, uint64_t se
 int run_ls(const StoreFlags& flags) {
   auto engine = open_existing(flags, true);
   if (!engine) return report(engine.error(), "ls");
-  std::printf("%-10s %14s %14s %14s %9s %10s\n", "segment", "file bytes", "written", "live bytes",
-              "records", "tokens");
+  std::printf("%-10s %14s %14s %14s %9s %10s %5s  %s\n", "segment", "file bytes", "written",
+              "live bytes", "records", "tokens", "drive", "directory");
   for (const SegmentInfo& s : (*engine)->segments()) {
-    std::printf("%-10u %14llu %14llu %14llu %9llu %10llu\n", s.id,
+    std::printf("%-10u %14llu %14llu %14llu %9llu %10llu %5u  %s\n", s.id,
                 static_cast<unsigned long long>(s.file_bytes),
                 static_cast<unsigned long long>(s.write_offset),
                 static_cast<unsigned long long>(s.live_bytes),
                 static_cast<unsigned long long>(s.records),
-                static_cast<unsigned long long>(s.tokens));
+                static_cast<unsigned long long>(s.tokens), s.drive,
+                s.dir.empty() ? "(drive not in --store)" : s.dir.c_str());
   }
   return 0;
 }
