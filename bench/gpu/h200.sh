@@ -140,6 +140,21 @@ int(sys.argv[1]), int(sys.argv[2]); print(f'{b / 1e9:.2f} GB in {ns / 1e9:.3f} s
 # GiB per fast drive for SESSIONS 100K-token sessions (9.83 GB over both ranks) spread over N.
 drive_gib() { echo $(( (12 * ${SESSIONS:-1} + $1 - 1) / $1 + 4 )); }
 
+# drive_spread NAME ROOTS [LS ARGS]: segments and bytes written per drive of the seed store under
+# ROOTS (`kvtier ls`), into the summary: a store that leaves a drive idle shows here.
+drive_spread() {
+  local name=$1 roots=$2
+  shift 2
+  roots=$(tr ',' '\n' <<< "$roots" | sed 's#$#/seed-chunk256#' | paste -sd,)
+  if ! "$K" ls --store "$roots" "$@" > "$OUT/$name-ls.txt" 2>&1; then
+    say "== $name: kvtier ls failed: $(tail -1 "$OUT/$name-ls.txt")"
+    return 0
+  fi
+  say "== $name: segments per drive (drive:count/GB written): $(awk 'NR > 1 && $7 ~ /^[0-9]+$/ {
+      n[$7]++; b[$7] += $3 } END { for (d in n) printf "%s:%d/%.2f\n", d, n[d], b[d] / 1e9 }' \
+    "$OUT/$name-ls.txt" | sort -n | paste -sd' ')"
+}
+
 need_fio() { command -v fio > /dev/null || { say "no fio: bench/gpu/build_fio.sh makes .deps/fio"; exit 1; }; }
 
 scenario_tests() { run_tests; }
@@ -310,6 +325,7 @@ scenario_tp_change() {
     roots=$(fast_drive_list "$n" "tp$a")
     TOKENS=30000 h200_seed "tp-saved$a" "$roots" --model llama-3-70b --store-format 2 --ranks "$a" \
       --restore-ranks 1,2,4,8 --paths posix "$@"
+    drive_spread "tp-saved$a" "$roots" --model llama-3-70b --store-format 2
     rm -rf /mnt/fast*/"tp$a"
   done
   roots=$(fast_drive_list "$n" mla)
@@ -466,6 +482,7 @@ scenario_coded() {
     roots=$(fast_drive_list "$n" "coded-$c")
     h200_seed "coded$n-$c${RUN_TAG:-}" "$roots" --store-format 2 --kv "${KV:-bf16-like}" --compress "$c" \
       --paths "${CODED_PATHS:-posix,gds}" "$@"
+    drive_spread "coded$n-$c${RUN_TAG:-}" "$roots" --model qwen3-coder-30b-a3b --store-format 2
     rm -rf /mnt/fast*/"coded-$c"
   done
 }
