@@ -172,8 +172,10 @@ struct SegmentInfo {
   uint64_t live_bytes = 0;
   uint64_t records = 0;
   uint64_t tokens = 0;
-  uint32_t drive = 0;  ///< its drive's place in the store's list (0: the home drive)
-  std::string dir;     ///< the directory holding its file (the drive's directory of this store)
+  /// Its drive: 0 is the home drive (holding the index), the others numbered in the order this
+  /// open listed them.
+  uint32_t drive = 0;
+  std::string dir;  ///< the directory holding its file (the drive's directory of this store)
 };
 
 /// How one drive of the store is read, as kvtier's read probe found (docs/options.md "Tuning").
