@@ -140,12 +140,15 @@ int(sys.argv[1]), int(sys.argv[2]); print(f'{b / 1e9:.2f} GB in {ns / 1e9:.3f} s
 # GiB per fast drive for SESSIONS 100K-token sessions (9.83 GB over both ranks) spread over N.
 drive_gib() { echo $(( (12 * ${SESSIONS:-1} + $1 - 1) / $1 + 4 )); }
 
+# seed_store_roots ROOTS: the store the seed bench keeps under each of ROOTS (its seed-chunk256).
+seed_store_roots() { tr ',' '\n' <<< "$1" | sed 's#$#/seed-chunk256#' | paste -sd,; }
+
 # drive_spread NAME ROOTS [LS ARGS]: segments and bytes written per drive of the seed store under
 # ROOTS (`kvtier ls`), into the summary: a store that leaves a drive idle shows here.
 drive_spread() {
-  local name=$1 roots=$2
+  local name=$1 roots
+  roots=$(seed_store_roots "$2")
   shift 2
-  roots=$(tr ',' '\n' <<< "$roots" | sed 's#$#/seed-chunk256#' | paste -sd,)
   if ! "$K" ls --store "$roots" "$@" > "$OUT/$name-ls.txt" 2>&1; then
     say "== $name: kvtier ls failed: $(tail -1 "$OUT/$name-ls.txt")"
     return 0
@@ -303,8 +306,7 @@ scenario_tuned() {
     SESSIONS=8 TOKENS=25000 h200_seed "tuned$n-concurrent" "$(fast_drive_list "$n" tc)" --paths posix \
       --concurrency 1,2,4,8 --fio-requests 1M,4M,16M
   fi
-  # The seed bench keeps its store under each root's seed-chunk256.
-  roots=$(tr ',' '\n' <<< "$roots" | sed 's#$#/seed-chunk256#' | paste -sd,)
+  roots=$(seed_store_roots "$roots")
   for r in 0 1; do
     "$K" stat --store "$roots" --tp-world 2 --tp-rank "$r" --json > "$OUT/tuned$n-stat-rank$r.json" 2>&1
     grep -E '"(io_request_bytes|staging_bytes|io_settings_from|request_bytes|in_flight|state)"' \
@@ -451,12 +453,6 @@ for l in sys.stdin:
   (( rc == 0 )) || grep -v '^{' "$OUT/nvcomp_bench.txt" | tail -3 | tee -a "$OUT/summary.txt"
 }
 
-# Coded records (issue 28): the same TP-free store raw and coded, posix and gds into GPU memory,
-# coded records decoded on the GPU (the measure to beat: KV delivered at >= 1.2x of the bytes fio
-# reads from the drive a second). KV=file:PATH takes forward-pass KV (bench/codec/forward_kv.py,
-# carried under .kvdata/), KV=forward makes it on the machine, instead of bf16-like synthetic KV;
-# with a file the codecs are measured alone on it first (codec_gpu_benches; synthetic KV has no
-# file, so there they are skipped).
 # KV=forward: the forward-pass KV made here, on the GPU (the image has torch and transformers), and
 # KV set to its file.
 forward_kv_if_asked() {
@@ -467,6 +463,12 @@ forward_kv_if_asked() {
   KV=file:/root/kvdata/kv-4L-4096T.bin
 }
 
+# Coded records (issue 28): the same TP-free store raw and coded, posix and gds into GPU memory,
+# coded records decoded on the GPU (the measure to beat: KV delivered at >= 1.2x of the bytes fio
+# reads from the drive a second). KV=file:PATH takes forward-pass KV (bench/codec/forward_kv.py,
+# carried under .kvdata/), KV=forward makes it on the machine, instead of bf16-like synthetic KV;
+# with a file the codecs are measured alone on it first (codec_gpu_benches; synthetic KV has no
+# file, so there they are skipped).
 scenario_coded() {
   local n=${1:-1} c roots
   shift
