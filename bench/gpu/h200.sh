@@ -47,7 +47,7 @@ $OUT/summary.txt plus $OUT/runs.tar.gz (every log and run directory). With TESTS
   tp-change [N [SEED ARGS]]
                          TP-free stores over N fast drives (4) saved at TP 2, 8, 1, 4 (TP_SAVED) and
                          restored at TP 1, 2, 4, 8 each (llama-3-70b, 30K tokens), then an MLA store
-                         (deepseek-v3) saved at TP 8 and restored at TP 8, 1, 2
+                         (deepseek-v3) saved at TP 8 and restored at TP 8, 1, 2 (TP_MLA=0: not)
   coded [N [SEED ARGS]]  coded records (issue 28) over N fast drives (1): a TP-free store of
                          bf16-like synthetic KV (--kv bf16-like; not a model's KV), or with
                          KV=file:.kvdata/<f>.bin forward-pass KV (KV=forward: made there by
@@ -330,6 +330,7 @@ scenario_tp_change() {
     drive_spread "tp-saved$a" "$roots" --model llama-3-70b --store-format 2
     rm -rf /mnt/fast*/"tp$a"
   done
+  [ "${TP_MLA:-1}" = 0 ] && return
   roots=$(fast_drive_list "$n" mla)
   TOKENS=50000 h200_seed "mla-saved8" "$roots" --model deepseek-v3 --store-format 2 --ranks 8 --restore-ranks 1,2 \
     --paths posix "$@"
