@@ -350,7 +350,8 @@ def main() -> None:
     ap.add_argument("--min-tokens", type=int, default=98000)
     ap.add_argument("--max-tokens", type=int, default=100000)
     ap.add_argument("--gen", type=int, default=8, help="tokens generated per request (greedy)")
-    ap.add_argument("--vocab", type=int, default=151936)
+    ap.add_argument("--vocab", type=int, default=0,
+                    help="token ids are drawn below this (0: the model's vocab_size from its config.json)")
     ap.add_argument("--seed", type=int, default=20261204)
     ap.add_argument("--max-model-len", type=int, default=102400)
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.9)
@@ -370,6 +371,10 @@ def main() -> None:
     ap.add_argument("--deadline", type=float, default=0, help="seconds for all configurations (0: none)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.vocab == 0:
+        # An id past the model's embedding table is a device-side assert inside the engine.
+        with open(os.path.join(args.model_dir, "config.json")) as f:
+            args.vocab = json.load(f)["vocab_size"]
     os.makedirs(args.out, exist_ok=True)
     if args.one:
         run_one(args.one, args)
