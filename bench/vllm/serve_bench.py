@@ -295,12 +295,19 @@ def run_one(config: str, args) -> None:
         # Warm-up (not measured): kernels loaded, one short save and restore path taken.
         warm = prompts_for(args.seed + 1, 1, 2048, 2048, args.vocab)[0]
         await request(warm, f"warm-{config}")
+        outputs: list[list[int]] = []
         for phase in ("unique", "repeat"):
             if phase == "repeat":
                 waited = wait_until_stored(config, args, len(prompts), log)
                 log(f"saves done {waited:.1f} s after the unique phase")
             for i, tokens in enumerate(prompts):
+                if phase == "repeat" and args.follow_up:
+                    # The conversation's next turn: its prompt, the answer it got, a new message.
+                    tokens = tokens + outputs[i] + prompts_for(args.seed + 2 + i, 1, args.follow_up, args.follow_up,
+                                                               args.vocab)[0]
                 await measure(phase, i, tokens, evict=True)
+                if phase == "unique":
+                    outputs.append(records[-1]["output"])
                 if phase == "repeat" and config == "recompute":
                     # vLLM's own floor: the same prompt again at once, a hit in its GPU prefix cache.
                     await measure("gpu-hit", i, tokens, evict=False)
@@ -353,6 +360,10 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=0,
                     help="token ids are drawn below this (0: the model's vocab_size from its config.json)")
     ap.add_argument("--seed", type=int, default=20261204)
+    ap.add_argument("--follow-up", type=int, default=0,
+                    help="repeats are each conversation's next turn (its prompt, the answer it got and this many new "
+                         "tokens) instead of the same prompt again: a Mamba hybrid's state is held where a save ended, "
+                         "so only a continuation finds it (0: the same prompt)")
     ap.add_argument("--max-model-len", type=int, default=102400)
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     ap.add_argument("--kvtier-capacity", default="30G", help="kvtier.capacity (per drive)")
