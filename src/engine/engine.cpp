@@ -124,7 +124,11 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   // this store reads with its share.
   impl->options_.staging_bytes = whole_staging;
   KVTIER_ASSIGN_OR_RETURN(bool retuned, impl->apply_tuning(options));
-  if (part.staging_split > 1) {
+  if (part.model_stores > 0 && impl->io_settings_.source == "tuned") {
+    impl->options_.staging_bytes =
+        tuned_share(o.staging_bytes, o.io_request_bytes, part.model_stores);
+    retuned = o.io_request_bytes != defaults_request || o.staging_bytes != defaults_staging;
+  } else if (part.staging_split > 1) {
     split_staging(impl->options_);
     retuned = o.io_request_bytes != defaults_request || o.staging_bytes != defaults_staging;
   }

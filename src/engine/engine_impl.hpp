@@ -73,9 +73,13 @@ struct StorePart {
   /// of the default; 0: the default.
   uint64_t new_store_capacity = 0;
   uint32_t share_of_rank = 1;  ///< the parts the rank's memory bounds are split over
-  /// The rank's staging is split over this many stores: this one takes its share of the staging its
-  /// tuning (or the defaults) gives; io_settings_ keeps the rank's whole.
+  /// The rank's staging is split over this many stores: this one takes its share of the staging the
+  /// defaults (or sizes asked) give; io_settings_ keeps the rank's whole.
   uint32_t staging_split = 1;
+  /// A TP-free model's stores, every rank's together: a tuning's staging (what the drives want in
+  /// flight from all readers at once) is shared by them whatever TP size reads them (tuned_share);
+  /// io_settings_ keeps the tuning's whole. 0: a tuning is split as staging_split says.
+  uint32_t model_stores = 0;
   /// No DRAM tier, whatever the options or the environment ask (a follower, a read-only store
   /// served beside): it could only hold what a save writes through it.
   bool no_dram = false;

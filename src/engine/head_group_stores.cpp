@@ -14,6 +14,7 @@
 #include "api/try.hpp"
 #include "common/head_groups.hpp"
 #include "common/keys.hpp"
+#include "engine/tuning.hpp"
 
 namespace kvtier {
 namespace {
@@ -215,22 +216,30 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
     }
     return o;
   };
-  // The groups' stores lie on the same drives and restore at once: one tuning for all (the first
-  // group's store probes the drives when they need it, and takes its share of what it found), and
-  // the rank's staging split over them.
+  // The model's stores lie on the same drives and restore at once, every rank's together: one
+  // tuning for all (the first group's store probes the drives when they need it). What it found is
+  // what the drives want in flight from all readers: each of the model's stores takes an equal
+  // share, so that a rank's staging shrinks as ranks grow and every TP size reads the store with
+  // the same bytes in flight. The defaults and sizes asked are the rank's, split over its stores.
   IoSettings io{checked.io_request_bytes, checked.staging_bytes, "", {}};
   const bool sizes_asked = options.io_request_bytes != 0 || options.staging_bytes != 0 ||
                            env.io_request_bytes || env.staging_bytes;
   std::unique_ptr<Engine::Impl> first;
-  if (rank_stores > 1 && options.tune && !sizes_asked) {
+  if (options.tune && !sizes_asked) {
     StorePart part;
     const Options o = group_options(0, part);
     part.staging_split = rank_stores;
+    part.model_stores = model_stores;
     KVTIER_ASSIGN_OR_RETURN(first, open_part(o, part, rank));
     io = first->io_settings_;
   }
+  const bool tuned = io.source == "tuned";
+  const uint64_t tuned_each = tuned_share(io.staging_bytes, io.request_bytes, model_stores);
   auto add = [&](Options o, const StorePart& part) -> Status {
-    if (rank_stores > 1) {
+    if (tuned) {
+      o.io_request_bytes = io.request_bytes;
+      o.staging_bytes = tuned_each;
+    } else if (rank_stores > 1) {
       o.io_request_bytes = io.request_bytes;
       o.staging_bytes = std::max(io.request_bytes, share(io.staging_bytes, rank_stores));
     }
@@ -266,19 +275,28 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
     part.namespace_part = fmt::format("{}/kind3", model_text);
     KVTIER_TRY(add(o, part));
   }
-  if (rank_stores > 1) {
-    IoSettings& shown = parts[0]->io_settings_;
+  const char* kinds_of_store =
+      rank.hybrid() ? "stores: head groups, layer kinds and state" : "head-group stores";
+  IoSettings& shown = parts[0]->io_settings_;
+  if (tuned) {
+    // The rank's staging, and the tuning's whole it is a share of.
+    shown = io;
+    shown.staging_bytes = tuned_each * rank_stores;
+    shown.source += fmt::format(
+        " (the drives' {} in flight shared by the model's {} {} at any TP size: {} each, {} of "
+        "them this rank's)",
+        size_text(io.staging_bytes), model_stores, kinds_of_store, size_text(tuned_each),
+        rank_stores);
+  } else if (rank_stores > 1) {
     if (!io.source.empty()) {
-      shown = io;  // the tuning, as found
+      shown = io;  // the defaults a tuning fell back to
     } else {
       shown.source = options.io_request_bytes != 0 || options.staging_bytes != 0 ? "options"
                      : sizes_asked                                               ? "environment"
                                    : "defaults (tuning off)";
     }
     shown.staging_bytes = io.staging_bytes;
-    shown.source += fmt::format(
-        " (staging split over {} {})", rank_stores,
-        rank.hybrid() ? "stores: head groups, layer kinds and state" : "head-group stores");
+    shown.source += fmt::format(" (staging split over {} {})", rank_stores, kinds_of_store);
   }
   return parts;
 }

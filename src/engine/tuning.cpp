@@ -66,6 +66,14 @@ std::unique_ptr<File> lock_drive(FileSystem& fs, const std::string& store_dir, u
   return std::move(*file);
 }
 
+/// Where a drive's tuning is kept: the store's own directory on it, or, for a store of a TP-free
+/// model (kvtier2/<model>/<part>), the model's directory, so that every part and every rank of the
+/// model, at any TP size, reads the drive with one tuning from one probe.
+std::string tuning_dir(const Store& store, const std::string& store_dir) {
+  return store.dir_depth() > 1 ? std::filesystem::path(store_dir).parent_path().string()
+                               : store_dir;
+}
+
 /// Probes `sample`'s largest segment; the tuning found, or why there is none.
 Result<DriveTuning> probe_drive(const DriveSample& sample, const TuningConfig& config) {
   ProbeConfig probe = config.probe;
@@ -113,10 +121,11 @@ std::vector<DriveTuningInfo> tune_drives(Store& store, TuneMode mode, const Logg
       out.push_back({sample.dir, 0, 0, 0, kOffline});
       continue;
     }
+    const std::string kept_in = tuning_dir(store, sample.dir);
     std::optional<DriveTuning> kept;
     std::optional<DriveTuning> failed;  // a probe that failed, recorded
     std::string why_untuned = "not tuned yet";
-    if (auto read = read_drive_tuning(fs, sample.dir)) {
+    if (auto read = read_drive_tuning(fs, kept_in)) {
       if (*read && !(*read)->failed.empty()) {
         failed = *read;
       } else {
@@ -156,6 +165,14 @@ std::vector<DriveTuningInfo> tune_drives(Store& store, TuneMode mode, const Logg
       continue;
     }
     const std::unique_ptr<File> held = lock_drive(fs, sample.dir, store.dir_depth());
+    if (mode != TuneMode::kProbeAll && !kept) {
+      // Another rank of the model may have probed the drive while this one waited for it.
+      auto now_kept = read_drive_tuning(fs, kept_in);
+      if (now_kept && *now_kept && (*now_kept)->failed.empty()) {
+        out.push_back(info_of(sample.dir, **now_kept, "kept"));
+        continue;
+      }
+    }
     auto found = probe_drive(sample, config);
     if (!found) {
       KVTIER_LOG(log, kWarn, "drive tuning: probing {} failed ({}); {}", sample.dir,
@@ -169,7 +186,7 @@ std::vector<DriveTuningInfo> tune_drives(Store& store, TuneMode mode, const Logg
         // cannot be written only means the next open tries again.
         const DriveTuning record{0,  0, 0, sample.largest->path, utc_now(), found.error().message(),
                                  now};
-        if (Status st = write_drive_tuning(fs, sample.dir, record); !st.ok()) {
+        if (Status st = write_drive_tuning(fs, kept_in, record); !st.ok()) {
           KVTIER_LOG(log, kWarn, "drive tuning: {}'s failed probe could not be recorded: {}",
                      sample.dir, st.message());
         }
@@ -180,7 +197,7 @@ std::vector<DriveTuningInfo> tune_drives(Store& store, TuneMode mode, const Logg
                                  "not tuned: probe failed: " + found.error().message()});
       continue;
     }
-    if (Status kept_now = write_drive_tuning(fs, sample.dir, *found); !kept_now.ok()) {
+    if (Status kept_now = write_drive_tuning(fs, kept_in, *found); !kept_now.ok()) {
       KVTIER_LOG(log, kWarn, "drive tuning: {} found {} KiB x {} but could not keep it: {}",
                  sample.dir, found->request_bytes >> 10, found->in_flight, kept_now.message());
     }
@@ -228,6 +245,11 @@ IoSettings io_from_tuning(std::vector<DriveTuningInfo> drives, const Options& re
   }
   s.drives = std::move(drives);
   return s;
+}
+
+uint64_t tuned_share(uint64_t staging, uint64_t request, uint32_t stores) {
+  const uint64_t each = std::max<uint64_t>(stores, 1) * request;
+  return std::max<uint64_t>((staging + each - 1) / each, 1) * request;
 }
 
 }  // namespace kvtier

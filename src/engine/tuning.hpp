@@ -57,4 +57,10 @@ enum class TuneMode {
 [[nodiscard]] IoSettings io_from_tuning(std::vector<DriveTuningInfo> drives,
                                         const Options& resolved);
 
+/// One store's share of a tuning's `staging` when `stores` stores read the same drives at once (a
+/// TP-free model's, every rank's together): whole requests of `request`, rounded up, one at least.
+/// The probe's staging is what the drives want in flight from all readers together, so ranks of
+/// any TP size sharing it this way put the same bytes in flight on the drives.
+[[nodiscard]] uint64_t tuned_share(uint64_t staging, uint64_t request, uint32_t stores);
+
 }  // namespace kvtier

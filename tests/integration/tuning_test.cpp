@@ -332,11 +332,13 @@ TEST_F(TuningTest, ADriveAddedLaterIsProbedOnItsOwnAndTheOthersKeepTheirs) {
 }
 
 // A TP-free store keeps each head group in a store of its own on the same drives: the first group's
-// store probes them once for all, keeps its share of the staging, and the others read with the same
-// pattern; the tuning is the rank's, shown once.
-TEST_F(TuningTest, ATpFreeRanksGroupStoresShareOneProbeAndSplitItsStaging) {
+// store probes them once for all. What the probe found is what the drives want in flight from every
+// reader at once, so the model's stores share it equally: a rank holding every group reads with all
+// of it, each rank of a larger TP size with its groups' share, and the ranks of any TP size
+// together with the same bytes in flight. The defaults are the rank's, split over its stores.
+TEST_F(TuningTest, ATpFreeModelsStoresShareOneProbeAndTheSameBytesInFlightAtAnyTpSize) {
   Options o = options();
-  o.store_format = 2;  // tiny's two KV heads: two head-group stores at TP 1
+  o.store_format = 2;  // tiny's two KV heads: two head-group stores
   const uint64_t whole = o.resolved()->staging_bytes;
   {
     // Nothing to probe yet: the defaults, the rank's whole staging shown (each store has half).
@@ -347,28 +349,52 @@ TEST_F(TuningTest, ATpFreeRanksGroupStoresShareOneProbeAndSplitItsStaging) {
   }
   auto sessions = fill(o, 2);
   IoSettings first;
+  uint64_t tuned = 0;
   {
-    ModelScope scope(punishes_depth());
+    ModelScope scope(rewards_depth());
     auto e = Engine::open(o);
     ASSERT_TRUE(e.has_value()) << e.error().to_string();
     first = (*e)->io_settings();
     SCOPED_TRACE(describe(first));
-    EXPECT_EQ(first.source, "tuned (staging split over 2 head-group stores)");
     ASSERT_EQ(first.drives.size(), 1u);
     EXPECT_EQ(first.drives[0].state, "probed");
-    EXPECT_EQ(first.drives[0].in_flight, 1u);
+    EXPECT_GT(first.drives[0].in_flight, 1u) << "a drive that rewards depth";
     EXPECT_EQ(first.request_bytes, first.drives[0].request_bytes);
-    EXPECT_EQ(first.staging_bytes, first.drives[0].request_bytes * 2);  // the rank's whole
+    tuned = first.request_bytes * std::max<uint64_t>(first.drives[0].in_flight, 2);
+    EXPECT_EQ(first.source.rfind("tuned (the drives' ", 0), 0u);
+    EXPECT_NE(first.source.find("shared by the model's 2 head-group stores"), std::string::npos);
+    // The rank at TP 1 holds both groups: both shares.
+    EXPECT_EQ(first.staging_bytes, 2 * tuned_share(tuned, first.request_bytes, 2));
+    EXPECT_GE(first.staging_bytes, tuned);
     for (const auto& t : sessions) EXPECT_EQ(testing::restored_exact(**e, g_, t), t.size());
     // Saves go through the tuned stores too.
     sessions.push_back(synthetic::tokens(next_seed_++, 5000));
     ASSERT_OK(testing::save_synthetic(**e, g_, sessions.back()));
     EXPECT_EQ(testing::restored_exact(**e, g_, sessions.back()), sessions.back().size());
   }
+  // The ranks of TP 2 (one group each) read with one share each, as the tuning is kept: together
+  // what the rank of TP 1 had alone, not twice it.
+  uint64_t together = 0;
+  for (uint32_t r = 0; r < 2; ++r) {
+    Options rank = o;
+    rank.geometry.kv_heads = g_.kv_heads / 2;
+    rank.geometry.tp_rank = r;
+    rank.geometry.tp_world = 2;
+    auto e = Engine::open(rank);
+    ASSERT_TRUE(e.has_value()) << e.error().to_string();
+    const IoSettings s = (*e)->io_settings();
+    SCOPED_TRACE(describe(s));
+    EXPECT_EQ(s.drives[0].state, "kept");
+    EXPECT_EQ(s.request_bytes, first.request_bytes);
+    EXPECT_EQ(s.staging_bytes, tuned_share(tuned, first.request_bytes, 2));
+    EXPECT_EQ((*e)->lookup(sessions[0]).value_or(0), sessions[0].size()) << "rank " << r;
+    together += s.staging_bytes;
+  }
+  EXPECT_EQ(together, first.staging_bytes);
   size_t tunings = 0;
   for (const auto& f : fs::recursive_directory_iterator(root(0)))
     tunings += f.path().filename() == kTuningName;
-  EXPECT_EQ(tunings, 1u) << "one probe, kept with the first group's store";
+  EXPECT_EQ(tunings, 1u) << "one probe, kept in the model's directory for all its stores and ranks";
   expect_kept_through_failing_reads(o, first);
 }
 

@@ -64,6 +64,27 @@ TEST(IoFromTuning, AnUntunedDriveCountsAsTheTunedOnesMeanAndAnOfflineOneNotAtAll
   EXPECT_EQ(gone.staging_bytes, 8 * kMiB);
 }
 
+// A TP-free model's stores share a tuning's staging: whole requests each, rounded up, one at least.
+TEST(TunedShare, EachStoreTakesWholeRequestsRoundedUpAndTheStoresTogetherAtLeastTheWhole) {
+  EXPECT_EQ(tuned_share(16 * kMiB, kMiB, 8), 2 * kMiB);
+  EXPECT_EQ(tuned_share(11 * kMiB, kMiB, 8), 2 * kMiB);  // 1.4 requests: two, not one
+  EXPECT_EQ(tuned_share(17 * kMiB, kMiB, 8), 3 * kMiB);
+  EXPECT_EQ(tuned_share(2 * kMiB, 4 * kMiB, 8), 4 * kMiB);  // one request at least
+  EXPECT_EQ(tuned_share(8 * kMiB, kMiB, 0), 8 * kMiB);      // no stores counts as one
+  std::mt19937_64 rng(testing::test_seed());
+  for (int trial = 0; trial < 2000; ++trial) {
+    const uint64_t request = (uint64_t{1} << (12 + rng() % 13));
+    const uint64_t staging = request * (1 + rng() % 64);
+    const auto stores = static_cast<uint32_t>(1 + rng() % 48);
+    const uint64_t each = tuned_share(staging, request, stores);
+    SCOPED_TRACE(::testing::Message() << staging << " over " << stores << " at " << request);
+    EXPECT_EQ(each % request, 0u);
+    EXPECT_GE(each, request);
+    EXPECT_GE(each * stores, staging);                     // the stores keep what the drives want
+    EXPECT_LT(each * stores, staging + stores * request);  // and less than one more request each
+  }
+}
+
 TEST(IoFromTuning, DrawnDriveSetsKeepTheRulesProperties) {
   std::mt19937_64 rng(testing::test_seed());
   const uint64_t sizes[] = {kMiB / 4, kMiB, 2 * kMiB, 4 * kMiB, 8 * kMiB, 16 * kMiB, 64 * kMiB};
