@@ -180,7 +180,9 @@ struct SegmentInfo {
 
 /// How one drive of the store is read, as kvtier's read probe found (docs/options.md "Tuning").
 struct DriveTuningInfo {
-  std::string dir;             ///< the drive's rank directory
+  /// The store's directory on the drive (its rank or head-group directory); the tuning lies in it,
+  /// or for a TP-free store in the model's directory one level up.
+  std::string dir;
   uint64_t request_bytes = 0;  ///< 0: not tuned
   uint32_t in_flight = 0;
   double bytes_per_second = 0;  ///< what the probe measured for that pattern

@@ -39,8 +39,9 @@ Result<std::string> read_file(FileSystem& fs, const std::string& path) {
 }
 
 Status write_file_atomic(FileSystem& fs, const std::string& dir, const std::string& name,
-                         std::span<const std::byte> bytes) {
-  const std::string tmp = fmt::format("{}/{}.tmp", dir, name);
+                         std::span<const std::byte> bytes, const std::string& tmp_name) {
+  const std::string tmp =
+      tmp_name.empty() ? fmt::format("{}/{}.tmp", dir, name) : fmt::format("{}/{}", dir, tmp_name);
   {
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<File> file, fs.open(tmp, O_WRONLY | O_CREAT | O_TRUNC));
     KVTIER_TRY(file->write_at(bytes, 0));

@@ -117,10 +117,12 @@ class FileSystem {
 
 /// Whole file into memory.
 [[nodiscard]] Result<std::string> read_file(FileSystem& fs, const std::string& path);
-/// Writes `bytes` to `dir`/`name` atomically: a temporary file, synced, renamed over it, and the
-/// directory synced. The file is created 0600.
+/// Writes `bytes` to `dir`/`name` atomically: a temporary file (`name`.tmp, or `tmp_name` where
+/// several processes may write `name` at once), synced, renamed over it, and the directory
+/// synced. The file is created 0600.
 [[nodiscard]] Status write_file_atomic(FileSystem& fs, const std::string& dir,
-                                       const std::string& name, std::span<const std::byte> bytes);
+                                       const std::string& name, std::span<const std::byte> bytes,
+                                       const std::string& tmp_name = "");
 /// Whether `path` exists: false on ENOENT, the error on anything else (EACCES, EIO).
 [[nodiscard]] Result<bool> exists(FileSystem& fs, const std::string& path);
 /// Makes directory `path` (0700) and syncs its parent so that it lasts; ok when it exists as a

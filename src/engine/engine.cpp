@@ -124,9 +124,9 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   // this store reads with its share.
   impl->options_.staging_bytes = whole_staging;
   KVTIER_ASSIGN_OR_RETURN(bool retuned, impl->apply_tuning(options));
-  if (part.model_stores > 0 && impl->io_settings_.source == "tuned") {
+  if (part.tuned_readers > 0 && impl->io_settings_.source == "tuned") {
     impl->options_.staging_bytes =
-        tuned_share(o.staging_bytes, o.io_request_bytes, part.model_stores);
+        tuned_share(o.staging_bytes, o.io_request_bytes, part.tuned_readers);
     retuned = o.io_request_bytes != defaults_request || o.staging_bytes != defaults_staging;
   } else if (part.staging_split > 1) {
     split_staging(impl->options_);
@@ -207,7 +207,16 @@ Result<IoSettings> Engine::Impl::tune() {
   }
   IoSettings found =
       io_from_tuning(tune_drives(*store_.get(), TuneMode::kProbeAll, log_), options_);
+  const bool tuned = found.source == "tuned";
   found.source = "tuned (used by engines opened from now on)";
+  if (tuned && part_.tuned_readers > 0) {
+    // What this rank's engines will read with: its stores' shares of the drives' whole.
+    const uint64_t each =
+        tuned_share(found.staging_bytes, found.request_bytes, part_.tuned_readers);
+    found.source +=
+        tuned_share_note(found.staging_bytes, each, part_.tuned_readers, part_.staging_split);
+    found.staging_bytes = each * part_.staging_split;
+  }
   return found;
 }
 

@@ -216,25 +216,27 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
     }
     return o;
   };
-  // The model's stores lie on the same drives and restore at once, every rank's together: one
-  // tuning for all (the first group's store probes the drives when they need it). What it found is
-  // what the drives want in flight from all readers: each of the model's stores takes an equal
-  // share, so that a rank's staging shrinks as ranks grow and every TP size reads the store with
-  // the same bytes in flight. The defaults and sizes asked are the rank's, split over its stores.
+  // The model's stores lie on the same drives and every rank restores at once: one tuning for all
+  // (the rank's first store probes the drives when they need it). What it found is what the
+  // drives want in flight from all readers: each store a rank reads (TP size x the rank's stores
+  // in all) takes an equal share, so that a rank's staging shrinks as ranks grow and every TP size
+  // reads with the same bytes in flight. The defaults and sizes asked are the rank's, split over
+  // its stores.
   IoSettings io{checked.io_request_bytes, checked.staging_bytes, "", {}};
   const bool sizes_asked = options.io_request_bytes != 0 || options.staging_bytes != 0 ||
                            env.io_request_bytes || env.staging_bytes;
+  const uint32_t readers = rank.tp_world * rank_stores;
   std::unique_ptr<Engine::Impl> first;
   if (options.tune && !sizes_asked) {
     StorePart part;
     const Options o = group_options(0, part);
     part.staging_split = rank_stores;
-    part.model_stores = model_stores;
+    part.tuned_readers = readers;
     KVTIER_ASSIGN_OR_RETURN(first, open_part(o, part, rank));
     io = first->io_settings_;
   }
   const bool tuned = io.source == "tuned";
-  const uint64_t tuned_each = tuned_share(io.staging_bytes, io.request_bytes, model_stores);
+  const uint64_t tuned_each = tuned_share(io.staging_bytes, io.request_bytes, readers);
   auto add = [&](Options o, const StorePart& part) -> Status {
     if (tuned) {
       o.io_request_bytes = io.request_bytes;
@@ -282,11 +284,7 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
     // The rank's staging, and the tuning's whole it is a share of.
     shown = io;
     shown.staging_bytes = tuned_each * rank_stores;
-    shown.source += fmt::format(
-        " (the drives' {} in flight shared by the model's {} {} at any TP size: {} each, {} of "
-        "them this rank's)",
-        size_text(io.staging_bytes), model_stores, kinds_of_store, size_text(tuned_each),
-        rank_stores);
+    shown.source += tuned_share_note(io.staging_bytes, tuned_each, readers, rank_stores);
   } else if (rank_stores > 1) {
     if (!io.source.empty()) {
       shown = io;  // the defaults a tuning fell back to

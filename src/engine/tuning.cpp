@@ -66,6 +66,13 @@ std::unique_ptr<File> lock_drive(FileSystem& fs, const std::string& store_dir, u
   return std::move(*file);
 }
 
+/// A drive's state while its failed probe's record stands.
+std::string failed_state(const DriveTuning& failed, const TuningConfig& config) {
+  return fmt::format(
+      "not tuned: probe failed at {} ({}); probed again at an open from {} s after, or by tune",
+      failed.probed_at, failed.failed, config.retry_failed_after_seconds);
+}
+
 /// Where a drive's tuning is kept: the store's own directory on it, or, for a store of a TP-free
 /// model (kvtier2/<model>/<part>), the model's directory, so that every part and every rank of the
 /// model, at any TP size, reads the drive with one tuning from one probe.
@@ -139,10 +146,7 @@ std::vector<DriveTuningInfo> tune_drives(Store& store, TuneMode mode, const Logg
     const int64_t now = unix_now();
     const bool retry_due = !failed || now - failed->failed_at >= config.retry_failed_after_seconds;
     if (failed) {
-      why_untuned = fmt::format(
-          "not tuned: probe failed at {} ({}); probed again at an open from {} s after, or by "
-          "tune",
-          failed->probed_at, failed->failed, config.retry_failed_after_seconds);
+      why_untuned = failed_state(*failed, config);
     }
     const bool probe =
         mode == TuneMode::kProbeAll || (mode == TuneMode::kProbeUntuned && !kept && retry_due);
@@ -166,10 +170,16 @@ std::vector<DriveTuningInfo> tune_drives(Store& store, TuneMode mode, const Logg
     }
     const std::unique_ptr<File> held = lock_drive(fs, sample.dir, store.dir_depth());
     if (mode != TuneMode::kProbeAll && !kept) {
-      // Another rank of the model may have probed the drive while this one waited for it.
+      // Another rank of the model may have probed the drive while this one waited for it: what it
+      // found is kept, and a failure it recorded is not tried again before its time.
       auto now_kept = read_drive_tuning(fs, kept_in);
       if (now_kept && *now_kept && (*now_kept)->failed.empty()) {
         out.push_back(info_of(sample.dir, **now_kept, "kept"));
+        continue;
+      }
+      if (now_kept && *now_kept &&
+          now - (*now_kept)->failed_at < config.retry_failed_after_seconds) {
+        out.push_back({sample.dir, 0, 0, 0, failed_state(**now_kept, config)});
         continue;
       }
     }
@@ -249,7 +259,14 @@ IoSettings io_from_tuning(std::vector<DriveTuningInfo> drives, const Options& re
 
 uint64_t tuned_share(uint64_t staging, uint64_t request, uint32_t stores) {
   const uint64_t each = std::max<uint64_t>(stores, 1) * request;
-  return std::max<uint64_t>((staging + each - 1) / each, 1) * request;
+  return std::max<uint64_t>((staging + each - 1) / each, 2) * request;
+}
+
+std::string tuned_share_note(uint64_t whole, uint64_t each, uint32_t readers, uint32_t held) {
+  return fmt::format(
+      " (the drives' {} in flight shared by the {} stores the model's ranks read at once: {} "
+      "each, {} of them this rank's)",
+      size_text(whole), readers, size_text(each), held);
 }
 
 }  // namespace kvtier

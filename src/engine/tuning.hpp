@@ -58,9 +58,15 @@ enum class TuneMode {
                                         const Options& resolved);
 
 /// One store's share of a tuning's `staging` when `stores` stores read the same drives at once (a
-/// TP-free model's, every rank's together): whole requests of `request`, rounded up, one at least.
-/// The probe's staging is what the drives want in flight from all readers together, so ranks of
-/// any TP size sharing it this way put the same bytes in flight on the drives.
+/// TP-free model's, every rank's together): whole requests of `request`, rounded up, two at least
+/// (a staging pool of one slot makes a save wait for a whole restore). The probe's staging is what
+/// the drives want in flight from all readers together, so ranks of any TP size sharing it this way
+/// put the same bytes in flight on the drives (unless the two-request floor gives more).
 [[nodiscard]] uint64_t tuned_share(uint64_t staging, uint64_t request, uint32_t stores);
+
+/// How an engine's io_settings() says its staging is a share of the drives' tuning (`whole`):
+/// `each` for each of `readers` stores read at once, `held` of them this rank's.
+[[nodiscard]] std::string tuned_share_note(uint64_t whole, uint64_t each, uint32_t readers,
+                                           uint32_t held);
 
 }  // namespace kvtier

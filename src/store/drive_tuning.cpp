@@ -2,6 +2,11 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #include "store/drive_tuning.hpp"
 
+#include <unistd.h>
+
+#include <functional>
+#include <thread>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -71,8 +76,12 @@ Status write_drive_tuning(FileSystem& fs, const std::string& dir, const DriveTun
     j["probed_at"] = t.probed_at;
   }
   const std::string text = j.dump(1) + "\n";
+  // Every rank of a TP-free model keeps its drives' tunings in one directory: a temporary file of
+  // this process and thread, so that two writers never write into one.
+  const std::string tmp = fmt::format("{}.{}.{}.tmp", kTuningName, ::getpid(),
+                                      std::hash<std::thread::id>{}(std::this_thread::get_id()));
   return write_file_atomic(fs, dir, kTuningName,
-                           {reinterpret_cast<const std::byte*>(text.data()), text.size()});
+                           {reinterpret_cast<const std::byte*>(text.data()), text.size()}, tmp);
 }
 
 }  // namespace kvtier

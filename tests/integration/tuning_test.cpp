@@ -331,11 +331,13 @@ TEST_F(TuningTest, ADriveAddedLaterIsProbedOnItsOwnAndTheOthersKeepTheirs) {
   }
 }
 
-// A TP-free store keeps each head group in a store of its own on the same drives: the first group's
-// store probes them once for all. What the probe found is what the drives want in flight from every
-// reader at once, so the model's stores share it equally: a rank holding every group reads with all
-// of it, each rank of a larger TP size with its groups' share, and the ranks of any TP size
-// together with the same bytes in flight. The defaults are the rank's, split over its stores.
+// A TP-free store keeps each head group in a store of its own on the same drives: the rank's first
+// store probes them once for all its parts and ranks. What the probe found is what the drives want
+// in flight from every reader at once, so the stores the ranks read at once share it equally (two
+// requests each at least): a rank holding every group reads with all of it, each rank of a larger
+// TP size with its stores' share, ranks replicating a head (TP above the KV heads) with theirs, and
+// the ranks of any TP size together with the same bytes in flight. `tune()` says what engines will
+// read with. The defaults are the rank's, split over its stores.
 TEST_F(TuningTest, ATpFreeModelsStoresShareOneProbeAndTheSameBytesInFlightAtAnyTpSize) {
   Options o = options();
   o.store_format = 2;  // tiny's two KV heads: two head-group stores
@@ -358,43 +360,73 @@ TEST_F(TuningTest, ATpFreeModelsStoresShareOneProbeAndTheSameBytesInFlightAtAnyT
     SCOPED_TRACE(describe(first));
     ASSERT_EQ(first.drives.size(), 1u);
     EXPECT_EQ(first.drives[0].state, "probed");
-    EXPECT_GT(first.drives[0].in_flight, 1u) << "a drive that rewards depth";
+    // Four in flight or more, so that the ranks of TP 2 below split it without the floor.
+    EXPECT_GE(first.drives[0].in_flight, 4u) << "a drive that rewards depth";
     EXPECT_EQ(first.request_bytes, first.drives[0].request_bytes);
     tuned = first.request_bytes * std::max<uint64_t>(first.drives[0].in_flight, 2);
     EXPECT_EQ(first.source.rfind("tuned (the drives' ", 0), 0u);
-    EXPECT_NE(first.source.find("shared by the model's 2 head-group stores"), std::string::npos);
+    EXPECT_NE(first.source.find("shared by the 2 stores the model's ranks read at once"),
+              std::string::npos);
     // The rank at TP 1 holds both groups: both shares.
     EXPECT_EQ(first.staging_bytes, 2 * tuned_share(tuned, first.request_bytes, 2));
-    EXPECT_GE(first.staging_bytes, tuned);
     for (const auto& t : sessions) EXPECT_EQ(testing::restored_exact(**e, g_, t), t.size());
     // Saves go through the tuned stores too.
     sessions.push_back(synthetic::tokens(next_seed_++, 5000));
     ASSERT_OK(testing::save_synthetic(**e, g_, sessions.back()));
     EXPECT_EQ(testing::restored_exact(**e, g_, sessions.back()), sessions.back().size());
   }
-  // The ranks of TP 2 (one group each) read with one share each, as the tuning is kept: together
-  // what the rank of TP 1 had alone, not twice it.
-  uint64_t together = 0;
-  for (uint32_t r = 0; r < 2; ++r) {
+  const uint64_t request = first.request_bytes;
+  auto rank_options = [&](uint32_t r, uint32_t tp) {
     Options rank = o;
-    rank.geometry.kv_heads = g_.kv_heads / 2;
+    rank.geometry.kv_heads = std::max(g_.kv_heads / tp, 1u);
+    rank.geometry.kv_heads_total = g_.kv_heads;
     rank.geometry.tp_rank = r;
-    rank.geometry.tp_world = 2;
-    auto e = Engine::open(rank);
-    ASSERT_TRUE(e.has_value()) << e.error().to_string();
-    const IoSettings s = (*e)->io_settings();
-    SCOPED_TRACE(describe(s));
-    EXPECT_EQ(s.drives[0].state, "kept");
-    EXPECT_EQ(s.request_bytes, first.request_bytes);
-    EXPECT_EQ(s.staging_bytes, tuned_share(tuned, first.request_bytes, 2));
-    EXPECT_EQ((*e)->lookup(sessions[0]).value_or(0), sessions[0].size()) << "rank " << r;
-    together += s.staging_bytes;
+    rank.geometry.tp_world = tp;
+    return rank;
+  };
+  // TP 2: a group each. TP 4: two ranks on each group (a writer and a follower). The tuning is
+  // kept: every rank reads with one share (two requests at least), and the ranks together with
+  // what the rank of TP 1 had alone where the tuning holds two requests for each of them.
+  for (uint32_t tp : {2u, 4u}) {
+    uint64_t together = 0;
+    for (uint32_t r = 0; r < tp; ++r) {
+      auto e = Engine::open(rank_options(r, tp));
+      ASSERT_TRUE(e.has_value()) << e.error().to_string();
+      const IoSettings s = (*e)->io_settings();
+      SCOPED_TRACE(::testing::Message() << "rank " << r << " of TP " << tp << ": " << describe(s));
+      EXPECT_EQ(s.drives[0].state, "kept");
+      EXPECT_EQ(s.request_bytes, request);
+      EXPECT_EQ(s.staging_bytes, tuned_share(tuned, request, tp));
+      EXPECT_GE(s.staging_bytes, 2 * request) << "two slots, so a save never waits a restore out";
+      EXPECT_EQ((*e)->lookup(sessions[0]).value_or(0), sessions[0].size());
+      together += s.staging_bytes;
+    }
+    EXPECT_GE(together, tuned) << "TP " << tp;
+    if (tuned % (tp * request) == 0 && tuned >= 2 * tp * request) {
+      EXPECT_EQ(together, first.staging_bytes) << "TP " << tp;
+    }
   }
-  EXPECT_EQ(together, first.staging_bytes);
+  // tune() on a rank of TP 2 says what its engines will read with, and they do.
+  IoSettings told;
+  {
+    ModelScope scope(rewards_depth());
+    auto e = Engine::open(rank_options(1, 2));
+    ASSERT_TRUE(e.has_value()) << e.error().to_string();
+    auto t = (*e)->tune();
+    ASSERT_TRUE(t.has_value()) << t.error().to_string();
+    told = *t;
+  }
+  {
+    auto e = Engine::open(rank_options(1, 2));
+    ASSERT_TRUE(e.has_value()) << e.error().to_string();
+    SCOPED_TRACE(describe(told) + " | " + describe((*e)->io_settings()));
+    EXPECT_EQ((*e)->io_settings().staging_bytes, told.staging_bytes);
+    EXPECT_EQ((*e)->io_settings().request_bytes, told.request_bytes);
+  }
   size_t tunings = 0;
   for (const auto& f : fs::recursive_directory_iterator(root(0)))
     tunings += f.path().filename() == kTuningName;
-  EXPECT_EQ(tunings, 1u) << "one probe, kept in the model's directory for all its stores and ranks";
+  EXPECT_EQ(tunings, 1u) << "one tuning, in the model's directory, for all its stores and ranks";
   expect_kept_through_failing_reads(o, first);
 }
 

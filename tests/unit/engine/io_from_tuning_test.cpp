@@ -64,12 +64,13 @@ TEST(IoFromTuning, AnUntunedDriveCountsAsTheTunedOnesMeanAndAnOfflineOneNotAtAll
   EXPECT_EQ(gone.staging_bytes, 8 * kMiB);
 }
 
-// A TP-free model's stores share a tuning's staging: whole requests each, rounded up, one at least.
-TEST(TunedShare, EachStoreTakesWholeRequestsRoundedUpAndTheStoresTogetherAtLeastTheWhole) {
+// A TP-free model's stores share a tuning's staging: whole requests each, rounded up, two at least.
+TEST(TunedShare, EachStoreTakesWholeRequestsRoundedUpTwoAtLeastAndTheStoresTogetherTheWhole) {
   EXPECT_EQ(tuned_share(16 * kMiB, kMiB, 8), 2 * kMiB);
-  EXPECT_EQ(tuned_share(11 * kMiB, kMiB, 8), 2 * kMiB);  // 1.4 requests: two, not one
+  EXPECT_EQ(tuned_share(11 * kMiB, kMiB, 4), 3 * kMiB);  // 2.75 requests: three
   EXPECT_EQ(tuned_share(17 * kMiB, kMiB, 8), 3 * kMiB);
-  EXPECT_EQ(tuned_share(2 * kMiB, 4 * kMiB, 8), 4 * kMiB);  // one request at least
+  EXPECT_EQ(tuned_share(11 * kMiB, kMiB, 8), 2 * kMiB);     // 1.4 requests: the floor, two
+  EXPECT_EQ(tuned_share(2 * kMiB, 4 * kMiB, 8), 8 * kMiB);  // two requests at least
   EXPECT_EQ(tuned_share(8 * kMiB, kMiB, 0), 8 * kMiB);      // no stores counts as one
   std::mt19937_64 rng(testing::test_seed());
   for (int trial = 0; trial < 2000; ++trial) {
@@ -79,9 +80,10 @@ TEST(TunedShare, EachStoreTakesWholeRequestsRoundedUpAndTheStoresTogetherAtLeast
     const uint64_t each = tuned_share(staging, request, stores);
     SCOPED_TRACE(::testing::Message() << staging << " over " << stores << " at " << request);
     EXPECT_EQ(each % request, 0u);
-    EXPECT_GE(each, request);
-    EXPECT_GE(each * stores, staging);                     // the stores keep what the drives want
-    EXPECT_LT(each * stores, staging + stores * request);  // and less than one more request each
+    EXPECT_GE(each, 2 * request);
+    EXPECT_GE(each * stores, staging);  // the stores keep what the drives want
+    // and less than one more request each, unless the floor gives them more
+    EXPECT_LT(each * stores, std::max(staging + stores * request, 2 * stores * request + 1));
   }
 }
 
