@@ -231,6 +231,37 @@ TEST_F(TuningTest, AnUnreadableTuningIsProbedAgainNotUsed) {
   EXPECT_TRUE(kept->has_value());
 }
 
+// A TP-free store's tuning lies in the model's directory: one that an older kvtier kept in the
+// first group's directory is not read (the drive counts as untuned and is probed), and is left as
+// it was.
+TEST_F(TuningTest, ATpFreeTuningInAGroupsDirectoryIsNotRead) {
+  Options o = options();
+  o.store_format = 2;
+  fill(o, 2);
+  fs::path model;
+  for (const auto& d : fs::directory_iterator(fs::path(root(0)) / "kvtier2")) model = d.path();
+  ASSERT_TRUE(fs::exists(model / "g0of2")) << model;
+  // A pattern the probe here never tries (its sizes are 64 KiB to 1 MiB).
+  const DriveTuning old{2u << 20, 3, 1e9, (model / "g0of2" / "seg").string(),
+                        "2026-12-01T00:00:00Z"};
+  ASSERT_TRUE(write_drive_tuning(*FileSystem::posix(), (model / "g0of2").string(), old).ok());
+  {
+    ModelScope scope(punishes_depth());
+    auto e = Engine::open(o);
+    ASSERT_TRUE(e.has_value()) << e.error().to_string();
+    const IoSettings s = (*e)->io_settings();
+    SCOPED_TRACE(describe(s));
+    EXPECT_EQ(s.drives[0].state, "probed");
+    EXPECT_NE(s.request_bytes, old.request_bytes);
+  }
+  auto moved = read_drive_tuning(*FileSystem::posix(), model.string());
+  ASSERT_TRUE(moved.has_value()) << moved.error().to_string();
+  EXPECT_TRUE(moved->has_value()) << "the probe's tuning, in the model's directory";
+  auto left = read_drive_tuning(*FileSystem::posix(), (model / "g0of2").string());
+  ASSERT_TRUE(left.has_value() && left->has_value());
+  EXPECT_EQ((*left)->request_bytes, old.request_bytes);
+}
+
 TEST_F(TuningTest, ExplicitSettingsWinAndTuningOffProbesNothing) {
   Options o = options();
   fill(o);
