@@ -211,11 +211,7 @@ Result<IoSettings> Engine::Impl::tune() {
   found.source = "tuned (used by engines opened from now on)";
   if (tuned && part_.tuned_readers > 0) {
     // What this rank's engines will read with: its stores' shares of the drives' whole.
-    const uint64_t each =
-        tuned_share(found.staging_bytes, found.request_bytes, part_.tuned_readers);
-    found.source +=
-        tuned_share_note(found.staging_bytes, each, part_.tuned_readers, part_.staging_split);
-    found.staging_bytes = each * part_.staging_split;
+    share_tuned_settings(found, part_.tuned_readers, part_.staging_split);
   }
   return found;
 }

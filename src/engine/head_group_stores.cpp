@@ -283,8 +283,7 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
   if (tuned) {
     // The rank's staging, and the tuning's whole it is a share of.
     shown = io;
-    shown.staging_bytes = tuned_each * rank_stores;
-    shown.source += tuned_share_note(io.staging_bytes, tuned_each, readers, rank_stores);
+    share_tuned_settings(shown, readers, rank_stores);
   } else if (rank_stores > 1) {
     if (!io.source.empty()) {
       shown = io;  // the defaults a tuning fell back to

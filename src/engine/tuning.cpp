@@ -144,7 +144,10 @@ std::vector<DriveTuningInfo> tune_drives(Store& store, TuneMode mode, const Logg
                  read.error().message());
     }
     const int64_t now = unix_now();
-    const bool retry_due = !failed || now - failed->failed_at >= config.retry_failed_after_seconds;
+    auto due = [&](const DriveTuning& f) {
+      return now - f.failed_at >= config.retry_failed_after_seconds;
+    };
+    const bool retry_due = !failed || due(*failed);
     if (failed) {
       why_untuned = failed_state(*failed, config);
     }
@@ -177,8 +180,7 @@ std::vector<DriveTuningInfo> tune_drives(Store& store, TuneMode mode, const Logg
         out.push_back(info_of(sample.dir, **now_kept, "kept"));
         continue;
       }
-      if (now_kept && *now_kept &&
-          now - (*now_kept)->failed_at < config.retry_failed_after_seconds) {
+      if (now_kept && *now_kept && !due(**now_kept)) {
         out.push_back({sample.dir, 0, 0, 0, failed_state(**now_kept, config)});
         continue;
       }
@@ -262,11 +264,13 @@ uint64_t tuned_share(uint64_t staging, uint64_t request, uint32_t stores) {
   return std::max<uint64_t>((staging + each - 1) / each, 2) * request;
 }
 
-std::string tuned_share_note(uint64_t whole, uint64_t each, uint32_t readers, uint32_t held) {
-  return fmt::format(
+void share_tuned_settings(IoSettings& s, uint32_t readers, uint32_t held) {
+  const uint64_t each = tuned_share(s.staging_bytes, s.request_bytes, readers);
+  s.source += fmt::format(
       " (the drives' {} in flight shared by the {} stores the model's ranks read at once: {} "
       "each, {} of them this rank's)",
-      size_text(whole), readers, size_text(each), held);
+      size_text(s.staging_bytes), readers, size_text(each), held);
+  s.staging_bytes = each * held;
 }
 
 }  // namespace kvtier

@@ -64,9 +64,9 @@ enum class TuneMode {
 /// put the same bytes in flight on the drives (unless the two-request floor gives more).
 [[nodiscard]] uint64_t tuned_share(uint64_t staging, uint64_t request, uint32_t stores);
 
-/// How an engine's io_settings() says its staging is a share of the drives' tuning (`whole`):
-/// `each` for each of `readers` stores read at once, `held` of them this rank's.
-[[nodiscard]] std::string tuned_share_note(uint64_t whole, uint64_t each, uint32_t readers,
-                                           uint32_t held);
+/// Turns `s`, a tuning's settings with the drives' whole staging, into a rank's: the shares
+/// (tuned_share) of the `held` of `readers` stores read at once that it reads, and a source that
+/// says so.
+void share_tuned_settings(IoSettings& s, uint32_t readers, uint32_t held);
 
 }  // namespace kvtier
