@@ -323,11 +323,27 @@ scenario_tp_change() {
   shift
   need_fio
   make_fast_drives "$n" "$(drive_gib "$n")" | tee -a "$OUT/summary.txt" || return 1
+  # Every store reads with the first one's drive tunings (TP_SAME_TUNING=0: each probes its own):
+  # the probe's pick differs between identical stores, and what is measured is the TP change.
+  local tunings=/root/tp-tunings d
+  rm -rf "$tunings"
   for a in ${TP_SAVED:-2 8 1 4}; do
     roots=$(fast_drive_list "$n" "tp$a")
+    if [ "${TP_SAME_TUNING:-1}" = 1 ] && [ -d "$tunings" ]; then
+      for ((d = 0; d < n; d++)); do
+        mkdir -p "/mnt/fast$d/tp$a" && tar -C "$tunings/$d" -cf - . | tar -C "/mnt/fast$d/tp$a" -xf -
+      done
+      say "tp-saved$a: the drives' tunings of the first store: $(cat "$tunings"/0/*/kvtier2/*/TUNING.json | tr -d '\n ')"
+    fi
     TOKENS=30000 h200_seed "tp-saved$a" "$roots" --model llama-3-70b --store-format 2 --ranks "$a" \
       --restore-ranks 1,2,4,8 --paths posix "$@"
     drive_spread "tp-saved$a" "$roots" --model llama-3-70b --store-format 2
+    if [ ! -d "$tunings" ]; then
+      for ((d = 0; d < n; d++)); do
+        mkdir -p "$tunings/$d"
+        (cd "/mnt/fast$d/tp$a" && find . -path '*/kvtier2/*/TUNING.json' | tar -cf - -T -) | tar -C "$tunings/$d" -xf -
+      done
+    fi
     rm -rf /mnt/fast*/"tp$a"
   done
   [ "${TP_MLA:-1}" = 0 ] && return
