@@ -180,8 +180,8 @@ struct SegmentInfo {
 
 /// How one drive of the store is read, as kvtier's read probe found (docs/options.md "Tuning").
 struct DriveTuningInfo {
-  /// The store's directory on the drive (its rank or head-group directory); the tuning lies in it,
-  /// or for a TP-free store in the model's directory one level up.
+  /// The store's directory on the drive (its rank or head-group directory); the tuning lies one
+  /// level up (the root beside the rank directories; a TP-free store's model directory).
   std::string dir;
   uint64_t request_bytes = 0;  ///< 0: not tuned
   uint32_t in_flight = 0;

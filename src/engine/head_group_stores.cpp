@@ -131,7 +131,14 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
     KVTIER_EXPECTS(options.geometry.kv_tensors == 2,
                    "geometry: a latent (kv_tensors 1, MLA) is kept by TP-free stores only "
                    "(store_format 2), whose records say how many tensors they hold");
-    KVTIER_ASSIGN_OR_RETURN(auto impl, Engine::Impl::create(options));
+    // The ranks' stores lie on the same drives and restore at once: the drives' tuning (one for
+    // all ranks) is what they want in flight from all of them, each rank taking its share.
+    StorePart part;
+    part.tuned_readers = options.geometry.tp_world;
+    KVTIER_ASSIGN_OR_RETURN(auto impl, Engine::Impl::create(options, part));
+    if (impl->io_settings_.source == "tuned" && part.tuned_readers > 1) {
+      share_tuned_settings(impl->io_settings_, part.tuned_readers, 1);
+    }
     parts.push_back(std::move(impl));
     return parts;
   }

@@ -73,12 +73,13 @@ std::string failed_state(const DriveTuning& failed, const TuningConfig& config) 
       failed.probed_at, failed.failed, config.retry_failed_after_seconds);
 }
 
-/// Where a drive's tuning is kept: the store's own directory on it, or, for a store of a TP-free
-/// model (kvtier2/<model>/<part>), the model's directory, so that every part and every rank of the
-/// model, at any TP size, reads the drive with one tuning from one probe.
-std::string tuning_dir(const Store& store, const std::string& store_dir) {
-  return store.dir_depth() > 1 ? std::filesystem::path(store_dir).parent_path().string()
-                               : store_dir;
+/// Where a drive's tuning is kept: one level above the store's directory on it, where every store
+/// the deployment's ranks read at once has its own: the root of a per-rank store
+/// (root/rank<R>of<W>), the model's directory of a TP-free store (kvtier2/<model>/<part>). So every
+/// rank, and every part of a TP-free model at any TP size, reads the drive with one tuning from
+/// one probe.
+std::string tuning_dir(const std::string& store_dir) {
+  return std::filesystem::path(store_dir).parent_path().string();
 }
 
 /// Probes `sample`'s largest segment; the tuning found, or why there is none.
@@ -128,7 +129,7 @@ std::vector<DriveTuningInfo> tune_drives(Store& store, TuneMode mode, const Logg
       out.push_back({sample.dir, 0, 0, 0, kOffline});
       continue;
     }
-    const std::string kept_in = tuning_dir(store, sample.dir);
+    const std::string kept_in = tuning_dir(sample.dir);
     std::optional<DriveTuning> kept;
     std::optional<DriveTuning> failed;  // a probe that failed, recorded
     std::string why_untuned = "not tuned yet";

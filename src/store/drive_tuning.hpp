@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// How one drive of a store is best read, as its read probe found: kept in the drive's rank
-// directory beside its marker, so that it travels with the drive and outlives the process.
+// How one drive of a store is best read, as its read probe found: kept on the drive, in the
+// directory above the stores its ranks read (engine/tuning.cpp), so that it travels with the drive
+// and outlives the process.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,7 @@
 
 namespace kvtier {
 
-constexpr const char* kTuningName = "TUNING.json";  // in every drive's rank directory
+constexpr const char* kTuningName = "TUNING.json";
 
 struct DriveTuning {
   uint64_t request_bytes = 0;   ///< read requests of this size...

@@ -60,7 +60,7 @@ class TuningTest : public ::testing::Test {
   TuningConfig config_;
 
   std::string root(size_t i) const { return (dir_.path() / fmt::format("drive{}", i)).string(); }
-  std::string tuning_file(size_t i) const { return root(i) + "/rank0of1/" + kTuningName; }
+  std::string tuning_file(size_t i) const { return root(i) + "/" + kTuningName; }
 
   /// Tuning on: no request size or staging given.
   Options options(std::vector<size_t> drives = {0}) {
@@ -85,7 +85,7 @@ class TuningTest : public ::testing::Test {
     std::vector<std::vector<Token>> out;
     for (size_t s = 0; s < sessions; ++s) {
       out.push_back(synthetic::tokens(next_seed_++, tokens));
-      EXPECT_TRUE(testing::is_ok(testing::save_synthetic(**e, g_, out.back())));
+      EXPECT_TRUE(testing::is_ok(testing::save_synthetic(**e, o.geometry, out.back())));
     }
     return out;
   }
@@ -188,7 +188,7 @@ TEST_F(TuningTest, AFailedProbeLeavesTheDefaultsAndSaysWhy) {
   EXPECT_NE(log_.find("probing"), std::string::npos) << log_;
   // The failure is kept with the drive, so that the next open does not read it again at once:
   // defaults, saying why, and every byte there.
-  auto record = read_drive_tuning(*FileSystem::posix(), root(0) + "/rank0of1");
+  auto record = read_drive_tuning(*FileSystem::posix(), root(0));
   ASSERT_TRUE(record.has_value()) << record.error().to_string();
   ASSERT_TRUE(record->has_value());
   EXPECT_FALSE((*record)->failed.empty());
@@ -207,7 +207,7 @@ TEST_F(TuningTest, AFailedProbeLeavesTheDefaultsAndSaysWhy) {
     EXPECT_EQ(tuned->drives[0].state, "probed");
   }
   // Once the retry time has passed an open probes it again (the time set to now here).
-  ASSERT_TRUE(write_drive_tuning(*FileSystem::posix(), root(0) + "/rank0of1", **record).ok());
+  ASSERT_TRUE(write_drive_tuning(*FileSystem::posix(), root(0), **record).ok());
   config_.retry_failed_after_seconds = 0;
   set_tuning_config_for_testing(config_);
   auto e = Engine::open(o);
@@ -219,47 +219,51 @@ TEST_F(TuningTest, AFailedProbeLeavesTheDefaultsAndSaysWhy) {
 TEST_F(TuningTest, AnUnreadableTuningIsProbedAgainNotUsed) {
   const Options o = options();
   fill(o);
-  fs::create_directories(fs::path(tuning_file(0)).parent_path());
   std::ofstream(tuning_file(0)) << R"({"format": "kvtier-drive-tuning", "request_bytes": 12345})";
   auto e = Engine::open(o);
   ASSERT_TRUE(e.has_value()) << e.error().to_string();
   const IoSettings s = (*e)->io_settings();
   EXPECT_EQ(s.drives[0].state, "probed") << describe(s);
   EXPECT_NE(log_.find("counts as not tuned"), std::string::npos) << log_;
-  auto kept = read_drive_tuning(*FileSystem::posix(), root(0) + "/rank0of1");
+  auto kept = read_drive_tuning(*FileSystem::posix(), root(0));
   ASSERT_TRUE(kept.has_value()) << kept.error().to_string();
   EXPECT_TRUE(kept->has_value());
 }
 
-// A TP-free store's tuning lies in the model's directory: one that an older kvtier kept in the
-// first group's directory is not read (the drive counts as untuned and is probed), and is left as
-// it was.
-TEST_F(TuningTest, ATpFreeTuningInAGroupsDirectoryIsNotRead) {
-  Options o = options();
-  o.store_format = 2;
-  fill(o, 2);
-  fs::path model;
-  for (const auto& d : fs::directory_iterator(fs::path(root(0)) / "kvtier2")) model = d.path();
-  ASSERT_TRUE(fs::exists(model / "g0of2")) << model;
-  // A pattern the probe here never tries (its sizes are 64 KiB to 1 MiB).
-  const DriveTuning old{2u << 20, 3, 1e9, (model / "g0of2" / "seg").string(),
-                        "2026-12-01T00:00:00Z"};
-  ASSERT_TRUE(write_drive_tuning(*FileSystem::posix(), (model / "g0of2").string(), old).ok());
-  {
-    ModelScope scope(punishes_depth());
-    auto e = Engine::open(o);
-    ASSERT_TRUE(e.has_value()) << e.error().to_string();
-    const IoSettings s = (*e)->io_settings();
-    SCOPED_TRACE(describe(s));
-    EXPECT_EQ(s.drives[0].state, "probed");
-    EXPECT_NE(s.request_bytes, old.request_bytes);
+// A tuning lies one level above the store's directory on the drive (the root of per-rank stores,
+// the model's directory of a TP-free store): one that an older kvtier kept in the store's own
+// directory is not read (the drive counts as untuned and is probed), and is left as it was.
+TEST_F(TuningTest, ATuningInAStoresOwnDirectoryIsNotRead) {
+  for (uint32_t format : {1u, 2u}) {
+    SCOPED_TRACE(::testing::Message() << "store_format " << format);
+    Options o = options({format - 1});  // a drive each
+    o.store_format = format;
+    fill(o, 2);
+    fs::path above = root(format - 1);
+    if (format == 2) {
+      for (const auto& d : fs::directory_iterator(above / "kvtier2")) above = d.path();
+    }
+    const fs::path own = above / (format == 1 ? "rank0of1" : "g0of2");
+    ASSERT_TRUE(fs::exists(own)) << own;
+    // A pattern the probe here never tries (its sizes are 64 KiB to 1 MiB).
+    const DriveTuning old{2u << 20, 3, 1e9, (own / "seg").string(), "2026-12-01T00:00:00Z"};
+    ASSERT_TRUE(write_drive_tuning(*FileSystem::posix(), own.string(), old).ok());
+    {
+      ModelScope scope(punishes_depth());
+      auto e = Engine::open(o);
+      ASSERT_TRUE(e.has_value()) << e.error().to_string();
+      const IoSettings s = (*e)->io_settings();
+      SCOPED_TRACE(describe(s));
+      EXPECT_EQ(s.drives[0].state, "probed");
+      EXPECT_NE(s.request_bytes, old.request_bytes);
+    }
+    auto moved = read_drive_tuning(*FileSystem::posix(), above.string());
+    ASSERT_TRUE(moved.has_value()) << moved.error().to_string();
+    EXPECT_TRUE(moved->has_value()) << "the probe's tuning, above the store's directory";
+    auto left = read_drive_tuning(*FileSystem::posix(), own.string());
+    ASSERT_TRUE(left.has_value() && left->has_value());
+    EXPECT_EQ((*left)->request_bytes, old.request_bytes);
   }
-  auto moved = read_drive_tuning(*FileSystem::posix(), model.string());
-  ASSERT_TRUE(moved.has_value()) << moved.error().to_string();
-  EXPECT_TRUE(moved->has_value()) << "the probe's tuning, in the model's directory";
-  auto left = read_drive_tuning(*FileSystem::posix(), (model / "g0of2").string());
-  ASSERT_TRUE(left.has_value() && left->has_value());
-  EXPECT_EQ((*left)->request_bytes, old.request_bytes);
 }
 
 TEST_F(TuningTest, ExplicitSettingsWinAndTuningOffProbesNothing) {
@@ -360,6 +364,74 @@ TEST_F(TuningTest, ADriveAddedLaterIsProbedOnItsOwnAndTheOthersKeepTheirs) {
   for (const auto& t : {sessions[0], more[0], more[1]}) {
     EXPECT_EQ(testing::restored_exact(**e, g_, t), t.size());
   }
+}
+
+// The ranks of a deployment read their per-rank stores on the same drives at once: one probe for
+// all of them, kept above their directories, and each rank reads with its share of what the
+// drives want in flight; a rank of TP 1 over the same drives reads with the whole.
+TEST_F(TuningTest, PerRankStoresShareOneProbeAndEachRankReadsWithItsShare) {
+  auto rank_options = [&](uint32_t r, uint32_t tp) {
+    Options o = options();
+    o.geometry = testing::tiny_geometry(g_.chunk_tokens, r, tp);
+    return o;
+  };
+  std::vector<std::vector<Token>> sessions[2];
+  for (uint32_t r = 0; r < 2; ++r) sessions[r] = fill(rank_options(r, 2), 2);
+  IoSettings first;
+  uint64_t tuned = 0;
+  {
+    ModelScope scope(rewards_depth());
+    auto e = Engine::open(rank_options(0, 2));
+    ASSERT_TRUE(e.has_value()) << e.error().to_string();
+    first = (*e)->io_settings();
+    SCOPED_TRACE(describe(first));
+    ASSERT_EQ(first.drives.size(), 1u);
+    EXPECT_EQ(first.drives[0].state, "probed");
+    EXPECT_GE(first.drives[0].in_flight, 4u) << "a drive that rewards depth";
+    tuned = first.request_bytes * std::max<uint64_t>(first.drives[0].in_flight, 2);
+    EXPECT_EQ(first.source.rfind("tuned (the drives' ", 0), 0u);
+    EXPECT_NE(first.source.find("shared by the 2 stores the model's ranks read at once"),
+              std::string::npos);
+    EXPECT_EQ(first.staging_bytes, tuned_share(tuned, first.request_bytes, 2));
+    EXPECT_LT(first.staging_bytes, tuned) << "the rank's share, not the whole";
+    for (const auto& t : sessions[0])
+      EXPECT_EQ(testing::restored_exact(**e, (*e)->geometry(), t), t.size());
+  }
+  {
+    // The other rank probes nothing (a probe here would time the plain file, not the model).
+    auto e = Engine::open(rank_options(1, 2));
+    ASSERT_TRUE(e.has_value()) << e.error().to_string();
+    const IoSettings s = (*e)->io_settings();
+    SCOPED_TRACE(describe(s));
+    EXPECT_EQ(s.drives[0].state, "kept");
+    EXPECT_EQ(s.request_bytes, first.request_bytes);
+    EXPECT_EQ(s.staging_bytes, first.staging_bytes);
+    for (const auto& t : sessions[1])
+      EXPECT_EQ(testing::restored_exact(**e, (*e)->geometry(), t), t.size());
+    // tune() says what this rank's engines will read with.
+    ModelScope scope(rewards_depth());
+    auto told = (*e)->tune();
+    ASSERT_TRUE(told.has_value()) << told.error().to_string();
+    EXPECT_EQ(told->drives[0].state, "probed");
+    EXPECT_EQ(told->staging_bytes,
+              tuned_share(told->request_bytes * std::max<uint64_t>(told->drives[0].in_flight, 2),
+                          told->request_bytes, 2));
+    tuned = told->request_bytes * std::max<uint64_t>(told->drives[0].in_flight, 2);
+  }
+  {
+    auto e = Engine::open(rank_options(0, 1));
+    ASSERT_TRUE(e.has_value()) << e.error().to_string();
+    const IoSettings s = (*e)->io_settings();
+    SCOPED_TRACE(describe(s));
+    EXPECT_EQ(s.source, "tuned");
+    EXPECT_EQ(s.drives[0].state, "kept");
+    EXPECT_EQ(s.staging_bytes, tuned);
+  }
+  size_t tunings = 0;
+  for (const auto& f : fs::recursive_directory_iterator(root(0)))
+    tunings += f.path().filename() == kTuningName;
+  EXPECT_EQ(tunings, 1u) << "one tuning, in the stores' root, for every rank";
+  EXPECT_TRUE(fs::exists(tuning_file(0)));
 }
 
 // A TP-free store keeps each head group in a store of its own on the same drives: the rank's first

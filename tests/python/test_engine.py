@@ -270,7 +270,7 @@ class EngineTest(unittest.TestCase):
             self.assertGreater(drive["request_bytes"], 0)
             self.assertGreater(drive["in_flight"], 0)
             self.assertGreater(drive["bytes_per_second"], 0)
-            self.assertTrue(os.path.exists(os.path.join(drive["dir"], "TUNING.json")))
+            self.assertTrue(os.path.exists(os.path.join(os.path.dirname(drive["dir"]), "TUNING.json")))
             del e
             e = kvtier.open(d, self.g, io="posix")
             used = e.io_settings()
