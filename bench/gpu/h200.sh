@@ -42,11 +42,14 @@ $OUT/summary.txt plus $OUT/runs.tar.gz (every log and run directory). With TESTS
                          (16M x 8) and 4M x 1 again: bytes in flight and request size against
                          rate and CPU per GB
   tuned N [SEED ARGS]    a store over N fast drives at kvtier's defaults (each drive's tuning, found
-                         by its read probe), twice, against fio's best request size and depth;
+                         by its read probe, shared by the ranks), twice, against fio's best request
+                         size and depth, and between them each rank with the whole tuning as flags
+                         (as before the ranks shared it; TUNED_WHOLE=0: not);
                          N > 1: then 1, 2, 4, 8 sessions of 25K tokens restored at once
   tp-change [N [SEED ARGS]]
                          TP-free stores over N fast drives (4) saved at TP 2, 8, 1, 4 (TP_SAVED) and
-                         restored at TP 1, 2, 4, 8 each (llama-3-70b, 30K tokens), then an MLA store
+                         restored at TP 1, 2, 4, 8 each (llama-3-70b, 30K tokens), every store with
+                         the first one's drive tunings (TP_SAME_TUNING=0: its own), then an MLA store
                          (deepseek-v3) saved at TP 8 and restored at TP 8, 1, 2 (TP_MLA=0: not)
   coded [N [SEED ARGS]]  coded records (issue 28) over N fast drives (1): a TP-free store of
                          bf16-like synthetic KV (--kv bf16-like; not a model's KV), or with
@@ -299,6 +302,18 @@ scenario_tuned() {
   local roots r
   roots=$(fast_drive_list "$n" t)
   h200_seed "tuned$n-first" "$roots" --paths posix,gds --fio-requests 1M,2M,4M,8M,16M "$@"
+  # The same store with each rank reading with the drives' whole tuning, as each did before the
+  # ranks shared one (TUNED_WHOLE=0: not run): the sizes the first run's line names, given as flags.
+  local shared request whole
+  shared=$(grep -m1 -o "requests of [0-9.]* MB .*(tuned (the drives' [0-9.]* [KMG]iB" "$OUT/tuned$n-first.txt")
+  if [ "${TUNED_WHOLE:-1}" = 1 ] && [ -n "$shared" ]; then
+    request=$(python3 -c "import sys; print(round(float(sys.argv[1]) * 1e6 / 2**20))" \
+      "$(echo "$shared" | sed -E 's/requests of ([0-9.]*) MB.*/\1/')")
+    whole=$(echo "$shared" | sed -E "s/.*the drives' ([0-9.]*) ([KMG])iB/\1\2/")
+    say "tuned$n-whole: each rank with the whole tuning: --request-size ${request}M --staging $whole"
+    h200_seed "tuned$n-whole" "$roots" --paths posix --request-size "${request}M" --staging "$whole" \
+      --fio-requests 1M,2M,4M,8M,16M "$@"
+  fi
   h200_seed "tuned$n-again" "$roots" --paths posix,gds --fio-requests 1M,2M,4M,8M,16M "$@"
   # Sessions restored at once (issue 26: 8 at >= 0.9x of fio's aggregate, p99/p50 <= 1.2), 25K
   # tokens each so that eight fit the RAM-backed drives.
