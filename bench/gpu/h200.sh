@@ -44,8 +44,10 @@ $OUT/summary.txt plus $OUT/runs.tar.gz (every log and run directory). With TESTS
   tuned N [SEED ARGS]    a store over N fast drives at kvtier's defaults (each drive's tuning, found
                          by its read probe, shared by the ranks), twice, against fio's best request
                          size and depth, and between them each rank with the whole tuning as flags
-                         (as before the ranks shared it; TUNED_WHOLE=0: not);
+                         (as before the ranks shared it; TUNED_WHOLE=0: not, 2: once more at the
+                         end); TUNED_PATHS (posix,gds) the paths of the default runs;
                          N > 1: then 1, 2, 4, 8 sessions of 25K tokens restored at once
+                         (TUNED_CONCURRENT=0: not)
   tp-change [N [SEED ARGS]]
                          TP-free stores over N fast drives (4) saved at TP 2, 8, 1, 4 (TP_SAVED) and
                          restored at TP 1, 2, 4, 8 each (llama-3-70b, 30K tokens), every store with
@@ -301,12 +303,13 @@ scenario_tuned() {
   make_fast_drives "$n" "$(drive_gib "$n")" | tee -a "$OUT/summary.txt" || return 1
   local roots r
   roots=$(fast_drive_list "$n" t)
-  h200_seed "tuned$n-first" "$roots" --paths posix,gds --fio-requests 1M,2M,4M,8M,16M "$@"
+  local paths=${TUNED_PATHS:-posix,gds}
+  h200_seed "tuned$n-first" "$roots" --paths "$paths" --fio-requests 1M,2M,4M,8M,16M "$@"
   # The same store with each rank reading with the drives' whole tuning, as each did before the
   # ranks shared one (TUNED_WHOLE=0: not run): the sizes the first run's line names, given as flags.
   local shared request whole
   shared=$(grep -m1 -o "requests of [0-9.]* MB .*(tuned (the drives' [0-9.]* [KMG]iB" "$OUT/tuned$n-first.txt")
-  if [ "${TUNED_WHOLE:-1}" = 1 ] && [ -n "$shared" ]; then
+  if [ "${TUNED_WHOLE:-1}" != 0 ] && [ -n "$shared" ]; then
     request=$(python3 -c "import sys; print(round(float(sys.argv[1]) * 1e6 / 2**20))" \
       "$(echo "$shared" | sed -E 's/requests of ([0-9.]*) MB.*/\1/')")
     whole=$(echo "$shared" | sed -E "s/.*the drives' ([0-9.]*) ([KMG])iB/\1\2/")
@@ -314,10 +317,16 @@ scenario_tuned() {
     h200_seed "tuned$n-whole" "$roots" --paths posix --request-size "${request}M" --staging "$whole" \
       --fio-requests 1M,2M,4M,8M,16M "$@"
   fi
-  h200_seed "tuned$n-again" "$roots" --paths posix,gds --fio-requests 1M,2M,4M,8M,16M "$@"
+  h200_seed "tuned$n-again" "$roots" --paths "$paths" --fio-requests 1M,2M,4M,8M,16M "$@"
+  # TUNED_WHOLE=2: the whole tuning once more after, so that the two alternate (shared, whole,
+  # shared, whole) and a drift of the machine between windows shows.
+  if [ "${TUNED_WHOLE:-1}" = 2 ] && [ -n "$shared" ]; then
+    h200_seed "tuned$n-whole-again" "$roots" --paths posix --request-size "${request}M" --staging "$whole" \
+      --fio-requests 1M,2M,4M,8M,16M "$@"
+  fi
   # Sessions restored at once (issue 26: 8 at >= 0.9x of fio's aggregate, p99/p50 <= 1.2), 25K
-  # tokens each so that eight fit the RAM-backed drives.
-  if (( n > 1 )); then
+  # tokens each so that eight fit the RAM-backed drives (TUNED_CONCURRENT=0: not run).
+  if (( n > 1 )) && [ "${TUNED_CONCURRENT:-1}" = 1 ]; then
     SESSIONS=8 TOKENS=25000 h200_seed "tuned$n-concurrent" "$(fast_drive_list "$n" tc)" --paths posix \
       --concurrency 1,2,4,8 --fio-requests 1M,4M,16M
   fi
