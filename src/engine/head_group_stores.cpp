@@ -86,6 +86,34 @@ Result<KvGeometry> state_geometry(const KvGeometry& rank) {
                           rank.state_bytes));
 }
 
+/// Every drive directory of `options`, the root first.
+std::vector<std::string> drive_roots(const Options& options) {
+  std::vector<std::string> roots{options.root};
+  roots.insert(roots.end(), options.extra_roots.begin(), options.extra_roots.end());
+  return roots;
+}
+
+bool on_a_drive(const std::vector<std::string>& roots, const std::string& dir) {
+  return std::any_of(roots.begin(), roots.end(), [&](const std::string& root) {
+    std::error_code ec;
+    return std::filesystem::exists(std::filesystem::path(root) / dir, ec);
+  });
+}
+
+/// The ranks of a per-rank deployment (format 1) that read this rank's drives at once: itself,
+/// and each other rank of its TP size with a directory on one of them. Ranks on the same drives
+/// (as the vLLM connector's are) share the drives' tuning; a rank on drives of its own reads with
+/// all of it.
+uint32_t ranks_on_drives(const Options& options) {
+  const KvGeometry& g = options.geometry;
+  const std::vector<std::string> roots = drive_roots(options);
+  uint32_t ranks = 1;
+  for (uint32_t r = 0; r < g.tp_world; ++r) {
+    if (r != g.tp_rank && on_a_drive(roots, fmt::format("rank{}of{}", r, g.tp_world))) ++ranks;
+  }
+  return ranks;
+}
+
 Result<std::unique_ptr<Engine::Impl>> open_part(const Options& o, const StorePart& part,
                                                 const KvGeometry& rank) {
   const auto wait = std::chrono::milliseconds(o.writer_wait_ms);
@@ -131,10 +159,10 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
     KVTIER_EXPECTS(options.geometry.kv_tensors == 2,
                    "geometry: a latent (kv_tensors 1, MLA) is kept by TP-free stores only "
                    "(store_format 2), whose records say how many tensors they hold");
-    // The ranks' stores lie on the same drives and restore at once: the drives' tuning (one for
-    // all ranks) is what they want in flight from all of them, each rank taking its share.
+    // The ranks on the same drives restore at once: the drives' tuning (one for all ranks) is
+    // what they want in flight from all of them, each rank taking its share.
     StorePart part;
-    part.tuned_readers = options.geometry.tp_world;
+    part.tuned_readers = ranks_on_drives(options);
     KVTIER_ASSIGN_OR_RETURN(auto impl, Engine::Impl::create(options, part));
     if (impl->io_settings_.source == "tuned" && part.tuned_readers > 1) {
       share_tuned_settings(impl->io_settings_, part.tuned_readers, 1);
@@ -315,14 +343,7 @@ std::unique_ptr<Engine::Impl> open_format1_beside(const Options& options) {
   // Most TP-free stores have none beside them: looked for before an engine (staging and all) is
   // made to open one.
   const std::string rank_dir = fmt::format("rank{}of{}", rank.tp_rank, rank.tp_world);
-  std::vector<std::string> roots = options.extra_roots;
-  roots.push_back(options.root);
-  if (std::none_of(roots.begin(), roots.end(), [&](const std::string& root) {
-        std::error_code ec;
-        return std::filesystem::exists(std::filesystem::path(root) / rank_dir, ec);
-      })) {
-    return nullptr;
-  }
+  if (!on_a_drive(drive_roots(options), rank_dir)) return nullptr;
   Options o = options;
   o.store_format = 1;
   o.compression = Compression::kOff;  // format 1 stores every record raw
@@ -331,6 +352,7 @@ std::unique_ptr<Engine::Impl> open_format1_beside(const Options& options) {
   o.remote = {};
   StorePart part;
   part.no_dram = true;
+  part.tuned_readers = ranks_on_drives(o);  // as the format-1 engines that wrote it read
   auto impl = Engine::Impl::create(o, part);
   if (!impl) {
     if (impl.error().code() != ErrorCode::kNotFound) {

@@ -162,6 +162,9 @@ std::vector<DriveTuningInfo> tune_drives(Store& store, TuneMode mode, const Logg
     std::string skip;
     if (!sample.unwritable.empty()) {
       skip = "its tuning could not be kept: " + sample.unwritable;
+    } else if (Status writable = fs.check_writable(kept_in); !writable.ok()) {
+      // Probed, a drive whose tuning cannot be kept would be read again at every open.
+      skip = "its tuning could not be kept: " + writable.message();
     } else if (!sample.largest || sample.largest_written < enough) {
       skip = fmt::format("holds no segment with {} MiB written yet", enough >> 20);
     } else if (!sample.largest->direct) {

@@ -432,6 +432,55 @@ TEST_F(TuningTest, PerRankStoresShareOneProbeAndEachRankReadsWithItsShare) {
     tunings += f.path().filename() == kTuningName;
   EXPECT_EQ(tunings, 1u) << "one tuning, in the stores' root, for every rank";
   EXPECT_TRUE(fs::exists(tuning_file(0)));
+  // A rank on a drive of its own (no other rank's directory there) reads with all of its tuning.
+  Options alone = rank_options(1, 2);
+  alone.root = root(1);
+  fill(alone);
+  ModelScope scope(rewards_depth());
+  auto e = Engine::open(alone);
+  ASSERT_TRUE(e.has_value()) << e.error().to_string();
+  const IoSettings s = (*e)->io_settings();
+  SCOPED_TRACE(describe(s));
+  EXPECT_EQ(s.drives[0].state, "probed");
+  EXPECT_EQ(s.source, "tuned");
+  EXPECT_EQ(s.staging_bytes, s.request_bytes * std::max<uint64_t>(s.drives[0].in_flight, 2));
+}
+
+// A drive whose tuning cannot be kept (the root above a per-rank store's directory that this
+// process may not write) is not probed, which every open would otherwise do again: it is read
+// with the defaults, and says why. chmod does not stop root, so where we are root the opens run
+// in a child process as nobody.
+TEST_F(TuningTest, ADriveWhoseTuningCannotBeKeptIsNotProbed) {
+  const fs::path drive = dir_.path() / "shared";
+  fs::create_directories(drive);
+  fs::permissions(dir_.path(), fs::perms::owner_all | fs::perms::others_exec);
+  fs::permissions(drive, fs::perms::all);
+  EXPECT_EXIT(
+      {
+        if (::getuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) std::_Exit(2);
+        Options o = options();
+        o.root = (drive / "root").string();
+        const auto sessions = fill(o);
+        if (::chmod(o.root.c_str(), 0555) != 0) std::_Exit(3);
+        bool ok = true;
+        for (int open = 0; open < 2; ++open) {
+          ModelScope scope(rewards_depth());
+          auto e = Engine::open(o);
+          if (!e) std::_Exit(4);
+          const IoSettings s = (*e)->io_settings();
+          const std::string& state = s.drives.at(0).state;
+          ok = ok && s.source == "defaults" &&
+               state.starts_with("not tuned: its tuning could not be kept: ") &&
+               state.find(o.root) != std::string::npos &&
+               testing::restored_exact(**e, g_, sessions[0]) == sessions[0].size();
+          auto told = (*e)->tune();
+          ok = ok && told && told->drives.at(0).state == state;
+          if (!ok) std::fprintf(stderr, "open %d: %s\n", open, describe(s).c_str());
+        }
+        ok = ok && !fs::exists(fs::path(o.root) / kTuningName);
+        std::_Exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 // A TP-free store keeps each head group in a store of its own on the same drives: the rank's first
