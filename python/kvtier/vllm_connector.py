@@ -131,12 +131,26 @@ class SavePlan:
     token_ids: list[int]
     block_ids: list[int]
     group_tables: list[list[int]] | None = None  # a hybrid model's, as LoadPlan's
+    # A running request's prefix at the end of this step's forward pass (a recurrent hybrid's
+    # prefill): saved from a copy of its state taken then, before the next step overwrites it.
+    at_step_end: bool = False
 
 
 @dataclass
 class KvtierMetadata(KVConnectorMetadata):
     loads: list[LoadPlan] = field(default_factory=list)
     saves: list[SavePlan] = field(default_factory=list)
+    # Requests preempted this step whose step-end saves may still read their blocks, which vLLM
+    # has freed: they are waited for before the forward pass that may write the blocks anew.
+    preempted: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Prefill:
+    """A recurrent hybrid's running request as the scheduler side follows it (step-end saves)."""
+    prompt: list[int]
+    tables: list[list[int]]  # each KV cache group's blocks so far
+    saved_to: int = 0        # the longest prefix a step-end save was planned for
 
 
 # ---------------------------------------------------------------------------------------------
@@ -469,6 +483,15 @@ class KvtierConnector(KVConnectorBase_V1):
         self._loads: list[LoadPlan] = []
         self._saves: list[SavePlan] = []
         self._saving: set[str] = set()  # requests whose blocks wait for their save to be reported done
+        # A recurrent hybrid's state exists only where a step ends, and vLLM overwrites it in place:
+        # kept at every prefill step's end, so that a prompt again (which resumes before its last
+        # token) finds one. Not with sliding-window layers, whose blocks vLLM frees as the window
+        # moves, while such a save may still read them.
+        self._step_states = (self._hybrid and hybrid.STATE in self._groups.kinds
+                             and hybrid.WINDOW not in self._groups.kinds)
+        self._keyed: dict[str, bool] = {}  # request -> keyed by its tokens only (step-end saves)
+        self._prefills: dict[str, _Prefill] = {}
+        self._step_saved: set[str] = set()  # requests with step-end saves planned
         # worker side
         self._engine: kvtier.Engine | None = None
         self._server: LookupServer | None = None
@@ -480,7 +503,7 @@ class KvtierConnector(KVConnectorBase_V1):
         self._load_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvtier-load")
         self._mu = threading.Lock()
         self._pending_loads: dict[str, Future] = {}
-        self._pending_saves: dict[str, Future] = {}
+        self._pending_saves: dict[str, list[Future]] = {}  # a request's saves: step-end ones, then its finish
         self._finished_seen: set[str] = set()
         self._load_errors: set[int] = set()
         self._valid: dict[str, int] = {}  # request -> tokens its load left valid, where it fell short
@@ -500,6 +523,7 @@ class KvtierConnector(KVConnectorBase_V1):
 
     def get_num_new_matched_tokens(self, request: "Request", num_computed_tokens: int) -> tuple[int | None, bool]:
         prompt = request.prompt_token_ids
+        self._keyed[request.request_id] = _keyed_by_tokens_only(request)
         if prompt is None or len(prompt) < 2 or not _keyed_by_tokens_only(request):
             return 0, False
         cached = self._matched.get(request.request_id)
@@ -544,12 +568,55 @@ class KvtierConnector(KVConnectorBase_V1):
                                     local // self._block_size, self._settings.async_load))
 
     def build_connector_meta(self, scheduler_output: "SchedulerOutput") -> KVConnectorMetadata:
-        meta = KvtierMetadata(loads=self._loads, saves=self._saves)
+        preempted: list[str] = []
+        if self._step_states:
+            self._plan_step_ends(scheduler_output)
+            preempted = sorted(set(getattr(scheduler_output, "preempted_req_ids", None) or ()) & self._step_saved)
+        meta = KvtierMetadata(loads=self._loads, saves=self._saves, preempted=preempted)
         self._loads, self._saves = [], []
         return meta
 
+    def _plan_step_ends(self, so: "SchedulerOutput") -> None:
+        """A step-end save for each request this step leaves inside its prompt: the prefix it will
+        have computed and the state block holding the state after it."""
+        scheduled = so.num_scheduled_tokens
+        for new in so.scheduled_new_reqs:
+            if new.prompt_token_ids is None or not self._keyed.get(new.req_id, False):
+                continue
+            run = _Prefill(list(new.prompt_token_ids), [list(b) for b in new.block_ids])
+            self._prefills[new.req_id] = run
+            self._plan_step_end(new.req_id, run, new.num_computed_tokens + scheduled.get(new.req_id, 0))
+        cached = so.scheduled_cached_reqs
+        for i, rid in enumerate(cached.req_ids):
+            run = self._prefills.get(rid)
+            if run is None:
+                continue
+            ids = cached.new_block_ids[i]
+            if rid in cached.resumed_req_ids:  # preempted, then given blocks anew: all of them
+                run.tables = [list(b) for b in ids] if ids is not None else run.tables
+                run.saved_to = 0
+            elif ids is not None:
+                for table, more in zip(run.tables, ids):
+                    table.extend(more)
+            self._plan_step_end(rid, run, cached.num_computed_tokens[i] + scheduled.get(rid, 0))
+
+    def _plan_step_end(self, rid: str, run: _Prefill, end: int) -> None:
+        # The prompt's own end is not planned: what resumes there is a longer prompt, which the
+        # finish save (prompt and output) serves; a prompt again resumes before its last token.
+        # Nor an end between chunk boundaries (a step that shared its token budget with others):
+        # a lookup tries a hybrid's boundaries at whole chunks only, below the saved prefix's end.
+        if end >= len(run.prompt) or end <= run.saved_to or end % self._settings.chunk_tokens:
+            return
+        tables = self._group_tables(tuple(run.tables), end, skip_before=0)
+        if self._groups.state_missing(tables):
+            return
+        run.saved_to = end
+        self._saves.append(SavePlan(rid, run.prompt[:end], [], tables, at_step_end=True))
+        self._step_saved.add(rid)
+
     def request_finished(self, request: "Request", block_ids: list[int]) -> tuple[bool, dict[str, Any] | None]:
         self._matched.pop(request.request_id, None)
+        self._keyed.pop(request.request_id, None)
         computed = request.num_computed_tokens
         if computed == 0 or not block_ids or not _keyed_by_tokens_only(request):
             return False, None
@@ -566,21 +633,35 @@ class KvtierConnector(KVConnectorBase_V1):
                                     block_ids: tuple[list[int], ...]) -> tuple[bool, dict[str, Any] | None]:
         if not self._hybrid:
             return self.request_finished(request, list(block_ids[0]) if block_ids else [])
-        self._matched.pop(request.request_id, None)
+        rid = request.request_id
+        self._matched.pop(rid, None)
+        self._keyed.pop(rid, None)
+        self._prefills.pop(rid, None)
+        stepped = rid in self._step_saved
+        self._step_saved.discard(rid)
+        plan = self._finish_plan(request, block_ids)
+        if plan is None and stepped:
+            # Nothing more to save, but its step-end saves may still read its blocks: they stay
+            # until the workers report those done.
+            plan = SavePlan(rid, [], [])
+        if plan is None:
+            return False, None
+        self._saves.append(plan)
+        self._saving.add(rid)
+        return True, None
+
+    def _finish_plan(self, request: "Request", block_ids: tuple[list[int], ...]) -> SavePlan | None:
         computed = request.num_computed_tokens
         if computed == 0 or not _keyed_by_tokens_only(request):
-            return False, None
+            return None
         if getattr(request.status, "name", "") == "WAITING_FOR_REMOTE_KVS":
-            return False, None
+            return None
         tables = self._group_tables(block_ids, computed, skip_before=0)
         if self._groups.state_missing(tables):
             log.warning("kvtier: request %s: no Mamba state block at its %d tokens; not saved", request.request_id,
                         computed)
-            return False, None
-        tokens = list(request.all_token_ids[:computed])
-        self._saves.append(SavePlan(request.request_id, tokens, [], tables))
-        self._saving.add(request.request_id)
-        return True, None
+            return None
+        return SavePlan(request.request_id, list(request.all_token_ids[:computed]), [], tables)
 
     def _group_tables(self, block_ids: "tuple[list[int], ...]", tokens: int, skip_before: int) -> list[list[int]]:
         """Each KV cache group's blocks for a prefix of `tokens` tokens: an attention group's, with
@@ -732,6 +813,11 @@ class KvtierConnector(KVConnectorBase_V1):
         # Saves start here, not in wait_for_save: a finished request's plan arrives in a later step,
         # often one without a forward pass, where vLLM calls start_load_kv and get_finished only.
         self._start_saves(meta)
+        for rid in meta.preempted:
+            with self._mu:
+                running = list(self._pending_saves.get(rid, ()))
+            for f in running:
+                f.exception()  # done before this forward pass may write the blocks vLLM took back
         for plan in meta.loads:
             if plan.asynchronous:
                 with self._mu:
@@ -739,15 +825,16 @@ class KvtierConnector(KVConnectorBase_V1):
             else:
                 self._load(plan)
 
-    def _paged_args(self, plan: "LoadPlan | SavePlan") -> dict[str, Any]:
+    def _paged_args(self, plan: "LoadPlan | SavePlan", state: "list[torch.Tensor] | None" = None) -> dict[str, Any]:
         """A hybrid plan as save_paged's and restore_paged's arguments: every attention layer's
-        table in kernel blocks, the Mamba layers' state pages."""
+        table in kernel blocks, the Mamba layers' state pages (or `state`, copies of them)."""
         r = self._kernel_split
         # One table a group, shared by its layers.
         by_group = {g: np.asarray(hybrid.expand(plan.group_tables[g], r), dtype=np.int32)
                     for g in set(self._attn_groups)}
         tables = [by_group[g] for g in self._attn_groups]
-        state = [p.view(plan.group_tables[g][0]) for p, g in zip(self._state_pages, self._state_groups)]
+        if state is None:
+            state = [p.view(plan.group_tables[g][0]) for p, g in zip(self._state_pages, self._state_groups)]
         return {"block_table": tables[0], "layer_block_tables": tables, "state": state or None,
                 "block_size": self._groups.attention_block_size // r, "layout": self._layout.name}
 
@@ -805,21 +892,33 @@ class KvtierConnector(KVConnectorBase_V1):
         return  # saves happen whole, once the request is finished (started by start_load_kv)
 
     def wait_for_save(self):
-        return  # saves run in the background, started by start_load_kv: decoding never waits on them
+        # Saves run in the background, decoding never waits on them: a finished request's start
+        # in start_load_kv; a step-end save here, after the forward pass, from copies of the states
+        # it left (queued on its stream), which the next step overwrites in place.
+        meta = self._get_connector_metadata()
+        plans = [p for p in meta.saves if p.at_step_end] if isinstance(meta, KvtierMetadata) else []
+        if not plans:
+            return
+        states = [[p.view(plan.group_tables[g][0]).clone() for p, g in zip(self._state_pages, self._state_groups)]
+                  for plan in plans]
+        self._submit_saves(plans, states)
 
     def _start_saves(self, meta: KvtierMetadata) -> None:
-        if not meta.saves:
-            return
-        # The blocks' last writes were queued on this stream by earlier steps: a save reads them
-        # only after they land.
+        plans = [p for p in meta.saves if not p.at_step_end]
+        if plans:
+            self._submit_saves(plans, [None] * len(plans))
+
+    def _submit_saves(self, plans: list[SavePlan], states: "list[list[torch.Tensor] | None]") -> None:
+        # The blocks' last writes (and the states' copies) were queued on this stream: a save reads
+        # them only after they land.
         done = torch.cuda.Event() if self._layers and self._layers[0].is_cuda else None
         if done is not None:
             done.record()
         with self._mu:
-            for plan in meta.saves:
-                self._pending_saves[plan.req_id] = self._io.submit(self._save, plan, done)
+            for plan, state in zip(plans, states):
+                self._pending_saves.setdefault(plan.req_id, []).append(self._io.submit(self._save, plan, done, state))
 
-    def _save(self, plan: SavePlan, done: "torch.cuda.Event | None") -> None:
+    def _save(self, plan: SavePlan, done: "torch.cuda.Event | None", state: "list[torch.Tensor] | None" = None) -> None:
         with self._mu:
             load = self._pending_loads.get(plan.req_id)
         if load is not None:
@@ -835,14 +934,14 @@ class KvtierConnector(KVConnectorBase_V1):
                 done.synchronize()
             if plan.group_tables is not None:
                 chunks = self._engine.save_paged(np.asarray(tokens, dtype=np.int32), self._layers,
-                                                 **self._paged_args(plan))
+                                                 **self._paged_args(plan, state))
             else:
                 needed = -(-len(tokens) // self._block_size)
                 chunks = self._engine.save_paged(np.asarray(tokens, dtype=np.int32), self._layers,
                                                  np.asarray(plan.block_ids[:needed], dtype=np.int32),
                                                  block_size=self._block_size, layout=self._layout.name)
-            self._trace(event="save", req=plan.req_id, tokens=len(tokens), chunks_written=chunks,
-                        seconds=time.perf_counter() - start)
+            self._trace(event="step-save" if plan.at_step_end else "save", req=plan.req_id, tokens=len(tokens),
+                        chunks_written=chunks, seconds=time.perf_counter() - start)
         except Exception as e:  # noqa: BLE001 - a lost save is a future miss, never wrong KV
             log.warning("kvtier: save of request %s failed: %s", plan.req_id, e)
 
@@ -851,7 +950,8 @@ class KvtierConnector(KVConnectorBase_V1):
             # A finished request's save plan arrives in the same step as its id (start_load_kv runs
             # first): an id with no save pending now never gets one.
             self._finished_seen = (self._finished_seen | finished_req_ids) & set(self._pending_saves)
-            saved = {r for r, f in self._pending_saves.items() if f.done() and r in self._finished_seen}
+            saved = {r for r, fs in self._pending_saves.items()
+                     if r in self._finished_seen and all(f.done() for f in fs)}
             loaded = {r for r, f in self._pending_loads.items() if f.done()}
             for r in saved:
                 self._pending_saves.pop(r)

@@ -10,10 +10,12 @@ counts, kernel blocks smaller than vLLM's); a session is saved at finish through
 request_finished_all_groups, found by a continuation and loaded into another request's blocks, and
 every byte a load must write is compared, vLLM's null block never written. Run by CI with the
 newest vLLM and with 0.26.0; skipped where vLLM cannot be imported."""
+import dataclasses
 import glob
 import os
 import random
 import tempfile
+import threading
 import time
 import unittest
 
@@ -27,7 +29,7 @@ try:
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
     from vllm.sampling_params import SamplingParams
     from vllm.v1.core.kv_cache_manager import KVCacheManager
-    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
     from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor,
                                             MambaSpec, SlidingWindowSpec)
     from vllm.v1.outputs import KVConnectorOutput
@@ -298,6 +300,162 @@ class HybridConnectorTest(unittest.TestCase):
                     shorter += 1
                 cases += 1
         print(f"hybrid connector: {cases} models, {hits} sessions loaded whole, {shorter} shorter prompts loaded")
+
+    def run_step(self, scheduler, worker, so, forward):
+        """One step as vLLM's runner takes it: the metadata built from `so`, loads, `forward()`
+        (what the model writes), then wait_for_save and get_finished."""
+        worker.bind_connector_metadata(scheduler.build_connector_meta(so))
+        try:
+            worker.start_load_kv(None)
+            forward()
+            worker.wait_for_save()
+        finally:
+            result = worker.get_finished(set())
+            worker.clear_connector_metadata()
+            scheduler.update_connector_output(KVConnectorOutput(finished_sending=result[0],
+                                                                finished_recving=result[1]))
+
+    def chunked_prefill(self, model, manager, scheduler, worker, rid, prompt, truth, states, sizes=None):
+        """`prompt` computed over steps of drawn sizes, each writing its tokens' KV (from `truth`)
+        and a new state (kept in `states` by the tokens computed after it), `sizes` the first steps'
+        sizes if given; the request, and the step ends kvtier keeps (inside the prompt, at whole
+        chunks)."""
+        request = Request(rid, list(prompt), SamplingParams(max_tokens=8), None)
+        self.assertEqual(scheduler.get_num_new_matched_tokens(request, 0), (0, False))
+        chunk, n, computed, planned = scheduler._settings.chunk_tokens, len(prompt), 0, []
+        while computed < n:
+            # Mostly whole chunks (a prefill alone in its steps), else any size (a step shared with
+            # other requests), which leaves the later ends between chunk boundaries too.
+            size = chunk * self.rng.randint(1, 2) if self.rng.random() < 0.7 else self.rng.randrange(1, 2 * chunk)
+            size = min(n - computed, sizes.pop(0) if sizes else size)
+            new = manager.allocate_slots(request, size)
+            self.assertIsNotNone(new)
+            so = dataclasses.replace(SchedulerOutput.make_empty(), num_scheduled_tokens={rid: size},
+                                     total_num_scheduled_tokens=size)
+            if computed == 0:
+                so.scheduled_new_reqs = [NewRequestData.from_request(request, manager.get_block_ids(rid))]
+            else:
+                so.scheduled_cached_reqs = CachedRequestData(
+                    req_ids=[rid], resumed_req_ids=set(), new_token_ids=[[]], all_token_ids={},
+                    new_block_ids=[new.get_block_ids(allow_none=True)], num_computed_tokens=[computed],
+                    num_output_tokens=[0])
+            end = computed + size
+
+            def forward(first=computed, end=end):
+                ids = manager.get_block_ids(rid)
+                for name in model.names["full"]:
+                    table = ids[model.group_of("full")]
+                    for t in range(first, end):
+                        k, v = model.rows(name, table[t // model.bs], t % model.bs)
+                        k.copy_(truth[name][0, t])
+                        v.copy_(truth[name][1, t])
+                block = ids[model.group_of("state")][0]
+                states[end] = {}
+                for name in model.names["state"]:
+                    states[end][name] = [torch.randn(s.shape[1:], generator=self.gen).to(s.dtype)
+                                         for s in model.caches[name]]
+                    for s, value in zip(model.caches[name], states[end][name]):
+                        s[block].copy_(value)
+
+            self.run_step(scheduler, worker, so, forward)
+            computed = request.num_computed_tokens = end
+            if end < n and end % chunk == 0:
+                planned.append(end)
+        return request, planned
+
+    def test_a_prompt_again_finds_the_state_a_prefill_step_left(self):
+        """A recurrent hybrid's prompt computed in steps (chunked prefill): each step's end inside
+        the prompt at a chunk boundary is kept with the state that step left, copied before the next step overwrites
+        it in place (the saves are held back here until the prefill is done, so that only a copy
+        taken at the step's end can hold that state). The same prompt again resumes at the last
+        step end before its last token, a prompt leaving it early at the last step end it passes,
+        and every byte loaded is the step's; the request's blocks stay until every save of it is
+        done."""
+        cases = repeats = earlier = 0
+        for case in range(6):
+            model = Model(self.rng)
+            while not model.mamba or model.window:
+                model = Model(self.rng)
+            with self.subTest(case=case, model=model.describe()):
+                manager = self.manager(model)
+                scheduler, worker = self.pair(model, os.path.join(self.dir.name, f"steps-{case}"))
+                chunk = scheduler._settings.chunk_tokens
+                # Three requests' blocks at once at most (A until it is saved, then R and C).
+                n = self.rng.randrange(2 * chunk + 1, min(5 * chunk, NUM_BLOCKS * model.bs // 3))
+                prompt = [self.rng.randrange(150000) for _ in range(n)]
+                truth = {name: torch.randn(2, n, HEADS, DIM, generator=self.gen).to(torch.bfloat16)
+                         for name in model.names["full"]}
+                gate = threading.Event()
+                for _ in range(2):  # both save threads
+                    worker._io.submit(gate.wait)
+                states: dict[int, dict] = {}
+                a, planned = self.chunked_prefill(model, manager, scheduler, worker, "A", prompt, truth, states)
+                gate.set()
+                self.finish(model, manager, scheduler, worker, a)
+                manager.free(a)
+                if not planned:
+                    continue  # one step held the whole prompt: nothing inside it to keep
+                hit, ids = self.load(model, manager, scheduler, worker, "R", prompt)
+                self.assertEqual(hit, planned[-1])
+                self.assert_loaded(model, {**truth, **states[hit]}, ids, hit)
+                repeats += 1
+                cut = self.rng.randrange(chunk, n)
+                want = max([e for e in planned if e <= cut], default=0)
+                hit, ids = self.load(model, manager, scheduler, worker, "C", prompt[:cut] + [9] * 5)
+                self.assertEqual(hit, want)
+                if hit:
+                    self.assert_loaded(model, {**truth, **states[hit]}, ids, hit)
+                    earlier += 1
+                cases += 1
+        print(f"hybrid step-end states: {cases} models, {repeats} prompts again resumed at a step end, "
+              f"{earlier} earlier exits loaded")
+        self.assertGreater(repeats, 0)
+
+    def test_a_preempted_requests_step_saves_end_before_its_blocks_can_be_written_again(self):
+        """vLLM takes a preempted request's blocks back at once, and may give them to a request
+        whose forward pass writes them in that very step: the step-end saves still reading them
+        end before that forward pass. The request then finishes with nothing left to save (its
+        computed tokens gone), and its blocks are still held until those saves are reported."""
+        model = Model(self.rng)
+        while not model.mamba or model.window:
+            model = Model(self.rng)
+        manager = self.manager(model)
+        scheduler, worker = self.pair(model, os.path.join(self.dir.name, "preempted"))
+        chunk = scheduler._settings.chunk_tokens
+        n = min(2 * chunk + self.rng.randrange(1, chunk), NUM_BLOCKS * model.bs // 3)
+        prompt = [self.rng.randrange(150000) for _ in range(n)]
+        truth = {name: torch.randn(2, n, HEADS, DIM, generator=self.gen).to(torch.bfloat16)
+                 for name in model.names["full"]}
+        gate = threading.Event()
+        for _ in range(2):
+            worker._io.submit(gate.wait)
+        states: dict[int, dict] = {}
+        a, planned = self.chunked_prefill(model, manager, scheduler, worker, "A", prompt, truth, states,
+                                          sizes=[chunk, chunk])
+        self.assertEqual(planned, [chunk, 2 * chunk])
+        pending = list(worker._pending_saves["A"])
+        self.assertEqual(len(pending), 2)
+        self.assertFalse(any(f.done() for f in pending))
+        manager.free(a)  # preempted: its blocks go back to vLLM's pool, its computed tokens are lost
+        a.num_computed_tokens = 0
+        so = dataclasses.replace(SchedulerOutput.make_empty(), preempted_req_ids={"A"})
+        threading.Timer(0.3, gate.set).start()
+        started = time.perf_counter()
+        self.run_step(scheduler, worker, so,
+                      forward=lambda: self.assertTrue(all(f.done() for f in pending), "a forward pass began first"))
+        self.assertGreaterEqual(time.perf_counter() - started, 0.25)
+        delay, _ = scheduler.request_finished_all_groups(a, tuple([] for _ in model.kinds))
+        self.assertTrue(delay, "finished with step-end saves behind it: its blocks wait for them")
+        done, _ = self.step(scheduler, worker, finished={"A"})
+        for _ in range(300):
+            if done[0]:
+                break
+            time.sleep(0.01)
+            done, _ = self.step(scheduler, worker)
+        self.assertEqual(done, ({"A"}, None))
+        hit, ids = self.load(model, manager, scheduler, worker, "R", prompt)
+        self.assertEqual(hit, 2 * chunk)
+        self.assert_loaded(model, {**truth, **states[hit]}, ids, hit)
 
     def test_a_failed_load_of_a_hybrid_model_stops_rather_than_serves(self):
         rng = self.rng
