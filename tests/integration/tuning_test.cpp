@@ -107,6 +107,14 @@ class TuningTest : public ::testing::Test {
     EXPECT_EQ(again.staging_bytes, first.staging_bytes);
   }
 
+  /// The settings an engine opened with `o` reads with, its drives emulated by `model`.
+  IoSettings settings_at_open(const Options& o, const DriveModel& model) {
+    ModelScope scope(model);
+    auto e = Engine::open(o);
+    EXPECT_TRUE(e.has_value()) << e.error().to_string();
+    return e ? (*e)->io_settings() : IoSettings{};
+  }
+
   static std::string describe(const IoSettings& s) {
     std::string out =
         fmt::format("{} x staging {} from {}:", s.request_bytes, s.staging_bytes, s.source);
@@ -248,15 +256,9 @@ TEST_F(TuningTest, ATuningInAStoresOwnDirectoryIsNotRead) {
     // A pattern the probe here never tries (its sizes are 64 KiB to 1 MiB).
     const DriveTuning old{2u << 20, 3, 1e9, (own / "seg").string(), "2026-12-01T00:00:00Z"};
     ASSERT_TRUE(write_drive_tuning(*FileSystem::posix(), own.string(), old).ok());
-    {
-      ModelScope scope(punishes_depth());
-      auto e = Engine::open(o);
-      ASSERT_TRUE(e.has_value()) << e.error().to_string();
-      const IoSettings s = (*e)->io_settings();
-      SCOPED_TRACE(describe(s));
-      EXPECT_EQ(s.drives[0].state, "probed");
-      EXPECT_NE(s.request_bytes, old.request_bytes);
-    }
+    const IoSettings s = settings_at_open(o, punishes_depth());
+    EXPECT_EQ(s.drives.at(0).state, "probed") << describe(s);
+    EXPECT_NE(s.request_bytes, old.request_bytes) << describe(s);
     auto moved = read_drive_tuning(*FileSystem::posix(), above.string());
     ASSERT_TRUE(moved.has_value()) << moved.error().to_string();
     EXPECT_TRUE(moved->has_value()) << "the probe's tuning, above the store's directory";
@@ -436,11 +438,9 @@ TEST_F(TuningTest, PerRankStoresShareOneProbeAndEachRankReadsWithItsShare) {
   Options alone = rank_options(1, 2);
   alone.root = root(1);
   fill(alone);
-  ModelScope scope(rewards_depth());
-  auto e = Engine::open(alone);
-  ASSERT_TRUE(e.has_value()) << e.error().to_string();
-  const IoSettings s = (*e)->io_settings();
+  const IoSettings s = settings_at_open(alone, rewards_depth());
   SCOPED_TRACE(describe(s));
+  ASSERT_EQ(s.drives.size(), 1u);
   EXPECT_EQ(s.drives[0].state, "probed");
   EXPECT_EQ(s.source, "tuned");
   EXPECT_EQ(s.staging_bytes, s.request_bytes * std::max<uint64_t>(s.drives[0].in_flight, 2));

@@ -234,13 +234,17 @@ class HybridConnectorTest(unittest.TestCase):
                 model.fill_block(b, self.gen)
         delay, _ = scheduler.request_finished_all_groups(request, ids)
         self.assertTrue(delay)
-        done, _ = self.step(scheduler, worker, finished={request.request_id})
+        self.assert_reported_saved(scheduler, worker, request.request_id)
+
+    def assert_reported_saved(self, scheduler, worker, rid):
+        """Steps from the one that says `rid` finished until the worker reports its saves done."""
+        done, _ = self.step(scheduler, worker, finished={rid})
         for _ in range(300):
             if done[0]:
                 break
             time.sleep(0.01)
             done, _ = self.step(scheduler, worker)
-        self.assertEqual(done, ({request.request_id}, None))
+        self.assertEqual(done, ({rid}, None))
 
     def load(self, model, manager, scheduler, worker, rid, prompt):
         """A request with `prompt`: what kvtier offers, loaded into the blocks vLLM allocates;
@@ -446,13 +450,7 @@ class HybridConnectorTest(unittest.TestCase):
         self.assertGreaterEqual(time.perf_counter() - started, 0.25)
         delay, _ = scheduler.request_finished_all_groups(a, tuple([] for _ in model.kinds))
         self.assertTrue(delay, "finished with step-end saves behind it: its blocks wait for them")
-        done, _ = self.step(scheduler, worker, finished={"A"})
-        for _ in range(300):
-            if done[0]:
-                break
-            time.sleep(0.01)
-            done, _ = self.step(scheduler, worker)
-        self.assertEqual(done, ({"A"}, None))
+        self.assert_reported_saved(scheduler, worker, "A")
         hit, ids = self.load(model, manager, scheduler, worker, "R", prompt)
         self.assertEqual(hit, 2 * chunk)
         self.assert_loaded(model, {**truth, **states[hit]}, ids, hit)
