@@ -115,6 +115,24 @@ class TuningTest : public ::testing::Test {
     return e ? (*e)->io_settings() : IoSettings{};
   }
 
+  /// The settings of the open of `o` that probes its one drive, one that rewards depth, for the
+  /// first time, sharing it among two stores read at once; `whole`: the tuning's staging.
+  IoSettings first_probe_shared_by_two(const Options& o, uint64_t& whole) {
+    const IoSettings s = settings_at_open(o, rewards_depth());
+    SCOPED_TRACE(describe(s));
+    EXPECT_EQ(s.drives.size(), 1u);
+    if (s.drives.size() != 1) return s;
+    EXPECT_EQ(s.drives[0].state, "probed");
+    // Four in flight or more, so that two readers split it without the floor.
+    EXPECT_GE(s.drives[0].in_flight, 4u) << "a drive that rewards depth";
+    EXPECT_EQ(s.request_bytes, s.drives[0].request_bytes);
+    whole = s.request_bytes * std::max<uint64_t>(s.drives[0].in_flight, 2);
+    EXPECT_EQ(s.source.rfind("tuned (the drives' ", 0), 0u);
+    EXPECT_NE(s.source.find("shared by the 2 stores the model's ranks read at once"),
+              std::string::npos);
+    return s;
+  }
+
   static std::string describe(const IoSettings& s) {
     std::string out =
         fmt::format("{} x staging {} from {}:", s.request_bytes, s.staging_bytes, s.source);
@@ -379,28 +397,20 @@ TEST_F(TuningTest, PerRankStoresShareOneProbeAndEachRankReadsWithItsShare) {
   };
   std::vector<std::vector<Token>> sessions[2];
   for (uint32_t r = 0; r < 2; ++r) sessions[r] = fill(rank_options(r, 2), 2);
-  IoSettings first;
   uint64_t tuned = 0;
+  const IoSettings first = first_probe_shared_by_two(rank_options(0, 2), tuned);
+  ASSERT_EQ(first.drives.size(), 1u);
+  EXPECT_EQ(first.staging_bytes, tuned_share(tuned, first.request_bytes, 2)) << describe(first);
+  EXPECT_LT(first.staging_bytes, tuned) << "the rank's share, not the whole";
   {
-    ModelScope scope(rewards_depth());
+    // Neither rank probes again (a probe here would time the plain file, not the model).
     auto e = Engine::open(rank_options(0, 2));
     ASSERT_TRUE(e.has_value()) << e.error().to_string();
-    first = (*e)->io_settings();
-    SCOPED_TRACE(describe(first));
-    ASSERT_EQ(first.drives.size(), 1u);
-    EXPECT_EQ(first.drives[0].state, "probed");
-    EXPECT_GE(first.drives[0].in_flight, 4u) << "a drive that rewards depth";
-    tuned = first.request_bytes * std::max<uint64_t>(first.drives[0].in_flight, 2);
-    EXPECT_EQ(first.source.rfind("tuned (the drives' ", 0), 0u);
-    EXPECT_NE(first.source.find("shared by the 2 stores the model's ranks read at once"),
-              std::string::npos);
-    EXPECT_EQ(first.staging_bytes, tuned_share(tuned, first.request_bytes, 2));
-    EXPECT_LT(first.staging_bytes, tuned) << "the rank's share, not the whole";
+    EXPECT_EQ((*e)->io_settings().staging_bytes, first.staging_bytes);
     for (const auto& t : sessions[0])
       EXPECT_EQ(testing::restored_exact(**e, (*e)->geometry(), t), t.size());
   }
   {
-    // The other rank probes nothing (a probe here would time the plain file, not the model).
     auto e = Engine::open(rank_options(1, 2));
     ASSERT_TRUE(e.has_value()) << e.error().to_string();
     const IoSettings s = (*e)->io_settings();
@@ -502,25 +512,15 @@ TEST_F(TuningTest, ATpFreeModelsStoresShareOneProbeAndTheSameBytesInFlightAtAnyT
     EXPECT_EQ((*e)->io_settings().staging_bytes, whole);
   }
   auto sessions = fill(o, 2);
-  IoSettings first;
   uint64_t tuned = 0;
+  const IoSettings first = first_probe_shared_by_two(o, tuned);
+  ASSERT_EQ(first.drives.size(), 1u);
+  // The rank at TP 1 holds both groups: both shares.
+  EXPECT_EQ(first.staging_bytes, 2 * tuned_share(tuned, first.request_bytes, 2)) << describe(first);
   {
-    ModelScope scope(rewards_depth());
     auto e = Engine::open(o);
     ASSERT_TRUE(e.has_value()) << e.error().to_string();
-    first = (*e)->io_settings();
-    SCOPED_TRACE(describe(first));
-    ASSERT_EQ(first.drives.size(), 1u);
-    EXPECT_EQ(first.drives[0].state, "probed");
-    // Four in flight or more, so that the ranks of TP 2 below split it without the floor.
-    EXPECT_GE(first.drives[0].in_flight, 4u) << "a drive that rewards depth";
-    EXPECT_EQ(first.request_bytes, first.drives[0].request_bytes);
-    tuned = first.request_bytes * std::max<uint64_t>(first.drives[0].in_flight, 2);
-    EXPECT_EQ(first.source.rfind("tuned (the drives' ", 0), 0u);
-    EXPECT_NE(first.source.find("shared by the 2 stores the model's ranks read at once"),
-              std::string::npos);
-    // The rank at TP 1 holds both groups: both shares.
-    EXPECT_EQ(first.staging_bytes, 2 * tuned_share(tuned, first.request_bytes, 2));
+    EXPECT_EQ((*e)->io_settings().staging_bytes, first.staging_bytes);
     for (const auto& t : sessions) EXPECT_EQ(testing::restored_exact(**e, g_, t), t.size());
     // Saves go through the tuned stores too.
     sessions.push_back(synthetic::tokens(next_seed_++, 5000));
