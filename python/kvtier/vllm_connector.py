@@ -75,7 +75,7 @@ import re
 import tempfile
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -487,8 +487,11 @@ class KvtierConnector(KVConnectorBase_V1):
         # kept at every prefill step's end, so that a prompt again (which resumes before its last
         # token) finds one. Not with sliding-window layers, whose blocks vLLM frees as the window
         # moves, while such a save may still read them.
+        # Nor under vLLM's second model runner, which zeroes a step's new blocks (a preempted
+        # request's, handed on) before telling the connector of the preemption.
         self._step_states = (self._hybrid and hybrid.STATE in self._groups.kinds
-                             and hybrid.WINDOW not in self._groups.kinds)
+                             and hybrid.WINDOW not in self._groups.kinds
+                             and os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "0") in ("", "0"))
         self._keyed: dict[str, bool] = {}  # request -> keyed by its tokens only (step-end saves)
         self._prefills: dict[str, _Prefill] = {}
         self._step_saved: set[str] = set()  # requests with step-end saves planned
@@ -504,6 +507,7 @@ class KvtierConnector(KVConnectorBase_V1):
         self._mu = threading.Lock()
         self._pending_loads: dict[str, Future] = {}
         self._pending_saves: dict[str, list[Future]] = {}  # a request's saves: step-end ones, then its finish
+        self._step_copies = 0  # step-end saves holding a copy of their states (GPU memory outside vLLM's budget)
         self._finished_seen: set[str] = set()
         self._load_errors: set[int] = set()
         self._valid: dict[str, int] = {}  # request -> tokens its load left valid, where it fell short
@@ -813,17 +817,23 @@ class KvtierConnector(KVConnectorBase_V1):
         # Saves start here, not in wait_for_save: a finished request's plan arrives in a later step,
         # often one without a forward pass, where vLLM calls start_load_kv and get_finished only.
         self._start_saves(meta)
-        for rid in meta.preempted:
-            with self._mu:
-                running = list(self._pending_saves.get(rid, ()))
-            for f in running:
-                f.exception()  # done before this forward pass may write the blocks vLLM took back
         for plan in meta.loads:
             if plan.asynchronous:
                 with self._mu:
                     self._pending_loads[plan.req_id] = self._load_pool.submit(self._load, plan)
             else:
                 self._load(plan)
+
+    def handle_preemptions(self, kv_connector_metadata: KVConnectorMetadata) -> None:
+        # vLLM hands a preempted request's blocks to others in the step that preempts it, and its
+        # runner zeroes them right after this call (a model with Mamba layers), before any forward
+        # pass: the step-end saves still reading them end here, those not begun are dropped.
+        for rid in getattr(kv_connector_metadata, "preempted", ()):
+            with self._mu:
+                saves = list(self._pending_saves.get(rid, ()))
+            for f in saves:
+                f.cancel()
+            wait(saves)
 
     def _paged_args(self, plan: "LoadPlan | SavePlan", state: "list[torch.Tensor] | None" = None) -> dict[str, Any]:
         """A hybrid plan as save_paged's and restore_paged's arguments: every attention layer's
@@ -897,6 +907,13 @@ class KvtierConnector(KVConnectorBase_V1):
         # it left (queued on its stream), which the next step overwrites in place.
         meta = self._get_connector_metadata()
         plans = [p for p in meta.saves if p.at_step_end] if isinstance(meta, KvtierMetadata) else []
+        with self._mu:
+            room = max(self._MAX_STEP_COPIES - self._step_copies, 0)
+            self._step_copies += min(room, len(plans))
+        if len(plans) > room:
+            # Saves slower than prefill: a step end not kept is a later miss, never a GPU out of memory.
+            log.debug("kvtier: %d step-end save(s) skipped, %d holding state copies", len(plans) - room, room)
+            plans = plans[:room]
         if not plans:
             return
         states = [[p.view(plan.group_tables[g][0]).clone() for p, g in zip(self._state_pages, self._state_groups)]
@@ -908,15 +925,24 @@ class KvtierConnector(KVConnectorBase_V1):
         if plans:
             self._submit_saves(plans, [None] * len(plans))
 
+    _MAX_STEP_COPIES = 4  # step-end saves a worker holds state copies for at once
+
     def _submit_saves(self, plans: list[SavePlan], states: "list[list[torch.Tensor] | None]") -> None:
         # The blocks' last writes (and the states' copies) were queued on this stream: a save reads
         # them only after they land.
         done = torch.cuda.Event() if self._layers and self._layers[0].is_cuda else None
         if done is not None:
             done.record()
+        for plan, state in zip(plans, states):
+            f = self._io.submit(self._save, plan, done, state)
+            with self._mu:
+                self._pending_saves.setdefault(plan.req_id, []).append(f)
+            if state is not None:
+                f.add_done_callback(self._copy_released)  # outside the lock: run at once if done
+
+    def _copy_released(self, _: Future) -> None:
         with self._mu:
-            for plan, state in zip(plans, states):
-                self._pending_saves.setdefault(plan.req_id, []).append(self._io.submit(self._save, plan, done, state))
+            self._step_copies -= 1
 
     def _save(self, plan: SavePlan, done: "torch.cuda.Event | None", state: "list[torch.Tensor] | None" = None) -> None:
         with self._mu:

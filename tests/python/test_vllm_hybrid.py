@@ -151,12 +151,15 @@ class HybridConnectorTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory(dir=os.environ.get("KVTIER_TEST_DIR"))
         self.connectors = []
+        self.held = []  # events that hold save threads: set before the connectors shut down
         seed = int(os.environ.get("KVTIER_TEST_SEED", random.randrange(1 << 30)))
         print(f"KVTIER_TEST_SEED={seed}")
         self.rng = random.Random(seed)
         self.gen = torch.Generator().manual_seed(seed)
 
     def tearDown(self):
+        for e in self.held:
+            e.set()
         for c in self.connectors:
             c.shutdown()
         self.dir.cleanup()
@@ -305,10 +308,15 @@ class HybridConnectorTest(unittest.TestCase):
                 cases += 1
         print(f"hybrid connector: {cases} models, {hits} sessions loaded whole, {shorter} shorter prompts loaded")
 
-    def run_step(self, scheduler, worker, so, forward):
-        """One step as vLLM's runner takes it: the metadata built from `so`, loads, `forward()`
-        (what the model writes), then wait_for_save and get_finished."""
-        worker.bind_connector_metadata(scheduler.build_connector_meta(so))
+    def run_step(self, scheduler, worker, so, forward, prepare=lambda: None):
+        """One step as vLLM 0.26's runner takes it: the metadata built from `so`, preemptions told,
+        `prepare()` (what the runner does to the step's blocks first: zeroes new ones of a model
+        with Mamba layers), loads, `forward()` (what the model writes), then wait_for_save and
+        get_finished."""
+        meta = scheduler.build_connector_meta(so)
+        worker.handle_preemptions(meta)
+        prepare()
+        worker.bind_connector_metadata(meta)
         try:
             worker.start_load_kv(None)
             forward()
@@ -385,18 +393,25 @@ class HybridConnectorTest(unittest.TestCase):
                 scheduler, worker = self.pair(model, os.path.join(self.dir.name, f"steps-{case}"))
                 chunk = scheduler._settings.chunk_tokens
                 # Three requests' blocks at once at most (A until it is saved, then R and C).
-                n = self.rng.randrange(2 * chunk + 1, min(5 * chunk, NUM_BLOCKS * model.bs // 3))
+                n = self.rng.randrange(2 * chunk + 1, min(8 * chunk, NUM_BLOCKS * model.bs // 3))
                 prompt = [self.rng.randrange(150000) for _ in range(n)]
                 truth = {name: torch.randn(2, n, HEADS, DIM, generator=self.gen).to(torch.bfloat16)
                          for name in model.names["full"]}
                 gate = threading.Event()
+                self.held.append(gate)
                 for _ in range(2):  # both save threads
                     worker._io.submit(gate.wait)
+                # The step-end saves held back past this many are not taken (their state copies
+                # are GPU memory outside vLLM's budget): the first ones are kept.
+                worker._MAX_STEP_COPIES = cap = self.rng.choice((1, 2, 4))
                 states: dict[int, dict] = {}
                 a, planned = self.chunked_prefill(model, manager, scheduler, worker, "A", prompt, truth, states)
+                self.assertEqual(worker._step_copies, min(cap, len(planned)))
+                planned = planned[:cap]
                 gate.set()
                 self.finish(model, manager, scheduler, worker, a)
                 manager.free(a)
+                self.assertEqual(worker._step_copies, 0)
                 if not planned:
                     continue  # one step held the whole prompt: nothing inside it to keep
                 hit, ids = self.load(model, manager, scheduler, worker, "R", prompt)
@@ -416,10 +431,12 @@ class HybridConnectorTest(unittest.TestCase):
         self.assertGreater(repeats, 0)
 
     def test_a_preempted_requests_step_saves_end_before_its_blocks_can_be_written_again(self):
-        """vLLM takes a preempted request's blocks back at once, and may give them to a request
-        whose forward pass writes them in that very step: the step-end saves still reading them
-        end before that forward pass. The request then finishes with nothing left to save (its
-        computed tokens gone), and its blocks are still held until those saves are reported."""
+        """vLLM takes a preempted request's blocks back at once and may hand them to another in the
+        same step, whose new blocks its runner zeroes before the connector's start_load_kv: the
+        step-end saves still reading them end when vLLM tells the connector of the preemption
+        (handle_preemptions), before that; those not begun are dropped (a later miss). The request
+        then finishes with nothing left to save (its computed tokens gone), and its blocks are still
+        held until its saves are reported."""
         model = Model(self.rng)
         while not model.mamba or model.window:
             model = Model(self.rng)
@@ -430,9 +447,21 @@ class HybridConnectorTest(unittest.TestCase):
         prompt = [self.rng.randrange(150000) for _ in range(n)]
         truth = {name: torch.randn(2, n, HEADS, DIM, generator=self.gen).to(torch.bfloat16)
                  for name in model.names["full"]}
-        gate = threading.Event()
-        for _ in range(2):
-            worker._io.submit(gate.wait)
+        # One save thread busy elsewhere, the other in the first step's save on a drive that takes
+        # until `release`: the second step's save has not begun when A is preempted.
+        gate, release, real = threading.Event(), threading.Event(), worker._engine
+        self.held += [gate, release]
+
+        class SlowDrive:
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+            def save_paged(self, *args, **kwargs):
+                release.wait()
+                return real.save_paged(*args, **kwargs)
+
+        worker._engine = SlowDrive()
+        worker._io.submit(gate.wait)
         states: dict[int, dict] = {}
         a, planned = self.chunked_prefill(model, manager, scheduler, worker, "A", prompt, truth, states,
                                           sizes=[chunk, chunk])
@@ -440,19 +469,35 @@ class HybridConnectorTest(unittest.TestCase):
         pending = list(worker._pending_saves["A"])
         self.assertEqual(len(pending), 2)
         self.assertFalse(any(f.done() for f in pending))
+        held = set(manager.get_block_ids("A")[model.group_of("full")])
         manager.free(a)  # preempted: its blocks go back to vLLM's pool, its computed tokens are lost
         a.num_computed_tokens = 0
+        # Another request takes them in the same step; the runner zeroes them before loads.
+        other = Request("S", [1] * (NUM_BLOCKS * model.bs // 2), SamplingParams(max_tokens=8), None)
+        self.assertIsNotNone(manager.allocate_slots(other, NUM_BLOCKS * model.bs // 2))
+        taken = held & set(manager.get_block_ids("S")[model.group_of("full")])
+        self.assertTrue(taken)
+
+        def zero_new_blocks():
+            self.assertTrue(all(f.done() for f in pending), "the runner zeroed blocks a save still reads")
+            for b in taken:
+                for v in model.block_views(b):
+                    v.zero_()
+
         so = dataclasses.replace(SchedulerOutput.make_empty(), preempted_req_ids={"A"})
-        threading.Timer(0.3, gate.set).start()
+        threading.Timer(0.3, release.set).start()
         started = time.perf_counter()
-        self.run_step(scheduler, worker, so,
-                      forward=lambda: self.assertTrue(all(f.done() for f in pending), "a forward pass began first"))
-        self.assertGreaterEqual(time.perf_counter() - started, 0.25)
+        self.run_step(scheduler, worker, so, prepare=zero_new_blocks, forward=lambda: None)
+        self.assertGreaterEqual(time.perf_counter() - started, 0.25, "the running save was not waited for")
+        self.assertTrue(pending[1].cancelled(), "a save not begun is dropped, not waited for")
+        gate.set()
+        worker._engine = real
+        manager.free(other)
         delay, _ = scheduler.request_finished_all_groups(a, tuple([] for _ in model.kinds))
         self.assertTrue(delay, "finished with step-end saves behind it: its blocks wait for them")
         self.assert_reported_saved(scheduler, worker, "A")
         hit, ids = self.load(model, manager, scheduler, worker, "R", prompt)
-        self.assertEqual(hit, 2 * chunk)
+        self.assertEqual(hit, chunk)
         self.assert_loaded(model, {**truth, **states[hit]}, ids, hit)
 
     def test_a_failed_load_of_a_hybrid_model_stops_rather_than_serves(self):
