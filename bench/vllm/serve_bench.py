@@ -251,7 +251,9 @@ def run_one(config: str, args) -> None:
         model=args.model_dir, load_format="dummy", skip_tokenizer_init=True, enforce_eager=True, dtype="bfloat16",
         max_model_len=args.max_model_len, gpu_memory_utilization=args.gpu_memory_utilization,
         enable_prefix_caching=not args.no_prefix_caching, seed=0,
-        kv_transfer_config=KVTransferConfig(**transfer) if transfer else None, **engine_extra)
+        kv_transfer_config=KVTransferConfig(**transfer) if transfer else None,
+        **({"max_num_batched_tokens": args.max_num_batched_tokens} if args.max_num_batched_tokens else {}),
+        **engine_extra)
     engine = None
     prompts = prompts_for(args.seed, args.prompts, args.min_tokens, args.max_tokens, args.vocab)
     devices = _block_devices(store_paths(config, args)) if not config.startswith("recompute") else []
@@ -365,6 +367,10 @@ def main() -> None:
                          "tokens) instead of the same prompt again: a Mamba hybrid's state is held where a save ended, "
                          "so only a continuation finds it (0: the same prompt)")
     ap.add_argument("--max-model-len", type=int, default=102400)
+    ap.add_argument("--max-num-batched-tokens", type=int, default=0,
+                    help="vLLM's step budget (0: vLLM's default); under kvtier-hybrid a multiple of kvtier.chunk_tokens "
+                         "keeps each prefill step's end, so the same prompt again resumes near its end (the connector "
+                         "warns with a value when it is not one)")
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     ap.add_argument("--kvtier-capacity", default="30G", help="kvtier.capacity (per drive)")
     ap.add_argument("--drives-capacity", default="", help="kvtier.capacity per drive for kvtier-drives")

@@ -522,6 +522,15 @@ class KvtierConnector(KVConnectorBase_V1):
         self._state_groups: list[int] = []
         if role == KVConnectorRole.SCHEDULER:
             self._lookup = LookupClient(self._settings.root, self._world, self._settings.lookup_timeout_ms)
+            budget = int(getattr(getattr(vllm_config, "scheduler_config", None), "max_num_batched_tokens", 0) or 0)
+            chunk = self._settings.chunk_tokens
+            if self._step_states and budget % chunk:
+                # A prefill alone in its steps ends them at multiples of the step budget.
+                log.warning("kvtier: vLLM's max_num_batched_tokens (%d) is not a multiple of kvtier.chunk_tokens (%d): "
+                            "prefill steps end between chunk boundaries, where kvtier keeps no state, so the same "
+                            "prompt again does not resume near its end; serve with --max-num-batched-tokens %d (or "
+                            "another multiple of %d) to have them kept", budget, chunk, -(-budget // chunk) * chunk,
+                            chunk)
 
     # ---- scheduler side ------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ every byte a load must write is compared, vLLM's null block never written. Run b
 newest vLLM and with 0.26.0; skipped where vLLM cannot be imported."""
 import dataclasses
 import glob
+import logging
 import os
 import random
 import tempfile
@@ -499,6 +500,30 @@ class HybridConnectorTest(unittest.TestCase):
         hit, ids = self.load(model, manager, scheduler, worker, "R", prompt)
         self.assertEqual(hit, chunk)
         self.assert_loaded(model, {**truth, **states[hit]}, ids, hit)
+
+    def test_a_step_budget_that_ends_steps_off_chunk_boundaries_is_warned_of(self):
+        """Step ends are kept on kvtier's chunk boundaries only: a step budget (vLLM's
+        max_num_batched_tokens, which ends a lone prefill's steps) that is no multiple of the chunk
+        gets a warning naming a budget that is, and one that is gets none."""
+        model = Model(self.rng)
+        while not model.mamba or model.window:
+            model = Model(self.rng)
+        chunk = model.bs * self.rng.randint(2, 4)
+        for budget in (chunk * 8, chunk * 8 + model.bs):
+            settings = {"kvtier.root": os.path.join(self.dir.name, f"budget-{budget}"), "kvtier.io": "posix",
+                        "kvtier.store_format": 2, "kvtier.chunk_tokens": chunk}
+            config = cpu_config("KvtierHybridConnector", settings, block_size=model.bs)
+            config.scheduler_config.max_num_batched_tokens = budget
+            with self.assertLogs("kvtier.vllm", level="WARNING") as logs:
+                logging.getLogger("kvtier.vllm").warning("(a line, so that none from the connector passes too)")
+                self.connectors.append(KVConnectorFactory.create_connector(config, KVConnectorRole.SCHEDULER,
+                                                                           model.config))
+            said = [m for m in logs.output if "max_num_batched_tokens" in m]
+            if budget % chunk:
+                self.assertEqual(len(said), 1, logs.output)
+                self.assertIn(f"--max-num-batched-tokens {chunk * 9} ", said[0])
+            else:
+                self.assertEqual(said, [])
 
     def test_a_failed_load_of_a_hybrid_model_stops_rather_than_serves(self):
         rng = self.rng
