@@ -141,7 +141,7 @@ class KvtierMetadata(KVConnectorMetadata):
     loads: list[LoadPlan] = field(default_factory=list)
     saves: list[SavePlan] = field(default_factory=list)
     # Requests preempted this step whose step-end saves may still read their blocks, which vLLM
-    # has freed: they are waited for before the forward pass that may write the blocks anew.
+    # has handed on: ended in handle_preemptions, before the runner writes those blocks anew.
     preempted: list[str] = field(default_factory=list)
 
 
@@ -486,9 +486,8 @@ class KvtierConnector(KVConnectorBase_V1):
         # A recurrent hybrid's state exists only where a step ends, and vLLM overwrites it in place:
         # kept at every prefill step's end, so that a prompt again (which resumes before its last
         # token) finds one. Not with sliding-window layers, whose blocks vLLM frees as the window
-        # moves, while such a save may still read them.
-        # Nor under vLLM's second model runner, which zeroes a step's new blocks (a preempted
-        # request's, handed on) before telling the connector of the preemption.
+        # moves, while such a save may still read them; nor under vLLM's second model runner, which
+        # zeroes a step's new blocks (a preempted request's, handed on) before telling the connector.
         self._step_states = (self._hybrid and hybrid.STATE in self._groups.kinds
                              and hybrid.WINDOW not in self._groups.kinds
                              and os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "0") in ("", "0"))
