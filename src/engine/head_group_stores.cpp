@@ -101,17 +101,17 @@ bool on_a_drive(const std::vector<std::string>& roots, const std::string& dir) {
 }
 
 /// The ranks of a per-rank deployment (format 1) that read this rank's drives at once: itself,
-/// and each other rank of its TP size with a directory on one of them. Ranks on the same drives
-/// (as the vLLM connector's are) share the drives' tuning; a rank on drives of its own reads with
-/// all of it.
-uint32_t ranks_on_drives(const Options& options) {
+/// and each other rank of its TP size with a directory on one of them, as StorePart::tuned_readers
+/// takes them. Ranks on the same drives (as the vLLM connector's are) share the drives' tuning; a
+/// rank on drives of its own (0) reads with all of it, exactly as it was found.
+uint32_t ranks_sharing_drives(const Options& options) {
   const KvGeometry& g = options.geometry;
   const std::vector<std::string> roots = drive_roots(options);
   uint32_t ranks = 1;
   for (uint32_t r = 0; r < g.tp_world; ++r) {
     if (r != g.tp_rank && on_a_drive(roots, fmt::format("rank{}of{}", r, g.tp_world))) ++ranks;
   }
-  return ranks;
+  return ranks > 1 ? ranks : 0;
 }
 
 Result<std::unique_ptr<Engine::Impl>> open_part(const Options& o, const StorePart& part,
@@ -162,9 +162,9 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
     // The ranks on the same drives restore at once: the drives' tuning (one for all ranks) is
     // what they want in flight from all of them, each rank taking its share.
     StorePart part;
-    part.tuned_readers = ranks_on_drives(options);
+    part.tuned_readers = ranks_sharing_drives(options);
     KVTIER_ASSIGN_OR_RETURN(auto impl, Engine::Impl::create(options, part));
-    if (impl->io_settings_.source == "tuned" && part.tuned_readers > 1) {
+    if (impl->io_settings_.source == "tuned" && part.tuned_readers > 0) {
       share_tuned_settings(impl->io_settings_, part.tuned_readers, 1);
     }
     parts.push_back(std::move(impl));
@@ -352,7 +352,7 @@ std::unique_ptr<Engine::Impl> open_format1_beside(const Options& options) {
   o.remote = {};
   StorePart part;
   part.no_dram = true;
-  part.tuned_readers = ranks_on_drives(o);  // as the format-1 engines that wrote it read
+  part.tuned_readers = ranks_sharing_drives(o);  // as the format-1 engines that wrote it read
   auto impl = Engine::Impl::create(o, part);
   if (!impl) {
     if (impl.error().code() != ErrorCode::kNotFound) {
