@@ -51,7 +51,8 @@ $OUT/summary.txt plus $OUT/runs.tar.gz (every log and run directory). With TESTS
   tp-change [N [SEED ARGS]]
                          TP-free stores over N fast drives (4) saved at TP 2, 8, 1, 4 (TP_SAVED) and
                          restored at TP 1, 2, 4, 8 each (llama-3-70b, 30K tokens), every store with
-                         the first one's drive tunings (TP_SAME_TUNING=0: its own), then an MLA store
+                         the first one's drive tunings (TP_SAME_TUNING=0: its own; TP_PASSES=2:
+                         each store's restores again, in the reverse order), then an MLA store
                          (deepseek-v3) saved at TP 8 and restored at TP 8, 1, 2 (TP_MLA=0: not)
   coded [N [SEED ARGS]]  coded records (issue 28) over N fast drives (1): a TP-free store of
                          bf16-like synthetic KV (--kv bf16-like; not a model's KV), or with
@@ -343,7 +344,7 @@ scenario_tuned() {
 # restore each TP change is held against): llama-3-70b (8 KV heads; 30K tokens, 9.8 GB), then
 # deepseek-v3's MLA latent (stored once, read whole by every rank; 50K tokens, 3.5 GB per rank).
 scenario_tp_change() {
-  local n=${1:-4} a roots
+  local n=${1:-4} a roots pass
   shift
   need_fio
   make_fast_drives "$n" "$(drive_gib "$n")" | tee -a "$OUT/summary.txt" || return 1
@@ -362,6 +363,12 @@ scenario_tp_change() {
     TOKENS=30000 h200_seed "tp-saved$a" "$roots" --model llama-3-70b --store-format 2 --ranks "$a" \
       --restore-ranks 1,2,4,8 --paths posix "$@"
     drive_spread "tp-saved$a" "$roots" --model llama-3-70b --store-format 2
+    # TP_PASSES=2: every restore of the store once more, in a window of its own (the same store,
+    # saved again as it is), so that a TP change is held against more than one draw of the same TP.
+    for ((pass = 2; pass <= ${TP_PASSES:-1}; pass++)); do
+      TOKENS=30000 h200_seed "tp-saved$a-pass$pass" "$roots" --model llama-3-70b --store-format 2 --ranks "$a" \
+        --restore-ranks 8,4,2,1 --paths posix "$@"
+    done
     if [ ! -d "$tunings" ]; then
       for ((d = 0; d < n; d++)); do
         mkdir -p "$tunings/$d"
