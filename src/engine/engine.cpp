@@ -209,7 +209,7 @@ Result<IoSettings> Engine::Impl::tune() {
       io_from_tuning(tune_drives(*store_.get(), TuneMode::kProbeAll, log_), options_);
   const bool tuned = found.source == "tuned";
   found.source = "tuned (used by engines opened from now on)";
-  if (tuned && part_.tuned_readers > 1) {
+  if (tuned && part_.tuned_readers > 0) {
     // What this rank's engines will read with: its stores' shares of the drives' whole.
     share_tuned_settings(found, part_.tuned_readers, part_.staging_split);
   }
