@@ -535,8 +535,8 @@ class KvtierConnector(KVConnectorBase_V1):
 
     def get_num_new_matched_tokens(self, request: "Request", num_computed_tokens: int) -> tuple[int | None, bool]:
         prompt = request.prompt_token_ids
-        self._keyed[request.request_id] = _keyed_by_tokens_only(request)
-        if prompt is None or len(prompt) < 2 or not _keyed_by_tokens_only(request):
+        keyed = self._keyed[request.request_id] = _keyed_by_tokens_only(request)
+        if prompt is None or len(prompt) < 2 or not keyed:
             return 0, False
         cached = self._matched.get(request.request_id)
         if cached is not None and cached[0] == num_computed_tokens and not self._hybrid:
@@ -907,7 +907,7 @@ class KvtierConnector(KVConnectorBase_V1):
         return  # loads complete before the forward pass (or, asynchronous, before vLLM schedules it)
 
     def save_kv_layer(self, layer_name: str, kv_layer: torch.Tensor, attn_metadata: Any, **kwargs: Any) -> None:
-        return  # saves happen whole, once the request is finished (started by start_load_kv)
+        return  # saves happen whole: a finished request's from start_load_kv, a step end's from wait_for_save
 
     def wait_for_save(self):
         # Saves run in the background, decoding never waits on them: a finished request's start
@@ -915,6 +915,8 @@ class KvtierConnector(KVConnectorBase_V1):
         # it left (queued on its stream), which the next step overwrites in place.
         meta = self._get_connector_metadata()
         plans = [p for p in meta.saves if p.at_step_end] if isinstance(meta, KvtierMetadata) else []
+        if not plans:
+            return
         with self._mu:
             room = max(self._MAX_STEP_COPIES - self._step_copies, 0)
             self._step_copies += min(room, len(plans))
