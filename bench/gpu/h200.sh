@@ -308,22 +308,21 @@ scenario_tuned() {
   h200_seed "tuned$n-first" "$roots" --paths "$paths" --fio-requests 1M,2M,4M,8M,16M "$@"
   # The same store with each rank reading with the drives' whole tuning, as each did before the
   # ranks shared one (TUNED_WHOLE=0: not run): the sizes the first run's line names, given as flags.
-  local shared request whole
+  local shared request whole whole_flags=()
   shared=$(grep -m1 -o "requests of [0-9.]* MB .*(tuned (the drives' [0-9.]* [KMG]iB" "$OUT/tuned$n-first.txt")
   if [ "${TUNED_WHOLE:-1}" != 0 ] && [ -n "$shared" ]; then
     request=$(python3 -c "import sys; print(round(float(sys.argv[1]) * 1e6 / 2**20))" \
       "$(echo "$shared" | sed -E 's/requests of ([0-9.]*) MB.*/\1/')")
     whole=$(echo "$shared" | sed -E "s/.*the drives' ([0-9.]*) ([KMG])iB/\1\2/")
     say "tuned$n-whole: each rank with the whole tuning: --request-size ${request}M --staging $whole"
-    h200_seed "tuned$n-whole" "$roots" --paths posix --request-size "${request}M" --staging "$whole" \
-      --fio-requests 1M,2M,4M,8M,16M "$@"
+    whole_flags=(--paths posix --request-size "${request}M" --staging "$whole" --fio-requests 1M,2M,4M,8M,16M)
+    h200_seed "tuned$n-whole" "$roots" "${whole_flags[@]}" "$@"
   fi
   h200_seed "tuned$n-again" "$roots" --paths "$paths" --fio-requests 1M,2M,4M,8M,16M "$@"
-  # TUNED_WHOLE=2: the whole tuning once more after, so that the two alternate (shared, whole,
-  # shared, whole) and a drift of the machine between windows shows.
-  if [ "${TUNED_WHOLE:-1}" = 2 ] && [ -n "$shared" ]; then
-    h200_seed "tuned$n-whole-again" "$roots" --paths posix --request-size "${request}M" --staging "$whole" \
-      --fio-requests 1M,2M,4M,8M,16M "$@"
+  # TUNED_WHOLE=2: the whole tuning once more, so that the two alternate (shared, whole, shared,
+  # whole) and a drift of the machine between windows shows.
+  if [ "${TUNED_WHOLE:-1}" = 2 ] && (( ${#whole_flags[@]} )); then
+    h200_seed "tuned$n-whole-again" "$roots" "${whole_flags[@]}" "$@"
   fi
   # Sessions restored at once (issue 26: 8 at >= 0.9x of fio's aggregate, p99/p50 <= 1.2), 25K
   # tokens each so that eight fit the RAM-backed drives (TUNED_CONCURRENT=0: not run).
