@@ -185,11 +185,21 @@ class HybridConnectorTest(unittest.TestCase):
         return KVCacheManager(model.config, max_model_len=MAX_LEN, scheduler_block_size=MAX_LEN if model.mamba
                               else model.bs, hash_block_size=model.bs, enable_caching=False)
 
-    def step(self, scheduler, worker, finished=()):
-        meta = scheduler.build_connector_meta(SchedulerOutput.make_empty())
+    def step(self, scheduler, worker, finished=(), so=None, forward=None, prepare=lambda: None):
+        """One step as vLLM 0.26's runner takes it: the metadata built from `so` (none: nothing
+        scheduled), preemptions told, `prepare()` (what the runner does to the step's blocks first:
+        zeroes new ones of a model with Mamba layers), loads, and where the step has a forward pass
+        `forward()` (what the model writes) and wait_for_save; then get_finished with `finished`.
+        What the worker reported, and the blocks whose loads failed."""
+        meta = scheduler.build_connector_meta(so or SchedulerOutput.make_empty())
+        worker.handle_preemptions(meta)
+        prepare()
         worker.bind_connector_metadata(meta)
         try:
             worker.start_load_kv(None)
+            if forward is not None:
+                forward()
+                worker.wait_for_save()
         finally:
             result = worker.get_finished(set(finished))
             errors = worker.get_block_ids_with_load_errors()
@@ -309,25 +319,6 @@ class HybridConnectorTest(unittest.TestCase):
                 cases += 1
         print(f"hybrid connector: {cases} models, {hits} sessions loaded whole, {shorter} shorter prompts loaded")
 
-    def run_step(self, scheduler, worker, so, forward, prepare=lambda: None):
-        """One step as vLLM 0.26's runner takes it: the metadata built from `so`, preemptions told,
-        `prepare()` (what the runner does to the step's blocks first: zeroes new ones of a model
-        with Mamba layers), loads, `forward()` (what the model writes), then wait_for_save and
-        get_finished."""
-        meta = scheduler.build_connector_meta(so)
-        worker.handle_preemptions(meta)
-        prepare()
-        worker.bind_connector_metadata(meta)
-        try:
-            worker.start_load_kv(None)
-            forward()
-            worker.wait_for_save()
-        finally:
-            result = worker.get_finished(set())
-            worker.clear_connector_metadata()
-            scheduler.update_connector_output(KVConnectorOutput(finished_sending=result[0],
-                                                                finished_recving=result[1]))
-
     def chunked_prefill(self, model, manager, scheduler, worker, rid, prompt, truth, states, sizes=None):
         """`prompt` computed over steps of drawn sizes, each writing its tokens' KV (from `truth`)
         and a new state (kept in `states` by the tokens computed after it), `sizes` the first steps'
@@ -370,7 +361,7 @@ class HybridConnectorTest(unittest.TestCase):
                     for s, value in zip(model.caches[name], states[end][name]):
                         s[block].copy_(value)
 
-            self.run_step(scheduler, worker, so, forward)
+            self.step(scheduler, worker, so=so, forward=forward)
             computed = request.num_computed_tokens = end
             if end < n and end % chunk == 0:
                 planned.append(end)
@@ -488,7 +479,7 @@ class HybridConnectorTest(unittest.TestCase):
         so = dataclasses.replace(SchedulerOutput.make_empty(), preempted_req_ids={"A"})
         threading.Timer(0.3, release.set).start()
         started = time.perf_counter()
-        self.run_step(scheduler, worker, so, prepare=zero_new_blocks, forward=lambda: None)
+        self.step(scheduler, worker, so=so, prepare=zero_new_blocks, forward=lambda: None)
         self.assertGreaterEqual(time.perf_counter() - started, 0.25, "the running save was not waited for")
         self.assertTrue(pending[1].cancelled(), "a save not begun is dropped, not waited for")
         gate.set()
