@@ -33,7 +33,7 @@ build_progress() {
     { print; fflush() }'
 }
 
-# CI also tests the vLLM connector against vLLM itself (a ~6 GB environment, made once).
+# CI also tests the vLLM connector against vLLM itself (two environments, ~8 GB, made once).
 if [ "$all" = 1 ]; then
   stage "vLLM test environments (.venv-vllm: the newest, .venv-vllm-0.26; minutes the first time, then skipped)"
   tools/setup_vllm.sh
