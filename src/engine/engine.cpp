@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <new>
 
@@ -244,21 +245,29 @@ std::vector<LocatedRecord> Engine::Impl::find_prefix(std::span<const Token> toke
     return found;
   }
   // The next chunk is not stored whole; a shorter partial chunk under the same parent may be.
-  const Key128 parent = found.empty() ? namespace_ : found.back().meta.key;
-  const uint64_t start = found.size() * uint64_t{chunk};
-  uint32_t best = 0;
-  Key128 best_key;
-  for (const RecordMeta& m : store_->partial_children(parent)) {
-    if (m.token_count <= best || start + m.token_count > tokens.size()) continue;
-    if (chunk_key(parent, tokens.subspan(start, m.token_count)) == m.key) {
-      best = m.token_count;
-      best_key = m.key;
-    }
-  }
-  if (best > 0) {
-    if (auto rec = store_->find(best_key)) found.push_back(*rec);
+  const std::vector<RecordMeta> partial =
+      partial_chunks(tokens, keys, found.size() * uint64_t{chunk});
+  if (!partial.empty()) {
+    if (auto rec = store_->find(partial.front().key)) found.push_back(*rec);
   }
   return found;
+}
+
+std::vector<RecordMeta> Engine::Impl::partial_chunks(std::span<const Token> tokens,
+                                                     std::span<const Key128> keys,
+                                                     uint64_t boundary) {
+  const uint32_t chunk = options_.geometry.chunk_tokens;
+  const uint64_t whole = boundary / chunk;
+  if (boundary % chunk != 0 || boundary > tokens.size() || whole > keys.size()) return {};
+  const Key128 parent = whole == 0 ? namespace_ : keys[whole - 1];
+  std::vector<RecordMeta> out;
+  for (const RecordMeta& m : store_->partial_children(parent)) {
+    if (boundary + m.token_count > tokens.size()) continue;
+    if (chunk_key(parent, tokens.subspan(boundary, m.token_count)) == m.key) out.push_back(m);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const RecordMeta& a, const RecordMeta& b) { return a.token_count > b.token_count; });
+  return out;
 }
 
 Result<uint64_t> Engine::Impl::lookup(std::span<const Token> tokens) {

@@ -210,6 +210,11 @@ class Engine::Impl {
   /// The same, given `tokens`' chained chunk keys.
   std::vector<LocatedRecord> find_prefix(std::span<const Token> tokens,
                                          std::span<const Key128> keys);
+  /// The partial-chunk records the local index holds that go on from the chunk boundary
+  /// `boundary` of `tokens` (`keys`: their chained chunk keys) with `tokens`' own tokens, no
+  /// further than `tokens` goes; longest first. Where a save ended inside a chunk.
+  std::vector<RecordMeta> partial_chunks(std::span<const Token> tokens,
+                                         std::span<const Key128> keys, uint64_t boundary);
   /// Applies recheck() to the records of `states` found corrupt: kept ones become intact (placed)
   /// or incomplete (a miss), and both outcomes are counted. Returns the records kept.
   uint64_t recheck_corrupt(std::span<const LocatedRecord> records,

@@ -113,6 +113,50 @@ uint64_t full_prefix(const Parts& parts, std::span<const Token> tokens) {
   return full;
 }
 
+/// The first full-attention part: the one whose partial-chunk records name where saves ended
+/// inside chunks (every full-attention part of a save stores the same ends).
+Engine::Impl* first_full_part(const Parts& parts) {
+  for (const auto& part : parts) {
+    if (kind_of(*part) == RecordKind::kFullAttention) return part.get();
+  }
+  return nullptr;
+}
+
+/// The ends of saves inside chunks of `tokens` that the first full-attention part holds: a
+/// partial-chunk record after each of the boundaries `tokens` spans whole, ascending (a chunked
+/// prefill's step ends, a turn's end that a longer session went past).
+std::vector<uint64_t> inner_ends(const Parts& parts, const KvGeometry& model,
+                                 std::span<const Token> tokens) {
+  Engine::Impl* first = first_full_part(parts);
+  if (first == nullptr) return {};
+  const uint64_t chunk = model.chunk_tokens;
+  const std::vector<Key128> keys = chain_keys(first->namespace_, tokens, model.chunk_tokens);
+  std::vector<uint64_t> ends;
+  for (uint64_t b = 0; b < tokens.size(); b += chunk) {
+    const std::vector<RecordMeta> partial = first->partial_chunks(tokens, keys, b);
+    for (auto it = partial.rbegin(); it != partial.rend(); ++it)
+      ends.push_back(b + it->token_count);
+  }
+  return ends;
+}
+
+/// Whether every part holds what a prefix of `end` tokens of `tokens` needs: its full-attention
+/// KV (`full_held`: known to be held), its last window and its state.
+bool held_at(const Parts& parts, const KvGeometry& model, std::span<const Token> tokens,
+             uint64_t end, bool full_held) {
+  const std::span<const Token> prefix = tokens.first(end);
+  std::vector<std::optional<Chain>> chains(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Engine::Impl& p = *parts[i];
+    if (kind_of(p) == RecordKind::kFullAttention) {
+      if (!full_held && p.local_prefix(prefix) != end) return false;
+    } else {
+      chains[i].emplace(p, prefix, chain_chunk(p, model));
+    }
+  }
+  return boundary_held(parts, chains, model, end);
+}
+
 /// The longest prefix every part holds locally (the cluster tier holds a hybrid model's
 /// full-attention KV, but its window and state records are local: hits are found here).
 uint64_t held_boundary(const Parts& parts, const KvGeometry& model, std::span<const Token> tokens) {
@@ -125,10 +169,19 @@ uint64_t held_boundary(const Parts& parts, const KvGeometry& model, std::span<co
     if (kind_of(*parts[i]) != RecordKind::kFullAttention)
       chains[i].emplace(*parts[i], prefix, chain_chunk(*parts[i], model));
   }
-  // From the end of the full-attention prefix down through the chunk boundaries before it.
+  // From the end of the full-attention prefix down through the chunk boundaries before it and
+  // the ends of saves inside each chunk (a state is kept wherever a save ended).
   const uint64_t chunk = model.chunk_tokens;
-  for (uint64_t end = full; end > 0; end = (end - 1) / chunk * chunk) {
+  std::vector<uint64_t> inner = inner_ends(parts, model, prefix);
+  for (uint64_t end = full; end > 0;) {
     if (boundary_held(parts, chains, model, end)) return end;
+    const uint64_t below = (end - 1) / chunk * chunk;
+    while (!inner.empty() && inner.back() > below) {
+      const uint64_t at = inner.back();
+      inner.pop_back();
+      if (at < end && held_at(parts, model, tokens, at, /*full_held=*/false)) return at;
+    }
+    end = below;
   }
   return 0;
 }
@@ -266,8 +319,11 @@ std::vector<std::vector<LocatedRecord>> hybrid_records(const Parts& parts, const
 Result<uint64_t> hybrid_evict(const Parts& parts, const KvGeometry& model,
                               std::span<const Token> tokens) {
   // A list running past a stored partial last chunk holds that chunk under another key: the
-  // window and state records of the prefix the full-attention records hold are named by it.
-  const std::span<const Token> lists[] = {tokens, tokens.first(full_prefix(parts, tokens))};
+  // window and state records of the prefix the full-attention records hold are named by it, and
+  // so are those of every save that ended inside a chunk of the list.
+  const std::span<const Token> held = tokens.first(full_prefix(parts, tokens));
+  std::vector<std::span<const Token>> lists = {tokens, held};
+  for (uint64_t end : inner_ends(parts, model, held)) lists.push_back(tokens.first(end));
   uint64_t dropped = 0;
   for (const auto& part : parts) {
     Engine::Impl& p = *part;
@@ -275,7 +331,15 @@ Result<uint64_t> hybrid_evict(const Parts& parts, const KvGeometry& model,
     uint64_t d = 0;
     switch (kind_of(p)) {
       case RecordKind::kFullAttention: {
-        KVTIER_ASSIGN_OR_RETURN(d, p.evict(tokens));
+        // The partial chunks inside the list first: evict() finds a chain's records by walking
+        // it from its first chunk, which it drops.
+        for (size_t i = 2; i < lists.size(); ++i) {
+          const ChunkRef last = p.chunk_refs(lists[i]).back();
+          KVTIER_ASSIGN_OR_RETURN(uint64_t n, p.evict_chunks(std::span(&last, 1)));
+          d += n;
+        }
+        KVTIER_ASSIGN_OR_RETURN(uint64_t n, p.evict(tokens));
+        d += n;
         break;
       }
       case RecordKind::kSlidingWindow: {
@@ -286,7 +350,8 @@ Result<uint64_t> hybrid_evict(const Parts& parts, const KvGeometry& model,
         break;
       }
       case RecordKind::kState: {
-        // A state may be held at every chunk boundary of the session and at its end.
+        // A state may be held at every chunk boundary of the session, at its end and at the end
+        // of every save inside it.
         for (std::span<const Token> list : lists) {
           std::vector<ChunkRef> refs = Chain(p, list, model.chunk_tokens).refs(0, list.size());
           for (ChunkRef& r : refs) r = {r.key, r.parent, state_rows(p), 0};

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -502,6 +503,114 @@ TEST(HybridStore, ALookupHitsOnlyAtABoundaryWhoseStateAndWindowAreHeld) {
   EXPECT_GT(*dropped, 0u);
   EXPECT_EQ(f->stats().records, 0u);
   EXPECT_EQ(*f->lookup(tokens), 0u);
+}
+
+/// Saves inside chunks, as a chunked prefill's steps end wherever their token budget does: each
+/// saved end that kept its state is found by any later list of the same tokens, however far past
+/// it that list or the session's KV goes, and the restore there delivers its KV, window and state.
+TEST(HybridStore, ASaveThatEndedInsideAChunkIsFoundByEveryListThatGoesOnPastIt) {
+  std::mt19937_64 rng(testing::test_seed());
+  uint64_t models = 0, ends_kept = 0, ends_inside = 0, lists = 0, hits_inside = 0;
+  for (int round = 0; round < 12; ++round) {
+    Hybrid m = draw_model(rng);
+    if (m.state_layers == 0) {  // a window-only model holds any boundary its window records cover
+      m.state_layers = 1;
+      m.state_bytes = 64;
+    }
+    const KvGeometry g = m.rank(0, 1);
+    TempDir dir;
+    std::unique_ptr<Engine> e = open_rank(dir.str(), m, 0, 1);
+    ASSERT_TRUE(e);
+    const uint64_t n = 2 * m.chunk + rng() % (5 * m.chunk);
+    std::vector<Token> tokens(n);
+    for (auto& t : tokens) t = static_cast<Token>(rng() % 50000);
+    std::vector<std::byte> kv = random_bytes(g.bytes_for_tokens(n), rng);
+    const ChunkedKv source{{kv.data(), kv.size(), MemoryKind::kHost, 0}, n};
+    // Saves at drawn ends in increasing order (steps of a prefill), most of them with the state
+    // there, then the whole session with its own; `kept[e]`: the state held at end e.
+    std::vector<uint64_t> ends;
+    for (uint64_t at = 1 + rng() % m.chunk; at < n; at += 1 + rng() % (2 * m.chunk))
+      ends.push_back(at);
+    ends.push_back(n);
+    std::map<uint64_t, std::vector<std::byte>> kept;
+    for (uint64_t at : ends) {
+      const std::span<const Token> prefix(tokens.data(), at);
+      std::vector<std::byte> state = random_bytes(uint64_t{m.state_layers} * m.state_bytes, rng);
+      auto saved = at == n || rng() % 4 != 0 ? e->save(prefix, source, state_view(state, m))
+                                             : e->save(prefix, source);
+      ASSERT_TRUE(saved) << saved.error().message();
+      if (saved->tokens_stored == at) kept[at] = state;
+      ends_inside += at % m.chunk != 0;
+    }
+    ASSERT_TRUE(kept.contains(n));
+    ends_kept += kept.size();
+    // Lists of the session's first d tokens, then others, to a drawn length: the hit is the last
+    // kept end at or before d (and the list's end).
+    for (int q = 0; q < 6; ++q) {
+      SCOPED_TRACE(::testing::Message()
+                   << "heads " << m.heads << " layers " << m.layers() << " window " << m.window
+                   << " in records of " << m.window_records() << " state " << m.state_layers << "x"
+                   << m.state_bytes << " chunk " << m.chunk << " session " << n);
+      const uint64_t d = 1 + rng() % n;
+      const uint64_t len = d + rng() % (2 * m.chunk);
+      std::vector<Token> list(tokens.begin(), tokens.begin() + d);
+      while (list.size() < len) {
+        const Token t = static_cast<Token>(rng() % 50000);
+        if (list.size() < n && t == tokens[list.size()]) continue;  // diverges at d
+        list.push_back(t);
+      }
+      uint64_t want = 0;
+      for (const auto& [at, _] : kept) {
+        if (at <= d) want = at;
+      }
+      SCOPED_TRACE(::testing::Message() << "list " << len << " equal to the session's first " << d
+                                        << ", hit wanted " << want);
+      auto held = e->lookup(list);
+      ASSERT_TRUE(held) << held.error().message();
+      EXPECT_EQ(*held, want);
+      std::vector<std::byte> got(g.bytes_for_tokens(len), kUntouched);
+      std::vector<std::byte> state(uint64_t{m.state_layers} * m.state_bytes, kUntouched);
+      const ChunkedKv dest{{got.data(), got.size(), MemoryKind::kHost, 0}, len};
+      auto restored = e->restore(list, dest, state_view(state, m));
+      ASSERT_TRUE(restored) << restored.error().message();
+      EXPECT_EQ(restored->tokens_restored, want) << restored->problem;
+      ++lists;
+      hits_inside += want % m.chunk != 0;
+      if (want == 0) continue;
+      const uint64_t row = g.row_bytes(), from = m.window_start(want);
+      uint64_t wrong = 0, touched = 0;
+      for (uint32_t k = 0; k < 2; ++k) {
+        for (uint32_t l = 0; l < m.layers(); ++l) {
+          const bool windowed = m.kinds[l] == LayerKind::kSlidingWindow;
+          for (uint64_t t = 0; t < len; ++t) {
+            const uint64_t at = ((uint64_t{k} * m.layers() + l) * len + t) * row;
+            const uint64_t was = ((uint64_t{k} * m.layers() + l) * n + t) * row;
+            if (t >= want || (windowed && t < from)) {
+              touched += std::any_of(got.begin() + at, got.begin() + at + row,
+                                     [](std::byte b) { return b != kUntouched; });
+            } else {
+              wrong += std::memcmp(got.data() + at, kv.data() + was, row) != 0;
+            }
+          }
+        }
+      }
+      EXPECT_EQ(wrong, 0u) << "rows restored with other bytes";
+      EXPECT_EQ(touched, 0u) << "rows outside the hit's KV written";
+      EXPECT_TRUE(state == kept[want]) << "not the state of that end";
+    }
+    // Evicting the session drops every record of every save inside it.
+    auto dropped = e->evict(tokens);
+    ASSERT_TRUE(dropped) << dropped.error().message();
+    EXPECT_EQ(e->stats().records, 0u) << "records of saves inside the session outlive its eviction";
+    EXPECT_EQ(*e->lookup(tokens), 0u);
+    ++models;
+  }
+  std::printf(
+      "saves inside chunks: %llu models, %llu ends kept (%llu inside a chunk), %llu lists "
+      "(%llu hits inside a chunk)\n",
+      static_cast<unsigned long long>(models), static_cast<unsigned long long>(ends_kept),
+      static_cast<unsigned long long>(ends_inside), static_cast<unsigned long long>(lists),
+      static_cast<unsigned long long>(hits_inside));
 }
 
 TEST(HybridStore, SlidingWindowLayersKeepOnlyTheLastWindow) {
