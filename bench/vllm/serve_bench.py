@@ -368,9 +368,8 @@ def main() -> None:
                          "so only a continuation finds it (0: the same prompt)")
     ap.add_argument("--max-model-len", type=int, default=102400)
     ap.add_argument("--max-num-batched-tokens", type=int, default=0,
-                    help="vLLM's step budget (0: vLLM's default); under kvtier-hybrid a multiple of kvtier.chunk_tokens "
-                         "keeps each prefill step's end, so the same prompt again resumes near its end (the connector "
-                         "warns with a value when it is not one)")
+                    help="vLLM's step budget (0: vLLM's default); under kvtier-hybrid each prefill step's end is "
+                         "kept, and a multiple of kvtier.chunk_tokens keeps them without a partial chunk each")
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     ap.add_argument("--kvtier-capacity", default="30G", help="kvtier.capacity (per drive)")
     ap.add_argument("--drives-capacity", default="", help="kvtier.capacity per drive for kvtier-drives")

@@ -521,15 +521,6 @@ class KvtierConnector(KVConnectorBase_V1):
         self._state_groups: list[int] = []
         if role == KVConnectorRole.SCHEDULER:
             self._lookup = LookupClient(self._settings.root, self._world, self._settings.lookup_timeout_ms)
-            budget = int(getattr(getattr(vllm_config, "scheduler_config", None), "max_num_batched_tokens", 0) or 0)
-            chunk = self._settings.chunk_tokens
-            if self._step_states and budget % chunk:
-                # A prefill alone in its steps ends them at multiples of the step budget.
-                log.warning("kvtier: vLLM's max_num_batched_tokens (%d) is not a multiple of kvtier.chunk_tokens (%d): "
-                            "prefill steps end between chunk boundaries, where kvtier keeps no state, so the same "
-                            "prompt again does not resume near its end; serve with --max-num-batched-tokens %d (or "
-                            "another multiple of %d) to have them kept", budget, chunk, -(-budget // chunk) * chunk,
-                            chunk)
 
     # ---- scheduler side ------------------------------------------------------------------------
 
@@ -615,9 +606,9 @@ class KvtierConnector(KVConnectorBase_V1):
     def _plan_step_end(self, rid: str, run: _Prefill, end: int) -> None:
         # The prompt's own end is not planned: what resumes there is a longer prompt, which the
         # finish save (prompt and output) serves; a prompt again resumes before its last token.
-        # Nor an end between chunk boundaries (a step that shared its token budget with others):
-        # a lookup tries a hybrid's boundaries at whole chunks only, below the saved prefix's end.
-        if end >= len(run.prompt) or end <= run.saved_to or end % self._settings.chunk_tokens:
+        # An end inside a chunk is kept as one on a boundary is (a lookup tries the ends of the
+        # partial chunks saved after each boundary), at the cost of that partial chunk's KV.
+        if end >= len(run.prompt) or end <= run.saved_to:
             return
         tables = self._group_tables(tuple(run.tables), end, skip_before=0)
         if self._groups.state_missing(tables):

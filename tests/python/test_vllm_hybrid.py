@@ -271,6 +271,7 @@ class HybridConnectorTest(unittest.TestCase):
         scheduler.update_state_after_alloc(request, manager.get_blocks(rid), hit)
         _, errors = self.step(scheduler, worker)
         self.assertEqual(errors, set())
+        self.loaded = request
         return hit, manager.get_block_ids(rid)
 
     def assert_loaded(self, model, truth, ids, hit):
@@ -322,8 +323,7 @@ class HybridConnectorTest(unittest.TestCase):
     def chunked_prefill(self, model, manager, scheduler, worker, rid, prompt, truth, states, sizes=None):
         """`prompt` computed over steps of drawn sizes, each writing its tokens' KV (from `truth`)
         and a new state (kept in `states` by the tokens computed after it), `sizes` the first steps'
-        sizes if given; the request, and the step ends kvtier keeps (inside the prompt, at whole
-        chunks)."""
+        sizes if given; the request, and the step ends kvtier keeps (those inside the prompt)."""
         request = Request(rid, list(prompt), SamplingParams(max_tokens=8), None)
         self.assertEqual(scheduler.get_num_new_matched_tokens(request, 0), (0, False))
         chunk, n, computed, planned = scheduler._settings.chunk_tokens, len(prompt), 0, []
@@ -363,19 +363,20 @@ class HybridConnectorTest(unittest.TestCase):
 
             self.step(scheduler, worker, so=so, forward=forward)
             computed = request.num_computed_tokens = end
-            if end < n and end % chunk == 0:
+            if end < n:
                 planned.append(end)
         return request, planned
 
     def test_a_prompt_again_finds_the_state_a_prefill_step_left(self):
         """A recurrent hybrid's prompt computed in steps (chunked prefill): each step's end inside
-        the prompt at a chunk boundary is kept with the state that step left, copied before the next step overwrites
-        it in place (the saves are held back here until the prefill is done, so that only a copy
-        taken at the step's end can hold that state). The same prompt again resumes at the last
-        step end before its last token, a prompt leaving it early at the last step end it passes,
-        and every byte loaded is the step's; the request's blocks stay until every save of it is
-        done."""
-        cases = repeats = earlier = 0
+        the prompt, on a chunk boundary or between two, is kept with the state that step left,
+        copied before the next step overwrites it in place (the saves are held back here until the
+        prefill is done, so that only a copy taken at the step's end can hold that state). Steps
+        are drawn, or all of one budget that is no multiple of the chunk (vLLM's
+        max_num_batched_tokens as it comes). The same prompt again resumes at the last step end
+        before its last token, a prompt leaving it early at the last step end it passes, and every
+        byte loaded is the step's; the request's blocks stay until every save of it is done."""
+        cases = repeats = earlier = inside = 0
         for case in range(6):
             model = Model(self.rng)
             while not model.mamba or model.window:
@@ -384,7 +385,7 @@ class HybridConnectorTest(unittest.TestCase):
                 manager = self.manager(model)
                 scheduler, worker = self.pair(model, os.path.join(self.dir.name, f"steps-{case}"))
                 chunk = scheduler._settings.chunk_tokens
-                # Three requests' blocks at once at most (A until it is saved, then R and C).
+                # Three requests' blocks at once at most (A until it is saved, then R and a C).
                 n = self.rng.randrange(2 * chunk + 1, min(8 * chunk, NUM_BLOCKS * model.bs // 3))
                 prompt = [self.rng.randrange(150000) for _ in range(n)]
                 truth = {name: torch.randn(2, n, HEADS, DIM, generator=self.gen).to(torch.bfloat16)
@@ -397,7 +398,9 @@ class HybridConnectorTest(unittest.TestCase):
                 # are GPU memory outside vLLM's budget): the first ones are kept.
                 worker._MAX_STEP_COPIES = cap = self.rng.choice((1, 2, 4))
                 states: dict[int, dict] = {}
-                a, planned = self.chunked_prefill(model, manager, scheduler, worker, "A", prompt, truth, states)
+                budget = chunk + self.rng.randrange(1, chunk) if case % 2 else None
+                a, planned = self.chunked_prefill(model, manager, scheduler, worker, "A", prompt, truth, states,
+                                                  sizes=[budget] * n if budget else None)
                 self.assertEqual(worker._step_copies, min(cap, len(planned)))
                 planned = planned[:cap]
                 gate.set()
@@ -410,17 +413,24 @@ class HybridConnectorTest(unittest.TestCase):
                 self.assertEqual(hit, planned[-1])
                 self.assert_loaded(model, {**truth, **states[hit]}, ids, hit)
                 repeats += 1
-                cut = self.rng.randrange(chunk, n)
-                want = max([e for e in planned if e <= cut], default=0)
-                hit, ids = self.load(model, manager, scheduler, worker, "C", prompt[:cut] + [9] * 5)
-                self.assertEqual(hit, want)
-                if hit:
-                    self.assert_loaded(model, {**truth, **states[hit]}, ids, hit)
-                    earlier += 1
+                inside += hit % chunk != 0
+                # A prompt leaving it at a drawn token, and (with a budget) right after the first
+                # step's end, which lies inside a chunk.
+                cuts = [self.rng.randrange(chunk, n)] + ([planned[0]] if budget else [])
+                for i, cut in enumerate(cuts):
+                    want = max([e for e in planned if e <= cut], default=0)
+                    hit, ids = self.load(model, manager, scheduler, worker, f"C{i}", prompt[:cut] + [9] * 5)
+                    self.assertEqual(hit, want)
+                    if hit:
+                        self.assert_loaded(model, {**truth, **states[hit]}, ids, hit)
+                        earlier += 1
+                        inside += hit % chunk != 0
+                    manager.free(self.loaded)
                 cases += 1
         print(f"hybrid step-end states: {cases} models, {repeats} prompts again resumed at a step end, "
-              f"{earlier} earlier exits loaded")
+              f"{earlier} earlier exits loaded, {inside} loads at an end inside a chunk")
         self.assertGreater(repeats, 0)
+        self.assertGreater(inside, 0)
 
     def test_a_preempted_requests_step_saves_end_before_its_blocks_can_be_written_again(self):
         """vLLM takes a preempted request's blocks back at once and may hand them to another in the
@@ -456,7 +466,7 @@ class HybridConnectorTest(unittest.TestCase):
         worker._io.submit(gate.wait)
         states: dict[int, dict] = {}
         a, planned = self.chunked_prefill(model, manager, scheduler, worker, "A", prompt, truth, states,
-                                          sizes=[chunk, chunk])
+                                          sizes=[chunk, chunk, n - 2 * chunk])
         self.assertEqual(planned, [chunk, 2 * chunk])
         pending = list(worker._pending_saves["A"])
         self.assertEqual(len(pending), 2)
@@ -491,30 +501,6 @@ class HybridConnectorTest(unittest.TestCase):
         hit, ids = self.load(model, manager, scheduler, worker, "R", prompt)
         self.assertEqual(hit, chunk)
         self.assert_loaded(model, {**truth, **states[hit]}, ids, hit)
-
-    def test_a_step_budget_that_ends_steps_off_chunk_boundaries_is_warned_of(self):
-        """Step ends are kept on kvtier's chunk boundaries only: a step budget (vLLM's
-        max_num_batched_tokens, which ends a lone prefill's steps) that is no multiple of the chunk
-        gets a warning naming a budget that is, and one that is gets none."""
-        model = Model(self.rng)
-        while not model.mamba or model.window:
-            model = Model(self.rng)
-        chunk = model.bs * self.rng.randint(2, 4)
-        for budget in (chunk * 8, chunk * 8 + model.bs):
-            settings = {"kvtier.root": os.path.join(self.dir.name, f"budget-{budget}"), "kvtier.io": "posix",
-                        "kvtier.store_format": 2, "kvtier.chunk_tokens": chunk}
-            config = cpu_config("KvtierHybridConnector", settings, block_size=model.bs)
-            config.scheduler_config.max_num_batched_tokens = budget
-            with self.assertLogs("kvtier.vllm", level="WARNING") as logs:
-                logging.getLogger("kvtier.vllm").warning("(a line, so that none from the connector passes too)")
-                self.connectors.append(KVConnectorFactory.create_connector(config, KVConnectorRole.SCHEDULER,
-                                                                           model.config))
-            said = [m for m in logs.output if "max_num_batched_tokens" in m]
-            if budget % chunk:
-                self.assertEqual(len(said), 1, logs.output)
-                self.assertIn(f"--max-num-batched-tokens {chunk * 9} ", said[0])
-            else:
-                self.assertEqual(said, [])
 
     def test_a_failed_load_of_a_hybrid_model_stops_rather_than_serves(self):
         rng = self.rng
