@@ -72,6 +72,7 @@ import json
 import logging
 import os
 import re
+import sys
 import tempfile
 import threading
 import time
@@ -140,14 +141,15 @@ class SavePlan:
 class KvtierMetadata(KVConnectorMetadata):
     loads: list[LoadPlan] = field(default_factory=list)
     saves: list[SavePlan] = field(default_factory=list)
-    # Requests preempted this step whose step-end saves may still read their blocks, which vLLM
-    # has handed on: ended in handle_preemptions, before the runner writes those blocks anew.
-    preempted: list[str] = field(default_factory=list)
+    # Requests whose step-end saves of prefixes shorter than this many tokens may still read blocks
+    # vLLM hands on this step (all of a preempted request's; a sliding window's that left it):
+    # ended in handle_preemptions, before the runner writes those blocks anew.
+    end_step_saves: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
 class _Prefill:
-    """A recurrent hybrid's running request as the scheduler side follows it (step-end saves)."""
+    """A hybrid's running request as the scheduler side follows it (step-end saves)."""
     prompt: list[int]
     tables: list[list[int]]  # each KV cache group's blocks so far
     saved_to: int = 0        # the longest prefix a step-end save was planned for
@@ -483,14 +485,13 @@ class KvtierConnector(KVConnectorBase_V1):
         self._loads: list[LoadPlan] = []
         self._saves: list[SavePlan] = []
         self._saving: set[str] = set()  # requests whose blocks wait for their save to be reported done
-        # A recurrent hybrid's state exists only where a step ends, and vLLM overwrites it in place:
-        # kept at every prefill step's end, so that a prompt again (which resumes before its last
-        # token) finds one. Not with sliding-window layers, whose blocks vLLM frees as the window
-        # moves, while such a save may still read them; nor under vLLM's second model runner, which
-        # zeroes a step's new blocks (a preempted request's, handed on) before telling the connector.
-        self._step_states = (self._hybrid and hybrid.STATE in self._groups.kinds
-                             and hybrid.WINDOW not in self._groups.kinds
-                             and os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "0") in ("", "0"))
+        # A recurrent hybrid's state exists only where a step ends, and vLLM overwrites it in place;
+        # a sliding window's KV is let go of as the window moves on: both are kept at every prefill
+        # step's end, so that a prompt again (which resumes before its last token) finds them. Not
+        # under vLLM's second model runner, which zeroes a step's new blocks (a preempted request's,
+        # handed on) before telling the connector.
+        self._step_ends = (self._hybrid and os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "0") in ("", "0"))
+        self._end_step_saves: dict[str, int] = {}  # this step's KvtierMetadata.end_step_saves
         self._keyed: dict[str, bool] = {}  # request -> keyed by its tokens only (step-end saves)
         self._prefills: dict[str, _Prefill] = {}
         self._step_saved: set[str] = set()  # requests with step-end saves planned
@@ -505,7 +506,8 @@ class KvtierConnector(KVConnectorBase_V1):
         self._load_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvtier-load")
         self._mu = threading.Lock()
         self._pending_loads: dict[str, Future] = {}
-        self._pending_saves: dict[str, list[Future]] = {}  # a request's saves: step-end ones, then its finish
+        # A request's saves (step-end ones, then its finish), each with the tokens it saves.
+        self._pending_saves: dict[str, list[tuple[int, Future]]] = {}
         self._step_copies = 0  # step-end saves holding a copy of their states (GPU memory outside vLLM's budget)
         self._finished_seen: set[str] = set()
         self._load_errors: set[int] = set()
@@ -571,12 +573,12 @@ class KvtierConnector(KVConnectorBase_V1):
                                     local // self._block_size, self._settings.async_load))
 
     def build_connector_meta(self, scheduler_output: "SchedulerOutput") -> KVConnectorMetadata:
-        preempted: list[str] = []
-        if self._step_states:
+        if self._step_ends:
             self._plan_step_ends(scheduler_output)
-            preempted = sorted(set(getattr(scheduler_output, "preempted_req_ids", None) or ()) & self._step_saved)
-        meta = KvtierMetadata(loads=self._loads, saves=self._saves, preempted=preempted)
-        self._loads, self._saves = [], []
+            for rid in set(getattr(scheduler_output, "preempted_req_ids", None) or ()) & self._step_saved:
+                self._end_step_saves[rid] = sys.maxsize
+        meta = KvtierMetadata(loads=self._loads, saves=self._saves, end_step_saves=self._end_step_saves)
+        self._loads, self._saves, self._end_step_saves = [], [], {}
         return meta
 
     def _plan_step_ends(self, so: "SchedulerOutput") -> None:
@@ -601,6 +603,10 @@ class KvtierConnector(KVConnectorBase_V1):
             elif ids is not None:
                 for table, more in zip(run.tables, ids):
                     table.extend(more)
+            if self._groups.window and rid in self._step_saved:
+                # Scheduling this step let go of the window's blocks before these tokens' window
+                # (and may hand them on): a step-end save of a shorter prefix may read them.
+                self._end_step_saves[rid] = cached.num_computed_tokens[i]
             self._plan_step_end(rid, run, cached.num_computed_tokens[i] + scheduled.get(rid, 0))
 
     def _plan_step_end(self, rid: str, run: _Prefill, end: int) -> None:
@@ -613,6 +619,16 @@ class KvtierConnector(KVConnectorBase_V1):
         tables = self._group_tables(tuple(run.tables), end, skip_before=0)
         if self._groups.state_missing(tables):
             return
+        if self._groups.window:
+            # The window's blocks before the one holding token end - W + 1 go when vLLM schedules
+            # the request next, under a save that may still run: not read (a restore at `end`
+            # needs none of them). Those after stay until the step after; handle_preemptions ends
+            # the save before then.
+            gone = max(0, end - self._groups.window + 1)
+            for g, kind in enumerate(self._groups.kinds):
+                if kind == hybrid.WINDOW:
+                    n = min(gone // self._groups.block_sizes[g], len(tables[g]))
+                    tables[g][:n] = [-1] * n
         run.saved_to = end
         self._saves.append(SavePlan(rid, run.prompt[:end], [], tables, at_step_end=True))
         self._step_saved.add(rid)
@@ -642,6 +658,10 @@ class KvtierConnector(KVConnectorBase_V1):
         self._prefills.pop(rid, None)
         stepped = rid in self._step_saved
         self._step_saved.discard(rid)
+        if stepped and self._groups.window:
+            # vLLM let go of the window's blocks before the last window just now (not among
+            # `block_ids`, not held for the save): a step-end save may still read them.
+            self._end_step_saves[rid] = sys.maxsize
         plan = self._finish_plan(request, block_ids)
         if plan is None and stepped:
             # Nothing more to save, but its step-end saves may still read its blocks: they stay
@@ -824,12 +844,13 @@ class KvtierConnector(KVConnectorBase_V1):
                 self._load(plan)
 
     def handle_preemptions(self, kv_connector_metadata: KVConnectorMetadata) -> None:
-        # vLLM hands a preempted request's blocks to others in the step that preempts it, and its
-        # runner zeroes them right after this call (a model with Mamba layers), before any forward
-        # pass: the step-end saves still reading them end here, those not begun are dropped.
-        for rid in getattr(kv_connector_metadata, "preempted", ()):
+        # vLLM hands a preempted request's blocks, and a sliding window's that left it, to others
+        # in the step that lets go of them, and its runner zeroes them right after this call (a
+        # model with Mamba layers), before any forward pass writes them: the step-end saves still
+        # reading them end here, those not begun are dropped (a later miss, never a stall).
+        for rid, before in getattr(kv_connector_metadata, "end_step_saves", {}).items():
             with self._mu:
-                saves = list(self._pending_saves.get(rid, ()))
+                saves = [f for tokens, f in self._pending_saves.get(rid, ()) if tokens < before]
             for f in saves:
                 f.cancel()
             wait(saves)
@@ -913,7 +934,7 @@ class KvtierConnector(KVConnectorBase_V1):
             self._step_copies += min(room, len(plans))
         if len(plans) > room:
             # Saves slower than prefill: a step end not kept is a later miss, never a GPU out of memory.
-            log.debug("kvtier: %d step-end save(s) skipped, %d holding state copies", len(plans) - room, room)
+            log.debug("kvtier: %d step-end save(s) skipped, %d in flight", len(plans) - room, room)
             plans = plans[:room]
         if not plans:
             return
@@ -926,7 +947,7 @@ class KvtierConnector(KVConnectorBase_V1):
         if plans:
             self._submit_saves(plans, [None] * len(plans))
 
-    _MAX_STEP_COPIES = 4  # step-end saves a worker holds state copies for at once
+    _MAX_STEP_COPIES = 4  # step-end saves a worker has in flight at once (each with its states' copy)
 
     def _submit_saves(self, plans: list[SavePlan], states: "list[list[torch.Tensor] | None]") -> None:
         # The blocks' last writes (and the states' copies) were queued on this stream: a save reads
@@ -937,7 +958,7 @@ class KvtierConnector(KVConnectorBase_V1):
         for plan, state in zip(plans, states):
             f = self._io.submit(self._save, plan, done, state)
             with self._mu:
-                self._pending_saves.setdefault(plan.req_id, []).append(f)
+                self._pending_saves.setdefault(plan.req_id, []).append((len(plan.token_ids), f))
             if state is not None:
                 f.add_done_callback(self._copy_released)  # outside the lock: run at once if done
 
@@ -978,7 +999,7 @@ class KvtierConnector(KVConnectorBase_V1):
             # first): an id with no save pending now never gets one.
             self._finished_seen = (self._finished_seen | finished_req_ids) & set(self._pending_saves)
             saved = {r for r, fs in self._pending_saves.items()
-                     if r in self._finished_seen and all(f.done() for f in fs)}
+                     if r in self._finished_seen and all(f.done() for _, f in fs)}
             loaded = {r for r, f in self._pending_loads.items() if f.done()}
             for r in saved:
                 self._pending_saves.pop(r)

@@ -9,8 +9,8 @@ every token's blocks; a sliding-window group's holds vLLM's null block (id 0) be
 token ``N - W + 1``; a Mamba group holds the state after token N in its block ``(N - 1) //
 mamba_block_size`` (a list of tensors per layer, conv and SSM state, one after the other in one
 page). kvtier stores the window layers in records a block long, so that what a save keeps starts
-where vLLM's window blocks do, and the state at a save's end (and, for models without window
-layers, at each prefill step's end: vllm_connector.py)."""
+where vLLM's window blocks do, and the state at a save's end (and at each prefill step's end:
+vllm_connector.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

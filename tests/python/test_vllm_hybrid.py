@@ -250,9 +250,10 @@ class HybridConnectorTest(unittest.TestCase):
         self.assertTrue(delay)
         self.assert_reported_saved(scheduler, worker, request.request_id)
 
-    def assert_reported_saved(self, scheduler, worker, rid):
-        """Steps from the one that says `rid` finished until the worker reports its saves done."""
-        done, _ = self.step(scheduler, worker, finished={rid})
+    def assert_reported_saved(self, scheduler, worker, rid, prepare=lambda: None):
+        """Steps from the one that says `rid` finished (`prepare` run in it as step() does) until
+        the worker reports its saves done."""
+        done, _ = self.step(scheduler, worker, finished={rid}, prepare=prepare, forward=lambda: None)
         for _ in range(300):
             if done[0]:
                 break
@@ -323,7 +324,9 @@ class HybridConnectorTest(unittest.TestCase):
     def chunked_prefill(self, model, manager, scheduler, worker, rid, prompt, truth, states, sizes=None):
         """`prompt` computed over steps of drawn sizes, each writing its tokens' KV (from `truth`)
         and a new state (kept in `states` by the tokens computed after it), `sizes` the first steps'
-        sizes if given; the request, and the step ends kvtier keeps (those inside the prompt)."""
+        sizes if given; the window's blocks vLLM lets go of at a step are written with noise
+        before that step's forward pass, as another request handed them would. The request, and
+        the step ends kvtier keeps (those inside the prompt)."""
         request = Request(rid, list(prompt), SamplingParams(max_tokens=8), None)
         self.assertEqual(scheduler.get_num_new_matched_tokens(request, 0), (0, False))
         chunk, n, computed, planned = scheduler._settings.chunk_tokens, len(prompt), 0, []
@@ -332,8 +335,13 @@ class HybridConnectorTest(unittest.TestCase):
             # other requests), which leaves the later ends between chunk boundaries too.
             size = chunk * self.rng.randint(1, 2) if self.rng.random() < 0.7 else self.rng.randrange(1, 2 * chunk)
             size = min(n - computed, sizes.pop(0) if sizes else size)
+            before = manager.get_block_ids(rid)
             new = manager.allocate_slots(request, size)
             self.assertIsNotNone(new)
+            let_go = []
+            if model.window:
+                g = model.group_of("window")
+                let_go = [b for b, now in zip(before[g], manager.get_block_ids(rid)[g]) if b != 0 and now == 0]
             so = dataclasses.replace(SchedulerOutput.make_empty(), num_scheduled_tokens={rid: size},
                                      total_num_scheduled_tokens=size)
             if computed == 0:
@@ -347,12 +355,15 @@ class HybridConnectorTest(unittest.TestCase):
 
             def forward(first=computed, end=end):
                 ids = manager.get_block_ids(rid)
-                for name in model.names["full"]:
-                    table = ids[model.group_of("full")]
-                    for t in range(first, end):
-                        k, v = model.rows(name, table[t // model.bs], t % model.bs)
-                        k.copy_(truth[name][0, t])
-                        v.copy_(truth[name][1, t])
+                for kind in ("full", "window"):
+                    for name in model.names.get(kind, []):
+                        table = ids[model.group_of(kind)]
+                        for t in range(first, end):
+                            k, v = model.rows(name, table[t // model.bs], t % model.bs)
+                            k.copy_(truth[name][0, t])
+                            v.copy_(truth[name][1, t])
+                if not model.mamba:
+                    return
                 block = ids[model.group_of("state")][0]
                 states[end] = {}
                 for name in model.names["state"]:
@@ -361,7 +372,11 @@ class HybridConnectorTest(unittest.TestCase):
                     for s, value in zip(model.caches[name], states[end][name]):
                         s[block].copy_(value)
 
-            self.step(scheduler, worker, so=so, forward=forward)
+            def hand_on(let_go=let_go):
+                for b in let_go:
+                    model.fill_block(b, self.gen)
+
+            self.step(scheduler, worker, so=so, forward=forward, prepare=hand_on)
             computed = request.num_computed_tokens = end
             if end < n:
                 planned.append(end)
@@ -432,6 +447,104 @@ class HybridConnectorTest(unittest.TestCase):
         self.assertGreater(repeats, 0)
         self.assertGreater(inside, 0)
 
+    def test_a_window_models_step_end_saves_never_read_blocks_vllm_let_go_of(self):
+        """A model with sliding-window layers computed in steps, saves slower than the steps (some
+        skipped, some ended before they begin): vLLM lets go of the window's blocks as it moves on
+        and hands them to others, who write them (noise here) before the next forward pass. A
+        step-end save reads none of those (the blocks before its own window are not read; the
+        saves of ends whose window blocks go are ended first), so whatever step end a prompt finds
+        loads the step's own KV (and state) byte for byte; the same prompt again resumes at the
+        last step end before its last token."""
+        cases = ends = kept = 0
+        for case in range(5):
+            model = Model(self.rng)
+            while not model.window:
+                model = Model(self.rng)
+            with self.subTest(case=case, model=model.describe()):
+                manager = self.manager(model)
+                scheduler, worker = self.pair(model, os.path.join(self.dir.name, f"window-steps-{case}"))
+                chunk = scheduler._settings.chunk_tokens
+                n = self.rng.randrange(2 * chunk + 1, min(8 * chunk, NUM_BLOCKS * model.bs // 3))
+                prompt = [self.rng.randrange(150000) for _ in range(n)]
+                truth = {name: torch.randn(2, n, HEADS, DIM, generator=self.gen).to(torch.bfloat16)
+                         for kind in ("full", "window") for name in model.names[kind]}
+                real, delay = worker._engine, self.rng.choice((0.0, 0.005, 0.02))
+
+                class SlowDrive:
+                    def __getattr__(self, name):
+                        return getattr(real, name)
+
+                    def save_paged(self, *args, **kwargs):
+                        time.sleep(delay)
+                        return real.save_paged(*args, **kwargs)
+
+                worker._engine = SlowDrive()
+                # Few saves in flight: step ends skipped, and the saves after them find nothing of
+                # the window before their own stored.
+                worker._MAX_STEP_COPIES = self.rng.choice((1, 2, 4))
+                submitted, submit = [], worker._submit_saves
+
+                def recorded(plans, states, submit=submit, submitted=submitted):
+                    submit(plans, states)
+                    if plans and plans[0].at_step_end:
+                        submitted.extend(worker._pending_saves["A"][-len(plans):])
+
+                worker._submit_saves = recorded
+                states: dict[int, dict] = {}
+                budget = self.rng.choice((None, chunk + self.rng.randrange(1, chunk), self.rng.randrange(1, chunk)))
+                a, planned = self.chunked_prefill(model, manager, scheduler, worker, "A", prompt, truth, states,
+                                                  sizes=[budget] * n if budget else None)
+                # Its decode steps (none here) take long enough for its step-end saves to begin: a
+                # finish drops those not begun (their window blocks go), as a preemption does.
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline and not all(
+                        f.running() or f.done() for _, f in worker._pending_saves.get("A", [])):
+                    time.sleep(0.002)
+                # The request finishes: vLLM lets go of the window's blocks before its last window
+                # first (handed on, written in the next step), then holds the others for the save.
+                before = manager.get_block_ids("A")
+                manager.remove_skipped_blocks("A", n, num_prompt_tokens=n)
+                ids = manager.get_block_ids_for_computed_tokens("A", n)
+                g = model.group_of("window")
+                let_go = [b for b, now in zip(before[g], ids[g]) if b != 0 and now == 0]
+                self.assertTrue(scheduler.request_finished_all_groups(a, ids)[0])
+                self.assert_reported_saved(scheduler, worker, "A",
+                                           prepare=lambda: [model.fill_block(b, self.gen) for b in let_go])
+                # The step ends whose saves ran: not skipped (too many in flight), not ended before
+                # they began (their window's blocks went).
+                saved = [tokens for tokens, f in submitted if not f.cancelled()]
+                manager.free(a)
+                worker._engine = real
+                if saved:
+                    # The last step end saved, or (without Mamba layers) a later chunk boundary
+                    # whose window the finish kept.
+                    hit, ids = self.load(model, manager, scheduler, worker, "R", prompt)
+                    if model.mamba:
+                        self.assertEqual(hit, saved[-1])
+                    else:
+                        self.assertGreaterEqual(hit, saved[-1])
+                    self.assert_loaded(model, {**truth, **states.get(hit, {})}, ids, hit)
+                    manager.free(self.loaded)
+                # Every step end, and every chunk boundary (a model without Mamba layers resumes at
+                # any whose window records are held: records a save wrote from blocks vLLM had let
+                # go of would be read there).
+                for end in planned + list(range(chunk, n, chunk)):
+                    hit, ids = self.load(model, manager, scheduler, worker, "C", prompt[:end] + [9] * 5)
+                    self.assertLessEqual(hit, end)
+                    if end in saved:
+                        self.assertEqual(hit, end, "a step end saved and not found")
+                    if model.mamba:
+                        self.assertIn(hit, [0] + saved, "a state where no step end was saved")
+                    if hit:
+                        self.assert_loaded(model, {**truth, **states.get(hit, {})}, ids, hit)
+                    manager.free(self.loaded)
+                    ends += end in saved
+                    kept += end in saved and hit == end
+                cases += 1
+        print(f"window-model step ends: {cases} models, {ends} saved step ends asked for, {kept} found where they "
+              "ended")
+        self.assertGreater(kept, 0)
+
     def test_a_preempted_requests_step_saves_end_before_its_blocks_can_be_written_again(self):
         """vLLM takes a preempted request's blocks back at once and may hand them to another in the
         same step, whose new blocks its runner zeroes before the connector's start_load_kv: the
@@ -468,7 +581,7 @@ class HybridConnectorTest(unittest.TestCase):
         a, planned = self.chunked_prefill(model, manager, scheduler, worker, "A", prompt, truth, states,
                                           sizes=[chunk, chunk, n - 2 * chunk])
         self.assertEqual(planned, [chunk, 2 * chunk])
-        pending = list(worker._pending_saves["A"])
+        pending = [f for _, f in worker._pending_saves["A"]]
         self.assertEqual(len(pending), 2)
         self.assertFalse(any(f.done() for f in pending))
         held = set(manager.get_block_ids("A")[model.group_of("full")])
