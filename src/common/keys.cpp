@@ -30,6 +30,21 @@ Key128 chunk_key(const Key128& parent, std::span<const Token> chunk_tokens) {
   return {h.low64, h.high64};
 }
 
+std::vector<Key128> chunk_prefix_keys(const Key128& parent, std::span<const Token> chunk_tokens) {
+  XXH3_state_t state;
+  XXH3_128bits_reset(&state);
+  const uint64_t parent_words[2] = {parent.lo, parent.hi};
+  XXH3_128bits_update(&state, parent_words, sizeof(parent_words));
+  std::vector<Key128> keys;
+  keys.reserve(chunk_tokens.size());
+  for (const Token& t : chunk_tokens) {
+    XXH3_128bits_update(&state, &t, sizeof(t));
+    const XXH128_hash_t h = XXH3_128bits_digest(&state);  // leaves the state as it was
+    keys.push_back({h.low64, h.high64});
+  }
+  return keys;
+}
+
 std::vector<Key128> chain_keys(const Key128& ns, std::span<const Token> tokens,
                                uint32_t chunk_tokens) {
   std::vector<Key128> keys;

@@ -40,6 +40,10 @@ Key128 namespace_key(const KvGeometry& geometry, std::string_view tenant, uint32
 /// The first chunk's parent is the namespace key.
 Key128 chunk_key(const Key128& parent, std::span<const Token> chunk_tokens);
 
+/// chunk_key(parent, chunk_tokens.first(n)) for every n from 1 to chunk_tokens.size(), in one
+/// pass over them: the keys of every record a save ending inside that chunk may have written.
+std::vector<Key128> chunk_prefix_keys(const Key128& parent, std::span<const Token> chunk_tokens);
+
 /// Keys of every chunk of `tokens`, in order: full chunks, then the trailing partial chunk if any.
 std::vector<Key128> chain_keys(const Key128& ns, std::span<const Token> tokens,
                                uint32_t chunk_tokens);

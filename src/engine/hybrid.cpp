@@ -3,6 +3,7 @@
 #include "engine/hybrid.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 #include "common/keys.hpp"
 #include "store/record_v2.hpp"
@@ -45,17 +46,27 @@ bool rows_held(const Engine::Impl& p, const PagedKv& kv, const ChunkRef& r) {
 }
 
 /// A part's chain of keys over a token list (its own namespace and record size): the records
-/// of any prefix ending at a chunk boundary or at the list's end, without hashing again.
+/// of any prefix of it, hashing again only a last chunk that ends inside one of the list's.
 class Chain {
  public:
   Chain(const Engine::Impl& part, std::span<const Token> tokens, uint32_t chunk)
-      : ns_(part.namespace_), chunk_(chunk), keys_(chain_keys(ns_, tokens, chunk)) {}
+      : ns_(part.namespace_),
+        chunk_(chunk),
+        tokens_(tokens),
+        keys_(chain_keys(ns_, tokens, chunk)) {}
 
-  /// Chunks [first, ceil(end / chunk)) of the prefix of `end` tokens; `end` is a chunk boundary
-  /// or the list's end.
+  /// Chunks [first, ceil(end / chunk)) of the prefix of `end` tokens (`end` up to the list's).
   [[nodiscard]] std::vector<ChunkRef> refs(size_t first, uint64_t end) const {
-    return chain_refs(ns_, keys_, chunk_, first, end);
+    const uint64_t whole = end / chunk_ * chunk_;
+    if (end == whole || end == tokens_.size()) return chain_refs(ns_, keys_, chunk_, first, end);
+    std::vector<ChunkRef> out = chain_refs(ns_, keys_, chunk_, first, whole);
+    const Key128 parent = whole == 0 ? ns_ : keys_[whole / chunk_ - 1];
+    out.push_back({chunk_key(parent, tokens_.subspan(whole, end - whole)), parent,
+                   static_cast<uint32_t>(end - whole), whole});
+    return out;
   }
+
+  [[nodiscard]] std::span<const Key128> keys() const { return keys_; }
 
   /// The state record of the prefix of `end` tokens: named by that prefix's last key.
   [[nodiscard]] ChunkRef state(uint64_t end, uint32_t state_rows) const {
@@ -66,6 +77,7 @@ class Chain {
  private:
   Key128 ns_;
   uint32_t chunk_;
+  std::span<const Token> tokens_;
   std::vector<Key128> keys_;
 };
 
@@ -73,15 +85,15 @@ uint32_t state_rows(const Engine::Impl& part) { return part.options_.geometry.ch
 
 /// Whether every window and state part holds what a prefix of `end` tokens needs (`chains[i]`:
 /// part i's over the tokens, for those parts).
-bool boundary_held(const Parts& parts, const std::vector<std::optional<Chain>>& chains,
-                   const KvGeometry& model, uint64_t end) {
+bool boundary_held(const Parts& parts, const std::vector<Chain>& chains, const KvGeometry& model,
+                   uint64_t end) {
   for (size_t i = 0; i < parts.size(); ++i) {
     Engine::Impl& p = *parts[i];
     if (kind_of(p) == RecordKind::kSlidingWindow) {
-      const std::vector<ChunkRef> refs = chains[i]->refs(window_first_chunk(model, end), end);
+      const std::vector<ChunkRef> refs = chains[i].refs(window_first_chunk(model, end), end);
       if (p.held_chunks(refs) != refs.size()) return false;
     } else if (kind_of(p) == RecordKind::kState) {
-      const ChunkRef ref = chains[i]->state(end, state_rows(p));
+      const ChunkRef ref = chains[i].state(end, state_rows(p));
       if (p.held_chunks(std::span(&ref, 1)) != 1) return false;
     }
   }
@@ -113,48 +125,33 @@ uint64_t full_prefix(const Parts& parts, std::span<const Token> tokens) {
   return full;
 }
 
-/// The first full-attention part: the one whose partial-chunk records name where saves ended
-/// inside chunks (every full-attention part of a save stores the same ends).
-Engine::Impl* first_full_part(const Parts& parts) {
-  for (const auto& part : parts) {
-    if (kind_of(*part) == RecordKind::kFullAttention) return part.get();
-  }
-  return nullptr;
+/// Each part's chain over `tokens` (a part's own namespace and record size).
+std::vector<Chain> chains_over(const Parts& parts, const KvGeometry& model,
+                               std::span<const Token> tokens) {
+  std::vector<Chain> chains;
+  chains.reserve(parts.size());
+  for (const auto& part : parts) chains.emplace_back(*part, tokens, chain_chunk(*part, model));
+  return chains;
 }
 
 /// The ends of saves inside chunks of `tokens` that the first full-attention part holds: a
 /// partial-chunk record after each of the boundaries `tokens` spans whole, ascending (a chunked
-/// prefill's step ends, a turn's end that a longer session went past).
+/// prefill's step ends, a turn's end that a longer session went past). `chains`: chains_over().
 std::vector<uint64_t> inner_ends(const Parts& parts, const KvGeometry& model,
-                                 std::span<const Token> tokens) {
-  Engine::Impl* first = first_full_part(parts);
-  if (first == nullptr) return {};
+                                 std::span<const Token> tokens, const std::vector<Chain>& chains) {
   const uint64_t chunk = model.chunk_tokens;
-  const std::vector<Key128> keys = chain_keys(first->namespace_, tokens, model.chunk_tokens);
-  std::vector<uint64_t> ends;
-  for (uint64_t b = 0; b < tokens.size(); b += chunk) {
-    const std::vector<RecordMeta> partial = first->partial_chunks(tokens, keys, b);
-    for (auto it = partial.rbegin(); it != partial.rend(); ++it)
-      ends.push_back(b + it->token_count);
-  }
-  return ends;
-}
-
-/// Whether every part holds what a prefix of `end` tokens of `tokens` needs: its full-attention
-/// KV (`full_held`: known to be held), its last window and its state.
-bool held_at(const Parts& parts, const KvGeometry& model, std::span<const Token> tokens,
-             uint64_t end, bool full_held) {
-  const std::span<const Token> prefix = tokens.first(end);
-  std::vector<std::optional<Chain>> chains(parts.size());
   for (size_t i = 0; i < parts.size(); ++i) {
-    Engine::Impl& p = *parts[i];
-    if (kind_of(p) == RecordKind::kFullAttention) {
-      if (!full_held && p.local_prefix(prefix) != end) return false;
-    } else {
-      chains[i].emplace(p, prefix, chain_chunk(p, model));
+    if (kind_of(*parts[i]) != RecordKind::kFullAttention) continue;
+    // Every full-attention part of a save stores the same ends: the first one's name them.
+    std::vector<uint64_t> ends;
+    for (uint64_t b = 0; b < tokens.size(); b += chunk) {
+      const std::vector<RecordMeta> partial = parts[i]->partial_chunks(tokens, chains[i].keys(), b);
+      for (auto it = partial.rbegin(); it != partial.rend(); ++it)
+        ends.push_back(b + it->token_count);
     }
+    return ends;
   }
-  return boundary_held(parts, chains, model, end);
+  return {};
 }
 
 /// The longest prefix every part holds locally (the cluster tier holds a hybrid model's
@@ -164,22 +161,29 @@ uint64_t held_boundary(const Parts& parts, const KvGeometry& model, std::span<co
   const uint64_t full = full_prefix(parts, tokens);
   if (full == 0) return 0;
   const std::span<const Token> prefix = tokens.first(full);
-  std::vector<std::optional<Chain>> chains(parts.size());
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (kind_of(*parts[i]) != RecordKind::kFullAttention)
-      chains[i].emplace(*parts[i], prefix, chain_chunk(*parts[i], model));
-  }
+  const std::vector<Chain> chains = chains_over(parts, model, prefix);
+  // The full-attention parts hold every whole chunk below `full`; an end inside a chunk also
+  // needs its partial record in each of them.
+  auto full_held = [&](uint64_t end) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (kind_of(*parts[i]) != RecordKind::kFullAttention) continue;
+      const ChunkRef last = chains[i].refs((end - 1) / model.chunk_tokens, end).back();
+      if (parts[i]->held_chunks(std::span(&last, 1)) != 1) return false;
+    }
+    return true;
+  };
   // From the end of the full-attention prefix down through the chunk boundaries before it and
-  // the ends of saves inside each chunk (a state is kept wherever a save ended).
+  // the ends of saves inside each chunk (a state is kept wherever a save ended). Every key is
+  // the chains' or one hash of a partial chunk: linear in the list and the ends inside it.
   const uint64_t chunk = model.chunk_tokens;
-  std::vector<uint64_t> inner = inner_ends(parts, model, prefix);
+  std::vector<uint64_t> inner = inner_ends(parts, model, prefix, chains);
   for (uint64_t end = full; end > 0;) {
     if (boundary_held(parts, chains, model, end)) return end;
     const uint64_t below = (end - 1) / chunk * chunk;
     while (!inner.empty() && inner.back() > below) {
       const uint64_t at = inner.back();
       inner.pop_back();
-      if (at < end && held_at(parts, model, tokens, at, /*full_held=*/false)) return at;
+      if (at < end && full_held(at) && boundary_held(parts, chains, model, at)) return at;
     }
     end = below;
   }
@@ -320,48 +324,60 @@ Result<uint64_t> hybrid_evict(const Parts& parts, const KvGeometry& model,
                               std::span<const Token> tokens) {
   // A list running past a stored partial last chunk holds that chunk under another key: the
   // window and state records of the prefix the full-attention records hold are named by it, and
-  // so are those of every save that ended inside a chunk of the list.
+  // so are those of every save that ended inside a chunk of the list (one record a part each).
   const std::span<const Token> held = tokens.first(full_prefix(parts, tokens));
-  std::vector<std::span<const Token>> lists = {tokens, held};
-  for (uint64_t end : inner_ends(parts, model, held)) lists.push_back(tokens.first(end));
+  const std::vector<Chain> in_held = chains_over(parts, model, held);
+  const std::vector<uint64_t> inner = inner_ends(parts, model, held, in_held);
+  const std::span<const Token> lists[] = {tokens, held};
   uint64_t dropped = 0;
-  for (const auto& part : parts) {
-    Engine::Impl& p = *part;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Engine::Impl& p = *parts[i];
     if (p.part_.follower) continue;  // the group's writer evicts what the group holds
-    uint64_t d = 0;
+    const uint32_t chunk = chain_chunk(p, model);
+    std::vector<ChunkRef> refs;
     switch (kind_of(p)) {
-      case RecordKind::kFullAttention: {
-        // The partial chunks inside the list first: evict() finds a chain's records by walking
-        // it from its first chunk, which it drops.
-        for (size_t i = 2; i < lists.size(); ++i) {
-          const ChunkRef last = p.chunk_refs(lists[i]).back();
-          KVTIER_ASSIGN_OR_RETURN(uint64_t n, p.evict_chunks(std::span(&last, 1)));
-          d += n;
-        }
-        KVTIER_ASSIGN_OR_RETURN(uint64_t n, p.evict(tokens));
-        d += n;
+      case RecordKind::kFullAttention:
+        for (uint64_t end : inner) refs.push_back(in_held[i].refs(end / chunk, end).back());
         break;
-      }
-      case RecordKind::kSlidingWindow: {
+      case RecordKind::kSlidingWindow:
         for (std::span<const Token> list : lists) {
-          KVTIER_ASSIGN_OR_RETURN(uint64_t n, p.evict_chunks(p.chunk_refs(list)));
-          d += n;
+          const std::vector<ChunkRef> all = Chain(p, list, chunk).refs(0, list.size());
+          refs.insert(refs.end(), all.begin(), all.end());
+        }
+        for (uint64_t end : inner) {
+          if (end % chunk != 0) refs.push_back(in_held[i].refs(end / chunk, end).back());
         }
         break;
-      }
       case RecordKind::kState: {
-        // A state may be held at every chunk boundary of the session, at its end and at the end
-        // of every save inside it.
-        for (std::span<const Token> list : lists) {
-          std::vector<ChunkRef> refs = Chain(p, list, model.chunk_tokens).refs(0, list.size());
-          for (ChunkRef& r : refs) r = {r.key, r.parent, state_rows(p), 0};
-          KVTIER_ASSIGN_OR_RETURN(uint64_t n, p.evict_chunks(refs));
-          d += n;
+        // A state may be held at the end of any prefix of the list (its chunk boundaries, its
+        // end, every save's end inside it): every such key, hashed in one pass. This rank's own
+        // store, whatever the full-attention stores (a replicating rank's: its writer's) still
+        // name.
+        const Chain chain(p, tokens, chunk);
+        for (uint64_t b = 0; b < tokens.size(); b += chunk) {
+          const Key128 parent = b == 0 ? p.namespace_ : chain.keys()[b / chunk - 1];
+          const std::span<const Token> rest =
+              tokens.subspan(b, std::min<uint64_t>(chunk, tokens.size() - b));
+          for (const Key128& key : chunk_prefix_keys(parent, rest))
+            refs.push_back({key, parent, state_rows(p), 0});
         }
         break;
       }
     }
-    dropped += d;
+    std::sort(refs.begin(), refs.end(), [](const ChunkRef& a, const ChunkRef& b) {
+      return std::tie(a.key.hi, a.key.lo) < std::tie(b.key.hi, b.key.lo);
+    });
+    refs.erase(std::unique(refs.begin(), refs.end(),
+                           [](const ChunkRef& a, const ChunkRef& b) { return a.key == b.key; }),
+               refs.end());
+    // One drop a part. A full-attention part's partial chunks inside the list go before its
+    // chain: evict() finds a chain's records by walking it from its first chunk, which it drops.
+    KVTIER_ASSIGN_OR_RETURN(uint64_t n, p.evict_chunks(refs));
+    dropped += n;
+    if (kind_of(p) == RecordKind::kFullAttention) {
+      KVTIER_ASSIGN_OR_RETURN(n, p.evict(tokens));
+      dropped += n;
+    }
   }
   return dropped;
 }

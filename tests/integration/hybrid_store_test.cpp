@@ -795,5 +795,232 @@ TEST(HybridStore, HybridGeometriesThatCannotBeKeptAreRefused) {
   EXPECT_EQ(saved.error().code(), ErrorCode::kInvalidArgument);
 }
 
+/// Prefix-determined KV and state: every save of any session that shares a prefix supplies the
+/// same bytes for it, so any restore can be checked against the truth of its own list.
+struct Truth {
+  const Hybrid& m;
+  std::vector<Token> tokens;
+  std::vector<uint64_t> h;  ///< h[t]: hash of tokens[0..t]
+  Truth(const Hybrid& model, std::vector<Token> t) : m(model), tokens(std::move(t)) {
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (Token tok : tokens) {
+      x = (x ^ static_cast<uint64_t>(tok)) * 0xBF58476D1CE4E5B9ull;
+      x ^= x >> 31;
+      h.push_back(x);
+    }
+  }
+  static void fill(std::byte* out, uint64_t n, uint64_t seed) {
+    std::mt19937_64 r(seed);
+    for (uint64_t i = 0; i < n; ++i) out[i] = static_cast<std::byte>(r());
+  }
+  [[nodiscard]] std::vector<std::byte> kv() const {
+    const uint64_t n = tokens.size(), row = m.heads * m.head_bytes();
+    std::vector<std::byte> out(2 * m.layers() * n * row);
+    for (uint32_t k = 0; k < 2; ++k)
+      for (uint32_t l = 0; l < m.layers(); ++l)
+        for (uint64_t t = 0; t < n; ++t)
+          fill(out.data() + ((uint64_t{k} * m.layers() + l) * n + t) * row, row,
+               h[t] ^ (uint64_t{k} * 7919 + l + 1) * 0x632BE59BD9B4E019ull);
+    return out;
+  }
+  [[nodiscard]] std::vector<std::byte> state(uint64_t end) const {
+    std::vector<std::byte> out(uint64_t{m.state_layers} * m.state_bytes);
+    fill(out.data(), out.size(), h[end - 1] ^ 0x5555AAAA5555AAAAull);
+    return out;
+  }
+};
+
+std::vector<Token> random_tokens(uint64_t n, std::mt19937_64& rng) {
+  std::vector<Token> t(n);
+  for (auto& x : t) x = static_cast<Token>(rng() % 50000);
+  return t;
+}
+
+/// Replicating ranks (one KV head, TP 2): rank 1 follows rank 0's full-attention store but keeps
+/// its own states, at ends inside chunks too. Whichever rank evicts first (the writer's eviction
+/// takes the KV that named those ends), each rank's eviction drops every state of its own.
+TEST(HybridStore, EachReplicatingRankDropsItsOwnStatesWhicheverRankEvictsFirst) {
+  Hybrid m;
+  m.heads = 1;
+  m.kinds = {LayerKind::kFullAttention};
+  m.head_dim = 8;
+  m.chunk = 8;
+  m.state_layers = 1;
+  m.state_bytes = 64;
+  std::mt19937_64 rng(testing::test_seed());
+  for (const bool writer_first : {false, true}) {
+    TempDir dir;
+    std::unique_ptr<Engine> r0 = open_rank(dir.str(), m, 0, 2);
+    std::unique_ptr<Engine> r1 = open_rank(dir.str(), m, 1, 2);
+    ASSERT_TRUE(r0 && r1);
+    const uint64_t n = 40;
+    const std::vector<Token> tokens = random_tokens(n, rng);
+    std::vector<std::byte> kv0 =
+        rank_kv(m, random_bytes(m.rank(0, 1).bytes_for_tokens(n), rng), n, 0, 2);
+    const ChunkedKv source{{kv0.data(), kv0.size(), MemoryKind::kHost, 0}, n};
+    for (uint64_t at : {uint64_t{12}, uint64_t{21}, uint64_t{30}, n}) {
+      std::vector<std::byte> s = random_bytes(32, rng);
+      StateMemory sv{{{s.data(), 32, MemoryKind::kHost, 0}}};
+      const std::span<const Token> prefix(tokens.data(), at);
+      ASSERT_TRUE(r0->save(prefix, source, sv));
+      auto saved = r1->save(prefix, source, sv);
+      ASSERT_TRUE(saved);
+      EXPECT_EQ(saved->tokens_stored, at);
+    }
+    std::vector<Token> list(tokens.begin(), tokens.begin() + 25);
+    EXPECT_EQ(*r1->lookup(list), 21u);
+    Engine* first = writer_first ? r0.get() : r1.get();
+    Engine* second = writer_first ? r1.get() : r0.get();
+    ASSERT_TRUE(first->evict(tokens));
+    static_cast<void>(r1->lookup(tokens));  // the follower refreshes its snapshot here
+    ASSERT_TRUE(second->evict(tokens));
+    EXPECT_EQ(*r1->lookup(tokens), 0u);  // and here: what follows counts its own state store
+    EXPECT_EQ(r0->stats().records, 0u);
+    EXPECT_EQ(r1->stats().records, 0u)
+        << "rank 1's states at ends inside chunks outlive the eviction (writer evicts "
+        << (writer_first ? "first)" : "second)");
+    // The KV saved again without any state: rank 1 still hits at 21 with the state it evicted.
+    const std::span<const Token> p21(tokens.data(), 21);
+    ASSERT_TRUE(r0->save(p21, source));
+    ASSERT_TRUE(r1->save(p21, source));
+    EXPECT_EQ(*r0->lookup(list), 0u);
+    EXPECT_EQ(*r1->lookup(list), 0u) << "rank 1 serves a state from before its eviction";
+  }
+}
+
+/// Sessions forking from one another at drawn tokens, saved at drawn ends (most with their
+/// state), evicted and saved again, looked up and restored with drawn lists: every hit restores,
+/// every restored byte and state is its list's truth, and (without capacity pressure) every end
+/// saved with its state since the last eviction that could touch it is found. Under pressure:
+/// small stores that evict whole segments, and a DRAM tier.
+void drawn_sessions(bool pressure) {
+  std::mt19937_64 rng(testing::test_seed());
+  uint64_t lookups = 0, hits = 0, inside = 0, seg_evicted = 0;
+  for (int round = 0; round < 25; ++round) {
+    Hybrid m = draw_model(rng);
+    if (m.state_layers == 0) {
+      m.state_layers = 1;
+      m.state_bytes = 64;
+    }
+    const KvGeometry g = m.rank(0, 1);
+    TempDir dir;
+    Options o = options_for(dir.str(), g, m.max_tp);
+    if (pressure) {
+      // Small stores (a few segments each, evicted whole by capacity) and a DRAM tier.
+      o.segment_bytes = 256 << 10;
+      const uint64_t stores = std::min(m.heads, m.max_tp) * (m.window ? 2 : 1) + 1;
+      o.capacity_bytes = (256ull << 10) * stores * 3;
+      o.dram_bytes = 8ull << 20;
+    }
+    auto opened = Engine::open(o);
+    ASSERT_TRUE(opened) << opened.error().message();
+    std::unique_ptr<Engine> e = std::move(*opened);
+    std::vector<std::vector<Token>> sessions;
+    sessions.push_back(random_tokens(2 * m.chunk + rng() % (5 * m.chunk), rng));
+    // Saved ends with a state: the prefixes.
+    std::vector<std::vector<Token>> intact;
+    for (int op = 0; op < (pressure ? 200 : 60); ++op) {
+      SCOPED_TRACE(::testing::Message()
+                   << "round " << round << " op " << op << " heads " << m.heads << " layers "
+                   << m.layers() << " window " << m.window << " in records of "
+                   << m.window_records() << " state " << m.state_layers << "x" << m.state_bytes
+                   << " chunk " << m.chunk);
+      const int what = static_cast<int>(rng() % 10);
+      if (what < 2) {  // fork a session
+        const auto& base = sessions[rng() % sessions.size()];
+        std::vector<Token> s(base.begin(), base.begin() + static_cast<long>(rng() % base.size()));
+        const uint64_t more = 1 + rng() % (4 * m.chunk);
+        for (uint64_t i = 0; i < more; ++i) s.push_back(static_cast<Token>(rng() % 50000));
+        sessions.push_back(std::move(s));
+      } else if (what < 6) {  // save a prefix, with its state or not, once or twice
+        const auto& s = sessions[rng() % sessions.size()];
+        const uint64_t at = 1 + rng() % s.size();
+        std::vector<Token> p(s.begin(), s.begin() + static_cast<long>(at));
+        const Truth t(m, p);
+        std::vector<std::byte> kv = t.kv();
+        const ChunkedKv source{{kv.data(), kv.size(), MemoryKind::kHost, 0}, at};
+        std::vector<std::byte> st = t.state(at);
+        const bool with = rng() % 4 != 0;
+        auto saved = with ? e->save(p, source, state_view(st, m)) : e->save(p, source);
+        if (pressure && !saved) continue;  // a save larger than these small stores
+        ASSERT_TRUE(saved) << saved.error().message();
+        if (with) {
+          EXPECT_EQ(saved->tokens_stored, at);
+          intact.push_back(p);
+        }
+      } else if (what < 7) {  // evict a list
+        const auto& s = sessions[rng() % sessions.size()];
+        std::vector<Token> l(s.begin(), s.begin() + static_cast<long>(1 + rng() % s.size()));
+        ASSERT_TRUE(e->evict(l));
+        EXPECT_EQ(*e->lookup(l), 0u) << "an evicted list still hits";
+        // Conservatively: every end sharing its first token with the list may have lost a record.
+        std::erase_if(intact, [&](const std::vector<Token>& p) { return p[0] == l[0]; });
+      } else {  // look up and restore a list
+        const auto& s = sessions[rng() % sessions.size()];
+        std::vector<Token> l(s.begin(), s.begin() + static_cast<long>(1 + rng() % s.size()));
+        if (rng() % 2) {
+          const uint64_t more = rng() % (2 * m.chunk);
+          for (uint64_t i = 0; i < more; ++i) l.push_back(static_cast<Token>(rng() % 50000));
+        }
+        const uint64_t len = l.size();
+        uint64_t want_at_least = 0;
+        for (const auto& p : intact) {
+          if (p.size() <= len && std::equal(p.begin(), p.end(), l.begin()))
+            want_at_least = std::max<uint64_t>(want_at_least, p.size());
+        }
+        auto held = e->lookup(l);
+        ASSERT_TRUE(held);
+        if (!pressure) {
+          EXPECT_GE(*held, want_at_least) << "an end saved with its state is not found";
+        }
+        const Truth t(m, l);
+        std::vector<std::byte> got(g.bytes_for_tokens(len), kUntouched);
+        std::vector<std::byte> st(uint64_t{m.state_layers} * m.state_bytes, kUntouched);
+        const ChunkedKv dest{{got.data(), got.size(), MemoryKind::kHost, 0}, len};
+        auto restored = e->restore(l, dest, state_view(st, m));
+        ASSERT_TRUE(restored) << restored.error().message();
+        ASSERT_EQ(restored->tokens_restored, *held)
+            << "lookup and restore disagree: " << restored->problem;
+        ++lookups;
+        if (*held == 0) continue;
+        ++hits;
+        inside += *held % m.chunk != 0;
+        const std::vector<std::byte> want = t.kv();
+        const uint64_t row = g.row_bytes(), from = m.window_start(*held);
+        uint64_t wrong = 0, touched = 0;
+        for (uint32_t k = 0; k < 2; ++k)
+          for (uint32_t ly = 0; ly < m.layers(); ++ly) {
+            const bool windowed = m.kinds[ly] == LayerKind::kSlidingWindow;
+            for (uint64_t tk = 0; tk < len; ++tk) {
+              const uint64_t at = ((uint64_t{k} * m.layers() + ly) * len + tk) * row;
+              if (tk >= *held || (windowed && tk < from)) {
+                touched += std::any_of(got.begin() + at, got.begin() + at + row,
+                                       [](std::byte b) { return b != kUntouched; });
+              } else {
+                wrong += std::memcmp(got.data() + at, want.data() + at, row) != 0;
+              }
+            }
+          }
+        EXPECT_EQ(wrong, 0u) << "wrong KV at hit " << *held << " of " << len;
+        EXPECT_EQ(touched, 0u) << "rows outside the hit written, hit " << *held;
+        EXPECT_TRUE(st == t.state(*held)) << "wrong state at hit " << *held;
+      }
+    }
+    seg_evicted += e->stats().evicted_segments;
+  }
+  std::printf(
+      "forked sessions%s: %llu lookups, %llu hits (%llu inside a chunk), %llu segments "
+      "evicted by capacity\n",
+      pressure ? " under capacity pressure" : "", (unsigned long long)lookups,
+      (unsigned long long)hits, (unsigned long long)inside, (unsigned long long)seg_evicted);
+}
+
+TEST(HybridStore, ForkedSessionsSavedEvictedAndLookedUpRestoreTheirOwnKvAndState) {
+  drawn_sessions(false);
+}
+TEST(HybridStore, ForkedSessionsUnderCapacityPressureWithADramTierNeverRestoreWrongKv) {
+  drawn_sessions(true);
+}
+
 }  // namespace
 }  // namespace kvtier

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "test_util.hpp"
 
 namespace kvtier {
@@ -56,6 +58,20 @@ TEST(Keys, TenantsRanksAndModelsAreSeparateNamespaces) {
   EXPECT_NE(base, namespace_key(other, ""));
   auto tokens = iota_tokens(256);
   EXPECT_NE(chain_keys(base, tokens, 256)[0], chain_keys(namespace_key(g, "t"), tokens, 256)[0]);
+}
+
+TEST(Keys, ChunkPrefixKeysAreTheKeysOfEveryShorterChunk) {
+  std::mt19937_64 rng(testing::test_seed());
+  for (int round = 0; round < 20; ++round) {
+    const Key128 parent{rng(), rng()};
+    std::vector<Token> t(1 + rng() % 600);
+    for (auto& x : t) x = static_cast<Token>(rng());
+    const std::vector<Key128> keys = chunk_prefix_keys(parent, t);
+    ASSERT_EQ(keys.size(), t.size());
+    for (size_t n = 1; n <= t.size(); ++n)
+      ASSERT_EQ(keys[n - 1], chunk_key(parent, std::span(t).first(n))) << n << " of " << t.size();
+  }
+  EXPECT_TRUE(chunk_prefix_keys(Key128{1, 2}, {}).empty());
 }
 
 TEST(Keys, PartialChunkKeyDependsOnItsLength) {
