@@ -67,6 +67,7 @@ inputs, prompt embeddings) are neither looked up nor saved: kvtier keys KV by to
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -590,6 +591,10 @@ class KvtierConnector(KVConnectorBase_V1):
                 continue
             run = _Prefill(list(new.prompt_token_ids), [list(b) for b in new.block_ids])
             self._prefills[new.req_id] = run
+            if self._groups.window and new.req_id in self._step_saved:
+                # A streaming session's next input, scheduled anew with the blocks it kept: this
+                # scheduling let go of the window's blocks before its tokens' window.
+                self._end_step_saves[new.req_id] = new.num_computed_tokens
             self._plan_step_end(new.req_id, run, new.num_computed_tokens + scheduled.get(new.req_id, 0))
         cached = so.scheduled_cached_reqs
         for i, rid in enumerate(cached.req_ids):
@@ -851,9 +856,9 @@ class KvtierConnector(KVConnectorBase_V1):
         for rid, before in getattr(kv_connector_metadata, "end_step_saves", {}).items():
             with self._mu:
                 saves = [f for tokens, f in self._pending_saves.get(rid, ()) if tokens < before]
-            for f in saves:
-                f.cancel()
-            wait(saves)
+            # A cancelled save counts as done only once a save thread takes it off the queue:
+            # waiting for it would wait for every save queued before it.
+            wait([f for f in saves if not f.cancel()])
 
     def _paged_args(self, plan: "LoadPlan | SavePlan", state: "list[torch.Tensor] | None" = None) -> dict[str, Any]:
         """A hybrid plan as save_paged's and restore_paged's arguments: every attention layer's
@@ -956,17 +961,22 @@ class KvtierConnector(KVConnectorBase_V1):
         if done is not None:
             done.record()
         for plan, state in zip(plans, states):
-            f = self._io.submit(self._save, plan, done, state)
+            # The state copies (GPU memory) are held through `held`, emptied when the save is
+            # dropped: the pool's queue keeps a dropped save's arguments until a thread takes it.
+            held = [state]
+            f = self._io.submit(self._save, plan, done, held)
             with self._mu:
                 self._pending_saves.setdefault(plan.req_id, []).append((len(plan.token_ids), f))
             if state is not None:
-                f.add_done_callback(self._copy_released)  # outside the lock: run at once if done
+                f.add_done_callback(functools.partial(self._copy_released, held))  # run at once if done
 
-    def _copy_released(self, _: Future) -> None:
+    def _copy_released(self, held: list, _: Future) -> None:
+        held.clear()
         with self._mu:
             self._step_copies -= 1
 
-    def _save(self, plan: SavePlan, done: "torch.cuda.Event | None", state: "list[torch.Tensor] | None" = None) -> None:
+    def _save(self, plan: SavePlan, done: "torch.cuda.Event | None", held: list) -> None:
+        state = held[0]  # a save that runs was not dropped: `held` is whole
         with self._mu:
             load = self._pending_loads.get(plan.req_id)
         if load is not None:

@@ -12,7 +12,6 @@ every byte a load must write is compared, vLLM's null block never written. Run b
 newest vLLM and with 0.26.0; skipped where vLLM cannot be imported."""
 import dataclasses
 import glob
-import logging
 import os
 import random
 import tempfile
@@ -34,7 +33,7 @@ try:
     from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor,
                                             MambaSpec, SlidingWindowSpec)
     from vllm.v1.outputs import KVConnectorOutput
-    from vllm.v1.request import Request
+    from vllm.v1.request import Request, RequestStatus
     VLLM = None
 except ImportError as e:
     VLLM = str(e)
@@ -544,6 +543,109 @@ class HybridConnectorTest(unittest.TestCase):
         print(f"window-model step ends: {cases} models, {ends} saved step ends asked for, {kept} found where they "
               "ended")
         self.assertGreater(kept, 0)
+
+    def test_a_streaming_sessions_next_input_ends_the_step_saves_whose_window_blocks_go(self):
+        """A streaming-input session (resumable) that stops right after its prefill keeps its
+        blocks and goes back to waiting; its next input is scheduled as a new request, and that
+        scheduling lets go of the window's blocks: a step-end save still to read them ends first
+        (here the save of the second step end, slow, would read them after they were written)."""
+        model = Model(self.rng)
+        while not model.window or model.window > 2 * model.bs:
+            model = Model(self.rng)
+        manager = self.manager(model)
+        scheduler, worker = self.pair(model, os.path.join(self.dir.name, "session"))
+        chunk = scheduler._settings.chunk_tokens
+        last = model.window + 3 * model.bs
+        n = 2 * chunk + last
+        prompt = [self.rng.randrange(150000) for _ in range(n)]
+        extra = [self.rng.randrange(150000) for _ in range(2 * model.bs)]
+        truth = {name: torch.randn(2, n + len(extra), HEADS, DIM, generator=self.gen).to(torch.bfloat16)
+                 for kind in ("full", "window") for name in model.names[kind]}
+        real = worker._engine
+
+        class SlowDrive:
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+            def save_paged(self, tokens, *args, **kwargs):
+                if len(tokens) == 2 * chunk:
+                    time.sleep(0.5)  # past the next input's step, where its blocks are written
+                return real.save_paged(tokens, *args, **kwargs)
+
+        worker._engine = SlowDrive()
+        a, planned = self.chunked_prefill(model, manager, scheduler, worker, "A", prompt, truth, {},
+                                          sizes=[chunk, chunk, last])
+        self.assertEqual(planned, [chunk, 2 * chunk])
+        # The next input arrives (vLLM 0.26's _update_request_as_session): waiting, blocks kept.
+        a.prompt_token_ids.extend(extra)
+        a._all_token_ids.extend(extra)
+        a.num_prompt_tokens = len(a.prompt_token_ids)
+        a.status = RequestStatus.WAITING
+        g = model.group_of("window")
+        before = manager.get_block_ids("A")
+        self.assertIsNotNone(manager.allocate_slots(a, len(extra)))
+        let_go = [b for b, now in zip(before[g], manager.get_block_ids("A")[g]) if b != 0 and now == 0]
+        self.assertTrue(let_go)
+        so = dataclasses.replace(SchedulerOutput.make_empty(), num_scheduled_tokens={"A": len(extra)},
+                                 total_num_scheduled_tokens=len(extra))
+        so.scheduled_new_reqs = [NewRequestData.from_request(a, manager.get_block_ids("A"))]
+
+        def hand_on():
+            for b in let_go:
+                model.fill_block(b, self.gen)
+
+        self.step(scheduler, worker, so=so, prepare=hand_on, forward=lambda: None)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(f.done() for _, f in worker._pending_saves["A"]):
+            time.sleep(0.01)
+        worker._engine = real
+        # The second step end's save ran before the blocks were written (waited for), or was
+        # dropped if it had not begun (a miss there): never stored from what others wrote.
+        dropped = any(f.cancelled() for tokens, f in worker._pending_saves["A"] if tokens == 2 * chunk)
+        hit, ids = self.load(model, manager, scheduler, worker, "C", prompt[:2 * chunk] + [9] * 5)
+        self.assertEqual(hit < 2 * chunk, dropped)
+        if hit:
+            self.assert_loaded(model, truth, ids, hit)
+
+    def test_step_saves_dropped_behind_other_saves_neither_stall_the_step_nor_hold_their_copies(self):
+        """Step-end saves queued behind other requests' long saves: those whose blocks go are
+        dropped at once (no wait for the saves queued before them), and what they hold (state
+        copies: GPU memory) goes with them, so no more than the cap of copies is ever held."""
+        model = Model(self.rng)
+        while not (model.window and model.mamba):
+            model = Model(self.rng)
+        manager = self.manager(model)
+        scheduler, worker = self.pair(model, os.path.join(self.dir.name, "queued"))
+        chunk = scheduler._settings.chunk_tokens
+        n = min(6 * chunk, NUM_BLOCKS * model.bs // 3)
+        prompt = [self.rng.randrange(150000) for _ in range(n)]
+        truth = {name: torch.randn(2, n, HEADS, DIM, generator=self.gen).to(torch.bfloat16)
+                 for kind in ("full", "window") for name in model.names[kind]}
+        gate = threading.Event()
+        self.held.append(gate)
+        for _ in range(2):  # both save threads in other requests' saves, say two long finishes
+            worker._io.submit(gate.wait, 30)
+        took, handle = [], worker.handle_preemptions
+
+        def timed(meta):
+            started = time.monotonic()
+            handle(meta)
+            took.append(time.monotonic() - started)
+
+        worker.handle_preemptions = timed
+        self.chunked_prefill(model, manager, scheduler, worker, "A", prompt, truth, {}, sizes=[model.bs] * n)
+        queue, queued = worker._io._work_queue, []  # the pool's own queue: what it still holds
+        while not queue.empty():
+            queued.append(queue.get_nowait())
+        for w in queued:
+            queue.put(w)
+        holding = [w for w in queued if w is not None and w.fn == worker._save and w.args[2]]
+        dropped = [f for _, f in worker._pending_saves["A"] if f.cancelled()]
+        gate.set()
+        self.assertTrue(dropped, "no step-end save was dropped: the test did not queue them")
+        self.assertLess(max(took), 5.0, "a step waited for saves queued before the ones it dropped")
+        self.assertLessEqual(len(holding), worker._MAX_STEP_COPIES, "dropped saves still hold their copies")
+        self.assertTrue(all(not w.args[2] for w in queued if w is not None and w.future.cancelled()))
 
     def test_a_preempted_requests_step_saves_end_before_its_blocks_can_be_written_again(self):
         """vLLM takes a preempted request's blocks back at once and may hand them to another in the
