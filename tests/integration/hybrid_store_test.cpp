@@ -137,6 +137,33 @@ void save_at(const std::string& root, const Hybrid& m, const Session& s, uint32_
   }
 }
 
+/// A restore of a hit at `hit` tokens into `got` ([2, layers, len, row], filled with kUntouched
+/// first) against `want` ([2, layers, n, row], the truth of the same first tokens): rows of
+/// full-attention layers before `hit` and of window layers from the window's record on must be
+/// the truth; every other row must be untouched.
+void expect_rows(const Hybrid& m, uint64_t row, const std::vector<std::byte>& got, uint64_t len,
+                 const std::vector<std::byte>& want, uint64_t n, uint64_t hit) {
+  const uint64_t from = m.window_start(hit);
+  uint64_t wrong = 0, touched = 0;
+  for (uint32_t k = 0; k < 2; ++k) {
+    for (uint32_t l = 0; l < m.layers(); ++l) {
+      const bool windowed = m.kinds[l] == LayerKind::kSlidingWindow;
+      for (uint64_t t = 0; t < len; ++t) {
+        const uint64_t at = ((uint64_t{k} * m.layers() + l) * len + t) * row;
+        if (t >= hit || (windowed && t < from)) {
+          touched += std::any_of(got.begin() + at, got.begin() + at + row,
+                                 [](std::byte b) { return b != kUntouched; });
+        } else {
+          const uint64_t was = ((uint64_t{k} * m.layers() + l) * n + t) * row;
+          wrong += std::memcmp(got.data() + at, want.data() + was, row) != 0;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0u) << "rows restored with other bytes (hit " << hit << " of " << len << ")";
+  EXPECT_EQ(touched, 0u) << "rows outside the hit's KV written (hit " << hit << ")";
+}
+
 /// Restores at TP `tp`, rank by rank, contiguous or paged at random, and compares: full-attention
 /// layers hold every token, window layers the tokens from the window's chunk on and nothing
 /// before it, the state the saving rank's. `saved_tp`: the TP size whose ranks' states were kept.
@@ -175,26 +202,7 @@ void restore_at(const std::string& root, const Hybrid& m, const Session& s, uint
     ASSERT_TRUE(restored) << restored.error().message();
     EXPECT_EQ(restored->tokens_restored, want_tokens) << restored->problem;
     if (want_tokens == 0) continue;
-    const std::vector<std::byte> want = rank_kv(m, s.kv, n, r, tp);
-    const uint64_t row = g.row_bytes();
-    const uint64_t from = m.window_start(n);
-    uint64_t wrong = 0, touched = 0;
-    for (uint32_t kv = 0; kv < 2; ++kv) {
-      for (uint32_t l = 0; l < m.layers(); ++l) {
-        const bool windowed = m.kinds[l] == LayerKind::kSlidingWindow;
-        for (uint64_t t = 0; t < n; ++t) {
-          const uint64_t at = ((uint64_t{kv} * m.layers() + l) * n + t) * row;
-          if (windowed && t < from) {
-            touched += std::any_of(got.begin() + at, got.begin() + at + row,
-                                   [](std::byte b) { return b != kUntouched; });
-          } else {
-            wrong += std::memcmp(got.data() + at, want.data() + at, row) != 0;
-          }
-        }
-      }
-    }
-    EXPECT_EQ(wrong, 0u) << "rows restored with other bytes";
-    EXPECT_EQ(touched, 0u) << "window rows before the window written";
+    expect_rows(m, g.row_bytes(), got, n, rank_kv(m, s.kv, n, r, tp), n, n);
     if (m.state_layers > 0) {
       EXPECT_TRUE(state == s.states[r]) << "state restored with other bytes";
     }
@@ -577,25 +585,7 @@ TEST(HybridStore, ASaveThatEndedInsideAChunkIsFoundByEveryListThatGoesOnPastIt) 
       ++lists;
       hits_inside += want % m.chunk != 0;
       if (want == 0) continue;
-      const uint64_t row = g.row_bytes(), from = m.window_start(want);
-      uint64_t wrong = 0, touched = 0;
-      for (uint32_t k = 0; k < 2; ++k) {
-        for (uint32_t l = 0; l < m.layers(); ++l) {
-          const bool windowed = m.kinds[l] == LayerKind::kSlidingWindow;
-          for (uint64_t t = 0; t < len; ++t) {
-            const uint64_t at = ((uint64_t{k} * m.layers() + l) * len + t) * row;
-            const uint64_t was = ((uint64_t{k} * m.layers() + l) * n + t) * row;
-            if (t >= want || (windowed && t < from)) {
-              touched += std::any_of(got.begin() + at, got.begin() + at + row,
-                                     [](std::byte b) { return b != kUntouched; });
-            } else {
-              wrong += std::memcmp(got.data() + at, kv.data() + was, row) != 0;
-            }
-          }
-        }
-      }
-      EXPECT_EQ(wrong, 0u) << "rows restored with other bytes";
-      EXPECT_EQ(touched, 0u) << "rows outside the hit's KV written";
+      expect_rows(m, g.row_bytes(), got, len, kv, n, want);
       EXPECT_TRUE(state == kept[want]) << "not the state of that end";
     }
     // Evicting the session drops every record of every save inside it.
@@ -985,24 +975,7 @@ void drawn_sessions(bool pressure) {
         if (*held == 0) continue;
         ++hits;
         inside += *held % m.chunk != 0;
-        const std::vector<std::byte> want = t.kv();
-        const uint64_t row = g.row_bytes(), from = m.window_start(*held);
-        uint64_t wrong = 0, touched = 0;
-        for (uint32_t k = 0; k < 2; ++k)
-          for (uint32_t ly = 0; ly < m.layers(); ++ly) {
-            const bool windowed = m.kinds[ly] == LayerKind::kSlidingWindow;
-            for (uint64_t tk = 0; tk < len; ++tk) {
-              const uint64_t at = ((uint64_t{k} * m.layers() + ly) * len + tk) * row;
-              if (tk >= *held || (windowed && tk < from)) {
-                touched += std::any_of(got.begin() + at, got.begin() + at + row,
-                                       [](std::byte b) { return b != kUntouched; });
-              } else {
-                wrong += std::memcmp(got.data() + at, want.data() + at, row) != 0;
-              }
-            }
-          }
-        EXPECT_EQ(wrong, 0u) << "wrong KV at hit " << *held << " of " << len;
-        EXPECT_EQ(touched, 0u) << "rows outside the hit written, hit " << *held;
+        expect_rows(m, g.row_bytes(), got, len, t.kv(), len, *held);
         EXPECT_TRUE(st == t.state(*held)) << "wrong state at hit " << *held;
       }
     }
