@@ -115,23 +115,28 @@ std::vector<ChunkRef> part_refs(const Engine::Impl& p, const KvGeometry& model,
   return {};
 }
 
-/// The prefix of `tokens` every full-attention part holds locally.
-uint64_t full_prefix(const Parts& parts, std::span<const Token> tokens) {
-  uint64_t full = tokens.size();
-  for (const auto& part : parts) {
-    if (kind_of(*part) == RecordKind::kFullAttention)
-      full = std::min(full, part->local_prefix(tokens));
-  }
-  return full;
-}
-
-/// Each part's chain over `tokens` (a part's own namespace and record size).
+/// Each part's chain over `tokens` (a part's own namespace and record size): every key a hybrid
+/// call needs of the list, hashed once.
 std::vector<Chain> chains_over(const Parts& parts, const KvGeometry& model,
                                std::span<const Token> tokens) {
   std::vector<Chain> chains;
   chains.reserve(parts.size());
   for (const auto& part : parts) chains.emplace_back(*part, tokens, chain_chunk(*part, model));
   return chains;
+}
+
+/// The prefix of `tokens` every full-attention part holds locally (`chains`: chains_over()).
+uint64_t full_prefix(const Parts& parts, std::span<const Token> tokens,
+                     const std::vector<Chain>& chains) {
+  uint64_t full = tokens.size();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (kind_of(*parts[i]) != RecordKind::kFullAttention) continue;
+    uint64_t held = 0;
+    for (const LocatedRecord& r : parts[i]->find_prefix(tokens, chains[i].keys()))
+      held += r.meta.token_count;
+    full = std::min(full, held);
+  }
+  return full;
 }
 
 /// The ends of saves inside chunks of `tokens` that the first full-attention part holds: a
@@ -158,10 +163,9 @@ std::vector<uint64_t> inner_ends(const Parts& parts, const KvGeometry& model,
 /// full-attention KV, but its window and state records are local: hits are found here).
 uint64_t held_boundary(const Parts& parts, const KvGeometry& model, std::span<const Token> tokens) {
   for (const auto& part : parts) part->follow_writer();
-  const uint64_t full = full_prefix(parts, tokens);
+  const std::vector<Chain> chains = chains_over(parts, model, tokens);
+  const uint64_t full = full_prefix(parts, tokens, chains);
   if (full == 0) return 0;
-  const std::span<const Token> prefix = tokens.first(full);
-  const std::vector<Chain> chains = chains_over(parts, model, prefix);
   // The full-attention parts hold every whole chunk below `full`; an end inside a chunk also
   // needs its partial record in each of them.
   auto full_held = [&](uint64_t end) {
@@ -176,7 +180,7 @@ uint64_t held_boundary(const Parts& parts, const KvGeometry& model, std::span<co
   // the ends of saves inside each chunk (a state is kept wherever a save ended). Every key is
   // the chains' or one hash of a partial chunk: linear in the list and the ends inside it.
   const uint64_t chunk = model.chunk_tokens;
-  std::vector<uint64_t> inner = inner_ends(parts, model, prefix, chains);
+  std::vector<uint64_t> inner = inner_ends(parts, model, tokens.first(full), chains);
   for (uint64_t end = full; end > 0;) {
     if (boundary_held(parts, chains, model, end)) return end;
     const uint64_t below = (end - 1) / chunk * chunk;
@@ -325,10 +329,9 @@ Result<uint64_t> hybrid_evict(const Parts& parts, const KvGeometry& model,
   // A list running past a stored partial last chunk holds that chunk under another key: the
   // window and state records of the prefix the full-attention records hold are named by it, and
   // so are those of every save that ended inside a chunk of the list (one record a part each).
-  const std::span<const Token> held = tokens.first(full_prefix(parts, tokens));
-  const std::vector<Chain> in_held = chains_over(parts, model, held);
-  const std::vector<uint64_t> inner = inner_ends(parts, model, held, in_held);
-  const std::span<const Token> lists[] = {tokens, held};
+  const std::vector<Chain> chains = chains_over(parts, model, tokens);
+  const uint64_t full = full_prefix(parts, tokens, chains);
+  const std::vector<uint64_t> inner = inner_ends(parts, model, tokens.first(full), chains);
   uint64_t dropped = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     Engine::Impl& p = *parts[i];
@@ -337,15 +340,15 @@ Result<uint64_t> hybrid_evict(const Parts& parts, const KvGeometry& model,
     std::vector<ChunkRef> refs;
     switch (kind_of(p)) {
       case RecordKind::kFullAttention:
-        for (uint64_t end : inner) refs.push_back(in_held[i].refs(end / chunk, end).back());
+        for (uint64_t end : inner) refs.push_back(chains[i].refs(end / chunk, end).back());
         break;
       case RecordKind::kSlidingWindow:
-        for (std::span<const Token> list : lists) {
-          const std::vector<ChunkRef> all = Chain(p, list, chunk).refs(0, list.size());
+        for (uint64_t end : {uint64_t{tokens.size()}, full}) {
+          const std::vector<ChunkRef> all = chains[i].refs(0, end);
           refs.insert(refs.end(), all.begin(), all.end());
         }
         for (uint64_t end : inner) {
-          if (end % chunk != 0) refs.push_back(in_held[i].refs(end / chunk, end).back());
+          if (end % chunk != 0) refs.push_back(chains[i].refs(end / chunk, end).back());
         }
         break;
       case RecordKind::kState: {
@@ -353,9 +356,8 @@ Result<uint64_t> hybrid_evict(const Parts& parts, const KvGeometry& model,
         // end, every save's end inside it): every such key, hashed in one pass. This rank's own
         // store, whatever the full-attention stores (a replicating rank's: its writer's) still
         // name.
-        const Chain chain(p, tokens, chunk);
         for (uint64_t b = 0; b < tokens.size(); b += chunk) {
-          const Key128 parent = b == 0 ? p.namespace_ : chain.keys()[b / chunk - 1];
+          const Key128 parent = b == 0 ? p.namespace_ : chains[i].keys()[b / chunk - 1];
           const std::span<const Token> rest =
               tokens.subspan(b, std::min<uint64_t>(chunk, tokens.size() - b));
           for (const Key128& key : chunk_prefix_keys(parent, rest))
