@@ -133,8 +133,8 @@ class SavePlan:
     token_ids: list[int]
     block_ids: list[int]
     group_tables: list[list[int]] | None = None  # a hybrid model's, as LoadPlan's
-    # A running request's prefix at the end of this step's forward pass (a recurrent hybrid's
-    # prefill): saved from a copy of its state taken then, before the next step overwrites it.
+    # A running request's prefix at the end of this step's forward pass (a hybrid's prefill):
+    # saved from a copy of its state taken then, before the next step overwrites it.
     at_step_end: bool = False
 
 
@@ -509,7 +509,7 @@ class KvtierConnector(KVConnectorBase_V1):
         self._pending_loads: dict[str, Future] = {}
         # A request's saves (step-end ones, then its finish), each with the tokens it saves.
         self._pending_saves: dict[str, list[tuple[int, Future]]] = {}
-        self._step_copies = 0  # step-end saves holding a copy of their states (GPU memory outside vLLM's budget)
+        self._step_copies = 0  # step-end saves in flight, each with its states' copy (GPU memory outside vLLM's budget)
         self._finished_seen: set[str] = set()
         self._load_errors: set[int] = set()
         self._valid: dict[str, int] = {}  # request -> tokens its load left valid, where it fell short
@@ -590,12 +590,8 @@ class KvtierConnector(KVConnectorBase_V1):
             if new.prompt_token_ids is None or not self._keyed.get(new.req_id, False):
                 continue
             run = _Prefill(list(new.prompt_token_ids), [list(b) for b in new.block_ids])
-            self._prefills[new.req_id] = run
-            if self._groups.window and new.req_id in self._step_saved:
-                # A streaming session's next input, scheduled anew with the blocks it kept: this
-                # scheduling let go of the window's blocks before its tokens' window.
-                self._end_step_saves[new.req_id] = new.num_computed_tokens
-            self._plan_step_end(new.req_id, run, new.num_computed_tokens + scheduled.get(new.req_id, 0))
+            self._prefills[new.req_id] = run  # new, or a streaming session's next input with its blocks
+            self._plan_step_end(new.req_id, run, new.num_computed_tokens, scheduled.get(new.req_id, 0))
         cached = so.scheduled_cached_reqs
         for i, rid in enumerate(cached.req_ids):
             run = self._prefills.get(rid)
@@ -608,13 +604,14 @@ class KvtierConnector(KVConnectorBase_V1):
             elif ids is not None:
                 for table, more in zip(run.tables, ids):
                     table.extend(more)
-            if self._groups.window and rid in self._step_saved:
-                # Scheduling this step let go of the window's blocks before these tokens' window
-                # (and may hand them on): a step-end save of a shorter prefix may read them.
-                self._end_step_saves[rid] = cached.num_computed_tokens[i]
-            self._plan_step_end(rid, run, cached.num_computed_tokens[i] + scheduled.get(rid, 0))
+            self._plan_step_end(rid, run, cached.num_computed_tokens[i], scheduled.get(rid, 0))
 
-    def _plan_step_end(self, rid: str, run: _Prefill, end: int) -> None:
+    def _plan_step_end(self, rid: str, run: _Prefill, computed: int, scheduled: int) -> None:
+        if self._groups.window and rid in self._step_saved:
+            # Scheduling this step let go of the window's blocks before the `computed` tokens'
+            # window (and may hand them on): a step-end save of a shorter prefix may read them.
+            self._end_step_saves[rid] = computed
+        end = computed + scheduled
         # The prompt's own end is not planned: what resumes there is a longer prompt, which the
         # finish save (prompt and output) serves; a prompt again resumes before its last token.
         # An end inside a chunk is kept as one on a boundary is (a lookup tries the ends of the

@@ -184,6 +184,18 @@ class HybridConnectorTest(unittest.TestCase):
         return KVCacheManager(model.config, max_model_len=MAX_LEN, scheduler_block_size=MAX_LEN if model.mamba
                               else model.bs, hash_block_size=model.bs, enable_caching=False)
 
+    def model_where(self, ok):
+        """A model drawn until `ok(model)` holds."""
+        model = Model(self.rng)
+        while not ok(model):
+            model = Model(self.rng)
+        return model
+
+    def kv_truth(self, model, n, kinds=("full",)):
+        """Random KV of `n` tokens for every layer of `kinds`: what the forward passes write."""
+        return {name: torch.randn(2, n, HEADS, DIM, generator=self.gen).to(torch.bfloat16)
+                for kind in kinds for name in model.names[kind]}
+
     def step(self, scheduler, worker, finished=(), so=None, forward=None, prepare=lambda: None):
         """One step as vLLM 0.26's runner takes it: the metadata built from `so` (none: nothing
         scheduled), preemptions told, `prepare()` (what the runner does to the step's blocks first:
@@ -393,9 +405,7 @@ class HybridConnectorTest(unittest.TestCase):
         byte loaded is the step's; the request's blocks stay until every save of it is done."""
         cases = repeats = earlier = inside = 0
         for case in range(6):
-            model = Model(self.rng)
-            while not model.mamba or model.window:
-                model = Model(self.rng)
+            model = self.model_where(lambda m: m.mamba and not m.window)
             with self.subTest(case=case, model=model.describe()):
                 manager = self.manager(model)
                 scheduler, worker = self.pair(model, os.path.join(self.dir.name, f"steps-{case}"))
@@ -403,8 +413,7 @@ class HybridConnectorTest(unittest.TestCase):
                 # Three requests' blocks at once at most (A until it is saved, then R and a C).
                 n = self.rng.randrange(2 * chunk + 1, min(8 * chunk, NUM_BLOCKS * model.bs // 3))
                 prompt = [self.rng.randrange(150000) for _ in range(n)]
-                truth = {name: torch.randn(2, n, HEADS, DIM, generator=self.gen).to(torch.bfloat16)
-                         for name in model.names["full"]}
+                truth = self.kv_truth(model, n)
                 gate = threading.Event()
                 self.held.append(gate)
                 for _ in range(2):  # both save threads
@@ -457,17 +466,14 @@ class HybridConnectorTest(unittest.TestCase):
         last step end before its last token."""
         cases = ends = kept = 0
         for case in range(5):
-            model = Model(self.rng)
-            while not model.window:
-                model = Model(self.rng)
+            model = self.model_where(lambda m: m.window)
             with self.subTest(case=case, model=model.describe()):
                 manager = self.manager(model)
                 scheduler, worker = self.pair(model, os.path.join(self.dir.name, f"window-steps-{case}"))
                 chunk = scheduler._settings.chunk_tokens
                 n = self.rng.randrange(2 * chunk + 1, min(8 * chunk, NUM_BLOCKS * model.bs // 3))
                 prompt = [self.rng.randrange(150000) for _ in range(n)]
-                truth = {name: torch.randn(2, n, HEADS, DIM, generator=self.gen).to(torch.bfloat16)
-                         for kind in ("full", "window") for name in model.names[kind]}
+                truth = self.kv_truth(model, n, ("full", "window"))
                 real, delay = worker._engine, self.rng.choice((0.0, 0.005, 0.02))
 
                 class SlowDrive:
@@ -551,9 +557,7 @@ class HybridConnectorTest(unittest.TestCase):
         blocks and goes back to waiting; its next input is scheduled as a new request, and that
         scheduling lets go of the window's blocks: a step-end save still to read them ends first
         (here the save of the second step end, slow, would read them after they were written)."""
-        model = Model(self.rng)
-        while not model.window or model.window > 2 * model.bs:
-            model = Model(self.rng)
+        model = self.model_where(lambda m: m.window and m.window <= 2 * m.bs)
         manager = self.manager(model)
         scheduler, worker = self.pair(model, os.path.join(self.dir.name, "session"))
         chunk = scheduler._settings.chunk_tokens
@@ -561,8 +565,7 @@ class HybridConnectorTest(unittest.TestCase):
         n = 2 * chunk + last
         prompt = [self.rng.randrange(150000) for _ in range(n)]
         extra = [self.rng.randrange(150000) for _ in range(2 * model.bs)]
-        truth = {name: torch.randn(2, n + len(extra), HEADS, DIM, generator=self.gen).to(torch.bfloat16)
-                 for kind in ("full", "window") for name in model.names[kind]}
+        truth = self.kv_truth(model, n + len(extra), ("full", "window"))
         real = worker._engine
 
         class SlowDrive:
@@ -613,16 +616,13 @@ class HybridConnectorTest(unittest.TestCase):
         """Step-end saves queued behind other requests' long saves: those whose blocks go are
         dropped at once (no wait for the saves queued before them), and what they hold (state
         copies: GPU memory) goes with them, so no more than the cap of copies is ever held."""
-        model = Model(self.rng)
-        while not (model.window and model.mamba):
-            model = Model(self.rng)
+        model = self.model_where(lambda m: m.window and m.mamba)
         manager = self.manager(model)
         scheduler, worker = self.pair(model, os.path.join(self.dir.name, "queued"))
         chunk = scheduler._settings.chunk_tokens
         n = min(6 * chunk, NUM_BLOCKS * model.bs // 3)
         prompt = [self.rng.randrange(150000) for _ in range(n)]
-        truth = {name: torch.randn(2, n, HEADS, DIM, generator=self.gen).to(torch.bfloat16)
-                 for kind in ("full", "window") for name in model.names[kind]}
+        truth = self.kv_truth(model, n, ("full", "window"))
         gate = threading.Event()
         self.held.append(gate)
         for _ in range(2):  # both save threads in other requests' saves, say two long finishes
@@ -656,16 +656,13 @@ class HybridConnectorTest(unittest.TestCase):
         (handle_preemptions), before that; those not begun are dropped (a later miss). The request
         then finishes with nothing left to save (its computed tokens gone), and its blocks are still
         held until its saves are reported."""
-        model = Model(self.rng)
-        while not model.mamba or model.window:
-            model = Model(self.rng)
+        model = self.model_where(lambda m: m.mamba and not m.window)
         manager = self.manager(model)
         scheduler, worker = self.pair(model, os.path.join(self.dir.name, "preempted"))
         chunk = scheduler._settings.chunk_tokens
         n = min(2 * chunk + self.rng.randrange(1, chunk), NUM_BLOCKS * model.bs // 3)
         prompt = [self.rng.randrange(150000) for _ in range(n)]
-        truth = {name: torch.randn(2, n, HEADS, DIM, generator=self.gen).to(torch.bfloat16)
-                 for name in model.names["full"]}
+        truth = self.kv_truth(model, n)
         # One save thread busy elsewhere, the other in the first step's save on a drive that takes
         # until `release`: the second step's save has not begun when A is preempted.
         gate, release, real = threading.Event(), threading.Event(), worker._engine
