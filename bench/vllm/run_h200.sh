@@ -12,10 +12,11 @@
 #   run_h200.sh bench ARGS    LMCache's wheels (.whl-lmc) too, fast drives, then serve_bench.py ARGS;
 #                             a 4-layer smoke run first when SMOKE=1
 # Env: FAST_DRIVES (count, default 1; 0: the VM's virtio disk under /root), FAST_GIB (per drive, 64),
-# LAYERS (the model's layers, default 48: Qwen3-Coder-30B-A3B's shape, random weights); MODEL=hybrid:
-# bench/vllm/model-hybrid instead (Granite-4.0-H's architecture, Mamba2 layers with one attention layer
-# in four, scaled down; random weights), for `bench --configs recompute,kvtier-hybrid
-# --no-prefix-caching`: its outputs against the recompute's are the hybrid connector's check.
+# LAYERS (the model's layers, default 48: Qwen3-Coder-30B-A3B's shape, random weights); MODEL=NAME:
+# bench/vllm/model-NAME instead, taken as it is, for `bench --configs recompute,kvtier-hybrid
+# --no-prefix-caching` (its outputs against the recompute's are the hybrid connector's check):
+# hybrid (Granite-4.0-H's architecture, Mamba2 layers with one attention layer in four, scaled down)
+# or window (a Llama with three sliding-window layers of 4,096 tokens in four); random weights.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 step=${1:?usage: run_h200.sh part|install|bench ARGS}
@@ -87,8 +88,8 @@ case "$step" in
     mkdir -p "$model"
     python3 - "$model" "${LAYERS:-48}" "${MODEL:-}" <<'EOF'
 import json, sys
-if sys.argv[3] == "hybrid":  # its layer kinds are listed per layer: taken as it is
-    c = json.load(open("bench/vllm/model-hybrid/config.json"))
+if sys.argv[3]:  # its layer kinds are listed per layer: taken as it is
+    c = json.load(open(f"bench/vllm/model-{sys.argv[3]}/config.json"))
 else:
     c = json.load(open("bench/vllm/model/config.json"))
     c["num_hidden_layers"] = c["max_window_layers"] = int(sys.argv[2])
@@ -98,7 +99,7 @@ EOF
     free -g | head -2
     if [ "${SMOKE:-0}" = 1 ]; then
       smoke=/root/smoke
-      if [ "${MODEL:-}" = hybrid ]; then
+      if [ -n "${MODEL:-}" ]; then
         smoke=$model  # already small
       else
         mkdir -p "$smoke" && python3 - "$smoke" <<'EOF'
@@ -110,7 +111,7 @@ EOF
       fi
       timeout 200 python3 bench/vllm/serve_bench.py --model-dir "$smoke" --drive "$drive" --drives "$drives" \
         --out "$res/smoke" --prompts 1 --min-tokens 8000 --max-tokens 8200 --max-model-len 16384 \
-        --configs "${SMOKE_CONFIGS:-kvtier-posix}" --deadline 190 $( [ "${MODEL:-}" = hybrid ] && echo --no-prefix-caching)
+        --configs "${SMOKE_CONFIGS:-kvtier-posix}" --deadline 190 $( [ -n "${MODEL:-}" ] && echo --no-prefix-caching)
     fi
     start=$(date +%s)
     left=$(( ${BUDGET_S:-560} - (start - t0) ))
