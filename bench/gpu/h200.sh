@@ -42,10 +42,10 @@ $OUT/summary.txt plus $OUT/runs.tar.gz (every log and run directory). With TESTS
                          (16M x 8) and 4M x 1 again: bytes in flight and request size against
                          rate and CPU per GB
   tuned N [SEED ARGS]    a store over N fast drives at kvtier's defaults (each drive's tuning, found
-                         by its read probe, shared by the ranks), twice, against fio's best request
-                         size and depth, and between them each rank with the whole tuning as flags
-                         (as before the ranks shared it; TUNED_WHOLE=0: not, 2: once more at the
-                         end); TUNED_PATHS (posix,gds) the paths of the default runs;
+                         by its read probe, whole for each rank), twice, against fio's best request
+                         size and depth, and between them the two ranks sharing the tuning, as
+                         flags (as before each took the whole; TUNED_SHARED=0: not, 2: once more
+                         at the end); TUNED_PATHS (posix,gds) the paths of the default runs;
                          N > 1: then 1, 2, 4, 8 sessions of 25K tokens restored at once
                          (TUNED_CONCURRENT=0: not)
   tp-change [N [SEED ARGS]]
@@ -306,23 +306,27 @@ scenario_tuned() {
   roots=$(fast_drive_list "$n" t)
   local paths=${TUNED_PATHS:-posix,gds}
   h200_seed "tuned$n-first" "$roots" --paths "$paths" --fio-requests 1M,2M,4M,8M,16M "$@"
-  # The same store with each rank reading with the drives' whole tuning, as each did before the
-  # ranks shared one (TUNED_WHOLE=0: not run): the sizes the first run's line names, given as flags.
-  local shared request whole whole_flags=()
-  shared=$(grep -m1 -o "requests of [0-9.]* MB .*(tuned (the drives' [0-9.]* [KMG]iB" "$OUT/tuned$n-first.txt")
-  if [ "${TUNED_WHOLE:-1}" != 0 ] && [ -n "$shared" ]; then
-    request=$(python3 -c "import sys; print(round(float(sys.argv[1]) * 1e6 / 2**20))" \
-      "$(echo "$shared" | sed -E 's/requests of ([0-9.]*) MB.*/\1/')")
-    whole=$(echo "$shared" | sed -E "s/.*the drives' ([0-9.]*) ([KMG])iB/\1\2/")
-    say "tuned$n-whole: each rank with the whole tuning: --request-size ${request}M --staging $whole"
-    whole_flags=(--paths posix --request-size "${request}M" --staging "$whole" --fio-requests 1M,2M,4M,8M,16M)
-    h200_seed "tuned$n-whole" "$roots" "${whole_flags[@]}" "$@"
+  # The same store with the two ranks sharing the tuning (each half of it, whole requests, two at
+  # least), as they did before each took the whole (TUNED_SHARED=0: not run): the sizes the first
+  # run's line names, given as flags.
+  local line request staging shared_flags=()
+  line=$(grep -m1 -o "requests of [0-9.]* MB and staging [0-9.]* MB per rank (tuned" "$OUT/tuned$n-first.txt")
+  if [ "${TUNED_SHARED:-1}" != 0 ] && [ -n "$line" ]; then
+    read -r request staging < <(python3 -c "
+import sys
+req, stg = (round(float(v) * 1e6 / 2**20) for v in sys.argv[1:3])
+print(req, max(2, -(-stg // (2 * req))) * req)" \
+      "$(echo "$line" | sed -E 's/requests of ([0-9.]*) MB.*/\1/')" \
+      "$(echo "$line" | sed -E 's/.*staging ([0-9.]*) MB per rank.*/\1/')")
+    say "tuned$n-shared: each rank with half the tuning: --request-size ${request}M --staging ${staging}M"
+    shared_flags=(--paths posix --request-size "${request}M" --staging "${staging}M" --fio-requests 1M,2M,4M,8M,16M)
+    h200_seed "tuned$n-shared" "$roots" "${shared_flags[@]}" "$@"
   fi
   h200_seed "tuned$n-again" "$roots" --paths "$paths" --fio-requests 1M,2M,4M,8M,16M "$@"
-  # TUNED_WHOLE=2: the whole tuning once more, so that the two alternate (shared, whole, shared,
-  # whole) and a drift of the machine between windows shows.
-  if [ "${TUNED_WHOLE:-1}" = 2 ] && (( ${#whole_flags[@]} )); then
-    h200_seed "tuned$n-whole-again" "$roots" "${whole_flags[@]}" "$@"
+  # TUNED_SHARED=2: the shared tuning once more, so that the two alternate (defaults, shared,
+  # defaults, shared) and a drift of the machine between windows shows.
+  if [ "${TUNED_SHARED:-1}" = 2 ] && (( ${#shared_flags[@]} )); then
+    h200_seed "tuned$n-shared-again" "$roots" "${shared_flags[@]}" "$@"
   fi
   # Sessions restored at once (issue 26: 8 at >= 0.9x of fio's aggregate, p99/p50 <= 1.2), 25K
   # tokens each so that eight fit the RAM-backed drives (TUNED_CONCURRENT=0: not run).

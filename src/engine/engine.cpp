@@ -211,8 +211,8 @@ Result<IoSettings> Engine::Impl::tune() {
   const bool tuned = found.source == "tuned";
   found.source = "tuned (used by engines opened from now on)";
   if (tuned && part_.tuned_readers > 0) {
-    // What this rank's engines will read with: its stores' shares of the drives' whole.
-    share_tuned_settings(found, part_.tuned_readers, part_.staging_split);
+    // What this rank's engines will read with: its stores' shares of the probe's whole.
+    share_tuned_settings(found, part_.tuned_readers);
   }
   return found;
 }

@@ -76,11 +76,10 @@ struct StorePart {
   /// The rank's staging is split over this many stores: this one takes its share of the staging the
   /// defaults (or sizes asked) give; io_settings_ keeps the rank's whole.
   uint32_t staging_split = 1;
-  /// A TP-free model's stores that every rank reads at once (TP size x the rank's stores: each head
-  /// group once, or by every rank that replicates its heads, and each rank's own state store): a
-  /// tuning's staging (what the drives want in flight from all readers) is shared by them
-  /// (tuned_share), so every TP size puts the same bytes in flight. 0: a tuning is split as
-  /// staging_split says.
+  /// A TP-free model's stores that the rank reads at once (its head groups, windows and state): a
+  /// tuning's staging (what one reader wants in flight, as the probe timed it) is split over them
+  /// (tuned_share), so every rank puts the probe's bytes in flight at any TP size. 0: a tuning is
+  /// split as staging_split says.
   uint32_t tuned_readers = 0;
   /// No DRAM tier, whatever the options or the environment ask (a follower, a read-only store
   /// served beside): it could only hold what a save writes through it.

@@ -100,20 +100,6 @@ bool on_a_drive(const std::vector<std::string>& roots, const std::string& dir) {
   });
 }
 
-/// The ranks of a per-rank deployment (format 1) that read this rank's drives at once: itself,
-/// and each other rank of its TP size with a directory on one of them, as StorePart::tuned_readers
-/// takes them. Ranks on the same drives (as the vLLM connector's are) share the drives' tuning; a
-/// rank on drives of its own (0) reads with all of it, exactly as it was found.
-uint32_t ranks_sharing_drives(const Options& options) {
-  const KvGeometry& g = options.geometry;
-  const std::vector<std::string> roots = drive_roots(options);
-  uint32_t ranks = 1;
-  for (uint32_t r = 0; r < g.tp_world; ++r) {
-    if (r != g.tp_rank && on_a_drive(roots, fmt::format("rank{}of{}", r, g.tp_world))) ++ranks;
-  }
-  return ranks > 1 ? ranks : 0;
-}
-
 Result<std::unique_ptr<Engine::Impl>> open_part(const Options& o, const StorePart& part,
                                                 const KvGeometry& rank) {
   const auto wait = std::chrono::milliseconds(o.writer_wait_ms);
@@ -159,14 +145,9 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
     KVTIER_EXPECTS(options.geometry.kv_tensors == 2,
                    "geometry: a latent (kv_tensors 1, MLA) is kept by TP-free stores only "
                    "(store_format 2), whose records say how many tensors they hold");
-    // The ranks on the same drives restore at once: the drives' tuning (one for all ranks) is
-    // what they want in flight from all of them, each rank taking its share.
-    StorePart part;
-    part.tuned_readers = ranks_sharing_drives(options);
-    KVTIER_ASSIGN_OR_RETURN(auto impl, Engine::Impl::create(options, part));
-    if (impl->io_settings_.source == "tuned" && part.tuned_readers > 0) {
-      share_tuned_settings(impl->io_settings_, part.tuned_readers, 1);
-    }
+    // The ranks on the same drives share one tuning, and each reads with all of it (the probe
+    // timed one reader).
+    KVTIER_ASSIGN_OR_RETURN(auto impl, Engine::Impl::create(options, StorePart{}));
     parts.push_back(std::move(impl));
     return parts;
   }
@@ -252,26 +233,25 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
     return o;
   };
   // The model's stores lie on the same drives and every rank restores at once: one tuning for all
-  // (the rank's first store probes the drives when they need it). What it found is what the
-  // drives want in flight from all readers: each store a rank reads (TP size x the rank's stores
-  // in all) takes an equal share, so that a rank's staging shrinks as ranks grow and every TP size
-  // reads with the same bytes in flight. The defaults and sizes asked are the rank's, split over
+  // (the rank's first store probes the drives when they need it). What it found is what one reader
+  // wants in flight, as the probe timed it: every rank reads with all of it, each of the rank's
+  // stores with an equal share, so a rank puts the same bytes in flight at any TP size and
+  // whichever TP size saved the store. The defaults and sizes asked are the rank's, split over
   // its stores.
   IoSettings io{checked.io_request_bytes, checked.staging_bytes, "", {}};
   const bool sizes_asked = options.io_request_bytes != 0 || options.staging_bytes != 0 ||
                            env.io_request_bytes || env.staging_bytes;
-  const uint32_t readers = rank.tp_world * rank_stores;
   std::unique_ptr<Engine::Impl> first;
   if (options.tune && !sizes_asked) {
     StorePart part;
     const Options o = group_options(0, part);
     part.staging_split = rank_stores;
-    part.tuned_readers = readers;
+    part.tuned_readers = rank_stores;
     KVTIER_ASSIGN_OR_RETURN(first, open_part(o, part, rank));
     io = first->io_settings_;
   }
   const bool tuned = io.source == "tuned";
-  const uint64_t tuned_each = tuned_share(io.staging_bytes, io.request_bytes, readers);
+  const uint64_t tuned_each = tuned_share(io.staging_bytes, io.request_bytes, rank_stores);
   auto add = [&](Options o, const StorePart& part) -> Status {
     if (tuned) {
       o.io_request_bytes = io.request_bytes;
@@ -318,7 +298,7 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
   if (tuned) {
     // The rank's staging, and the tuning's whole it is a share of.
     shown = io;
-    share_tuned_settings(shown, readers, rank_stores);
+    share_tuned_settings(shown, rank_stores);
   } else if (rank_stores > 1) {
     if (!io.source.empty()) {
       shown = io;  // the defaults a tuning fell back to
@@ -352,7 +332,6 @@ std::unique_ptr<Engine::Impl> open_format1_beside(const Options& options) {
   o.remote = {};
   StorePart part;
   part.no_dram = true;
-  part.tuned_readers = ranks_sharing_drives(o);  // as the format-1 engines that wrote it read
   auto impl = Engine::Impl::create(o, part);
   if (!impl) {
     if (impl.error().code() != ErrorCode::kNotFound) {

@@ -268,13 +268,15 @@ uint64_t tuned_share(uint64_t staging, uint64_t request, uint32_t stores) {
   return std::max<uint64_t>((staging + each - 1) / each, 2) * request;
 }
 
-void share_tuned_settings(IoSettings& s, uint32_t readers, uint32_t held) {
-  const uint64_t each = tuned_share(s.staging_bytes, s.request_bytes, readers);
-  s.source += fmt::format(
-      " (the drives' {} in flight shared by the {} stores the model's ranks read at once: {} "
-      "each, {} of them this rank's)",
-      size_text(s.staging_bytes), readers, size_text(each), held);
-  s.staging_bytes = each * held;
+void share_tuned_settings(IoSettings& s, uint32_t stores) {
+  const uint64_t each = tuned_share(s.staging_bytes, s.request_bytes, stores);
+  s.source += stores > 1
+                  ? fmt::format(
+                        " (the drives' {} in flight from each rank, over the {} stores it "
+                        "reads: {} each)",
+                        size_text(s.staging_bytes), stores, size_text(each))
+                  : fmt::format(" (the drives' {} in flight from each rank)", size_text(each));
+  s.staging_bytes = each * stores;
 }
 
 }  // namespace kvtier

@@ -57,16 +57,16 @@ enum class TuneMode {
 [[nodiscard]] IoSettings io_from_tuning(std::vector<DriveTuningInfo> drives,
                                         const Options& resolved);
 
-/// One store's share of a tuning's `staging` when `stores` stores read the same drives at once (a
-/// TP-free model's, every rank's together): whole requests of `request`, rounded up, two at least
-/// (a staging pool of one slot makes a save wait for a whole restore). The probe's staging is what
-/// the drives want in flight from all readers together, so ranks of any TP size sharing it this way
-/// put the same bytes in flight on the drives (unless the two-request floor gives more).
+/// One store's share of a tuning's `staging` when a rank reads `stores` stores at once (a TP-free
+/// model's head groups, windows and state): whole requests of `request`, rounded up, two at least
+/// (a staging pool of one slot makes a save wait for a whole restore). The probe timed one reader,
+/// so its staging is what one reader wants in flight: each rank reads with all of it, split over
+/// its stores, whatever the TP size (docs/perf.md: sharing it among the ranks read 1.3-1.6x
+/// slower).
 [[nodiscard]] uint64_t tuned_share(uint64_t staging, uint64_t request, uint32_t stores);
 
-/// Turns `s`, a tuning's settings with the drives' whole staging, into a rank's: the shares
-/// (tuned_share) of the `held` of `readers` stores read at once that it reads, and a source that
-/// says so.
-void share_tuned_settings(IoSettings& s, uint32_t readers, uint32_t held);
+/// Turns `s`, a tuning's settings with the probe's whole staging, into a rank's that reads `stores`
+/// stores at once: their shares (tuned_share), and a source that says so.
+void share_tuned_settings(IoSettings& s, uint32_t stores);
 
 }  // namespace kvtier

@@ -116,20 +116,18 @@ class TuningTest : public ::testing::Test {
   }
 
   /// The settings of the open of `o` that probes its one drive, one that rewards depth, for the
-  /// first time, sharing it among two stores read at once; `whole`: the tuning's staging.
-  IoSettings first_probe_shared_by_two(const Options& o, uint64_t& whole) {
+  /// first time; `whole`: the tuning's staging.
+  IoSettings first_probe_of(const Options& o, uint64_t& whole) {
     const IoSettings s = settings_at_open(o, rewards_depth());
     SCOPED_TRACE(describe(s));
     EXPECT_EQ(s.drives.size(), 1u);
     if (s.drives.size() != 1) return s;
     EXPECT_EQ(s.drives[0].state, "probed");
-    // Four in flight or more, so that two readers split it without the floor.
+    // Four in flight or more, so that two stores split it without the floor.
     EXPECT_GE(s.drives[0].in_flight, 4u) << "a drive that rewards depth";
     EXPECT_EQ(s.request_bytes, s.drives[0].request_bytes);
     whole = s.request_bytes * std::max<uint64_t>(s.drives[0].in_flight, 2);
-    EXPECT_EQ(s.source.rfind("tuned (the drives' ", 0), 0u);
-    EXPECT_NE(s.source.find("shared by the 2 stores the model's ranks read at once"),
-              std::string::npos);
+    EXPECT_EQ(s.source.rfind("tuned", 0), 0u);
     return s;
   }
 
@@ -387,9 +385,9 @@ TEST_F(TuningTest, ADriveAddedLaterIsProbedOnItsOwnAndTheOthersKeepTheirs) {
 }
 
 // The ranks of a deployment read their per-rank stores on the same drives at once: one probe for
-// all of them, kept above their directories, and each rank reads with its share of what the
-// drives want in flight; a rank of TP 1 over the same drives reads with the whole.
-TEST_F(TuningTest, PerRankStoresShareOneProbeAndEachRankReadsWithItsShare) {
+// all of them, kept above their directories, and each rank reads with all it found (the probe
+// timed one reader), as a rank of TP 1 over the same drives does.
+TEST_F(TuningTest, PerRankStoresShareOneProbeAndEachRankReadsWithAllOfIt) {
   auto rank_options = [&](uint32_t r, uint32_t tp) {
     Options o = options();
     o.geometry = testing::tiny_geometry(g_.chunk_tokens, r, tp);
@@ -398,10 +396,10 @@ TEST_F(TuningTest, PerRankStoresShareOneProbeAndEachRankReadsWithItsShare) {
   std::vector<std::vector<Token>> sessions[2];
   for (uint32_t r = 0; r < 2; ++r) sessions[r] = fill(rank_options(r, 2), 2);
   uint64_t tuned = 0;
-  const IoSettings first = first_probe_shared_by_two(rank_options(0, 2), tuned);
+  const IoSettings first = first_probe_of(rank_options(0, 2), tuned);
   ASSERT_EQ(first.drives.size(), 1u);
-  EXPECT_EQ(first.staging_bytes, tuned_share(tuned, first.request_bytes, 2)) << describe(first);
-  EXPECT_LT(first.staging_bytes, tuned) << "the rank's share, not the whole";
+  EXPECT_EQ(first.staging_bytes, tuned) << describe(first);
+  EXPECT_EQ(first.source, "tuned") << "one store, nothing to share";
   {
     // Neither rank probes again (a probe here would time the plain file, not the model).
     auto e = Engine::open(rank_options(0, 2));
@@ -426,8 +424,7 @@ TEST_F(TuningTest, PerRankStoresShareOneProbeAndEachRankReadsWithItsShare) {
     ASSERT_TRUE(told.has_value()) << told.error().to_string();
     EXPECT_EQ(told->drives[0].state, "probed");
     EXPECT_EQ(told->staging_bytes,
-              tuned_share(told->request_bytes * std::max<uint64_t>(told->drives[0].in_flight, 2),
-                          told->request_bytes, 2));
+              told->request_bytes * std::max<uint64_t>(told->drives[0].in_flight, 2));
     tuned = told->request_bytes * std::max<uint64_t>(told->drives[0].in_flight, 2);
   }
   {
@@ -494,13 +491,13 @@ TEST_F(TuningTest, ADriveWhoseTuningCannotBeKeptIsNotProbed) {
 }
 
 // A TP-free store keeps each head group in a store of its own on the same drives: the rank's first
-// store probes them once for all its parts and ranks. What the probe found is what the drives want
-// in flight from every reader at once, so the stores the ranks read at once share it equally (two
-// requests each at least): a rank holding every group reads with all of it, each rank of a larger
-// TP size with its stores' share, ranks replicating a head (TP above the KV heads) with theirs, and
-// the ranks of any TP size together with the same bytes in flight. `tune()` says what engines will
-// read with. The defaults are the rank's, split over its stores.
-TEST_F(TuningTest, ATpFreeModelsStoresShareOneProbeAndTheSameBytesInFlightAtAnyTpSize) {
+// store probes them once for all its parts and ranks. What the probe found is what one reader
+// wants in flight, so every rank reads with all of it, its stores sharing it equally (two requests
+// each at least): a rank holding every group splits it over them, each rank of a larger TP size
+// holding one group (ranks replicating a head, TP above the KV heads, too) takes it whole, so a
+// rank puts the same bytes in flight at any TP size. `tune()` says what engines will read with. The
+// defaults are the rank's, split over its stores.
+TEST_F(TuningTest, ATpFreeModelsStoresShareOneProbeAndEachRankTheSameBytesInFlightAtAnyTpSize) {
   Options o = options();
   o.store_format = 2;  // tiny's two KV heads: two head-group stores
   const uint64_t whole = o.resolved()->staging_bytes;
@@ -513,10 +510,14 @@ TEST_F(TuningTest, ATpFreeModelsStoresShareOneProbeAndTheSameBytesInFlightAtAnyT
   }
   auto sessions = fill(o, 2);
   uint64_t tuned = 0;
-  const IoSettings first = first_probe_shared_by_two(o, tuned);
+  const IoSettings first = first_probe_of(o, tuned);
   ASSERT_EQ(first.drives.size(), 1u);
-  // The rank at TP 1 holds both groups: both shares.
+  // The rank at TP 1 holds both groups: both shares, the whole.
   EXPECT_EQ(first.staging_bytes, 2 * tuned_share(tuned, first.request_bytes, 2)) << describe(first);
+  EXPECT_EQ(first.staging_bytes, tuned) << describe(first);  // four in flight or more: no floor
+  EXPECT_NE(first.source.find("in flight from each rank, over the 2 stores it reads"),
+            std::string::npos)
+      << first.source;
   {
     auto e = Engine::open(o);
     ASSERT_TRUE(e.has_value()) << e.error().to_string();
@@ -537,10 +538,8 @@ TEST_F(TuningTest, ATpFreeModelsStoresShareOneProbeAndTheSameBytesInFlightAtAnyT
     return rank;
   };
   // TP 2: a group each. TP 4: two ranks on each group (a writer and a follower). The tuning is
-  // kept: every rank reads with one share (two requests at least), and the ranks together with
-  // what the rank of TP 1 had alone where the tuning holds two requests for each of them.
+  // kept: every rank reads its one store with the whole, what the rank of TP 1 had over two.
   for (uint32_t tp : {2u, 4u}) {
-    uint64_t together = 0;
     for (uint32_t r = 0; r < tp; ++r) {
       auto e = Engine::open(rank_options(r, tp));
       ASSERT_TRUE(e.has_value()) << e.error().to_string();
@@ -548,14 +547,9 @@ TEST_F(TuningTest, ATpFreeModelsStoresShareOneProbeAndTheSameBytesInFlightAtAnyT
       SCOPED_TRACE(::testing::Message() << "rank " << r << " of TP " << tp << ": " << describe(s));
       EXPECT_EQ(s.drives[0].state, "kept");
       EXPECT_EQ(s.request_bytes, request);
-      EXPECT_EQ(s.staging_bytes, tuned_share(tuned, request, tp));
-      EXPECT_GE(s.staging_bytes, 2 * request) << "two slots, so a save never waits a restore out";
+      EXPECT_EQ(s.staging_bytes, tuned);
+      EXPECT_EQ(s.staging_bytes, first.staging_bytes) << "the same bytes in flight as at TP 1";
       EXPECT_EQ((*e)->lookup(sessions[0]).value_or(0), sessions[0].size());
-      together += s.staging_bytes;
-    }
-    EXPECT_GE(together, tuned) << "TP " << tp;
-    if (tuned % (tp * request) == 0 && tuned >= 2 * tp * request) {
-      EXPECT_EQ(together, first.staging_bytes) << "TP " << tp;
     }
   }
   // tune() on a rank of TP 2 says what its engines will read with, and they do.
