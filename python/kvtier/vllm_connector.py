@@ -160,6 +160,13 @@ class _Prefill:
 # Settings, layout detection and the lookup channel
 
 
+def _flag(extra: dict[str, Any], key: str, default: bool) -> bool:
+    value = str(extra.get(key, default)).lower()
+    if value not in ("1", "true", "yes", "0", "false", "no"):
+        raise ValueError(f"KvtierConnector: {key} ({extra[key]!r}) is true or false")
+    return value in ("1", "true", "yes")
+
+
 @dataclass
 class Settings:
     roots: list[str]  # one directory per drive; the first holds the index
@@ -181,12 +188,13 @@ class Settings:
     store_format: int = 1
     max_tp: int = 8
     compression: str = "off"
+    step_saves: bool = True
 
     KEYS = ("kvtier.root", "kvtier.io", "kvtier.capacity", "kvtier.dram", "kvtier.staging",
             "kvtier.request_size", "kvtier.remote", "kvtier.remote_password_env", "kvtier.remote_ttl",
             "kvtier.tenant", "kvtier.chunk_tokens", "kvtier.async_load", "kvtier.lookup_timeout_ms",
             "kvtier.metrics_port", "kvtier.trace", "kvtier.tune", "kvtier.store_format", "kvtier.max_tp",
-            "kvtier.compression")
+            "kvtier.compression", "kvtier.step_saves")
 
     @property
     def root(self) -> str:
@@ -203,6 +211,8 @@ class Settings:
         if not roots or not all(isinstance(r, str) and r for r in roots):
             raise ValueError("KvtierConnector: kv_connector_extra_config needs 'kvtier.root': the store "
                              f"directory, or a list of directories one per drive (got {root!r})")
+        flags = {key: _flag(extra, key, default) for key, default in
+                 (("kvtier.async_load", False), ("kvtier.tune", True), ("kvtier.step_saves", True))}
         try:
             s = Settings(
                 roots=[os.path.abspath(r) for r in roots],
@@ -218,14 +228,15 @@ class Settings:
                 # Unasked, 256 tokens or the first multiple of the block size past them (a hybrid
                 # model's attention blocks are made large enough to hold a Mamba state's page).
                 chunk_tokens=int(extra.get("kvtier.chunk_tokens", -(-256 // block_size) * block_size)),
-                async_load=str(extra.get("kvtier.async_load", False)).lower() in ("1", "true", "yes"),
+                async_load=flags["kvtier.async_load"],
                 lookup_timeout_ms=int(extra.get("kvtier.lookup_timeout_ms", 2000)),
                 metrics_port=int(extra.get("kvtier.metrics_port", 0)),
                 trace=str(extra.get("kvtier.trace", "")),
-                tune=str(extra.get("kvtier.tune", True)).lower() not in ("0", "false", "no"),
+                tune=flags["kvtier.tune"],
                 store_format=int(extra.get("kvtier.store_format", 1)),
                 max_tp=int(extra.get("kvtier.max_tp", 8)),
                 compression=str(extra.get("kvtier.compression", "off")),
+                step_saves=flags["kvtier.step_saves"],
             )
         except (TypeError, ValueError) as e:
             raise ValueError(f"KvtierConnector: a setting in kv_connector_extra_config is not a number: {e}") from e
@@ -490,8 +501,10 @@ class KvtierConnector(KVConnectorBase_V1):
         # a sliding window's KV is let go of as the window moves on: both are kept at every prefill
         # step's end, so that a prompt again (which resumes before its last token) finds them. Not
         # under vLLM's second model runner, which zeroes a step's new blocks (a preempted request's,
-        # handed on) before telling the connector.
-        self._step_ends = (self._hybrid and os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "0") in ("", "0"))
+        # handed on) before telling the connector. kvtier.step_saves false: not at all (a window
+        # model's step waits for the save reading the blocks it lets go of).
+        self._step_ends = (self._hybrid and self._settings.step_saves
+                           and os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "0") in ("", "0"))
         self._end_step_saves: dict[str, int] = {}  # this step's KvtierMetadata.end_step_saves
         self._keyed: dict[str, bool] = {}  # request -> keyed by its tokens only (step-end saves)
         self._prefills: dict[str, _Prefill] = {}

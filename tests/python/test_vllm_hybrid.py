@@ -716,6 +716,42 @@ class HybridConnectorTest(unittest.TestCase):
         self.assertEqual(hit, chunk)
         self.assert_loaded(model, {**truth, **states[hit]}, ids, hit)
 
+    def test_step_saves_off_keeps_state_and_window_at_save_ends_only(self):
+        """kvtier.step_saves false: a chunked prefill plans no step-end save (no state copy, and a
+        window model's steps never wait for one); the finish save alone keeps the state, so the
+        prompt again misses while the conversation's next turn resumes at the finish save's end."""
+        for case in range(4):
+            window = case == 3
+            model = self.model_where(lambda m: m.window if window else m.mamba and not m.window)
+            with self.subTest(case=case, model=model.describe()):
+                manager = self.manager(model)
+                scheduler, worker = self.pair(model, os.path.join(self.dir.name, f"off-{case}"),
+                                              **{"kvtier.step_saves": self.rng.choice((False, "false", "0"))})
+                chunk = scheduler._settings.chunk_tokens
+                n = self.rng.randrange(2 * chunk + 1, min(6 * chunk, NUM_BLOCKS * model.bs // 3))
+                prompt = [self.rng.randrange(150000) for _ in range(n)]
+                truth = self.kv_truth(model, n, ("full", "window") if window else ("full",))
+                states: dict[int, dict] = {}
+                a, ends = self.chunked_prefill(model, manager, scheduler, worker, "A", prompt, truth, states,
+                                               sizes=[chunk + 1] * n)
+                self.assertGreater(len(ends), 0)  # step ends inside the prompt, none of them kept:
+                self.assertEqual(scheduler._step_saved, set())
+                self.assertEqual(worker._pending_saves.get("A", []), [])
+                self.assertEqual(worker._step_copies, 0)
+                if window:
+                    continue  # its finish lets go of blocks the steps let go of before: another test's
+                self.finish(model, manager, scheduler, worker, a)
+                manager.free(a)
+                hit, _ = self.load(model, manager, scheduler, worker, "R", prompt)
+                self.assertEqual(hit, 0)
+                manager.free(self.loaded)
+                hit, ids = self.load(model, manager, scheduler, worker, "N", prompt + [7] * 3)
+                self.assertEqual(hit, n)
+                self.assert_loaded(model, {**truth, **states[n]}, ids, hit)
+                manager.free(self.loaded)
+        with self.assertRaisesRegex(ValueError, "kvtier.step_saves .* is true or false"):
+            self.pair(Model(self.rng), os.path.join(self.dir.name, "bad"), **{"kvtier.step_saves": "sometimes"})
+
     def test_a_failed_load_of_a_hybrid_model_stops_rather_than_serves(self):
         rng = self.rng
         while True:
