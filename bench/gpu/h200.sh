@@ -310,14 +310,15 @@ scenario_tuned() {
   # least), as they did before each took the whole (TUNED_SHARED=0: not run): the sizes the first
   # run's line names, given as flags.
   local line request staging shared_flags=()
-  line=$(grep -m1 -o "requests of [0-9.]* MB and staging [0-9.]* MB per rank (tuned" "$OUT/tuned$n-first.txt")
-  if [ "${TUNED_SHARED:-1}" != 0 ] && [ -n "$line" ]; then
+  line=$(grep -m1 -o "requests of [0-9.]* [MG]B and staging [0-9.]* [MG]B per rank (tuned" "$OUT/tuned$n-first.txt")
+  if [ "${TUNED_SHARED:-1}" != 0 ] && [ -z "$line" ]; then
+    say "tuned$n-shared: skipped (the first run's line names no tuned sizes)"
+  elif [ "${TUNED_SHARED:-1}" != 0 ]; then
     read -r request staging < <(python3 -c "
-import sys
-req, stg = (round(float(v) * 1e6 / 2**20) for v in sys.argv[1:3])
-print(req, max(2, -(-stg // (2 * req))) * req)" \
-      "$(echo "$line" | sed -E 's/requests of ([0-9.]*) MB.*/\1/')" \
-      "$(echo "$line" | sed -E 's/.*staging ([0-9.]*) MB per rank.*/\1/')")
+import re, sys
+req, stg = (round(float(v) * (1e9 if u == 'G' else 1e6) / 2**20)
+            for v, u in re.findall(r'([0-9.]+) ([MG])B', sys.argv[1]))
+print(req, max(2, -(-stg // (2 * req))) * req)" "$line")
     say "tuned$n-shared: each rank with half the tuning: --request-size ${request}M --staging ${staging}M"
     shared_flags=(--paths posix --request-size "${request}M" --staging "${staging}M" --fio-requests 1M,2M,4M,8M,16M)
     h200_seed "tuned$n-shared" "$roots" "${shared_flags[@]}" "$@"

@@ -251,7 +251,7 @@ IoSettings io_from_tuning(std::vector<DriveTuningInfo> drives, const Options& re
     }
     const double mean = static_cast<double>(in_flight) / static_cast<double>(tuned);
     in_flight += static_cast<uint64_t>(mean + 0.5) * (std::max(available, tuned) - tuned);
-    const uint64_t cap = uint64_t{1} << 30;
+    const uint64_t cap = kMaxTunedStaging;
     s.request_bytes = request;
     const uint64_t largest = std::max(cap / request, uint64_t{1}) * request;
     // Two slots at least: the staging pool gives each running operation one slot or more, so with
@@ -265,7 +265,9 @@ IoSettings io_from_tuning(std::vector<DriveTuningInfo> drives, const Options& re
 
 uint64_t tuned_share(uint64_t staging, uint64_t request, uint32_t stores) {
   const uint64_t each = std::max<uint64_t>(stores, 1) * request;
-  return std::max<uint64_t>((staging + each - 1) / each, 2) * request;
+  uint64_t requests = (staging + each - 1) / each;
+  if (requests * each > kMaxTunedStaging) requests = kMaxTunedStaging / each;
+  return std::max<uint64_t>(requests, 2) * request;
 }
 
 void share_tuned_settings(IoSettings& s, uint32_t stores) {

@@ -57,11 +57,15 @@ enum class TuneMode {
 [[nodiscard]] IoSettings io_from_tuning(std::vector<DriveTuningInfo> drives,
                                         const Options& resolved);
 
+/// The most staging a tuning gives a rank.
+inline constexpr uint64_t kMaxTunedStaging = uint64_t{1} << 30;
+
 /// One store's share of a tuning's `staging` when a rank reads `stores` stores at once (a TP-free
 /// model's head groups, windows and state): whole requests of `request`, rounded up, two at least
-/// (a staging pool of one slot makes a save wait for a whole restore). The probe timed one reader,
+/// (a staging pool of one slot makes a save wait for a whole restore), rounded down where the
+/// stores together would pass kMaxTunedStaging otherwise. The probe timed one reader,
 /// so its staging is what one reader wants in flight: each rank reads with all of it, split over
-/// its stores, whatever the TP size (docs/perf.md: sharing it among the ranks read 1.3-1.6x
+/// its stores, whatever the TP size (docs/perf.md: sharing it among the ranks read 1.2-1.6x
 /// slower).
 [[nodiscard]] uint64_t tuned_share(uint64_t staging, uint64_t request, uint32_t stores);
 

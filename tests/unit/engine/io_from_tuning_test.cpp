@@ -72,6 +72,8 @@ TEST(TunedShare, EachStoreTakesWholeRequestsRoundedUpTwoAtLeastAndTheStoresToget
   EXPECT_EQ(tuned_share(11 * kMiB, kMiB, 8), 2 * kMiB);     // 1.4 requests: the floor, two
   EXPECT_EQ(tuned_share(2 * kMiB, 4 * kMiB, 8), 8 * kMiB);  // two requests at least
   EXPECT_EQ(tuned_share(8 * kMiB, kMiB, 0), 8 * kMiB);      // no stores counts as one
+  // 1 GiB in 16 MiB requests over 3 stores: 22 requests each would pass the cap, 21 do not.
+  EXPECT_EQ(tuned_share(kMaxTunedStaging, 16 * kMiB, 3), 21 * 16 * kMiB);
   std::mt19937_64 rng(testing::test_seed());
   for (int trial = 0; trial < 2000; ++trial) {
     const uint64_t request = (uint64_t{1} << (12 + rng() % 13));
@@ -81,9 +83,12 @@ TEST(TunedShare, EachStoreTakesWholeRequestsRoundedUpTwoAtLeastAndTheStoresToget
     SCOPED_TRACE(::testing::Message() << staging << " over " << stores << " at " << request);
     EXPECT_EQ(each % request, 0u);
     EXPECT_GE(each, 2 * request);
-    EXPECT_GE(each * stores, staging);  // the stores keep what the drives want
-    // and less than one more request each, unless the floor gives them more
-    EXPECT_LT(each * stores, std::max(staging + stores * request, 2 * stores * request + 1));
+    // The stores keep what the drives want, less than one more request each, and no more than
+    // the cap, unless the two-request floor gives them more.
+    const uint64_t floor = 2 * stores * request;
+    EXPECT_LE(each * stores, std::max(kMaxTunedStaging, floor));
+    EXPECT_GE(each * stores, std::min(staging, kMaxTunedStaging - stores * request + 1));
+    EXPECT_LT(each * stores, std::max(staging + stores * request, floor + 1));
   }
 }
 
