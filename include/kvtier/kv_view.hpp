@@ -69,6 +69,10 @@ struct PagedKv {
   std::vector<std::span<const int32_t>> layer_block_tables;
   uint32_t block_size = 16;  ///< tokens per block
   uint32_t num_blocks = 0;   ///< blocks in each layer's tensor
+  /// Blocks in each layer's tensor where they differ (a caller that saves some layers from
+  /// copies of the blocks it keeps, each with a block table of its own): empty, or one count per
+  /// layer, num_blocks then unused. A hybrid model's layers of one kind must have one count.
+  std::vector<uint32_t> layer_num_blocks;
   PagedLayout layout = PagedLayout::kKvFirst;
   void* cuda_stream = nullptr;  ///< as ChunkedKv::cuda_stream
 };

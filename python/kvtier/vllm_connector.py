@@ -36,7 +36,10 @@ What it does, hook by hook:
   window layer's KV in records a block long and only where vLLM still holds the blocks (those that
   left the window are its null block), and a Mamba layer's state page at the save's end. A lookup
   finds the end of a save whose window and state are held and loads exactly there, never rounded.
-  vLLM 0.26 cannot take back a hybrid request's failed blocks (its scheduler reads one group where
+  Each prefill step's end inside the prompt is saved too (``kvtier.step_saves``, true), from
+  copies taken on the GPU at the step's end of the states and of the window blocks it keeps (vLLM
+  overwrites a state in place and lets go of a window's blocks as it moves on), so the same prompt
+  again resumes at its last step end and no step waits for a save. vLLM 0.26 cannot take back a hybrid request's failed blocks (its scheduler reads one group where
   load errors are reported), so a failed hybrid load raises instead of letting vLLM compute on KV
   nobody wrote. Mamba groups are taken with prefix caching off only (``mamba_cache_mode`` none):
   with it on, vLLM 0.26 may resume a request beside a connector from a state that is not its
@@ -60,7 +63,8 @@ per load and save to: request, tokens, seconds; what the serving benchmark reads
 size, up to the model's KV heads, read too; docs/format.md "TP-free stores"), ``kvtier.max_tp`` (8:
 the largest TP size a TP-free store serves), ``kvtier.compression`` (off; split16 with store_format 2
 and 16-bit KV: records kept coded losslessly, decoded on the host on restore; docs/format.md
-"Compressed records").
+"Compressed records"), ``kvtier.step_saves`` (true; false: a hybrid model's state and window
+are kept at save ends only, not at prefill step ends).
 
 Requests whose KV depends on more than their token ids (LoRA adapters, a cache salt, multimodal
 inputs, prompt embeddings) are neither looked up nor saved: kvtier keys KV by token ids only.
@@ -143,9 +147,18 @@ class KvtierMetadata(KVConnectorMetadata):
     loads: list[LoadPlan] = field(default_factory=list)
     saves: list[SavePlan] = field(default_factory=list)
     # Requests whose step-end saves of prefixes shorter than this many tokens may still read blocks
-    # vLLM hands on this step (all of a preempted request's; a sliding window's that left it):
-    # ended in handle_preemptions, before the runner writes those blocks anew.
+    # vLLM hands on this step (all of a preempted request's): ended in handle_preemptions, before
+    # the runner writes those blocks anew. (A sliding window's blocks that leave it are not read:
+    # a step-end save keeps the window from a copy taken at the step's end.)
     end_step_saves: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _StepCopies:
+    """What a step-end save reads in place of vLLM's memory, copied at the step's end: each Mamba
+    layer's state, and each window layer's blocks (by layer) with a table into the copy."""
+    states: "list[torch.Tensor]"
+    windows: "dict[int, tuple[torch.Tensor, np.ndarray]]"
 
 
 @dataclass
@@ -620,10 +633,6 @@ class KvtierConnector(KVConnectorBase_V1):
             self._plan_step_end(rid, run, cached.num_computed_tokens[i], scheduled.get(rid, 0))
 
     def _plan_step_end(self, rid: str, run: _Prefill, computed: int, scheduled: int) -> None:
-        if self._groups.window and rid in self._step_saved:
-            # Scheduling this step let go of the window's blocks before the `computed` tokens'
-            # window (and may hand them on): a step-end save of a shorter prefix may read them.
-            self._end_step_saves[rid] = computed
         end = computed + scheduled
         # The prompt's own end is not planned: what resumes there is a longer prompt, which the
         # finish save (prompt and output) serves; a prompt again resumes before its last token.
@@ -635,10 +644,9 @@ class KvtierConnector(KVConnectorBase_V1):
         if self._groups.state_missing(tables):
             return
         if self._groups.window:
-            # The window's blocks before the one holding token end - W + 1 go when vLLM schedules
-            # the request next, under a save that may still run: not read (a restore at `end`
-            # needs none of them). Those after stay until the step after; handle_preemptions ends
-            # the save before then.
+            # The window's blocks before the one holding token end - W + 1 are not kept (a
+            # restore at `end` needs none of them); the worker copies the others at the step's
+            # end (vLLM lets go of them as the window moves on) and the save reads the copy.
             gone = max(0, end - self._groups.window + 1)
             for g, kind in enumerate(self._groups.kinds):
                 if kind == hybrid.WINDOW:
@@ -673,10 +681,6 @@ class KvtierConnector(KVConnectorBase_V1):
         self._prefills.pop(rid, None)
         stepped = rid in self._step_saved
         self._step_saved.discard(rid)
-        if stepped and self._groups.window:
-            # vLLM let go of the window's blocks before the last window just now (not among
-            # `block_ids`, not held for the save): a step-end save may still read them.
-            self._end_step_saves[rid] = sys.maxsize
         plan = self._finish_plan(request, block_ids)
         if plan is None and stepped:
             # Nothing more to save, but its step-end saves may still read its blocks: they stay
@@ -870,24 +874,31 @@ class KvtierConnector(KVConnectorBase_V1):
             # waiting for it would wait for every save queued before it.
             wait([f for f in saves if not f.cancel()])
 
-    def _paged_args(self, plan: "LoadPlan | SavePlan", state: "list[torch.Tensor] | None" = None) -> dict[str, Any]:
-        """A hybrid plan as save_paged's and restore_paged's arguments: every attention layer's
-        table in kernel blocks, the Mamba layers' state pages (or `state`, copies of them)."""
+    def _paged_args(self, plan: "LoadPlan | SavePlan", copies: "_StepCopies | None" = None) -> dict[str, Any]:
+        """A hybrid plan as save_paged's and restore_paged's arguments: every attention layer and
+        its table in kernel blocks, the Mamba layers' state pages; or, for a step-end save,
+        `copies` of the states and of the window layers' blocks it keeps, with tables into them."""
         r = self._kernel_split
         # One table a group, shared by its layers.
         by_group = {g: np.asarray(hybrid.expand(plan.group_tables[g], r), dtype=np.int32)
                     for g in set(self._attn_groups)}
         tables = [by_group[g] for g in self._attn_groups]
-        if state is None:
-            state = [p.view(plan.group_tables[g][0]) for p, g in zip(self._state_pages, self._state_groups)]
-        return {"block_table": tables[0], "layer_block_tables": tables, "state": state or None,
-                "block_size": self._groups.attention_block_size // r, "layout": self._layout.name}
+        layers = list(self._layers)
+        args: dict[str, Any] = {}
+        if copies is not None and copies.windows:
+            axis = 1 if self._layout.name == "kv_first" else 0
+            for i, (copy, table) in copies.windows.items():
+                layers[i], tables[i] = copy, table
+            args["layer_num_blocks"] = [t.shape[axis] for t in layers]
+        state = copies.states if copies is not None else \
+            [p.view(plan.group_tables[g][0]) for p, g in zip(self._state_pages, self._state_groups)]
+        return {"layers": layers, "block_table": tables[0], "layer_block_tables": tables, "state": state or None,
+                "block_size": self._groups.attention_block_size // r, "layout": self._layout.name, **args}
 
     def _load_hybrid(self, plan: LoadPlan) -> None:
         start = time.perf_counter()
         try:
-            r = self._engine.restore_paged(np.asarray(plan.token_ids, dtype=np.int32), self._layers,
-                                           **self._paged_args(plan))
+            r = self._engine.restore_paged(np.asarray(plan.token_ids, dtype=np.int32), **self._paged_args(plan))
         except Exception as e:  # noqa: BLE001 - told below, with what it means
             r = {"tokens_restored": 0, "problem": str(e), "checksum_misses": 0}
         self._trace(event="load", req=plan.req_id, tokens=len(plan.token_ids), restored=r["tokens_restored"],
@@ -953,9 +964,35 @@ class KvtierConnector(KVConnectorBase_V1):
             plans = plans[:room]
         if not plans:
             return
-        states = [[p.view(plan.group_tables[g][0]).clone() for p, g in zip(self._state_pages, self._state_groups)]
-                  for plan in plans]
-        self._submit_saves(plans, states)
+        copies = [_StepCopies([p.view(plan.group_tables[g][0]).clone()
+                               for p, g in zip(self._state_pages, self._state_groups)],
+                              self._window_copies(plan)) for plan in plans]
+        self._submit_saves(plans, copies)
+
+    def _window_copies(self, plan: SavePlan) -> "dict[int, tuple[torch.Tensor, np.ndarray]]":
+        """Each window layer's blocks a step-end save keeps, copied (queued on this stream, after
+        the step's forward pass), with a table into the copy: vLLM lets go of a window's blocks as
+        it moves on and may hand them on before the save reads them; the copy stays."""
+        if not self._groups.window:
+            return {}
+        tables = {g: np.asarray(hybrid.expand(plan.group_tables[g], self._kernel_split), dtype=np.int32)
+                  for g in set(self._attn_groups) if self._groups.kinds[g] == hybrid.WINDOW}
+        size = max(int((t >= 0).sum()) for t in tables.values())
+        if size == 0:
+            return {}  # nothing of the window is kept: nothing read
+        # One copy size for every window layer (kvtier reads a kind's layers with one block count):
+        # a group holding fewer blocks pads its copy with block 0, which its table never names.
+        into = {}
+        for g, table in tables.items():
+            held = table >= 0
+            blocks = np.zeros(size, dtype=np.int64)
+            blocks[: int(held.sum())] = table[held]
+            remapped = np.full_like(table, -1)
+            remapped[held] = np.arange(int(held.sum()), dtype=np.int32)
+            into[g] = (torch.as_tensor(blocks, device=self._layers[0].device), remapped)
+        axis = 1 if self._layout.name == "kv_first" else 0  # the blocks' dimension
+        return {i: (self._layers[i].index_select(axis, into[g][0]), into[g][1])
+                for i, g in enumerate(self._attn_groups) if g in into}
 
     def _start_saves(self, meta: KvtierMetadata) -> None:
         plans = [p for p in meta.saves if not p.at_step_end]
@@ -964,20 +1001,20 @@ class KvtierConnector(KVConnectorBase_V1):
 
     _MAX_STEP_COPIES = 4  # step-end saves a worker has in flight at once (each with its states' copy)
 
-    def _submit_saves(self, plans: list[SavePlan], states: "list[list[torch.Tensor] | None]") -> None:
-        # The blocks' last writes (and the states' copies) were queued on this stream: a save reads
-        # them only after they land.
+    def _submit_saves(self, plans: list[SavePlan], copies: "list[_StepCopies | None]") -> None:
+        # The blocks' last writes (and the copies) were queued on this stream: a save reads them
+        # only after they land.
         done = torch.cuda.Event() if self._layers and self._layers[0].is_cuda else None
         if done is not None:
             done.record()
-        for plan, state in zip(plans, states):
-            # The state copies (GPU memory) are held through `held`, emptied when the save is
-            # dropped: the pool's queue keeps a dropped save's arguments until a thread takes it.
-            held = [state]
+        for plan, copy in zip(plans, copies):
+            # The copies (GPU memory) are held through `held`, emptied when the save is dropped:
+            # the pool's queue keeps a dropped save's arguments until a thread takes it.
+            held = [copy]
             f = self._io.submit(self._save, plan, done, held)
             with self._mu:
                 self._pending_saves.setdefault(plan.req_id, []).append((len(plan.token_ids), f))
-            if state is not None:
+            if copy is not None:
                 f.add_done_callback(functools.partial(self._copy_released, held))  # run at once if done
 
     def _copy_released(self, held: list, _: Future) -> None:
@@ -986,7 +1023,7 @@ class KvtierConnector(KVConnectorBase_V1):
             self._step_copies -= 1
 
     def _save(self, plan: SavePlan, done: "torch.cuda.Event | None", held: list) -> None:
-        state = held[0]  # a save that runs was not dropped: `held` is whole
+        copies = held[0]  # a save that runs was not dropped: `held` is whole
         with self._mu:
             load = self._pending_loads.get(plan.req_id)
         if load is not None:
@@ -1001,12 +1038,12 @@ class KvtierConnector(KVConnectorBase_V1):
             if done is not None:
                 done.synchronize()
             if plan.group_tables is not None:
-                chunks = self._engine.save_paged(np.asarray(tokens, dtype=np.int32), self._layers,
-                                                 **self._paged_args(plan, state))
+                chunks = self._engine.save_paged(np.asarray(tokens, dtype=np.int32),
+                                                 **self._paged_args(plan, copies))
             else:
                 needed = -(-len(tokens) // self._block_size)
-                chunks = self._engine.save_paged(np.asarray(tokens, dtype=np.int32), self._layers,
-                                                 np.asarray(plan.block_ids[:needed], dtype=np.int32),
+                chunks = self._engine.save_paged(np.asarray(tokens, dtype=np.int32), layers=self._layers,
+                                                 block_table=np.asarray(plan.block_ids[:needed], dtype=np.int32),
                                                  block_size=self._block_size, layout=self._layout.name)
             self._trace(event="step-save" if plan.at_step_end else "save", req=plan.req_id, tokens=len(tokens),
                         chunks_written=chunks, seconds=time.perf_counter() - start)

@@ -319,17 +319,24 @@ const char* paged_form(kvtier::PagedLayout layout) {
   return "";
 }
 
-/// Every layer must be the layout's shape with the first layer's number of blocks: the engine only
-/// sees byte counts, so a layer in another arrangement of the same size would be filled scrambled.
+/// Every layer must be the layout's shape with the first layer's number of blocks, or with its
+/// own from `counts` where the caller gives one per layer: the engine only sees byte counts, so a
+/// layer in another arrangement of the same size would be filled scrambled.
 void check_paged_shapes(const std::vector<Tensor>& layers, const kvtier::KvGeometry& g,
                         kvtier::PagedLayout layout, const std::string& layout_name,
-                        uint32_t block_size) {
+                        uint32_t block_size, const std::vector<uint32_t>& counts) {
   const Tensor& first = layers.front();
   const size_t block_axis = layout == kvtier::PagedLayout::kKvFirst ? 1 : 0;
   std::optional<uint64_t> blocks;
   if (first.ndim() == paged_shape(first, g, layout, block_size, std::nullopt).size())
     blocks = first.shape(block_axis);
+  if (!counts.empty() && counts.size() != layers.size()) {
+    throw PyError({kvtier::ErrorCode::kInvalidArgument,
+                   "layer_num_blocks has " + std::to_string(counts.size()) + " counts for " +
+                       std::to_string(layers.size()) + " layers (one each, or None)"});
+  }
   for (size_t i = 0; i < layers.size(); ++i) {
+    if (!counts.empty()) blocks = counts[i];
     const Expected want = paged_shape(layers[i], g, layout, block_size, blocks);
     if (matches(layers[i], want)) continue;
     throw PyError({kvtier::ErrorCode::kInvalidArgument,
@@ -337,7 +344,9 @@ void check_paged_shapes(const std::vector<Tensor>& layers, const kvtier::KvGeome
                        dtype_name(layers[i].dtype()) + "), but layout " + layout_name +
                        " with block_size " + std::to_string(block_size) + " expects " +
                        expected_string(want, "blocks") + " (" + paged_form(layout) +
-                       (i == 0 ? ")" : ", with the blocks of layers[0])")});
+                       (!counts.empty() ? ", with layer_num_blocks[" + std::to_string(i) + "])"
+                        : i == 0        ? ")"
+                                        : ", with the blocks of layers[0])")});
   }
 }
 
@@ -367,7 +376,7 @@ struct Paged {
 
 Paged paged_of(const kvtier::KvGeometry& g, nb::handle layers, nb::handle block_table,
                uint32_t block_size, const std::string& layout, nb::handle stream, bool restore,
-               nb::handle layer_block_tables = nb::none()) {
+               nb::handle layer_block_tables, nb::handle layer_num_blocks) {
   Paged p;
   if (!nb::isinstance<nb::list>(layers) && !nb::isinstance<nb::tuple>(layers)) {
     throw nb::type_error("layers must be a list of per-layer tensors");
@@ -380,7 +389,10 @@ Paged paged_of(const kvtier::KvGeometry& g, nb::handle layers, nb::handle block_
   p.view.layout = layout_of(layout);
   for (size_t l = 0; l < p.layers.size(); ++l)
     check_dtype(p.layers[l], g, "layers[" + std::to_string(l) + "]");
-  check_paged_shapes(p.layers, g, p.view.layout, layout, block_size);
+  if (!layer_num_blocks.is_none()) {
+    p.view.layer_num_blocks = ints_of<uint32_t>(layer_num_blocks, "layer_num_blocks");
+  }
+  check_paged_shapes(p.layers, g, p.view.layout, layout, block_size, p.view.layer_num_blocks);
   for (const Tensor& l : p.layers) p.view.layers.push_back(view_of(l));
   p.view.block_table = p.table;
   if (!layer_block_tables.is_none()) {
@@ -799,16 +811,17 @@ NB_MODULE(_kvtier, m) {
           "save_paged",
           [](kvtier::Engine& e, nb::handle tokens, nb::handle layers, nb::handle block_table,
              uint32_t block_size, const std::string& layout, nb::handle stream, nb::handle state,
-             nb::handle layer_block_tables) {
+             nb::handle layer_block_tables, nb::handle layer_num_blocks) {
             auto ids = tokens_of(tokens);
             Paged p = paged_of(e.geometry(), layers, block_table, block_size, layout, stream,
-                               /*restore=*/false, layer_block_tables);
+                               /*restore=*/false, layer_block_tables, layer_num_blocks);
             const std::optional<State> s = state_of(e.geometry(), state, stream, false);
             nb::gil_scoped_release release;
             return unwrap(s ? e.save(ids, p.view, s->view) : e.save(ids, p.view)).chunks_written;
           },
           "tokens"_a, "layers"_a, "block_table"_a, "block_size"_a = 16, "layout"_a = "kv_first",
-          "stream"_a = nb::none(), "state"_a = nb::none(), "layer_block_tables"_a = nb::none())
+          "stream"_a = nb::none(), "state"_a = nb::none(), "layer_block_tables"_a = nb::none(),
+          "layer_num_blocks"_a = nb::none())
       .def(
           "lookup",
           [](kvtier::Engine& e, nb::handle tokens) {
@@ -840,10 +853,10 @@ NB_MODULE(_kvtier, m) {
           "restore_paged",
           [](kvtier::Engine& e, nb::handle tokens, nb::handle layers, nb::handle block_table,
              uint32_t block_size, const std::string& layout, nb::handle stream, nb::handle state,
-             nb::handle layer_block_tables) {
+             nb::handle layer_block_tables, nb::handle layer_num_blocks) {
             auto ids = tokens_of(tokens);
             Paged p = paged_of(e.geometry(), layers, block_table, block_size, layout, stream,
-                               /*restore=*/true, layer_block_tables);
+                               /*restore=*/true, layer_block_tables, layer_num_blocks);
             const std::optional<State> s = state_of(e.geometry(), state, stream, true);
             kvtier::RestoreResult r;
             {
@@ -853,7 +866,8 @@ NB_MODULE(_kvtier, m) {
             return restore_dict(e, r, ids.size());
           },
           "tokens"_a, "layers"_a, "block_table"_a, "block_size"_a = 16, "layout"_a = "kv_first",
-          "stream"_a = nb::none(), "state"_a = nb::none(), "layer_block_tables"_a = nb::none())
+          "stream"_a = nb::none(), "state"_a = nb::none(), "layer_block_tables"_a = nb::none(),
+          "layer_num_blocks"_a = nb::none())
       .def(
           "evict",
           [](kvtier::Engine& e, nb::handle tokens) {

@@ -30,10 +30,11 @@ KvLayoutParams base_params(const KvGeometry& memory, const KvGeometry& records,
   return p;
 }
 
-/// Checks `views` (one per layer, each `bytes` long, all in one place) and takes their bases into
-/// `t`; `what` names them, `need` says why `bytes`.
-Status take_layers(std::span<const MemoryView> views, uint64_t bytes, std::string_view what,
-                   std::string_view need, KvMemory& t) {
+/// Checks `views` (one per layer, layer l `bytes(l)` long, all in one place) and takes their bases
+/// into `t`; `what` names them, `need(l)` says why `bytes(l)`.
+template <typename Bytes, typename Need>
+Status take_layers(std::span<const MemoryView> views, Bytes bytes, std::string_view what, Need need,
+                   KvMemory& t) {
   t.kind = views[0].kind;
   t.device = views[0].device;
   for (size_t l = 0; l < views.size(); ++l) {
@@ -41,8 +42,8 @@ Status take_layers(std::span<const MemoryView> views, uint64_t bytes, std::strin
     KVTIER_EXPECTS(m.data != nullptr, fmt::format("{}: layer {} is a null pointer", what, l));
     KVTIER_EXPECTS(m.kind == t.kind && m.device == t.device,
                    fmt::format("{}: layer {} lives elsewhere than layer 0", what, l));
-    KVTIER_EXPECTS(m.size == bytes,
-                   fmt::format("{}: layer {} holds {} bytes; {}", what, l, m.size, need));
+    KVTIER_EXPECTS(m.size == bytes(l),
+                   fmt::format("{}: layer {} holds {} bytes; {}", what, l, m.size, need(l)));
     t.layer_base.push_back(reinterpret_cast<uint8_t*>(m.data));
   }
   return {};
@@ -124,21 +125,43 @@ Result<KvMemory> Engine::Impl::kv_memory_of(const PagedKv& kv, bool restore) con
       fmt::format("paged KV: {} layer tensors for a {}-layer model", kv.layers.size(), g.layers));
   KVTIER_EXPECTS(kv.block_size > 0 && kv.block_size <= 65536,
                  "paged KV: block_size must be in 1..65536");
-  KVTIER_EXPECTS(kv.num_blocks > 0, "paged KV: num_blocks is 0");
+  KVTIER_EXPECTS(kv.layer_num_blocks.empty() || kv.layer_num_blocks.size() == g.layers,
+                 fmt::format("paged KV: {} layer block counts for {} layer tensors (one each, or "
+                             "none: num_blocks counts every layer's)",
+                             kv.layer_num_blocks.size(), g.layers));
+  const auto blocks_of = [&](size_t l) {
+    return kv.layer_num_blocks.empty() ? kv.num_blocks : kv.layer_num_blocks[l];
+  };
+  for (uint32_t l = 0; l < g.layers; ++l) {
+    KVTIER_EXPECTS(blocks_of(l) > 0, fmt::format("paged KV: layer {} has 0 blocks", l));
+  }
   KVTIER_EXPECTS(g.kv_tensors == 2 || kv.layout == PagedLayout::kKvFirst ||
                      kv.layout == PagedLayout::kBlockFirst,
                  "paged KV: a latent (kv_tensors 1) has no K and V to pack; its layout is kv_first "
                  "([num_blocks, block_size, head_dim], vLLM's MLA cache) or block_first");
-  const uint64_t layer_bytes =
-      uint64_t{kv.num_blocks} * g.kv_tensors * kv.block_size * g.row_bytes();
+  const auto layer_bytes = [&](size_t l) {
+    return uint64_t{blocks_of(l)} * g.kv_tensors * kv.block_size * g.row_bytes();
+  };
   KvMemory t;
   KVTIER_TRY(take_layers(
       kv.layers, layer_bytes, "paged KV",
-      fmt::format("{} blocks of {} tokens need {}", kv.num_blocks, kv.block_size, layer_bytes), t));
-  // The caller's layers this part's records hold, in order, each with its block table.
+      [&](size_t l) {
+        return fmt::format("{} blocks of {} tokens need {}", blocks_of(l), kv.block_size,
+                           layer_bytes(l));
+      },
+      t));
+  // The caller's layers this part's records hold, in order, each with its block table; one
+  // block count among them (the layout's addresses of a part's layers share it).
   std::vector<uint32_t> mine = part_.layers;
   if (mine.empty()) {
     for (uint32_t l = 0; l < g.layers; ++l) mine.push_back(l);
+  }
+  const uint32_t part_blocks = blocks_of(mine.front());
+  for (uint32_t l : mine) {
+    KVTIER_EXPECTS(blocks_of(l) == part_blocks,
+                   fmt::format("paged KV: layers {} and {} are kept together but have {} and {} "
+                               "blocks",
+                               mine.front(), l, part_blocks, blocks_of(l)));
   }
   KVTIER_EXPECTS(kv.layer_block_tables.empty() || kv.layer_block_tables.size() == g.layers,
                  fmt::format("paged KV: {} layer block tables for {} layer tensors (one each, or "
@@ -164,10 +187,10 @@ Result<KvMemory> Engine::Impl::kv_memory_of(const PagedKv& kv, bool restore) con
                         i));
         continue;
       }
-      KVTIER_EXPECTS(b >= 0 && static_cast<uint32_t>(b) < kv.num_blocks,
-                     fmt::format("paged KV: block_table[{}] = {} is not a block of 0..{} (or -1 to "
-                                 "skip, on restore)",
-                                 i, b, kv.num_blocks - 1));
+      KVTIER_EXPECTS(b >= 0 && static_cast<uint32_t>(b) < part_blocks,
+                     fmt::format("paged KV: layer {}'s block_table[{}] = {} is not a block of "
+                                 "0..{} (or -1 to skip, on restore)",
+                                 l, i, b, part_blocks - 1));
     }
   }
   {
@@ -190,7 +213,7 @@ Result<KvMemory> Engine::Impl::kv_memory_of(const PagedKv& kv, bool restore) con
   t.params.table_stride = own_tables ? kv.block_table.size() : 0;
   t.params.capacity_tokens = kv.block_table.size() * uint64_t{kv.block_size};
   t.params.block_size = kv.block_size;
-  t.params.num_blocks = kv.num_blocks;
+  t.params.num_blocks = part_blocks;
   t.stream = kv.cuda_stream;
   KVTIER_TRY(device->check_shape(t.params));
   return t;
@@ -205,8 +228,10 @@ Result<KvMemory> Engine::Impl::state_memory_of(const StateMemory& state) const {
       state.layers.size() == g.layers,
       fmt::format("state memory: {} views for {} recurrent layers", state.layers.size(), g.layers));
   KvMemory t;
-  KVTIER_TRY(take_layers(state.layers, layer_bytes, "state memory",
-                         fmt::format("a recurrent layer's state is {} bytes", layer_bytes), t));
+  KVTIER_TRY(take_layers(
+      state.layers, [&](size_t) { return layer_bytes; }, "state memory",
+      [&](size_t) { return fmt::format("a recurrent layer's state is {} bytes", layer_bytes); },
+      t));
   KVTIER_ASSIGN_OR_RETURN(Device * device, kit_->device_for(t.kind));
   for (const MemoryView& m : state.layers) KVTIER_TRY(device->check_memory(m));
   t.block_table = {0};

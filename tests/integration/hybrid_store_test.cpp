@@ -328,9 +328,45 @@ struct WindowedCache {
   uint64_t held_from = 0;                    ///< the window layers' first held block
 };
 
+/// `cache`'s window layers as the vLLM connector saves a step's end while vLLM lets go of the
+/// window: each in a tensor of its own holding only the blocks its table names, in table order
+/// (fewer blocks than the cache's: PagedKv::layer_num_blocks), with a table into it; every other
+/// layer as it is.
+struct WindowCopies {
+  WindowCopies(const Hybrid& m, const WindowedCache& cache, std::byte* contiguous, uint64_t n)
+      : copies(m.rank(0, 1),
+               std::max<uint32_t>(cache.need - static_cast<uint32_t>(cache.held_from), 1),
+               cache.host.view.block_size, cache.host.view.layout),
+        tables(cache.tables) {
+    view = cache.host.view;
+    view.layer_block_tables.clear();
+    std::vector<std::vector<int32_t>> into(m.layers(),
+                                           std::vector<int32_t>(cache.need, kSkipBlock));
+    for (uint32_t l = 0; l < m.layers(); ++l) {
+      // A window that holds no block (its tokens all left it) needs no copy.
+      if (m.kinds[l] != LayerKind::kSlidingWindow || cache.held_from == cache.need) {
+        view.layer_num_blocks.push_back(cache.host.view.num_blocks);
+        continue;
+      }
+      for (uint64_t i = cache.held_from; i < cache.need; ++i) {
+        into[l][i] = static_cast<int32_t>(i - cache.held_from);
+      }
+      tables[l] = into[l];
+      view.layers[l] = copies.view.layers[l];
+      view.layer_num_blocks.push_back(copies.view.num_blocks);
+    }
+    testing::move_held(m.rank(0, 1), copies, into, contiguous, n, n, /*to_paged=*/true);
+    view.block_table = tables[0];
+    for (const auto& t : tables) view.layer_block_tables.emplace_back(t);
+  }
+  testing::PagedHost copies;
+  std::vector<std::vector<int32_t>> tables;
+  PagedKv view;
+};
+
 TEST(HybridStore, WindowLayersWithBlocksOfTheirOwnKeepOnlyWhatTheyStillHoldAndNeverServeMore) {
   std::mt19937_64 rng(testing::test_seed());
-  uint64_t cases = 0, hits_at_end = 0, shorter = 0;
+  uint64_t cases = 0, hits_at_end = 0, shorter = 0, copied = 0;
   for (int round = 0; round < 40; ++round) {
     Hybrid m;
     m.heads = 1 + static_cast<uint32_t>(rng() % 4);
@@ -368,11 +404,17 @@ TEST(HybridStore, WindowLayersWithBlocksOfTheirOwnKeepOnlyWhatTheyStillHoldAndNe
     }
     source.move(m, truth.data(), n, n, /*to_paged=*/true);
 
+    // Half the rounds save the window layers from copies of the blocks they hold.
+    const bool from_copies = rng() % 2 == 0;
+    const WindowCopies copies(m, source, truth.data(), n);
+    const PagedKv& from = from_copies ? copies.view : source.host.view;
+    copied += from_copies;
+
     TempDir dir;
     std::unique_ptr<Engine> e = open_rank(dir.str(), m, 0, 1);
     ASSERT_TRUE(e);
-    auto saved = m.state_layers > 0 ? e->save(tokens, source.host.view, state_view(state, m))
-                                    : e->save(tokens, source.host.view);
+    auto saved =
+        m.state_layers > 0 ? e->save(tokens, from, state_view(state, m)) : e->save(tokens, from);
     ASSERT_TRUE(saved) << saved.error().message();
     // The end is stored where the records a restore there reads lie wholly in held blocks: always
     // when a record is a block.
@@ -439,10 +481,11 @@ TEST(HybridStore, WindowLayersWithBlocksOfTheirOwnKeepOnlyWhatTheyStillHoldAndNe
     ++cases;
   }
   std::printf(
-      "windowed paged caches: %llu models, %llu stored whole at their end, %llu shorter "
-      "prefixes restored\n",
-      static_cast<unsigned long long>(cases), static_cast<unsigned long long>(hits_at_end),
-      static_cast<unsigned long long>(shorter));
+      "windowed paged caches: %llu models (%llu saved from copies of their windows), %llu stored "
+      "whole at their end, %llu shorter prefixes restored\n",
+      static_cast<unsigned long long>(cases), static_cast<unsigned long long>(copied),
+      static_cast<unsigned long long>(hits_at_end), static_cast<unsigned long long>(shorter));
+  EXPECT_GT(copied, 0u);
 }
 
 TEST(HybridStore, ALookupHitsOnlyAtABoundaryWhoseStateAndWindowAreHeld) {
@@ -725,6 +768,21 @@ TEST(HybridStore, LayerBlockTablesThatDoNotFitAreRefused) {
   refused({{}, other}, "a table for two of three layers");
   refused({{}, short_table, {}}, "a table shorter than block_table");
   refused({skipping, {}, {}}, "a full-attention layer's save skipping tokens");
+  // Layers of other block counts: one count each, none 0, the blocks a table names within its
+  // layer's, and the layers a part keeps together (here the full-attention ones) alike.
+  testing::PagedHost small(m.rank(0, 1), 4, 4, PagedLayout::kBlockFirst);
+  auto counted = [&](std::vector<uint32_t> counts, uint32_t small_layer, const char* why) {
+    host.view.layer_num_blocks = std::move(counts);
+    const MemoryView was = host.view.layers[small_layer];
+    host.view.layers[small_layer] = small.view.layers[small_layer];
+    refused({{}, other, {}}, why);
+    host.view.layers[small_layer] = was;
+    host.view.layer_num_blocks.clear();
+  };
+  counted({8, 4}, 1, "two counts for three layers");
+  counted({8, 0, 8}, 1, "a layer of no blocks");
+  counted({8, 4, 8}, 1, "a table naming blocks 4..7 of a layer of 4");
+  counted({8, 8, 4}, 2, "full-attention layers of 8 and 4 blocks, kept together");
   // A window layer's table may skip on save; the records it no longer holds are not kept.
   host.view.layer_block_tables = {{}, skipping, {}};
   auto saved = e->save(tokens, host.view);

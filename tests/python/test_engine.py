@@ -119,6 +119,37 @@ class EngineTest(unittest.TestCase):
             self.engine.save_paged([5] * 300, layers, table, block_size=bs)
         self.assertIn("only a restore", e.exception.args[0])
 
+    def test_layer_num_blocks_gives_layers_of_other_block_counts_and_is_checked(self):
+        """Layers copied out of a larger cache (only the blocks a table names, the table into the
+        copy) save like the cache; a count per layer, each layer's shape its count's, and the
+        layers a store keeps together (all of them here) alike."""
+        tokens = self.rng.integers(0, 150000, size=300, dtype=np.int32)
+        kv = session(self.rng, self.g, 300)
+        bs, blocks = 16, 40
+        table = self.rng.permutation(blocks)[: (300 + bs - 1) // bs].astype(np.int32)
+        shape = (blocks, bs, self.g.kv_heads, 2 * self.g.head_dim)
+        layers = [np.zeros(shape, dtype=np.uint16) for _ in range(self.g.layers)]
+        self.engine.save(tokens, kv)
+        self.assertEqual(self.engine.restore_paged(tokens, layers, table, block_size=bs,
+                                                   layout="packed_tokens")["tokens_restored"], 300)
+        copies = [np.ascontiguousarray(layer[table]) for layer in layers]
+        into = np.arange(len(table), dtype=np.int32)
+        counts = [len(table)] * self.g.layers
+        other = tokens + 1
+        self.engine.save_paged(other, copies, into, block_size=bs, layout="packed_tokens", layer_num_blocks=counts)
+        out = np.zeros_like(kv)
+        self.assertEqual(self.engine.restore(other, out)["tokens_restored"], 300)
+        np.testing.assert_array_equal(out, kv)
+        with self.assertRaisesRegex(kvtier.InvalidArgument, "layer_num_blocks has 1 counts"):
+            self.engine.save_paged(other, copies, into, block_size=bs, layout="packed_tokens", layer_num_blocks=[3])
+        with self.assertRaisesRegex(kvtier.InvalidArgument, "with layer_num_blocks"):
+            self.engine.save_paged(other, copies, into, block_size=bs, layout="packed_tokens",
+                                   layer_num_blocks=[len(table) + 1] * self.g.layers)
+        mixed = [layers[0]] + copies[1:]
+        with self.assertRaisesRegex(kvtier.InvalidArgument, "kept together"):
+            self.engine.save_paged(other, mixed, into, block_size=bs, layout="packed_tokens",
+                                   layer_num_blocks=[blocks] + counts[1:])
+
     def test_custom_geometry_round_trip(self):
         g = kvtier.Geometry.custom("qwen3-random", layers=3, kv_heads=1, head_dim=32, chunk_tokens=16)
         self.assertEqual((g.model, g.layers, g.kv_heads, g.head_dim, g.tp_world), ("qwen3-random", 3, 1, 32, 1))

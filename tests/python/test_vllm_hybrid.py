@@ -458,12 +458,12 @@ class HybridConnectorTest(unittest.TestCase):
 
     def test_a_window_models_step_end_saves_never_read_blocks_vllm_let_go_of(self):
         """A model with sliding-window layers computed in steps, saves slower than the steps (some
-        skipped, some ended before they begin): vLLM lets go of the window's blocks as it moves on
-        and hands them to others, who write them (noise here) before the next forward pass. A
-        step-end save reads none of those (the blocks before its own window are not read; the
-        saves of ends whose window blocks go are ended first), so whatever step end a prompt finds
-        loads the step's own KV (and state) byte for byte; the same prompt again resumes at the
-        last step end before its last token."""
+        skipped: too many in flight): vLLM lets go of the window's blocks as it moves on and hands
+        them to others, who write them (noise here) before the next forward pass. A step-end save
+        reads none of those (the blocks before its own window are not kept, the others are copied
+        at the step's end), so whatever step end a prompt finds loads the step's own KV (and
+        state) byte for byte; the same prompt again resumes at the last step end before its last
+        token. No step waits for a save."""
         cases = ends = kept = 0
         for case in range(5):
             model = self.model_where(lambda m: m.window)
@@ -501,12 +501,6 @@ class HybridConnectorTest(unittest.TestCase):
                                           self.rng.randrange(chunk // 4 + 1, chunk)))
                 a, planned = self.chunked_prefill(model, manager, scheduler, worker, "A", prompt, truth, states,
                                                   sizes=[budget] * n if budget else None)
-                # Its decode steps (none here) take long enough for its step-end saves to begin: a
-                # finish drops those not begun (their window blocks go), as a preemption does.
-                deadline = time.monotonic() + 10
-                while time.monotonic() < deadline and not all(
-                        f.running() or f.done() for _, f in worker._pending_saves.get("A", [])):
-                    time.sleep(0.002)
                 # The request finishes: vLLM lets go of the window's blocks before its last window
                 # first (handed on, written in the next step), then holds the others for the save.
                 before = manager.get_block_ids("A")
@@ -517,9 +511,9 @@ class HybridConnectorTest(unittest.TestCase):
                 self.assertTrue(scheduler.request_finished_all_groups(a, ids)[0])
                 self.assert_reported_saved(scheduler, worker, "A",
                                            prepare=lambda: [model.fill_block(b, self.gen) for b in let_go])
-                # The step ends whose saves ran: not skipped (too many in flight), not ended before
-                # they began (their window's blocks went).
-                saved = [tokens for tokens, f in submitted if not f.cancelled()]
+                # The step ends whose saves ran: those not skipped (too many in flight); none ended.
+                self.assertFalse(any(f.cancelled() for _, f in submitted))
+                saved = [tokens for tokens, _ in submitted]
                 manager.free(a)
                 worker._engine = real
                 if saved:
@@ -552,11 +546,11 @@ class HybridConnectorTest(unittest.TestCase):
               "ended")
         self.assertGreater(kept, 0)
 
-    def test_a_streaming_sessions_next_input_ends_the_step_saves_whose_window_blocks_go(self):
+    def test_a_streaming_sessions_next_input_lets_no_step_save_read_the_window_blocks_it_hands_on(self):
         """A streaming-input session (resumable) that stops right after its prefill keeps its
         blocks and goes back to waiting; its next input is scheduled as a new request, and that
-        scheduling lets go of the window's blocks: a step-end save still to read them ends first
-        (here the save of the second step end, slow, would read them after they were written)."""
+        scheduling lets go of the window's blocks, written anew in that step: the save of the
+        second step end, slow, runs after that and still keeps the window it had (its copy)."""
         model = self.model_where(lambda m: m.window and m.window <= 2 * m.bs)
         manager = self.manager(model)
         scheduler, worker = self.pair(model, os.path.join(self.dir.name, "session"))
@@ -604,18 +598,19 @@ class HybridConnectorTest(unittest.TestCase):
         while time.monotonic() < deadline and not all(f.done() for _, f in worker._pending_saves["A"]):
             time.sleep(0.01)
         worker._engine = real
-        # The second step end's save ran before the blocks were written (waited for), or was
-        # dropped if it had not begun (a miss there): never stored from what others wrote.
-        dropped = any(f.cancelled() for tokens, f in worker._pending_saves["A"] if tokens == 2 * chunk)
+        # The second step end's save ran after the blocks were written, from its copy: kept, and
+        # never stored from what others wrote.
+        self.assertFalse(any(f.cancelled() for _, f in worker._pending_saves["A"]))
         hit, ids = self.load(model, manager, scheduler, worker, "C", prompt[:2 * chunk] + [9] * 5)
-        self.assertEqual(hit < 2 * chunk, dropped)
-        if hit:
-            self.assert_loaded(model, truth, ids, hit)
+        self.assertEqual(hit, 2 * chunk)
+        self.assert_loaded(model, truth, ids, hit)
 
     def test_step_saves_dropped_behind_other_saves_neither_stall_the_step_nor_hold_their_copies(self):
-        """Step-end saves queued behind other requests' long saves: those whose blocks go are
-        dropped at once (no wait for the saves queued before them), and what they hold (state
-        copies: GPU memory) goes with them, so no more than the cap of copies is ever held."""
+        """Step-end saves queued behind other requests' long saves: no step waits for them while
+        the window moves on (they keep copies), and when their blocks go (a preemption) they are
+        dropped at once (no wait for the saves queued before them), and what they hold (copies of
+        states and windows: GPU memory) goes with them, so no more than the cap of copies is ever
+        held."""
         model = self.model_where(lambda m: m.window and m.mamba)
         manager = self.manager(model)
         scheduler, worker = self.pair(model, os.path.join(self.dir.name, "queued"))
@@ -635,7 +630,12 @@ class HybridConnectorTest(unittest.TestCase):
             took.append(time.monotonic() - started)
 
         worker.handle_preemptions = timed
-        self.chunked_prefill(model, manager, scheduler, worker, "A", prompt, truth, {}, sizes=[model.bs] * n)
+        a, _ = self.chunked_prefill(model, manager, scheduler, worker, "A", prompt, truth, {}, sizes=[model.bs] * n)
+        self.assertFalse(any(f.cancelled() for _, f in worker._pending_saves["A"]), "dropped as the window moved")
+        self.assertLess(max(took), 5.0, "a step waited for a save as the window moved")
+        manager.free(a)
+        self.step(scheduler, worker, so=dataclasses.replace(SchedulerOutput.make_empty(), preempted_req_ids={"A"}),
+                  forward=lambda: None)
         queue, queued = worker._io._work_queue, []  # the pool's own queue: what it still holds
         while not queue.empty():
             queued.append(queue.get_nowait())
