@@ -514,8 +514,8 @@ class KvtierConnector(KVConnectorBase_V1):
         # a sliding window's KV is let go of as the window moves on: both are kept at every prefill
         # step's end, so that a prompt again (which resumes before its last token) finds them. Not
         # under vLLM's second model runner, which zeroes a step's new blocks (a preempted request's,
-        # handed on) before telling the connector. kvtier.step_saves false: not at all (a window
-        # model's step waits for the save reading the blocks it lets go of).
+        # handed on) before telling the connector. kvtier.step_saves false: not at all (no copies,
+        # no saves beside the prefill).
         self._step_ends = (self._hybrid and self._settings.step_saves
                            and os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "0") in ("", "0"))
         self._end_step_saves: dict[str, int] = {}  # this step's KvtierMetadata.end_step_saves
@@ -535,7 +535,7 @@ class KvtierConnector(KVConnectorBase_V1):
         self._pending_loads: dict[str, Future] = {}
         # A request's saves (step-end ones, then its finish), each with the tokens it saves.
         self._pending_saves: dict[str, list[tuple[int, Future]]] = {}
-        self._step_copies = 0  # step-end saves in flight, each with its states' copy (GPU memory outside vLLM's budget)
+        self._step_copies = 0  # step-end saves in flight, each with its copies (GPU memory outside vLLM's budget)
         self._finished_seen: set[str] = set()
         self._load_errors: set[int] = set()
         self._valid: dict[str, int] = {}  # request -> tokens its load left valid, where it fell short
@@ -950,7 +950,8 @@ class KvtierConnector(KVConnectorBase_V1):
     def wait_for_save(self):
         # Saves run in the background, decoding never waits on them: a finished request's start
         # in start_load_kv; a step-end save here, after the forward pass, from copies of the states
-        # it left (queued on its stream), which the next step overwrites in place.
+        # it left and of the window blocks it keeps (queued on its stream): the next step
+        # overwrites the states in place, and vLLM lets go of the window's blocks as it moves on.
         meta = self._get_connector_metadata()
         plans = [p for p in meta.saves if p.at_step_end] if isinstance(meta, KvtierMetadata) else []
         if not plans:
@@ -964,9 +965,15 @@ class KvtierConnector(KVConnectorBase_V1):
             plans = plans[:room]
         if not plans:
             return
-        copies = [_StepCopies([p.view(plan.group_tables[g][0]).clone()
-                               for p, g in zip(self._state_pages, self._state_groups)],
-                              self._window_copies(plan)) for plan in plans]
+        try:
+            copies = [_StepCopies([p.view(plan.group_tables[g][0]).clone()
+                                   for p, g in zip(self._state_pages, self._state_groups)],
+                                  self._window_copies(plan)) for plan in plans]
+        except Exception as e:  # noqa: BLE001 - copies are GPU memory outside vLLM's budget
+            with self._mu:
+                self._step_copies -= len(plans)
+            log.warning("kvtier: %d step-end save(s) skipped: their copies could not be made (%s)", len(plans), e)
+            return
         self._submit_saves(plans, copies)
 
     def _window_copies(self, plan: SavePlan) -> "dict[int, tuple[torch.Tensor, np.ndarray]]":
@@ -982,24 +989,31 @@ class KvtierConnector(KVConnectorBase_V1):
             return {}  # nothing of the window is kept: nothing read
         # One copy size for every window layer (kvtier reads a kind's layers with one block count):
         # a group holding fewer blocks pads its copy with block 0, which its table never names.
-        into = {}
-        for g, table in tables.items():
-            held = table >= 0
-            blocks = np.zeros(size, dtype=np.int64)
-            blocks[: int(held.sum())] = table[held]
-            remapped = np.full_like(table, -1)
-            remapped[held] = np.arange(int(held.sum()), dtype=np.int32)
-            into[g] = (torch.as_tensor(blocks, device=self._layers[0].device), remapped)
+        groups = sorted(tables)
+        blocks = np.zeros((len(groups), size), dtype=np.int64)
+        remapped = {}
+        for row, g in enumerate(groups):
+            held = tables[g] >= 0
+            blocks[row, : int(held.sum())] = tables[g][held]
+            remapped[g] = np.full_like(tables[g], -1)
+            remapped[g][held] = np.arange(int(held.sum()), dtype=np.int32)
+        # One upload, from pinned memory and not waited for: a copy from pageable memory would
+        # make this thread wait for the step's forward pass.
+        index = torch.from_numpy(blocks)
+        device = self._layers[0].device
+        if device.type == "cuda":
+            index = index.pin_memory().to(device, non_blocking=True)
+        rows = {g: row for row, g in enumerate(groups)}
         axis = 1 if self._layout.name == "kv_first" else 0  # the blocks' dimension
-        return {i: (self._layers[i].index_select(axis, into[g][0]), into[g][1])
-                for i, g in enumerate(self._attn_groups) if g in into}
+        return {i: (self._layers[i].index_select(axis, index[rows[g]]), remapped[g])
+                for i, g in enumerate(self._attn_groups) if g in rows}
 
     def _start_saves(self, meta: KvtierMetadata) -> None:
         plans = [p for p in meta.saves if not p.at_step_end]
         if plans:
             self._submit_saves(plans, [None] * len(plans))
 
-    _MAX_STEP_COPIES = 4  # step-end saves a worker has in flight at once (each with its states' copy)
+    _MAX_STEP_COPIES = 4  # step-end saves a worker has in flight at once (each with its copies of states and windows)
 
     def _submit_saves(self, plans: list[SavePlan], copies: "list[_StepCopies | None]") -> None:
         # The blocks' last writes (and the copies) were queued on this stream: a save reads them
@@ -1017,13 +1031,23 @@ class KvtierConnector(KVConnectorBase_V1):
             if copy is not None:
                 f.add_done_callback(functools.partial(self._copy_released, held))  # run at once if done
 
-    def _copy_released(self, held: list, _: Future) -> None:
-        held.clear()
-        with self._mu:
+    def _copy_released(self, held: list, _: "Future | None" = None) -> None:
+        with self._mu:  # once: by the save that ran, else (dropped) by its future's callback
+            if not held:
+                return
+            held.clear()
             self._step_copies -= 1
 
     def _save(self, plan: SavePlan, done: "torch.cuda.Event | None", held: list) -> None:
         copies = held[0]  # a save that runs was not dropped: `held` is whole
+        try:
+            self._save_from(plan, done, copies)
+        finally:
+            if copies is not None:
+                del copies
+                self._copy_released(held)  # before its future is done: whoever sees it done sees the room
+
+    def _save_from(self, plan: SavePlan, done: "torch.cuda.Event | None", copies: "_StepCopies | None") -> None:
         with self._mu:
             load = self._pending_loads.get(plan.req_id)
         if load is not None:

@@ -649,6 +649,44 @@ class HybridConnectorTest(unittest.TestCase):
         self.assertLessEqual(len(holding), worker._MAX_STEP_COPIES, "dropped saves still hold their copies")
         self.assertTrue(all(not w.args[2] for w in queued if w is not None and w.future.cancelled()))
 
+    def test_step_end_copies_that_cannot_be_made_skip_their_saves_and_give_their_room_back(self):
+        """A step-end save's copies are GPU memory outside vLLM's budget: where they cannot be made
+        (out of memory), the step goes on, those step ends are not kept (a later miss) and their
+        room among the copies in flight is given back; the next steps' ends are kept again."""
+        model = self.model_where(lambda m: m.window and m.mamba)
+        manager = self.manager(model)
+        scheduler, worker = self.pair(model, os.path.join(self.dir.name, "no-room"))
+        chunk = scheduler._settings.chunk_tokens
+        n = 4 * chunk
+        prompt = [self.rng.randrange(150000) for _ in range(n)]
+        truth = self.kv_truth(model, n, ("full", "window"))
+        real, failed = worker._window_copies, []
+
+        def first_fails(plan):
+            if not failed:
+                failed.append(len(plan.token_ids))
+                raise torch.OutOfMemoryError("CUDA out of memory (a test's)")
+            return real(plan)
+
+        worker._window_copies = first_fails
+        states: dict[int, dict] = {}
+        a, planned = self.chunked_prefill(model, manager, scheduler, worker, "A", prompt, truth, states,
+                                          sizes=[chunk] * 4)
+        self.assertEqual(planned, [chunk, 2 * chunk, 3 * chunk])
+        self.assertEqual(failed, [chunk])
+        self.assertEqual([tokens for tokens, _ in worker._pending_saves["A"]], [2 * chunk, 3 * chunk])
+        manager.remove_skipped_blocks("A", n, num_prompt_tokens=n)
+        self.assertTrue(scheduler.request_finished_all_groups(a, manager.get_block_ids_for_computed_tokens("A", n))[0])
+        self.assert_reported_saved(scheduler, worker, "A")
+        manager.free(a)
+        self.assertEqual(worker._step_copies, 0, "room of the copies that failed not given back")
+        for cut, want in ((chunk + 5, 0), (2 * chunk + 5, 2 * chunk)):
+            hit, ids = self.load(model, manager, scheduler, worker, f"C{cut}", prompt[:cut] + [9] * 5)
+            self.assertEqual(hit, want)
+            if hit:
+                self.assert_loaded(model, {**truth, **states[hit]}, ids, hit)
+            manager.free(self.loaded)
+
     def test_a_preempted_requests_step_saves_end_before_its_blocks_can_be_written_again(self):
         """vLLM takes a preempted request's blocks back at once and may hand them to another in the
         same step, whose new blocks its runner zeroes before the connector's start_load_kv: the
