@@ -886,10 +886,9 @@ class KvtierConnector(KVConnectorBase_V1):
         layers = list(self._layers)
         args: dict[str, Any] = {}
         if copies is not None and copies.windows:
-            axis = 1 if self._layout.name == "kv_first" else 0
             for i, (copy, table) in copies.windows.items():
                 layers[i], tables[i] = copy, table
-            args["layer_num_blocks"] = [t.shape[axis] for t in layers]
+            args["layer_num_blocks"] = [t.shape[self._block_axis] for t in layers]
         state = copies.states if copies is not None else \
             [p.view(plan.group_tables[g][0]) for p, g in zip(self._state_pages, self._state_groups)]
         return {"layers": layers, "block_table": tables[0], "layer_block_tables": tables, "state": state or None,
@@ -1004,9 +1003,13 @@ class KvtierConnector(KVConnectorBase_V1):
         if device.type == "cuda":
             index = index.pin_memory().to(device, non_blocking=True)
         rows = {g: row for row, g in enumerate(groups)}
-        axis = 1 if self._layout.name == "kv_first" else 0  # the blocks' dimension
-        return {i: (self._layers[i].index_select(axis, index[rows[g]]), remapped[g])
+        return {i: (self._layers[i].index_select(self._block_axis, index[rows[g]]), remapped[g])
                 for i, g in enumerate(self._attn_groups) if g in rows}
+
+    @property
+    def _block_axis(self) -> int:
+        """The blocks' dimension of the layer tensors kvtier reads (kv_first has them second)."""
+        return 1 if self._layout.name == "kv_first" else 0
 
     def _start_saves(self, meta: KvtierMetadata) -> None:
         plans = [p for p in meta.saves if not p.at_step_end]
@@ -1044,7 +1047,6 @@ class KvtierConnector(KVConnectorBase_V1):
             self._save_from(plan, done, copies)
         finally:
             if copies is not None:
-                del copies
                 self._copy_released(held)  # before its future is done: whoever sees it done sees the room
 
     def _save_from(self, plan: SavePlan, done: "torch.cuda.Event | None", copies: "_StepCopies | None") -> None:
