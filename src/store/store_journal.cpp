@@ -16,7 +16,11 @@ constexpr auto kUseFlushInterval = std::chrono::seconds(10);
 }  // namespace
 
 Status Store::checkpoint_locked() {
-  const std::vector<SegmentUse> uses = segments_.uses();
+  std::vector<SegmentUse> uses = segments_.uses();
+  // The highest id handed out is kept even once its segment is gone, so that no later open hands it
+  // out again: an eviction's unlink that was not yet durable can come back after a power cut, and
+  // beside a new segment of its id on another drive the store would not open.
+  if (next_id_ > 1 && !segments_.contains(next_id_ - 1)) uses.push_back({next_id_ - 1, 0});
   const std::vector<RecordMeta> live = live_records_locked();
   KVTIER_TRY(journal_->checkpoint(live, uses));
   budget_.set_checkpoint_bytes(align_up(checkpoint_image_bytes(live.size(), uses.size())));

@@ -203,6 +203,38 @@ TEST_F(StoreFaultTest, SegmentIdOfAnEvictedSegmentIsNeverReused) {
   EXPECT_EQ(restore_checked(*e, a).tokens_restored, a.size());
 }
 
+TEST_F(StoreFaultTest, IdOfAGoneSegmentIsNotHandedOutAgainOnceACheckpointForgetsItsDrop) {
+  // An eviction's unlink that is not yet durable can come back after a power cut: a new segment of
+  // the same id on another drive would leave a store that does not open ("on two drives").
+  auto a = synthetic::tokens(40, 1000);
+  {
+    auto e = open(options());
+    save(*e, a);
+  }
+  ASSERT_EQ(segment_files().size(), 1u);
+  const std::string dir = dir_.str() + "/rank0of1";
+  const uint32_t first_id =
+      static_cast<uint32_t>(std::stoul(segment_files()[0].stem().string().substr(4)));
+  {
+    auto journal = IndexLog::open(dir, fs::file_size(dir + "/index.journal"));
+    ASSERT_OK(journal);
+    JournalEntry drop{JournalOp::kDropSegment, {}, first_id};
+    ASSERT_OK(journal->append(std::span(&drop, 1)));
+  }
+  { auto e = open(options()); }  // the drop applied: the segment file goes
+  ASSERT_TRUE(segment_files().empty());
+  // A checkpoint then compacts the journal that held the drop (one is written at an open that
+  // finds none; no segment file is left that would call for a rebuild instead).
+  fs::remove(dir + "/index.ckpt");
+  { auto e = open(options()); }
+  ASSERT_TRUE(fs::exists(dir + "/index.ckpt"));
+  auto e = open(options());
+  save(*e, synthetic::tokens(41, 1000));
+  ASSERT_EQ(segment_files().size(), 1u);
+  EXPECT_GT(std::stoul(segment_files()[0].stem().string().substr(4)), first_id)
+      << segment_files()[0];
+}
+
 TEST_F(StoreFaultTest, ManifestDamageIsAClearError) {
   { auto e = open(options()); }
   { std::ofstream(dir_.str() + "/rank0of1/MANIFEST.json") << "{ not json"; }
