@@ -39,7 +39,8 @@ What it does, hook by hook:
   Each prefill step's end inside the prompt is saved too (``kvtier.step_saves``, true), from
   copies taken on the GPU at the step's end of the states and of the window blocks it keeps (vLLM
   overwrites a state in place and lets go of a window's blocks as it moves on), so the same prompt
-  again resumes at its last step end and no step waits for a save. vLLM 0.26 cannot take back a hybrid request's failed blocks (its scheduler reads one group where
+  again resumes at its last step end and no step waits for a save (with more step ends waiting than
+  copies allowed, a request's newest takes the place of its oldest one not begun). vLLM 0.26 cannot take back a hybrid request's failed blocks (its scheduler reads one group where
   load errors are reported), so a failed hybrid load raises instead of letting vLLM compute on KV
   nobody wrote. Mamba groups are taken with prefix caching off only (``mamba_cache_mode`` none):
   with it on, vLLM 0.26 may resume a request beside a connector from a state that is not its
@@ -536,6 +537,7 @@ class KvtierConnector(KVConnectorBase_V1):
         # A request's saves (step-end ones, then its finish), each with the tokens it saves.
         self._pending_saves: dict[str, list[tuple[int, Future]]] = {}
         self._step_copies = 0  # step-end saves in flight, each with its copies (GPU memory outside vLLM's budget)
+        self._step_saves: dict[str, list[Future]] = {}  # a request's step-end saves, oldest first
         self._finished_seen: set[str] = set()
         self._load_errors: set[int] = set()
         self._valid: dict[str, int] = {}  # request -> tokens its load left valid, where it fell short
@@ -957,6 +959,10 @@ class KvtierConnector(KVConnectorBase_V1):
             return
         with self._mu:
             room = max(self._MAX_STEP_COPIES - self._step_copies, 0)
+        if len(plans) > room:
+            self._supersede(plans, len(plans) - room)
+        with self._mu:
+            room = max(self._MAX_STEP_COPIES - self._step_copies, 0)
             self._step_copies += min(room, len(plans))
         if len(plans) > room:
             # Saves slower than prefill: a step end not kept is a later miss, never a GPU out of memory.
@@ -974,6 +980,25 @@ class KvtierConnector(KVConnectorBase_V1):
             log.warning("kvtier: %d step-end save(s) skipped: their copies could not be made (%s)", len(plans), e)
             return
         self._submit_saves(plans, copies)
+
+    def _supersede(self, plans: list[SavePlan], wanted: int) -> None:
+        """Drops up to `wanted` step-end saves of these plans' requests that no thread has begun,
+        oldest first, giving their copies' room to the newer step ends: the same prompt again
+        resumes at its last saved step end, so a newer end of a request is worth more than an older
+        one still waiting (whose state a prompt leaving between the two would have found)."""
+        with self._mu:
+            queued = []
+            for rid in dict.fromkeys(p.req_id for p in plans):
+                waiting = [f for f in self._step_saves.get(rid, ()) if not f.done()]
+                self._step_saves[rid] = waiting
+                queued += waiting
+        dropped = 0
+        for f in queued:  # cancelling runs its callback here, which gives the room back
+            if dropped == wanted:
+                break
+            dropped += f.cancel()
+        if dropped:
+            log.debug("kvtier: %d waiting step-end save(s) superseded by newer step ends", dropped)
 
     def _window_copies(self, plan: SavePlan) -> "dict[int, tuple[torch.Tensor, np.ndarray]]":
         """Each window layer's blocks a step-end save keeps, copied (queued on this stream, after
@@ -1031,6 +1056,8 @@ class KvtierConnector(KVConnectorBase_V1):
             f = self._io.submit(self._save, plan, done, held)
             with self._mu:
                 self._pending_saves.setdefault(plan.req_id, []).append((len(plan.token_ids), f))
+                if copy is not None:
+                    self._step_saves.setdefault(plan.req_id, []).append(f)
             if copy is not None:
                 f.add_done_callback(functools.partial(self._copy_released, held))  # run at once if done
 
@@ -1086,6 +1113,7 @@ class KvtierConnector(KVConnectorBase_V1):
             loaded = {r for r, f in self._pending_loads.items() if f.done()}
             for r in saved:
                 self._pending_saves.pop(r)
+                self._step_saves.pop(r, None)
                 self._finished_seen.discard(r)
             for r in loaded:
                 self._pending_loads.pop(r)

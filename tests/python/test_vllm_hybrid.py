@@ -418,15 +418,19 @@ class HybridConnectorTest(unittest.TestCase):
                 self.held.append(gate)
                 for _ in range(2):  # both save threads
                     worker._io.submit(gate.wait)
-                # The step-end saves held back past this many are not taken (their state copies
-                # are GPU memory outside vLLM's budget): the first ones are kept.
+                # No more step-end saves than this wait at once (their state copies are GPU memory
+                # outside vLLM's budget): each newer step end takes the place of the oldest waiting,
+                # so the last ones are kept.
                 worker._MAX_STEP_COPIES = cap = self.rng.choice((1, 2, 4))
                 states: dict[int, dict] = {}
                 budget = chunk + self.rng.randrange(1, chunk) if case % 2 else None
                 a, planned = self.chunked_prefill(model, manager, scheduler, worker, "A", prompt, truth, states,
                                                   sizes=[budget] * n if budget else None)
                 self.assertEqual(worker._step_copies, min(cap, len(planned)))
-                planned = planned[:cap]
+                futures = [f for _, f in worker._pending_saves["A"]]
+                self.assertEqual([f.cancelled() for f in futures],
+                                 [i < len(planned) - cap for i in range(len(planned))])
+                planned = planned[len(planned) - cap:] if len(planned) > cap else planned
                 gate.set()
                 self.finish(model, manager, scheduler, worker, a)
                 manager.free(a)
@@ -458,7 +462,7 @@ class HybridConnectorTest(unittest.TestCase):
 
     def test_a_window_models_step_end_saves_never_read_blocks_vllm_let_go_of(self):
         """A model with sliding-window layers computed in steps, saves slower than the steps (some
-        skipped: too many in flight): vLLM lets go of the window's blocks as it moves on and hands
+        superseded by newer step ends or skipped: too many in flight): vLLM lets go of the window's blocks as it moves on and hands
         them to others, who write them (noise here) before the next forward pass. A step-end save
         reads none of those (the blocks before its own window are not kept, the others are copied
         at the step's end), so whatever step end a prompt finds loads the step's own KV (and
@@ -511,9 +515,11 @@ class HybridConnectorTest(unittest.TestCase):
                 self.assertTrue(scheduler.request_finished_all_groups(a, ids)[0])
                 self.assert_reported_saved(scheduler, worker, "A",
                                            prepare=lambda: [model.fill_block(b, self.gen) for b in let_go])
-                # The step ends whose saves ran: those not skipped (too many in flight); none ended.
-                self.assertFalse(any(f.cancelled() for _, f in submitted))
-                saved = [tokens for tokens, _ in submitted]
+                # The step ends whose saves ran: those neither skipped nor superseded (too many in
+                # flight); the newest one kept is never the one dropped.
+                saved = [tokens for tokens, f in submitted if not f.cancelled()]
+                if submitted:
+                    self.assertFalse(submitted[-1][1].cancelled(), "the newest step end was dropped")
                 manager.free(a)
                 worker._engine = real
                 if saved:
@@ -631,7 +637,11 @@ class HybridConnectorTest(unittest.TestCase):
 
         worker.handle_preemptions = timed
         a, _ = self.chunked_prefill(model, manager, scheduler, worker, "A", prompt, truth, {}, sizes=[model.bs] * n)
-        self.assertFalse(any(f.cancelled() for _, f in worker._pending_saves["A"]), "dropped as the window moved")
+        # None dropped as the window moved: those waiting past the cap gave way to newer step ends.
+        pending = [f for _, f in worker._pending_saves["A"]]
+        kept = [f for f in pending if not f.cancelled()]
+        self.assertEqual(len(kept), min(worker._MAX_STEP_COPIES, len(pending)))
+        self.assertFalse(pending[-1].cancelled(), "the newest step end was dropped")
         self.assertLess(max(took), 5.0, "a step waited for a save as the window moved")
         manager.free(a)
         self.step(scheduler, worker, so=dataclasses.replace(SchedulerOutput.make_empty(), preempted_req_ids={"A"}),
@@ -642,9 +652,10 @@ class HybridConnectorTest(unittest.TestCase):
         for w in queued:
             queue.put(w)
         holding = [w for w in queued if w is not None and w.fn == worker._save and w.args[2]]
-        dropped = [f for _, f in worker._pending_saves["A"] if f.cancelled()]
+        dropped = [f for f in kept if f.cancelled()]
         gate.set()
-        self.assertTrue(dropped, "no step-end save was dropped: the test did not queue them")
+        self.assertTrue(kept, "no step-end save was queued")
+        self.assertEqual(dropped, kept, "the preemption left step-end saves queued")
         self.assertLess(max(took), 5.0, "a step waited for saves queued before the ones it dropped")
         self.assertLessEqual(len(holding), worker._MAX_STEP_COPIES, "dropped saves still hold their copies")
         self.assertTrue(all(not w.args[2] for w in queued if w is not None and w.future.cancelled()))
