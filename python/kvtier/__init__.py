@@ -15,7 +15,7 @@ Errors raise kvtier.Error(message, code): e.code (also e.args[1]) is the kvtier 
 the geometry's, a malformed size) is kvtier.InvalidArgument, both a kvtier.Error and a ValueError.
 """
 from ._kvtier import (Engine, Error, Geometry, InvalidArgument, __version__, built_with_remote,  # noqa: F401
-                      open, stat_fields)
+                      open, parse_size, stat_fields)
 
 
 def _error_str(self):
@@ -27,4 +27,4 @@ def _error_str(self):
 Error.__str__ = _error_str
 
 __all__ = ["Engine", "Error", "Geometry", "InvalidArgument", "__version__", "built_with_remote", "open",
-           "stat_fields"]
+           "parse_size", "stat_fields"]

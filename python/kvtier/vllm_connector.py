@@ -65,7 +65,9 @@ size, up to the model's KV heads, read too; docs/format.md "TP-free stores"), ``
 the largest TP size a TP-free store serves), ``kvtier.compression`` (off; split16 with store_format 2
 and 16-bit KV: records kept coded losslessly, decoded on the host on restore; docs/format.md
 "Compressed records"), ``kvtier.step_saves`` (true; false: a hybrid model's state and window
-are kept at save ends only, not at prefill step ends).
+are kept at save ends only, not at prefill step ends), ``kvtier.step_copy_bytes`` (1G: the GPU
+memory a worker's step-end saves may hold in copies of states and windows, outside vLLM's budget;
+a step end whose copies would pass it is not kept).
 
 Requests whose KV depends on more than their token ids (LoRA adapters, a cache salt, multimodal
 inputs, prompt embeddings) are neither looked up nor saved: kvtier keys KV by token ids only.
@@ -160,6 +162,17 @@ class _StepCopies:
     layer's state, and each window layer's blocks (by layer) with a table into the copy."""
     states: "list[torch.Tensor]"
     windows: "dict[int, tuple[torch.Tensor, np.ndarray]]"
+    nbytes: int  # the room they take among the copies in flight
+
+
+@dataclass
+class _WindowPick:
+    """The window layers' blocks a step-end save keeps: one row of block ids per window group,
+    padded to one length, each group's table into its row, and the bytes their copies take."""
+    blocks: "np.ndarray"  # [groups, blocks] int64
+    rows: dict[int, int]  # group -> row
+    tables: "dict[int, np.ndarray]"
+    nbytes: int
 
 
 @dataclass
@@ -203,12 +216,13 @@ class Settings:
     max_tp: int = 8
     compression: str = "off"
     step_saves: bool = True
+    step_copy_bytes: int = 1 << 30
 
     KEYS = ("kvtier.root", "kvtier.io", "kvtier.capacity", "kvtier.dram", "kvtier.staging",
             "kvtier.request_size", "kvtier.remote", "kvtier.remote_password_env", "kvtier.remote_ttl",
             "kvtier.tenant", "kvtier.chunk_tokens", "kvtier.async_load", "kvtier.lookup_timeout_ms",
             "kvtier.metrics_port", "kvtier.trace", "kvtier.tune", "kvtier.store_format", "kvtier.max_tp",
-            "kvtier.compression", "kvtier.step_saves")
+            "kvtier.compression", "kvtier.step_saves", "kvtier.step_copy_bytes")
 
     @property
     def root(self) -> str:
@@ -227,6 +241,10 @@ class Settings:
                              f"directory, or a list of directories one per drive (got {root!r})")
         flags = {key: _flag(extra, key, default) for key, default in
                  (("kvtier.async_load", False), ("kvtier.tune", True), ("kvtier.step_saves", True))}
+        try:
+            step_copy_bytes = kvtier.parse_size(str(extra.get("kvtier.step_copy_bytes", "1G")))
+        except ValueError as e:
+            raise ValueError(f"KvtierConnector: kvtier.step_copy_bytes: {e}") from e
         try:
             s = Settings(
                 roots=[os.path.abspath(r) for r in roots],
@@ -251,6 +269,7 @@ class Settings:
                 max_tp=int(extra.get("kvtier.max_tp", 8)),
                 compression=str(extra.get("kvtier.compression", "off")),
                 step_saves=flags["kvtier.step_saves"],
+                step_copy_bytes=step_copy_bytes,
             )
         except (TypeError, ValueError) as e:
             raise ValueError(f"KvtierConnector: a setting in kv_connector_extra_config is not a number: {e}") from e
@@ -537,6 +556,8 @@ class KvtierConnector(KVConnectorBase_V1):
         # A request's saves (step-end ones, then its finish), each with the tokens it saves.
         self._pending_saves: dict[str, list[tuple[int, Future]]] = {}
         self._step_copies = 0  # step-end saves in flight, each with its copies (GPU memory outside vLLM's budget)
+        self._step_copy_bytes = 0  # what their copies take
+        self._copies_too_large = False  # a step end's copies alone passed kvtier.step_copy_bytes
         self._step_saves: dict[str, list[Future]] = {}  # a request's step-end saves, oldest first
         self._finished_seen: set[str] = set()
         self._load_errors: set[int] = set()
@@ -957,60 +978,77 @@ class KvtierConnector(KVConnectorBase_V1):
         plans = [p for p in meta.saves if p.at_step_end] if isinstance(meta, KvtierMetadata) else []
         if not plans:
             return
-        with self._mu:
-            room = max(self._MAX_STEP_COPIES - self._step_copies, 0)
-        if len(plans) > room:
-            self._supersede(plans, len(plans) - room)
-        with self._mu:
-            room = max(self._MAX_STEP_COPIES - self._step_copies, 0)
-            self._step_copies += min(room, len(plans))
-        if len(plans) > room:
-            # Saves slower than prefill: a step end not kept is a later miss, never a GPU out of memory.
-            log.debug("kvtier: %d step-end save(s) skipped, %d in flight", len(plans) - room, room)
-            plans = plans[:room]
-        if not plans:
-            return
-        try:
-            copies = [_StepCopies([p.view(plan.group_tables[g][0]).clone()
-                                   for p, g in zip(self._state_pages, self._state_groups)],
-                                  self._window_copies(plan)) for plan in plans]
-        except Exception as e:  # noqa: BLE001 - copies are GPU memory outside vLLM's budget
-            with self._mu:
-                self._step_copies -= len(plans)
-            log.warning("kvtier: %d step-end save(s) skipped: their copies could not be made (%s)", len(plans), e)
-            return
-        self._submit_saves(plans, copies)
+        kept, copies = [], []
+        for plan in plans:
+            pick = self._window_pick(plan)
+            size = self._state_bytes + (pick.nbytes if pick else 0)
+            if size > self._settings.step_copy_bytes:
+                # Said once a worker: every step end of every request would say it again.
+                (log.debug if self._copies_too_large else log.warning)(
+                    "kvtier: step-end saves skipped: a step end's copies (%d bytes) exceed kvtier.step_copy_bytes "
+                    "(%d): a prompt again finds only what its save ends kept", size, self._settings.step_copy_bytes)
+                self._copies_too_large = True
+                continue
+            # Saves slower than prefill: the request's oldest step end not begun gives way, else this
+            # one is not kept (a later miss, never a GPU out of memory).
+            while not self._reserve(size):
+                if not self._supersede(plan.req_id):
+                    log.debug("kvtier: a step-end save of request %s skipped: copies in flight", plan.req_id)
+                    break
+            else:
+                try:
+                    copies.append(_StepCopies([p.view(plan.group_tables[g][0]).clone()
+                                               for p, g in zip(self._state_pages, self._state_groups)],
+                                              self._window_copies(pick), size))
+                    kept.append(plan)
+                except Exception as e:  # noqa: BLE001 - copies are GPU memory outside vLLM's budget
+                    self._unreserve(size)
+                    log.warning("kvtier: a step-end save of request %s skipped: its copies could not be made (%s)",
+                                plan.req_id, e)
+        if kept:
+            self._submit_saves(kept, copies)
 
-    def _supersede(self, plans: list[SavePlan], wanted: int) -> None:
-        """Drops up to `wanted` step-end saves of these plans' requests that no thread has begun,
-        oldest first, giving their copies' room to the newer step ends: the same prompt again
-        resumes at its last saved step end, so a newer end of a request is worth more than an older
-        one still waiting (whose state a prompt leaving between the two would have found)."""
+    def _reserve(self, size: int) -> bool:
+        """Takes room for a step-end save's copies: at most _MAX_STEP_COPIES saves and
+        kvtier.step_copy_bytes in flight."""
         with self._mu:
-            queued = []
-            for rid in dict.fromkeys(p.req_id for p in plans):
-                waiting = [f for f in self._step_saves.get(rid, ()) if not f.done()]
-                self._step_saves[rid] = waiting
-                queued += waiting
-        dropped = 0
-        for f in queued:  # cancelling runs its callback here, which gives the room back
-            if dropped == wanted:
-                break
-            dropped += f.cancel()
-        if dropped:
-            log.debug("kvtier: %d waiting step-end save(s) superseded by newer step ends", dropped)
+            if self._step_copies >= self._MAX_STEP_COPIES or self._step_copy_bytes + size > self._settings.step_copy_bytes:
+                return False
+            self._step_copies += 1
+            self._step_copy_bytes += size
+            return True
 
-    def _window_copies(self, plan: SavePlan) -> "dict[int, tuple[torch.Tensor, np.ndarray]]":
-        """Each window layer's blocks a step-end save keeps, copied (queued on this stream, after
-        the step's forward pass), with a table into the copy: vLLM lets go of a window's blocks as
-        it moves on and may hand them on before the save reads them; the copy stays."""
+    def _unreserve(self, size: int) -> None:
+        with self._mu:
+            self._step_copies -= 1
+            self._step_copy_bytes -= size
+
+    def _supersede(self, rid: str) -> bool:
+        """Drops the request's oldest step-end save no thread has begun, giving its copies' room to
+        a newer step end: the same prompt again resumes at its last saved step end, so a newer end
+        is worth more than an older one still waiting (whose state only a prompt leaving between
+        the two would have found)."""
+        with self._mu:
+            waiting = [f for f in self._step_saves.get(rid, ()) if not f.done()]
+            self._step_saves[rid] = waiting
+        # Cancelling runs the save's callback here, which gives its room back; a save a thread has
+        # begun meanwhile cannot be cancelled.
+        return any(f.cancel() for f in waiting)
+
+    @property
+    def _state_bytes(self) -> int:
+        """Bytes of a step-end save's copies of the Mamba layers' states."""
+        return sum(p.state_bytes for p in self._state_pages)
+
+    def _window_pick(self, plan: SavePlan) -> "_WindowPick | None":
+        """The blocks of each window layer a step-end save keeps (None: none)."""
         if not self._groups.window:
-            return {}
+            return None
         tables = {g: np.asarray(hybrid.expand(plan.group_tables[g], self._kernel_split), dtype=np.int32)
                   for g in set(self._attn_groups) if self._groups.kinds[g] == hybrid.WINDOW}
         size = max(int((t >= 0).sum()) for t in tables.values())
         if size == 0:
-            return {}  # nothing of the window is kept: nothing read
+            return None  # nothing of the window is kept: nothing read
         # One copy size for every window layer (kvtier reads a kind's layers with one block count):
         # a group holding fewer blocks pads its copy with block 0, which its table never names.
         groups = sorted(tables)
@@ -1021,15 +1059,26 @@ class KvtierConnector(KVConnectorBase_V1):
             blocks[row, : int(held.sum())] = tables[g][held]
             remapped[g] = np.full_like(tables[g], -1)
             remapped[g][held] = np.arange(int(held.sum()), dtype=np.int32)
+        rows = {g: row for row, g in enumerate(groups)}
+        axis = self._block_axis
+        nbytes = sum(size * (t.numel() // t.shape[axis]) * t.element_size()
+                     for t, g in zip(self._layers, self._attn_groups) if g in rows)
+        return _WindowPick(blocks, rows, remapped, nbytes)
+
+    def _window_copies(self, pick: "_WindowPick | None") -> "dict[int, tuple[torch.Tensor, np.ndarray]]":
+        """Each window layer's blocks a step-end save keeps, copied (queued on this stream, after
+        the step's forward pass), with a table into the copy: vLLM lets go of a window's blocks as
+        it moves on and may hand them on before the save reads them; the copy stays."""
+        if pick is None:
+            return {}
         # One upload, from pinned memory and not waited for: a copy from pageable memory would
         # make this thread wait for the step's forward pass.
-        index = torch.from_numpy(blocks)
+        index = torch.from_numpy(pick.blocks)
         device = self._layers[0].device
         if device.type == "cuda":
             index = index.pin_memory().to(device, non_blocking=True)
-        rows = {g: row for row, g in enumerate(groups)}
-        return {i: (self._layers[i].index_select(self._block_axis, index[rows[g]]), remapped[g])
-                for i, g in enumerate(self._attn_groups) if g in rows}
+        return {i: (self._layers[i].index_select(self._block_axis, index[pick.rows[g]]), pick.tables[g])
+                for i, g in enumerate(self._attn_groups) if g in pick.rows}
 
     @property
     def _block_axis(self) -> int:
@@ -1065,8 +1114,9 @@ class KvtierConnector(KVConnectorBase_V1):
         with self._mu:  # once: by the save that ran, else (dropped) by its future's callback
             if not held:
                 return
-            held.clear()
+            copies = held.pop()
             self._step_copies -= 1
+            self._step_copy_bytes -= copies.nbytes
 
     def _save(self, plan: SavePlan, done: "torch.cuda.Event | None", held: list) -> None:
         copies = held[0]  # a save that runs was not dropped: `held` is whole

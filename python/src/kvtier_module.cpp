@@ -731,6 +731,11 @@ NB_MODULE(_kvtier, m) {
            [](const kvtier::KvGeometry& g) { return "kvtier.Geometry(" + g.describe() + ")"; });
 
   m.def(
+      "parse_size", [](const std::string& text) { return unwrap(kvtier::parse_size(text)); },
+      nb::arg("text"),
+      "Bytes of a size as every kvtier setting takes it: \"4096\", \"64M\", \"1.5G\", "
+      "\"2GiB\"; kvtier.InvalidArgument (a ValueError) naming the grammar for anything else.");
+  m.def(
       "built_with_remote", [] { return KVTIER_HAVE_REDIS == 1; },
       "Whether this kvtier was built with hiredis, so that open(remote=...) can use a Redis "
       "Cluster.");

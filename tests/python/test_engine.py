@@ -260,6 +260,13 @@ class EngineTest(unittest.TestCase):
         with self.assertRaisesRegex(kvtier.Error, "'sliding' is not"):
             kvtier.Geometry.custom("h", layers=1, kv_heads=1, head_dim=8, layer_kinds=["sliding"])
 
+    def test_parse_size_reads_every_settings_sizes_and_names_the_grammar_otherwise(self):
+        for text, want in (("4096", 4096), ("64M", 64 << 20), ("1.5G", 3 << 29), ("2GiB", 2 << 30), ("0", 0)):
+            self.assertEqual(kvtier.parse_size(text), want, text)
+        for bad in ("1 G", "-1", "0x10", "1e3", "", "1.0000001K"):
+            with self.assertRaisesRegex(kvtier.InvalidArgument, "size"):
+                kvtier.parse_size(bad)
+
     def test_request_size_and_a_read_only_reader_beside_the_writer(self):
         tokens = self.rng.integers(0, 150000, size=700, dtype=np.int64)
         kv = session(self.rng, self.g, 700)

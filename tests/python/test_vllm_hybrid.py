@@ -12,6 +12,7 @@ every byte a load must write is compared, vLLM's null block never written. Run b
 newest vLLM and with 0.26.0; skipped where vLLM cannot be imported."""
 import dataclasses
 import glob
+import logging
 import os
 import random
 import tempfile
@@ -147,6 +148,17 @@ LAYOUT_026 = VLLM is None and "shared_by" in getattr(KVCacheTensor, "__dataclass
 
 @unittest.skipIf(VLLM is not None, f"vllm is not importable: {VLLM}")
 @unittest.skipIf(VLLM is None and not LAYOUT_026, "this vLLM lays hybrid KV caches out otherwise than 0.26")
+class _Records(logging.Handler):
+    """What a logger said, kept."""
+
+    def __init__(self):
+        super().__init__(level=logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
 class HybridConnectorTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory(dir=os.environ.get("KVTIER_TEST_DIR"))
@@ -673,30 +685,116 @@ class HybridConnectorTest(unittest.TestCase):
         truth = self.kv_truth(model, n, ("full", "window"))
         real, failed = worker._window_copies, []
 
-        def first_fails(plan):
+        def first_fails(pick):
             if not failed:
-                failed.append(len(plan.token_ids))
+                failed.append(pick)
                 raise torch.OutOfMemoryError("CUDA out of memory (a test's)")
-            return real(plan)
+            return real(pick)
 
         worker._window_copies = first_fails
         states: dict[int, dict] = {}
         a, planned = self.chunked_prefill(model, manager, scheduler, worker, "A", prompt, truth, states,
                                           sizes=[chunk] * 4)
         self.assertEqual(planned, [chunk, 2 * chunk, 3 * chunk])
-        self.assertEqual(failed, [chunk])
+        self.assertEqual(len(failed), 1)
+        # The first step end's copies failed: not kept; the next ones were.
         self.assertEqual([tokens for tokens, _ in worker._pending_saves["A"]], [2 * chunk, 3 * chunk])
         manager.remove_skipped_blocks("A", n, num_prompt_tokens=n)
         self.assertTrue(scheduler.request_finished_all_groups(a, manager.get_block_ids_for_computed_tokens("A", n))[0])
         self.assert_reported_saved(scheduler, worker, "A")
         manager.free(a)
         self.assertEqual(worker._step_copies, 0, "room of the copies that failed not given back")
+        self.assertEqual(worker._step_copy_bytes, 0, "bytes of the copies that failed not given back")
         for cut, want in ((chunk + 5, 0), (2 * chunk + 5, 2 * chunk)):
             hit, ids = self.load(model, manager, scheduler, worker, f"C{cut}", prompt[:cut] + [9] * 5)
             self.assertEqual(hit, want)
             if hit:
                 self.assert_loaded(model, {**truth, **states[hit]}, ids, hit)
             manager.free(self.loaded)
+
+    def test_step_end_copies_stay_within_kvtier_step_copy_bytes(self):
+        """The GPU memory step-end saves hold in copies never passes kvtier.step_copy_bytes: a
+        recurrent hybrid's step ends (each a copy of every state) beyond what it holds give way,
+        the oldest not begun first, so the last ones are kept and a prompt again resumes at the last
+        step end; window models' copies (of every window block kept) are counted at their true
+        size; a budget no step end's copies fit keeps none, said once, and the save ends still
+        serve the prompt's next turn."""
+        for case in range(6):
+            model = self.model_where((lambda m: m.mamba and not m.window) if case < 3 else (lambda m: m.window))
+            with self.subTest(case=case, model=model.describe()):
+                scheduler, worker = self.pair(model, os.path.join(self.dir.name, f"copy-bytes-{case}"))
+                manager = self.manager(model)
+                chunk = scheduler._settings.chunk_tokens
+                n = self.rng.randrange(3 * chunk + 1, min(8 * chunk, NUM_BLOCKS * model.bs // 3))
+                prompt = [self.rng.randrange(150000) for _ in range(n)]
+                truth = self.kv_truth(model, n, ("full", "window") if model.window else ("full",))
+                gate = threading.Event()
+                self.held.append(gate)
+                for _ in range(2):  # both save threads busy: every step-end save waits
+                    worker._io.submit(gate.wait, 30)
+                worker._MAX_STEP_COPIES = 64  # the bytes bind, not the count
+                held, copies, reserve, submit = [], [], worker._reserve, worker._submit_saves
+
+                def reserved(size, reserve=reserve, worker=worker, held=held):
+                    took = reserve(size)
+                    held.append(worker._step_copy_bytes)
+                    return took
+
+                def submitted(plans, made, submit=submit, copies=copies):
+                    copies.extend(c for c in made if c is not None)
+                    submit(plans, made)
+
+                worker._reserve, worker._submit_saves = reserved, submitted
+                states: dict[int, dict] = {}
+                if case < 3:
+                    k = self.rng.randrange(1, 4)
+                    worker._settings.step_copy_bytes = limit = k * worker._state_bytes + self.rng.randrange(
+                        worker._state_bytes)
+                elif case == 5:
+                    worker._settings.step_copy_bytes = limit = worker._state_bytes  # no window fits
+                else:
+                    limit = worker._settings.step_copy_bytes = self.rng.randrange(
+                        worker._state_bytes + 1, 4 * worker._state_bytes + 4 * 2**20)
+                logs = _Records()
+                logging.getLogger("kvtier.vllm").addHandler(logs)
+                try:
+                    a, planned = self.chunked_prefill(model, manager, scheduler, worker, "A", prompt, truth, states,
+                                                      sizes=[chunk] * n)
+                finally:
+                    logging.getLogger("kvtier.vllm").removeHandler(logs)
+                self.assertTrue(held or case == 5, "no step end asked for room")
+                self.assertLessEqual(max(held, default=0), limit, "copies in flight past kvtier.step_copy_bytes")
+                for c in copies:  # what a copy is counted at is what it takes
+                    self.assertEqual(c.nbytes, sum(t.numel() * t.element_size() for t in c.states) + sum(
+                        t.numel() * t.element_size() for t, _ in c.windows.values()))
+                pending = [(tokens, f) for tokens, f in worker._pending_saves.get("A", [])]
+                kept = [tokens for tokens, f in pending if not f.cancelled()]
+                warned = [r for r in logs.records if r.levelname == "WARNING" and "step_copy_bytes" in r.getMessage()]
+                if case < 3:
+                    self.assertEqual(kept, planned[-k:], "the newest step ends the budget holds were not kept")
+                    self.assertEqual(worker._step_copy_bytes, len(kept) * worker._state_bytes)
+                if case == 5:
+                    self.assertEqual(kept, [])
+                    self.assertEqual(len(warned), 1, "a budget no copy fits is said once")
+                else:
+                    self.assertEqual(warned, [])
+                    self.assertTrue(kept and kept[-1] == planned[-1], "the last step end was not kept")
+                gate.set()
+                if model.window:  # vLLM lets go of the window's blocks before its last window first
+                    manager.remove_skipped_blocks("A", n, num_prompt_tokens=n)
+                    ids = manager.get_block_ids_for_computed_tokens("A", n)
+                    self.assertTrue(scheduler.request_finished_all_groups(a, ids)[0])
+                    self.assert_reported_saved(scheduler, worker, "A")
+                else:
+                    self.finish(model, manager, scheduler, worker, a)
+                manager.free(a)
+                self.assertEqual((worker._step_copies, worker._step_copy_bytes), (0, 0))
+                hit, ids = self.load(model, manager, scheduler, worker, "R", prompt)
+                if case < 3:
+                    self.assertEqual(hit, planned[-1])
+                if hit:
+                    self.assert_loaded(model, {**truth, **states.get(hit, {})}, ids, hit)
+                manager.free(self.loaded)
 
     def test_a_preempted_requests_step_saves_end_before_its_blocks_can_be_written_again(self):
         """vLLM takes a preempted request's blocks back at once and may hand them to another in the
@@ -800,6 +898,11 @@ class HybridConnectorTest(unittest.TestCase):
                 manager.free(self.loaded)
         with self.assertRaisesRegex(ValueError, "kvtier.step_saves .* is true or false"):
             self.pair(Model(self.rng), os.path.join(self.dir.name, "bad"), **{"kvtier.step_saves": "sometimes"})
+        for bad in ("1 G", "-1", "lots"):
+            with self.assertRaisesRegex(ValueError, "kvtier.step_copy_bytes: .*size"):
+                self.pair(Model(self.rng), os.path.join(self.dir.name, "bad"), **{"kvtier.step_copy_bytes": bad})
+        _, worker = self.pair(Model(self.rng), os.path.join(self.dir.name, "sized"), **{"kvtier.step_copy_bytes": "1.5G"})
+        self.assertEqual(worker._settings.step_copy_bytes, 3 << 29)
 
     def test_a_failed_load_of_a_hybrid_model_stops_rather_than_serves(self):
         rng = self.rng
