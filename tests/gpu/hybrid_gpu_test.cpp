@@ -211,9 +211,14 @@ TEST(HybridGpu, LayersWithBlockTablesOfTheirOwnSaveAndRestoreThroughTheKernels) 
                   std::byte* contiguous, bool to_paged) {
     testing::move_held(g, host, t, contiguous, kTokens, kTokens, to_paged);
   };
-  for (PagedLayout layout : {PagedLayout::kKvFirst, PagedLayout::kBlockFirst,
-                             PagedLayout::kPackedHeads, PagedLayout::kPackedTokens}) {
-    SCOPED_TRACE("layout " + std::to_string(static_cast<int>(layout)));
+  // Half the saves read the window layers from copies of the blocks they hold, in tensors of their
+  // own (fewer blocks: PagedKv::layer_num_blocks), as the vLLM connector saves a step's end.
+  const uint32_t held = need - static_cast<uint32_t>(held_from);
+  for (const int variant : {0, 1, 2, 3, 4, 5, 6, 7}) {
+    const auto layout = static_cast<PagedLayout>(variant / 2);
+    const bool from_copies = variant % 2 == 1;
+    SCOPED_TRACE("layout " + std::to_string(static_cast<int>(layout)) +
+                 (from_copies ? ", window layers saved from copies" : ""));
     testing::TempDir dir;
     Options o = testing::small_options(dir.str(), g);
     o.store_format = 2;
@@ -230,7 +235,27 @@ TEST(HybridGpu, LayersWithBlockTablesOfTheirOwnSaveAndRestoreThroughTheKernels) 
     {
       DevicePaged gpu(source);
       gpu.view.block_table = saved_tables[0];
-      for (const auto& t : saved_tables) gpu.view.layer_block_tables.emplace_back(t);
+      std::vector<std::vector<int32_t>> save_tables = saved_tables;
+      std::unique_ptr<DevicePaged> copied;
+      if (from_copies) {
+        std::vector<std::vector<int32_t>> into(g.layers, std::vector<int32_t>(need, kSkipBlock));
+        for (uint32_t l = 0; l < g.layers; ++l) {
+          if (g.layer_kinds[l] != LayerKind::kSlidingWindow) continue;
+          for (uint64_t i = held_from; i < need; ++i)
+            into[l][i] = static_cast<int32_t>(i - held_from);
+        }
+        testing::PagedHost copies(g, held, kBlock, layout);
+        testing::move_held(g, copies, into, kv.data(), kTokens, kTokens, /*to_paged=*/true);
+        copied = std::make_unique<DevicePaged>(copies);
+        for (uint32_t l = 0; l < g.layers; ++l) {
+          const bool window = g.layer_kinds[l] == LayerKind::kSlidingWindow;
+          gpu.view.layer_num_blocks.push_back(window ? held : gpu.view.num_blocks);
+          if (!window) continue;
+          gpu.view.layers[l] = copied->view.layers[l];
+          save_tables[l] = into[l];
+        }
+      }
+      for (const auto& t : save_tables) gpu.view.layer_block_tables.emplace_back(t);
       const Device source_state(state);
       auto saved = (*e)->save(tokens, gpu.view, state_view(source_state));
       ASSERT_TRUE(saved) << saved.error().message();
