@@ -332,9 +332,15 @@ def run_one(config: str, args) -> None:
             f"restore {r['restore_ms']} ms ({r['restored_tokens']} tokens), disk "
             f"{r['disk_read_bytes'] / 1e9:.2f} GB, PCIe RX "
             f"{(r['pcie_rx_bytes'] or 0) / 1e9:.2f} GB, CPU {r['cpu_core_s']:.2f} core-s")
+        # kvtier's trace by event (step ends not kept by why): what the step-end saves did.
+        counts: dict[str, int] = {}
+        for e in trace_lines():
+            name = e["event"] + (f" ({e['reason']})" if "reason" in e else "")
+            counts[name] = counts.get(name, 0) + 1
         with open(os.path.join(args.out, f"{config}.json"), "w") as f:
             json.dump({"config": config, "description": DESCRIPTIONS[config], "records": records,
-                       "settings": vars(args), "transfer": transfer, "env": env}, f, indent=1)
+                       "settings": vars(args), "transfer": transfer, "env": env, "trace_counts": counts}, f,
+                      indent=1)
 
     try:
         asyncio.run(main())

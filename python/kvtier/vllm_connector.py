@@ -558,7 +558,7 @@ class KvtierConnector(KVConnectorBase_V1):
         self._step_copies = 0  # step-end saves in flight, each with its copies (GPU memory outside vLLM's budget)
         self._step_copy_bytes = 0  # what their copies take
         self._copies_too_large = False  # a step end's copies alone passed kvtier.step_copy_bytes
-        self._step_saves: dict[str, list[Future]] = {}  # a request's step-end saves, oldest first
+        self._step_saves: dict[str, list[tuple[int, Future]]] = {}  # a request's step-end saves, oldest first
         self._finished_seen: set[str] = set()
         self._load_errors: set[int] = set()
         self._valid: dict[str, int] = {}  # request -> tokens its load left valid, where it fell short
@@ -988,12 +988,16 @@ class KvtierConnector(KVConnectorBase_V1):
                     "kvtier: step-end saves skipped: a step end's copies (%d bytes) exceed kvtier.step_copy_bytes "
                     "(%d): a prompt again finds only what its save ends kept", size, self._settings.step_copy_bytes)
                 self._copies_too_large = True
+                self._trace(event="step-save-dropped", req=plan.req_id, tokens=len(plan.token_ids),
+                            reason="copies past kvtier.step_copy_bytes")
                 continue
             # Saves slower than prefill: the request's oldest step end not begun gives way, else this
             # one is not kept (a later miss, never a GPU out of memory).
             while not self._reserve(size):
                 if not self._supersede(plan.req_id):
                     log.debug("kvtier: a step-end save of request %s skipped: copies in flight", plan.req_id)
+                    self._trace(event="step-save-dropped", req=plan.req_id, tokens=len(plan.token_ids),
+                                reason="copies in flight")
                     break
             else:
                 try:
@@ -1005,6 +1009,8 @@ class KvtierConnector(KVConnectorBase_V1):
                     self._unreserve(size)
                     log.warning("kvtier: a step-end save of request %s skipped: its copies could not be made (%s)",
                                 plan.req_id, e)
+                    self._trace(event="step-save-dropped", req=plan.req_id, tokens=len(plan.token_ids),
+                                reason="copies not made")
         if kept:
             self._submit_saves(kept, copies)
 
@@ -1029,11 +1035,15 @@ class KvtierConnector(KVConnectorBase_V1):
         is worth more than an older one still waiting (whose state only a prompt leaving between
         the two would have found)."""
         with self._mu:
-            waiting = [f for f in self._step_saves.get(rid, ()) if not f.done()]
+            waiting = [(tokens, f) for tokens, f in self._step_saves.get(rid, ()) if not f.done()]
             self._step_saves[rid] = waiting
         # Cancelling runs the save's callback here, which gives its room back; a save a thread has
         # begun meanwhile cannot be cancelled.
-        return any(f.cancel() for f in waiting)
+        for tokens, f in waiting:
+            if f.cancel():
+                self._trace(event="step-save-dropped", req=rid, tokens=tokens, reason="superseded")
+                return True
+        return False
 
     @property
     def _state_bytes(self) -> int:
@@ -1106,7 +1116,7 @@ class KvtierConnector(KVConnectorBase_V1):
             with self._mu:
                 self._pending_saves.setdefault(plan.req_id, []).append((len(plan.token_ids), f))
                 if copy is not None:
-                    self._step_saves.setdefault(plan.req_id, []).append(f)
+                    self._step_saves.setdefault(plan.req_id, []).append((len(plan.token_ids), f))
             if copy is not None:
                 f.add_done_callback(functools.partial(self._copy_released, held))  # run at once if done
 

@@ -12,6 +12,7 @@ every byte a load must write is compared, vLLM's null block never written. Run b
 newest vLLM and with 0.26.0; skipped where vLLM cannot be imported."""
 import dataclasses
 import glob
+import json
 import logging
 import os
 import random
@@ -722,7 +723,9 @@ class HybridConnectorTest(unittest.TestCase):
         for case in range(6):
             model = self.model_where((lambda m: m.mamba and not m.window) if case < 3 else (lambda m: m.window))
             with self.subTest(case=case, model=model.describe()):
-                scheduler, worker = self.pair(model, os.path.join(self.dir.name, f"copy-bytes-{case}"))
+                trace = os.path.join(self.dir.name, f"copy-bytes-{case}.trace")
+                scheduler, worker = self.pair(model, os.path.join(self.dir.name, f"copy-bytes-{case}"),
+                                              **{"kvtier.trace": trace})
                 manager = self.manager(model)
                 chunk = scheduler._settings.chunk_tokens
                 n = self.rng.randrange(3 * chunk + 1, min(8 * chunk, NUM_BLOCKS * model.bs // 3))
@@ -770,6 +773,12 @@ class HybridConnectorTest(unittest.TestCase):
                 pending = [(tokens, f) for tokens, f in worker._pending_saves.get("A", [])]
                 kept = [tokens for tokens, f in pending if not f.cancelled()]
                 warned = [r for r in logs.records if r.levelname == "WARNING" and "step_copy_bytes" in r.getMessage()]
+                # Every step end not kept is in the trace, with why (no line yet: none dropped, none saved).
+                lines = open(trace).read().splitlines() if os.path.exists(trace) else []
+                dropped = [e for e in map(json.loads, lines) if e["event"] == "step-save-dropped"]
+                self.assertEqual(sorted(e["tokens"] for e in dropped if e["reason"] == "superseded"),
+                                 [tokens for tokens, f in pending if f.cancelled()])
+                self.assertEqual(len(dropped), len(planned) - len(kept))
                 if case < 3:
                     self.assertEqual(kept, planned[-k:], "the newest step ends the budget holds were not kept")
                     self.assertEqual(worker._step_copy_bytes, len(kept) * worker._state_bytes)
