@@ -558,7 +558,8 @@ class KvtierConnector(KVConnectorBase_V1):
         self._step_copies = 0  # step-end saves in flight, each with its copies (GPU memory outside vLLM's budget)
         self._step_copy_bytes = 0  # what their copies take
         self._copies_too_large = False  # a step end's copies alone passed kvtier.step_copy_bytes
-        self._step_saves: dict[str, list[tuple[int, Future]]] = {}  # a request's step-end saves, oldest first
+        # A request's step-end saves, oldest first: (tokens, bytes of its copies, future).
+        self._step_saves: dict[str, list[tuple[int, int, Future]]] = {}
         self._finished_seen: set[str] = set()
         self._load_errors: set[int] = set()
         self._valid: dict[str, int] = {}  # request -> tokens its load left valid, where it fell short
@@ -991,14 +992,12 @@ class KvtierConnector(KVConnectorBase_V1):
                 self._trace(event="step-save-dropped", req=plan.req_id, tokens=len(plan.token_ids),
                             reason="copies past kvtier.step_copy_bytes")
                 continue
-            # Saves slower than prefill: the request's oldest step end not begun gives way, else this
+            # Saves slower than prefill: the request's oldest step ends not begun give way, else this
             # one is not kept (a later miss, never a GPU out of memory).
-            while not self._reserve(size):
-                if not self._supersede(plan.req_id):
-                    log.debug("kvtier: a step-end save of request %s skipped: copies in flight", plan.req_id)
-                    self._trace(event="step-save-dropped", req=plan.req_id, tokens=len(plan.token_ids),
-                                reason="copies in flight")
-                    break
+            if not self._make_room(plan.req_id, size):
+                log.debug("kvtier: a step-end save of request %s skipped: copies in flight", plan.req_id)
+                self._trace(event="step-save-dropped", req=plan.req_id, tokens=len(plan.token_ids),
+                            reason="copies in flight")
             else:
                 try:
                     copies.append(_StepCopies([p.view(plan.group_tables[g][0]).clone()
@@ -1029,21 +1028,34 @@ class KvtierConnector(KVConnectorBase_V1):
             self._step_copies -= 1
             self._step_copy_bytes -= size
 
-    def _supersede(self, rid: str) -> bool:
-        """Drops the request's oldest step-end save no thread has begun, giving its copies' room to
-        a newer step end: the same prompt again resumes at its last saved step end, so a newer end
-        is worth more than an older one still waiting (whose state only a prompt leaving between
-        the two would have found)."""
-        with self._mu:
-            waiting = [(tokens, f) for tokens, f in self._step_saves.get(rid, ()) if not f.done()]
-            self._step_saves[rid] = waiting
-        # Cancelling runs the save's callback here, which gives its room back; a save a thread has
-        # begun meanwhile cannot be cancelled.
-        for tokens, f in waiting:
-            if f.cancel():
+    def _make_room(self, rid: str, size: int) -> bool:
+        """Takes room for a step-end save's copies of `size` bytes, the request's oldest step-end
+        saves no thread has begun giving way where that makes enough room (and only then: a newer
+        step end that still would not fit leaves them be). The same prompt again resumes at its
+        last saved step end, so a newer end is worth more than an older one still waiting (whose
+        state only a prompt leaving between the two would have found)."""
+        while not self._reserve(size):
+            with self._mu:
+                waiting = [(t, b, f) for t, b, f in self._step_saves.get(rid, ()) if not f.done()]
+                self._step_saves[rid] = waiting
+                saves = self._MAX_STEP_COPIES - self._step_copies
+                room = self._settings.step_copy_bytes - self._step_copy_bytes
+                giving_way = []
+                for tokens, nbytes, f in waiting:
+                    if saves >= 1 and room >= size:
+                        break
+                    if not f.running():
+                        giving_way.append((tokens, f))
+                        saves, room = saves + 1, room + nbytes
+                if saves < 1 or room < size:
+                    return False
+            # Cancelling runs each save's callback here, which gives its room back; one a thread
+            # began meanwhile cannot be cancelled, and the room is worked out again.
+            for tokens, f in giving_way:
+                if not f.cancel():
+                    break
                 self._trace(event="step-save-dropped", req=rid, tokens=tokens, reason="superseded")
-                return True
-        return False
+        return True
 
     @property
     def _state_bytes(self) -> int:
@@ -1116,7 +1128,7 @@ class KvtierConnector(KVConnectorBase_V1):
             with self._mu:
                 self._pending_saves.setdefault(plan.req_id, []).append((len(plan.token_ids), f))
                 if copy is not None:
-                    self._step_saves.setdefault(plan.req_id, []).append((len(plan.token_ids), f))
+                    self._step_saves.setdefault(plan.req_id, []).append((len(plan.token_ids), copy.nbytes, f))
             if copy is not None:
                 f.add_done_callback(functools.partial(self._copy_released, held))  # run at once if done
 

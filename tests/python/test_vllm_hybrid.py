@@ -147,8 +147,6 @@ def cpu_config(connector, settings, block_size=16):
 LAYOUT_026 = VLLM is None and "shared_by" in getattr(KVCacheTensor, "__dataclass_fields__", {})
 
 
-@unittest.skipIf(VLLM is not None, f"vllm is not importable: {VLLM}")
-@unittest.skipIf(VLLM is None and not LAYOUT_026, "this vLLM lays hybrid KV caches out otherwise than 0.26")
 class _Records(logging.Handler):
     """What a logger said, kept."""
 
@@ -160,6 +158,8 @@ class _Records(logging.Handler):
         self.records.append(record)
 
 
+@unittest.skipIf(VLLM is not None, f"vllm is not importable: {VLLM}")
+@unittest.skipIf(VLLM is None and not LAYOUT_026, "this vLLM lays hybrid KV caches out otherwise than 0.26")
 class HybridConnectorTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory(dir=os.environ.get("KVTIER_TEST_DIR"))
@@ -804,6 +804,53 @@ class HybridConnectorTest(unittest.TestCase):
                 if hit:
                     self.assert_loaded(model, {**truth, **states.get(hit, {})}, ids, hit)
                 manager.free(self.loaded)
+
+    def test_a_newer_step_end_that_would_not_fit_leaves_the_older_ones_be(self):
+        """Under kvtier.step_copy_bytes a request's older step ends give way to a newer one only
+        where that makes room for it: with another request holding most of the budget and the
+        newer copies larger (a window filling), cancelling the older one would not let the newer
+        in, so the older one stays and the request keeps a step end."""
+        for case in range(3):
+            model = self.model_where(lambda m: m.window >= 2 * m.bs)
+            with self.subTest(case=case, model=model.describe()):
+                bs = model.bs
+                manager = self.manager(model)
+                scheduler, worker = self.pair(model, os.path.join(self.dir.name, f"no-room-{case}"))
+                gate = threading.Event()
+                self.held.append(gate)
+                for _ in range(2):  # both save threads busy: every step-end save waits
+                    worker._io.submit(gate.wait, 30)
+                worker._MAX_STEP_COPIES = 64  # the bytes bind, not the count
+                sizes, reserve = [], worker._reserve
+
+                def reserved(size, reserve=reserve, sizes=sizes):
+                    sizes.append(size)
+                    return reserve(size)
+
+                worker._reserve = reserved
+
+                def prefill(rid, n, steps):
+                    del sizes[:]
+                    prompt = [self.rng.randrange(150000) for _ in range(n)]
+                    truth = self.kv_truth(model, n, ("full", "window"))
+                    self.chunked_prefill(model, manager, scheduler, worker, rid, prompt, truth, {}, sizes=steps)
+                    return list(sizes)
+
+                # B: one step end, its window full, waiting with its copies.
+                (b,) = prefill("B", 4 * bs + 5, [4 * bs])
+                # A's two step ends, one window block and then more: the second's copies larger.
+                worker._settings.step_copy_bytes = 10**12
+                first, second = prefill("A", 3 * bs + 5, [bs, 2 * bs])
+                self.assertGreater(second, first)
+                for _, f in worker._pending_saves["A"]:
+                    f.cancel()
+                # B's and the first fit; B's and the second do not, with or without the first.
+                worker._settings.step_copy_bytes = b + second - 1
+                prefill("C", 3 * bs + 5, [bs, 2 * bs])
+                self.assertEqual([(tokens, f.cancelled()) for tokens, f in worker._pending_saves["C"]],
+                                 [(bs, False)], "the older step end was cancelled for one that did not fit")
+                self.assertLessEqual(worker._step_copy_bytes, worker._settings.step_copy_bytes)
+                gate.set()
 
     def test_a_preempted_requests_step_saves_end_before_its_blocks_can_be_written_again(self):
         """vLLM takes a preempted request's blocks back at once and may hand them to another in the
