@@ -28,6 +28,9 @@ struct Drive {
   /// What the store may take on this drive's file system, learned when it refused a new segment
   /// (ENOSPC) below the capacity; 0 while none has been refused. Lasts until the store reopens.
   uint64_t fs_limit = 0;
+  /// A segment file was removed here since the directory was last synced: a checkpoint syncs it
+  /// before it forgets the drop, so that no power cut brings the file back.
+  bool unsynced_removal = false;
 
   /// Whether new segments may go here.
   [[nodiscard]] bool takes_new_segments() const { return available && unwritable.empty(); }

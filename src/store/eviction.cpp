@@ -70,7 +70,7 @@ Status Store::evict_segment_locked(uint32_t id) {
   const JournalEntry drop{JournalOp::kDropSegment, {}, id};
   Status journaled = append_locked(std::span(&drop, 1));
   if (journaled.code() == ErrorCode::kNoSpace) {
-    static_cast<void>(fs_->remove(segments_.at(id).file->path));
+    remove_segment_file_locked(segments_.at(id));
     journaled = append_locked(std::span(&drop, 1));
   }
   KVTIER_TRY(journaled);
@@ -86,11 +86,16 @@ Status Store::evict_segment_locked(uint32_t id) {
     }
   }
   // Readers holding the SegmentFile keep reading the unlinked file; its bytes are never reused.
-  static_cast<void>(fs_->remove(seg.file->path));
+  remove_segment_file_locked(seg);
   segments_.erase(id);
   if (active_ == id) active_ = 0;
   KVTIER_LOG(*log_, kDebug, "{}: evicted segment {} ({} records)", dir_, id, records);
   return {};
+}
+
+void Store::remove_segment_file_locked(const Segment& seg) {
+  static_cast<void>(fs_->remove(seg.file->path));
+  drives_[seg.drive].unsynced_removal = true;
 }
 
 Store::PlacementPlan Store::plan_placement_locked(std::span<const uint64_t> sizes) const {

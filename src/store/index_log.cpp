@@ -262,6 +262,14 @@ Result<LoadedIndex> IndexLog::load(const std::string& dir, FileSystem& fs) {
     if (!image) {
       out.needs_rebuild = true;
       out.problem = image.error().message();
+      // The rebuild finds the segment files only; the ids the journal names still bound the next
+      // one handed out (a segment dropped since the checkpoint may be gone from disk).
+      JournalEntry entry;
+      for (size_t pos = 0, n; pos < bytes.size(); pos += n) {
+        if ((n = decode_journal_entry(bytes.subspan(pos), entry)) == 0) break;
+        out.max_segment_id = std::max(
+            out.max_segment_id, entry.op == JournalOp::kAdd ? entry.meta.segment : entry.segment);
+      }
       return out;
     }
     for (const RecordMeta& m : image->records) {

@@ -263,6 +263,8 @@ class Store {
   /// the journal entry finds no room, the file goes first (an index entry of a missing segment is
   /// dropped at open, which is what the drop says) and the drop is journaled in the room it left.
   Status evict_segment_locked(uint32_t id);
+  /// Deletes segment `seg`'s file; its drive's directory is synced at the next checkpoint.
+  void remove_segment_file_locked(const Segment& seg);
   Status drop_locked(std::span<const Key128> keys);
   void index_add_locked(const RecordMeta& meta);
   void index_remove_locked(const RecordMeta& meta);

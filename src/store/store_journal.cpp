@@ -16,6 +16,19 @@ constexpr auto kUseFlushInterval = std::chrono::seconds(10);
 }  // namespace
 
 Status Store::checkpoint_locked() {
+  // The drops this checkpoint forgets must stay done: a segment file whose unlink a power cut
+  // undid would come back with records the index no longer names (found again by a rebuild).
+  for (Drive& d : drives_) {
+    if (!d.unsynced_removal) continue;
+    if (Status synced = fs_->sync_dir(d.dir); !synced.ok()) {
+      if (&d == &drives_[0]) return synced;
+      // A drive gone or failing: its files are misses either way, and the index keeps the highest
+      // id handed out, so none is given to a new segment twice.
+      KVTIER_LOG(*log_, kWarn, "{}: syncing {} after removing segments: {}", dir_, d.dir,
+                 synced.to_string());
+    }
+    d.unsynced_removal = false;
+  }
   std::vector<SegmentUse> uses = segments_.uses();
   // The highest id handed out is kept even once its segment is gone, so that no later open hands it
   // out again: an eviction's unlink that was not yet durable can come back after a power cut, and

@@ -158,7 +158,7 @@ Status Store::adopt_records(std::vector<RecordMeta> records, std::span<const uin
       continue;
     }
     // An empty file is an unused active segment or one whose drop was journaled before a crash.
-    if (!read_only()) static_cast<void>(fs_->remove(it->second.file->path));
+    if (!read_only()) remove_segment_file_locked(it->second);
     it = segments_.erase(it);
   }
   // A segment was last used at its newest record's write or its last recorded use, whichever came

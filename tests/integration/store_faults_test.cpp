@@ -235,6 +235,31 @@ TEST_F(StoreFaultTest, IdOfAGoneSegmentIsNotHandedOutAgainOnceACheckpointForgets
       << segment_files()[0];
 }
 
+TEST_F(StoreFaultTest, IdsTheJournalNamesAreNotHandedOutAgainByARebuild) {
+  // A damaged checkpoint: the index is rebuilt from the segment files, and a segment the journal
+  // says was dropped (its file gone, or going) keeps its id from new segments.
+  {
+    auto e = open(options());
+    save(*e, synthetic::tokens(50, 1000));
+  }
+  ASSERT_EQ(segment_files().size(), 1u);
+  const std::string dir = dir_.str() + "/rank0of1";
+  const uint32_t gone =
+      static_cast<uint32_t>(std::stoul(segment_files()[0].stem().string().substr(4)));
+  {
+    auto journal = IndexLog::open(dir, fs::file_size(dir + "/index.journal"));
+    ASSERT_OK(journal);
+    JournalEntry drop{JournalOp::kDropSegment, {}, gone};
+    ASSERT_OK(journal->append(std::span(&drop, 1)));
+  }
+  fs::remove(segment_files()[0]);
+  flip_byte(dir + "/index.ckpt", 24);  // its checksum
+  auto e = open(options());
+  save(*e, synthetic::tokens(51, 1000));
+  ASSERT_EQ(segment_files().size(), 1u);
+  EXPECT_GT(std::stoul(segment_files()[0].stem().string().substr(4)), gone) << segment_files()[0];
+}
+
 TEST_F(StoreFaultTest, ManifestDamageIsAClearError) {
   { auto e = open(options()); }
   { std::ofstream(dir_.str() + "/rank0of1/MANIFEST.json") << "{ not json"; }
