@@ -11,11 +11,14 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "common/checksum.hpp"
 #include "split16_kernel_emulation.hpp"
+#include "test_util.hpp"
 
 namespace kvtier::codec {
 namespace {
@@ -242,6 +245,65 @@ TEST(Split16, TheCudaDecodersStepsRunSeriallyDecodeWhatTheHostDecodes) {
       ASSERT_EQ(back, raw) << bytes << " bytes";
     }
   }
+}
+
+// Blocks of every code width (1..7 bits: 1 to 127 symbols in the codebook, some escaped), of
+// lengths no multiple of the host decoder's eight codes at a time, escapes falling anywhere:
+// decoded exactly, as the CUDA decoder's steps decode them; with their codes, escapes or rests
+// damaged, refused exactly where those steps flag them, and decoded alike where not.
+TEST(Split16, EveryCodeWidthDecodesAsTheCudaDecodersStepsDoWholeOrDamaged) {
+  const uint64_t seed = testing::test_seed();
+  std::mt19937_64 rng(seed);
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::set<uint32_t> widths;
+  uint64_t damaged_refused = 0, damaged_decoded = 0;
+  for (int round = 0; round < 300; ++round) {
+    const uint32_t symbols = 1 + static_cast<uint32_t>(rng() % 140);
+    const size_t words = 1 + rng() % (3 * kSplit16BlockWords);
+    const double escaped = rng() % 3 == 0 ? 0.0 : 0.002 * static_cast<double>(rng() % 50);
+    std::vector<uint8_t> alphabet(256);
+    std::iota(alphabet.begin(), alphabet.end(), 0);
+    std::shuffle(alphabet.begin(), alphabet.end(), rng);
+    Bytes raw(words * 2 + rng() % 2);
+    std::uniform_real_distribution<double> u(0, 1);
+    for (size_t i = 0; i < words; ++i) {
+      const uint8_t s = u(rng) < escaped ? alphabet[symbols + rng() % (256 - symbols)]
+                                         : alphabet[rng() % symbols];
+      const uint16_t w = split16_word(s, static_cast<uint32_t>(rng()));
+      std::memcpy(raw.data() + 2 * i, &w, 2);
+    }
+    if (raw.size() % 2) raw.back() = static_cast<std::byte>(rng());
+    const Bytes stored = encode(raw);
+    auto t = split16_table(stored);
+    ASSERT_TRUE(t.has_value()) << t.error().to_string();
+    for (const Split16Block& b : t->blocks) {
+      if (b.mode == kSplit16Coded) widths.insert(b.bits);
+    }
+    Bytes back(raw.size());
+    ASSERT_TRUE(split16_decode(stored, back).ok()) << "round " << round;
+    ASSERT_EQ(back, raw) << "round " << round;
+    ASSERT_EQ(emulate_kernel(stored).first, raw) << "round " << round;
+    // Damage a coded block's data past its escape count (codes, escaped symbols, rests).
+    for (int trial = 0; trial < 4; ++trial) {
+      const Split16Block& b = t->blocks[rng() % t->blocks.size()];
+      if (b.mode != kSplit16Coded) continue;
+      Bytes damaged = stored;
+      damaged[t->data_offset + b.offset + 4 + rng() % (b.bytes - 4)] ^=
+          static_cast<std::byte>(1 + rng() % 255);
+      Bytes host(raw.size());
+      const bool host_ok = split16_decode(damaged, host).ok();
+      auto [emulated, flagged] = emulate_kernel(damaged);
+      const bool refused = std::find(flagged.begin(), flagged.end(), true) != flagged.end();
+      ASSERT_EQ(refused, !host_ok) << "round " << round << " trial " << trial;
+      if (host_ok) {
+        ASSERT_EQ(emulated, host) << "round " << round << " trial " << trial;
+      }
+      (host_ok ? damaged_decoded : damaged_refused) += 1;
+    }
+  }
+  EXPECT_EQ(widths, (std::set<uint32_t>{1, 2, 3, 4, 5, 6, 7})) << "code widths not all drawn";
+  EXPECT_GT(damaged_refused, 0u);
+  EXPECT_GT(damaged_decoded, 0u);
 }
 
 // Damage inside one coded block's data (the table stays true): the emulated kernel flags exactly
