@@ -97,9 +97,9 @@ Entry encode_block(const uint16_t* w, uint32_t words, std::byte* out) {
   return best;
 }
 
-// A code's word bits (its symbol in place, bit 15 clear), or a mark with bit 15 set for the escape
-// code and for codes past the block's codebook.
-constexpr uint16_t kEscapeMark = 0x8000, kWrongMark = 0xc000;
+// What a code of a block stands for: its symbol's word bits (low 16), or, for the escape code and
+// for codes past the codebook, a mark (the word bits then come from the escapes, or never).
+constexpr uint32_t kEscaped = 1u << 16, kWrongCode = 1u << 17;
 
 // The word bits of each rest byte (sign as bit 15, bits 6..0).
 constexpr std::array<uint16_t, 256> kRestWord = [] {
@@ -108,65 +108,45 @@ constexpr std::array<uint16_t, 256> kRestWord = [] {
   return t;
 }();
 
-/// Word `i` of a coded block from its mark or symbol bits `t`, taking the next escape where `t`
-/// is the escape mark; false where the code is wrong or the escapes have run out.
-bool place_word(uint16_t t, const Split16Coded& c, uint32_t i, uint32_t& used, uint16_t* w,
-                Status& why) {
-  if (t == kWrongMark) {
-    why = corrupt("a code outside its block's codebook");
-    return false;
-  }
-  if (t == kEscapeMark) {
-    if (used == c.escapes) {
-      why = corrupt("more escape codes than escapes");
-      return false;
-    }
-    t = static_cast<uint16_t>(uint32_t{c.escaped[used++]} << 7);
-  }
-  w[i] = t | kRestWord[c.rest[i]];
-  return true;
-}
-
-/// A coded block `Bits` wide, eight codes (`Bits` bytes) at a time through a table of each code's
-/// word bits: the serial decode of the CUDA decoder's steps (split16_format.hpp) at a few times
-/// its rate, refusing what they flag.
+/// A coded block `Bits` wide, eight codes (`Bits` bytes) at a time through a table of what each
+/// code stands for, without a branch on the data: escape codes are noted and filled in after, in
+/// order, and a wrong code refuses the block at its end. The CUDA decoder's steps
+/// (split16_format.hpp) give the same words and refuse the same blocks.
 template <uint32_t Bits>
 Status decode_coded(const Entry& e, const Split16Coded& c, uint16_t* w) {
   static_assert(Bits >= 1 && Bits <= kMaxBits);
   constexpr uint32_t kCodes = 1u << Bits;
-  std::array<uint16_t, kCodes> bits_of;
+  std::array<uint32_t, kCodes> meaning;
   for (uint32_t code = 0; code < kCodes; ++code) {
-    bits_of[code] = code < e.codebook  ? static_cast<uint16_t>(uint32_t{c.codebook[code]} << 7)
-                    : code == c.escape ? kEscapeMark
-                                       : kWrongMark;
+    meaning[code] = code < e.codebook  ? uint32_t{c.codebook[code]} << 7
+                    : code == c.escape ? kEscaped
+                                       : kWrongCode;
   }
-  uint32_t used = 0;
-  Status why;
+  std::array<uint16_t, kSplit16BlockWords> escaped_at;  // where escape codes are, in order
+  uint32_t escapes = 0, wrong = 0;
+  const auto place = [&](uint32_t i, uint32_t m) {
+    wrong |= m;
+    escaped_at[escapes] = static_cast<uint16_t>(i);
+    escapes += (m >> 16) & 1;
+    w[i] = static_cast<uint16_t>(m) | kRestWord[c.rest[i]];
+  };
   const uint32_t groups = e.words / 8;
   for (uint32_t g = 0; g < groups; ++g) {
-    uint64_t v = 0;
-    std::memcpy(&v, c.codes + uint64_t{g} * Bits, Bits);  // eight codes, LSB first
-    std::array<uint16_t, 8> t;
-    uint16_t marks = 0;
+    // Eight codes, LSB first, in the low 8 x Bits bits of one 8-byte load (the rest bytes, one a
+    // word, follow the codes within the block, so the load stays inside it; a load of Bits bytes
+    // would be pieced together on the stack and stall the next read of it).
+    uint64_t v;
+    std::memcpy(&v, c.codes + uint64_t{g} * Bits, sizeof v);
 #pragma GCC unroll 8
-    for (uint32_t k = 0; k < 8; ++k) {
-      t[k] = bits_of[(v >> (k * Bits)) & (kCodes - 1)];
-      marks |= t[k];
-    }
-    const uint32_t first = g * 8;
-    if ((marks & kEscapeMark) == 0) {
-#pragma GCC unroll 8
-      for (uint32_t k = 0; k < 8; ++k) w[first + k] = t[k] | kRestWord[c.rest[first + k]];
-      continue;
-    }
-    for (uint32_t k = 0; k < 8; ++k) {
-      if (!place_word(t[k], c, first + k, used, w, why)) return why;
-    }
+    for (uint32_t k = 0; k < 8; ++k) place(g * 8 + k, meaning[(v >> (k * Bits)) & (kCodes - 1)]);
   }
-  for (uint32_t i = groups * 8; i < e.words; ++i) {
-    if (!place_word(bits_of[split16_code_at(c, i, Bits)], c, i, used, w, why)) return why;
+  for (uint32_t i = groups * 8; i < e.words; ++i) place(i, meaning[split16_code_at(c, i, Bits)]);
+  if ((wrong & kWrongCode) != 0) return corrupt("a code outside its block's codebook");
+  if (escapes > c.escapes) return corrupt("more escape codes than escapes");
+  if (escapes < c.escapes) return corrupt("fewer escape codes than escapes");
+  for (uint32_t j = 0; j < escapes; ++j) {
+    w[escaped_at[j]] |= static_cast<uint16_t>(uint32_t{c.escaped[j]} << 7);
   }
-  if (used != c.escapes) return corrupt("fewer escape codes than escapes");
   return {};
 }
 

@@ -258,7 +258,11 @@ TEST(Split16, EveryCodeWidthDecodesAsTheCudaDecodersStepsDoWholeOrDamaged) {
   std::set<uint32_t> widths;
   uint64_t damaged_refused = 0, damaged_decoded = 0;
   for (int round = 0; round < 300; ++round) {
-    const uint32_t symbols = 1 + static_cast<uint32_t>(rng() % 140);
+    // Symbols for each code width in turn (2^(w-1) to 2^w - 1 of them take w bits), and past 127.
+    const uint32_t width = 1 + round % 8;
+    const uint32_t symbols =
+        width == 8 ? 128 + static_cast<uint32_t>(rng() % 100)
+                   : (1u << (width - 1)) + static_cast<uint32_t>(rng() % (1u << (width - 1)));
     const size_t words = 1 + rng() % (3 * kSplit16BlockWords);
     const double escaped = rng() % 3 == 0 ? 0.0 : 0.002 * static_cast<double>(rng() % 50);
     std::vector<uint8_t> alphabet(256);
