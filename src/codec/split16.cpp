@@ -97,60 +97,8 @@ Entry encode_block(const uint16_t* w, uint32_t words, std::byte* out) {
   return best;
 }
 
-// What a code of a block stands for: its symbol's word bits (low 16), or, for the escape code and
-// for codes past the codebook, a mark (the word bits then come from the escapes, or never).
-constexpr uint32_t kEscaped = 1u << 16, kWrongCode = 1u << 17;
-
-// The word bits of each rest byte (sign as bit 15, bits 6..0).
-constexpr std::array<uint16_t, 256> kRestWord = [] {
-  std::array<uint16_t, 256> t{};
-  for (uint32_t r = 0; r < 256; ++r) t[r] = split16_word(0, r);
-  return t;
-}();
-
-/// A coded block `Bits` wide, eight codes (`Bits` bytes) at a time through a table of what each
-/// code stands for, without a branch on the data: escape codes are noted and filled in after, in
-/// order, and a wrong code refuses the block at its end. The CUDA decoder's steps
-/// (split16_format.hpp) give the same words and refuse the same blocks.
-template <uint32_t Bits>
-Status decode_coded(const Entry& e, const Split16Coded& c, uint16_t* w) {
-  static_assert(Bits >= 1 && Bits <= kMaxBits);
-  constexpr uint32_t kCodes = 1u << Bits;
-  std::array<uint32_t, kCodes> meaning;
-  for (uint32_t code = 0; code < kCodes; ++code) {
-    meaning[code] = code < e.codebook  ? uint32_t{c.codebook[code]} << 7
-                    : code == c.escape ? kEscaped
-                                       : kWrongCode;
-  }
-  std::array<uint16_t, kSplit16BlockWords> escaped_at;  // where escape codes are, in order
-  uint32_t escapes = 0, wrong = 0;
-  const auto place = [&](uint32_t i, uint32_t m) {
-    wrong |= m;
-    escaped_at[escapes] = static_cast<uint16_t>(i);
-    escapes += (m >> 16) & 1;
-    w[i] = static_cast<uint16_t>(m) | kRestWord[c.rest[i]];
-  };
-  const uint32_t groups = e.words / 8;
-  for (uint32_t g = 0; g < groups; ++g) {
-    // Eight codes, LSB first, in the low 8 x Bits bits of one 8-byte load (the rest bytes, one a
-    // word, follow the codes within the block, so the load stays inside it; a load of Bits bytes
-    // would be pieced together on the stack and stall the next read of it).
-    uint64_t v;
-    std::memcpy(&v, c.codes + uint64_t{g} * Bits, sizeof v);
-#pragma GCC unroll 8
-    for (uint32_t k = 0; k < 8; ++k) place(g * 8 + k, meaning[(v >> (k * Bits)) & (kCodes - 1)]);
-  }
-  for (uint32_t i = groups * 8; i < e.words; ++i) place(i, meaning[split16_code_at(c, i, Bits)]);
-  if ((wrong & kWrongCode) != 0) return corrupt("a code outside its block's codebook");
-  if (escapes > c.escapes) return corrupt("more escape codes than escapes");
-  if (escapes < c.escapes) return corrupt("fewer escape codes than escapes");
-  for (uint32_t j = 0; j < escapes; ++j) {
-    w[escaped_at[j]] |= static_cast<uint16_t>(uint32_t{c.escaped[j]} << 7);
-  }
-  return {};
-}
-
-/// The host's decode of one block, refusing what the CUDA decoder flags.
+/// The host's serial decode of one block, through the same steps as the CUDA decoder's
+/// (split16_format.hpp), refusing what the kernel flags.
 Status decode_block(const Entry& e, const std::byte* in, uint16_t* w) {
   if (e.mode == kRaw) {
     std::memcpy(w, in, size_t{e.words} * 2);
@@ -160,24 +108,22 @@ Status decode_block(const Entry& e, const std::byte* in, uint16_t* w) {
   if (!split16_coded_parts(e, reinterpret_cast<const uint8_t*>(in), c)) {
     return corrupt("a coded block whose size does not match its escapes");
   }
-  switch (e.bits) {  // check_entry keeps it within 1..kMaxBits
-    case 1:
-      return decode_coded<1>(e, c, w);
-    case 2:
-      return decode_coded<2>(e, c, w);
-    case 3:
-      return decode_coded<3>(e, c, w);
-    case 4:
-      return decode_coded<4>(e, c, w);
-    case 5:
-      return decode_coded<5>(e, c, w);
-    case 6:
-      return decode_coded<6>(e, c, w);
-    case 7:
-      return decode_coded<7>(e, c, w);
-    default:
-      return corrupt("a block with an unknown mode, width or codebook");
+  uint32_t used = 0;
+  for (uint32_t i = 0; i < e.words; ++i) {
+    const uint32_t code = split16_code_at(c, i, e.bits);
+    uint8_t s;
+    if (code == c.escape) {
+      if (used == c.escapes) return corrupt("more escape codes than escapes");
+      s = c.escaped[used++];
+    } else if (code < e.codebook) {
+      s = c.codebook[code];
+    } else {
+      return corrupt("a code outside its block's codebook");
+    }
+    w[i] = split16_word(s, c.rest[i]);
   }
+  if (used != c.escapes) return corrupt("fewer escape codes than escapes");
+  return {};
 }
 
 bool all_zero(const std::byte* at, size_t n) {
