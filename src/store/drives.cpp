@@ -25,10 +25,12 @@ std::string new_id() {
   return fmt::format("{:08x}{:08x}", rd(), rd());
 }
 
-bool exists(FileSystem& fs, const std::string& path, int& err) {
+/// Whether `path` exists; where not, `err` is the errno and `why` the whole message.
+bool exists(FileSystem& fs, const std::string& path, int& err, std::string& why) {
   auto info = fs.stat(path);
   if (info) return true;
   err = info.error().native_error();
+  why = info.error().to_string();
   return false;
 }
 
@@ -91,12 +93,9 @@ struct Probe {
 Result<Probe> probe(FileSystem& fs, const std::string& dir, const std::string& store) {
   Probe p{dir};
   int err = 0;
-  if (!exists(fs, dir, err)) {
-    if (err == ENOENT) {
-      p.missing = true;
-    } else {
-      p.problem = fmt::format("{}: {}", dir, std::strerror(err));
-    }
+  if (!exists(fs, dir, err, p.problem)) {
+    p.missing = err == ENOENT;
+    if (p.missing) p.problem.clear();
     return p;
   }
   const std::string path = fmt::format("{}/{}", dir, kDriveName);
@@ -133,11 +132,12 @@ Result<size_t> find_home(FileSystem& fs, std::span<const std::string> rank_dirs,
   std::string unreachable, other_drive;
   for (size_t i = 0; i < rank_dirs.size(); ++i) {
     int err = 0;
-    if (exists(fs, fmt::format("{}/MANIFEST.json", rank_dirs[i]), err)) {
+    std::string why;
+    if (exists(fs, fmt::format("{}/MANIFEST.json", rank_dirs[i]), err, why)) {
       homes.push_back(i);
     } else if (err != ENOENT) {
-      unreachable += fmt::format(" {} ({})", rank_dirs[i], std::strerror(err));
-    } else if (exists(fs, fmt::format("{}/{}", rank_dirs[i], kDriveName), err)) {
+      unreachable += fmt::format(" {} ({})", rank_dirs[i], why);
+    } else if (exists(fs, fmt::format("{}/{}", rank_dirs[i], kDriveName), err, why)) {
       other_drive = rank_dirs[i];
     }
   }

@@ -94,8 +94,8 @@ Status Store::evict_segment_locked(uint32_t id) {
 }
 
 void Store::remove_segment_file_locked(const Segment& seg) {
-  static_cast<void>(fs_->remove(seg.file->path));
-  drives_[seg.drive].unsynced_removal = true;
+  // A file not removed (a drive gone or read-only) has no unlink to make durable.
+  if (fs_->remove(seg.file->path).ok()) drives_[seg.drive].unsynced_removal = true;
 }
 
 Store::PlacementPlan Store::plan_placement_locked(std::span<const uint64_t> sizes) const {

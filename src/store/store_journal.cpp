@@ -17,11 +17,12 @@ constexpr auto kUseFlushInterval = std::chrono::seconds(10);
 
 Status Store::checkpoint_locked() {
   // The drops this checkpoint forgets must stay done: a segment file whose unlink a power cut
-  // undid would come back with records the index no longer names (found again by a rebuild).
-  for (Drive& d : drives_) {
+  // undid would come back with records the index no longer names (found again by a rebuild). The
+  // home's directory is synced by the checkpoint's own rename, before the journal is cut.
+  for (size_t i = 1; i < drives_.size(); ++i) {
+    Drive& d = drives_[i];
     if (!d.unsynced_removal) continue;
     if (Status synced = fs_->sync_dir(d.dir); !synced.ok()) {
-      if (&d == &drives_[0]) return synced;
       // A drive gone or failing: its files are misses either way, and the index keeps the highest
       // id handed out, so none is given to a new segment twice.
       KVTIER_LOG(*log_, kWarn, "{}: syncing {} after removing segments: {}", dir_, d.dir,
