@@ -55,6 +55,21 @@ class StoreFaultTest : public ::testing::Test {
     std::sort(out.begin(), out.end());
     return out;
   }
+  /// The id of the store's one segment file.
+  uint32_t only_segment_id() const {
+    const auto files = segment_files();
+    EXPECT_EQ(files.size(), 1u);
+    return files.empty() ? 0
+                         : static_cast<uint32_t>(std::stoul(files[0].stem().string().substr(4)));
+  }
+  /// Appends a drop of segment `id` to the closed store's journal.
+  void journal_drop(uint32_t id) const {
+    const std::string dir = dir_.str() + "/rank0of1";
+    auto journal = IndexLog::open(dir, fs::file_size(dir + "/index.journal"));
+    ASSERT_OK(journal);
+    const JournalEntry drop{JournalOp::kDropSegment, {}, id};
+    ASSERT_OK(journal->append(std::span(&drop, 1)));
+  }
   static void flip_byte(const fs::path& file, uint64_t offset) {
     std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(static_cast<std::streamoff>(offset));
@@ -211,16 +226,9 @@ TEST_F(StoreFaultTest, IdOfAGoneSegmentIsNotHandedOutAgainOnceACheckpointForgets
     auto e = open(options());
     save(*e, a);
   }
-  ASSERT_EQ(segment_files().size(), 1u);
   const std::string dir = dir_.str() + "/rank0of1";
-  const uint32_t first_id =
-      static_cast<uint32_t>(std::stoul(segment_files()[0].stem().string().substr(4)));
-  {
-    auto journal = IndexLog::open(dir, fs::file_size(dir + "/index.journal"));
-    ASSERT_OK(journal);
-    JournalEntry drop{JournalOp::kDropSegment, {}, first_id};
-    ASSERT_OK(journal->append(std::span(&drop, 1)));
-  }
+  const uint32_t first_id = only_segment_id();
+  ASSERT_NO_FATAL_FAILURE(journal_drop(first_id));
   { auto e = open(options()); }  // the drop applied: the segment file goes
   ASSERT_TRUE(segment_files().empty());
   // A checkpoint then compacts the journal that held the drop (one is written at an open that
@@ -230,9 +238,7 @@ TEST_F(StoreFaultTest, IdOfAGoneSegmentIsNotHandedOutAgainOnceACheckpointForgets
   ASSERT_TRUE(fs::exists(dir + "/index.ckpt"));
   auto e = open(options());
   save(*e, synthetic::tokens(41, 1000));
-  ASSERT_EQ(segment_files().size(), 1u);
-  EXPECT_GT(std::stoul(segment_files()[0].stem().string().substr(4)), first_id)
-      << segment_files()[0];
+  EXPECT_GT(only_segment_id(), first_id);
 }
 
 TEST_F(StoreFaultTest, IdsTheJournalNamesAreNotHandedOutAgainByARebuild) {
@@ -242,22 +248,14 @@ TEST_F(StoreFaultTest, IdsTheJournalNamesAreNotHandedOutAgainByARebuild) {
     auto e = open(options());
     save(*e, synthetic::tokens(50, 1000));
   }
-  ASSERT_EQ(segment_files().size(), 1u);
   const std::string dir = dir_.str() + "/rank0of1";
-  const uint32_t gone =
-      static_cast<uint32_t>(std::stoul(segment_files()[0].stem().string().substr(4)));
-  {
-    auto journal = IndexLog::open(dir, fs::file_size(dir + "/index.journal"));
-    ASSERT_OK(journal);
-    JournalEntry drop{JournalOp::kDropSegment, {}, gone};
-    ASSERT_OK(journal->append(std::span(&drop, 1)));
-  }
+  const uint32_t gone = only_segment_id();
+  ASSERT_NO_FATAL_FAILURE(journal_drop(gone));
   fs::remove(segment_files()[0]);
   flip_byte(dir + "/index.ckpt", 24);  // its checksum
   auto e = open(options());
   save(*e, synthetic::tokens(51, 1000));
-  ASSERT_EQ(segment_files().size(), 1u);
-  EXPECT_GT(std::stoul(segment_files()[0].stem().string().substr(4)), gone) << segment_files()[0];
+  EXPECT_GT(only_segment_id(), gone);
 }
 
 TEST_F(StoreFaultTest, ManifestDamageIsAClearError) {
