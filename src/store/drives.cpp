@@ -25,15 +25,6 @@ std::string new_id() {
   return fmt::format("{:08x}{:08x}", rd(), rd());
 }
 
-/// Whether `path` exists; where not, `err` is the errno and `why` the whole message.
-bool exists(FileSystem& fs, const std::string& path, int& err, std::string& why) {
-  auto info = fs.stat(path);
-  if (info) return true;
-  err = info.error().native_error();
-  why = info.error().to_string();
-  return false;
-}
-
 struct Marker {
   std::string store;
   std::string drive;
@@ -92,10 +83,10 @@ struct Probe {
 
 Result<Probe> probe(FileSystem& fs, const std::string& dir, const std::string& store) {
   Probe p{dir};
-  int err = 0;
-  if (!exists(fs, dir, err, p.problem)) {
-    p.missing = err == ENOENT;
-    if (p.missing) p.problem.clear();
+  const Result<bool> found = exists(fs, dir);
+  if (!found || !*found) {
+    p.missing = found.has_value();
+    if (!found) p.problem = found.error().to_string();
     return p;
   }
   const std::string path = fmt::format("{}/{}", dir, kDriveName);
@@ -131,13 +122,12 @@ Result<size_t> find_home(FileSystem& fs, std::span<const std::string> rank_dirs,
   std::vector<size_t> homes;
   std::string unreachable, other_drive;
   for (size_t i = 0; i < rank_dirs.size(); ++i) {
-    int err = 0;
-    std::string why;
-    if (exists(fs, fmt::format("{}/MANIFEST.json", rank_dirs[i]), err, why)) {
+    const Result<bool> home = exists(fs, fmt::format("{}/MANIFEST.json", rank_dirs[i]));
+    if (home && *home) {
       homes.push_back(i);
-    } else if (err != ENOENT) {
-      unreachable += fmt::format(" {} ({})", rank_dirs[i], why);
-    } else if (exists(fs, fmt::format("{}/{}", rank_dirs[i], kDriveName), err, why)) {
+    } else if (!home) {
+      unreachable += fmt::format(" {} ({})", rank_dirs[i], home.error().to_string());
+    } else if (exists(fs, fmt::format("{}/{}", rank_dirs[i], kDriveName)).value_or(false)) {
       other_drive = rank_dirs[i];
     }
   }

@@ -88,10 +88,14 @@ uint64_t entry_checksum(uint16_t op, uint16_t body_bytes, const void* body) {
   return XXH3_64bits_digest(&s);
 }
 
+/// The segment a journal entry names.
+uint32_t segment_of(const JournalEntry& e) {
+  return e.op == JournalOp::kAdd ? e.meta.segment : e.segment;
+}
+
 void apply(const JournalEntry& e, std::unordered_map<Key128, RecordMeta, Key128Hash>& live,
            LoadedIndex& out) {
-  const uint32_t segment = e.op == JournalOp::kAdd ? e.meta.segment : e.segment;
-  out.max_segment_id = std::max(out.max_segment_id, segment);
+  out.max_segment_id = std::max(out.max_segment_id, segment_of(e));
   switch (e.op) {
     case JournalOp::kAdd:
       live[e.meta.key] = e.meta;
@@ -267,8 +271,7 @@ Result<LoadedIndex> IndexLog::load(const std::string& dir, FileSystem& fs) {
       JournalEntry entry;
       for (size_t pos = 0, n; pos < bytes.size(); pos += n) {
         if ((n = decode_journal_entry(bytes.subspan(pos), entry)) == 0) break;
-        out.max_segment_id = std::max(
-            out.max_segment_id, entry.op == JournalOp::kAdd ? entry.meta.segment : entry.segment);
+        out.max_segment_id = std::max(out.max_segment_id, segment_of(entry));
       }
       return out;
     }
