@@ -1017,7 +1017,8 @@ class KvtierConnector(KVConnectorBase_V1):
         """Takes room for a step-end save's copies: at most _MAX_STEP_COPIES saves and
         kvtier.step_copy_bytes in flight."""
         with self._mu:
-            if self._step_copies >= self._MAX_STEP_COPIES or self._step_copy_bytes + size > self._settings.step_copy_bytes:
+            saves, room = self._room_locked()
+            if saves < 1 or room < size:
                 return False
             self._step_copies += 1
             self._step_copy_bytes += size
@@ -1027,6 +1028,10 @@ class KvtierConnector(KVConnectorBase_V1):
         with self._mu:
             self._step_copies -= 1
             self._step_copy_bytes -= size
+
+    def _room_locked(self) -> tuple[int, int]:
+        """Step-end saves and bytes of copies still allowed in flight (held: self._mu)."""
+        return self._MAX_STEP_COPIES - self._step_copies, self._settings.step_copy_bytes - self._step_copy_bytes
 
     def _make_room(self, rid: str, size: int) -> bool:
         """Takes room for a step-end save's copies of `size` bytes, the request's oldest step-end
@@ -1038,8 +1043,7 @@ class KvtierConnector(KVConnectorBase_V1):
             with self._mu:
                 waiting = [(t, b, f) for t, b, f in self._step_saves.get(rid, ()) if not f.done()]
                 self._step_saves[rid] = waiting
-                saves = self._MAX_STEP_COPIES - self._step_copies
-                room = self._settings.step_copy_bytes - self._step_copy_bytes
+                saves, room = self._room_locked()
                 giving_way = []
                 for tokens, nbytes, f in waiting:
                     if saves >= 1 and room >= size:
