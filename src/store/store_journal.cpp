@@ -34,9 +34,16 @@ Status Store::checkpoint_locked() {
   // The highest id handed out is kept even once its segment is gone, so that no later open hands it
   // out again: an eviction's unlink that was not yet durable can come back after a power cut, and
   // beside a new segment of its id on another drive the store would not open.
-  if (next_id_ > 1 && !segments_.contains(next_id_ - 1)) uses.push_back({next_id_ - 1, 0});
+  const bool highest_gone = next_id_ > 1 && !segments_.contains(next_id_ - 1);
+  if (highest_gone) uses.push_back({next_id_ - 1, 0});
   const std::vector<RecordMeta> live = live_records_locked();
   KVTIER_TRY(journal_->checkpoint(live, uses));
+  if (highest_gone) {
+    // The emptied journal names that id too: a rebuild, which the checkpoint's own damage calls
+    // for, reads the journal but not the checkpoint.
+    const JournalEntry floor{JournalOp::kUse, {}, next_id_ - 1, 0};
+    KVTIER_TRY(journal_->append(std::span(&floor, 1)));
+  }
   budget_.set_checkpoint_bytes(align_up(checkpoint_image_bytes(live.size(), uses.size())));
   segments_.uses_saved();
   unsaved_since_.reset();

@@ -241,6 +241,26 @@ TEST_F(StoreFaultTest, IdOfAGoneSegmentIsNotHandedOutAgainOnceACheckpointForgets
   EXPECT_GT(only_segment_id(), first_id);
 }
 
+TEST_F(StoreFaultTest, IdOfAGoneSegmentOutlivesACompactionAndThenADamagedCheckpoint) {
+  // Once a checkpoint has compacted the drop away, only it holds the highest id; a rebuild (its
+  // damage calls for one) must still find that id in what it reads.
+  {
+    auto e = open(options());
+    save(*e, synthetic::tokens(45, 1000));
+  }
+  const std::string dir = dir_.str() + "/rank0of1";
+  const uint32_t first_id = only_segment_id();
+  ASSERT_NO_FATAL_FAILURE(journal_drop(first_id));
+  { auto e = open(options()); }
+  ASSERT_TRUE(segment_files().empty());
+  fs::remove(dir + "/index.ckpt");
+  { auto e = open(options()); }        // writes a checkpoint, which empties the journal
+  flip_byte(dir + "/index.ckpt", 24);  // its checksum
+  auto e = open(options());
+  save(*e, synthetic::tokens(46, 1000));
+  EXPECT_GT(only_segment_id(), first_id);
+}
+
 TEST_F(StoreFaultTest, IdsTheJournalNamesAreNotHandedOutAgainByARebuild) {
   // A damaged checkpoint: the index is rebuilt from the segment files, and a segment the journal
   // says was dropped (its file gone, or going) keeps its id from new segments.
