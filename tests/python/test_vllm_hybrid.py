@@ -756,8 +756,11 @@ class HybridConnectorTest(unittest.TestCase):
                 elif case == 5:
                     worker._settings.step_copy_bytes = limit = worker._state_bytes  # no window fits
                 else:
-                    limit = worker._settings.step_copy_bytes = self.rng.randrange(
-                        worker._state_bytes + 1, 4 * worker._state_bytes + 4 * 2**20)
+                    # At least one step end's copies fit: the window's blocks, at most those the
+                    # window's last tokens span, in every window layer.
+                    one_end = worker._state_bytes + (model.window // model.bs + 2) * len(
+                        model.names["window"]) * model.page
+                    limit = worker._settings.step_copy_bytes = self.rng.randrange(one_end, 4 * one_end + 4 * 2**20)
                 logs = _Records()
                 logging.getLogger("kvtier.vllm").addHandler(logs)
                 try:
