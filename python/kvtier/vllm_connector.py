@@ -166,6 +166,15 @@ class _StepCopies:
 
 
 @dataclass
+class _Held:
+    """A save's copies, let go of once (under the worker's lock): by the save as it ends, or as it
+    gives way to a newer step end before it began (it then never runs)."""
+    copies: "_StepCopies | None"
+    begun: bool = False
+    dropped: bool = False
+
+
+@dataclass
 class _WindowPick:
     """The window layers' blocks a step-end save keeps: one row of block ids per window group,
     padded to one length, each group's table into its row, and the bytes their copies take."""
@@ -559,7 +568,7 @@ class KvtierConnector(KVConnectorBase_V1):
         self._step_copy_bytes = 0  # what their copies take
         self._copies_too_large = False  # a step end's copies alone passed kvtier.step_copy_bytes
         # A request's step-end saves, oldest first: (tokens, bytes of its copies, future).
-        self._step_saves: dict[str, list[tuple[int, int, Future]]] = {}
+        self._step_saves: dict[str, list[tuple[int, _Held, Future]]] = {}
         self._finished_seen: set[str] = set()
         self._load_errors: set[int] = set()
         self._valid: dict[str, int] = {}  # request -> tokens its load left valid, where it fell short
@@ -893,10 +902,17 @@ class KvtierConnector(KVConnectorBase_V1):
         # reading them end here, those not begun are dropped (a later miss, never a stall).
         for rid, before in getattr(kv_connector_metadata, "end_step_saves", {}).items():
             with self._mu:
-                saves = [f for tokens, f in self._pending_saves.get(rid, ()) if tokens < before]
+                saves = [(tokens, f) for tokens, f in self._pending_saves.get(rid, ())
+                         if tokens < before and not f.cancelled()]
             # A cancelled save counts as done only once a save thread takes it off the queue:
             # waiting for it would wait for every save queued before it.
-            wait([f for f in saves if not f.cancel()])
+            running = []
+            for tokens, f in saves:
+                if f.cancel():
+                    self._trace(event="step-save-dropped", req=rid, tokens=tokens, reason="preempted")
+                else:
+                    running.append(f)
+            wait(running)
 
     def _paged_args(self, plan: "LoadPlan | SavePlan", copies: "_StepCopies | None" = None) -> dict[str, Any]:
         """A hybrid plan as save_paged's and restore_paged's arguments: every attention layer and
@@ -1039,27 +1055,30 @@ class KvtierConnector(KVConnectorBase_V1):
         step end that still would not fit leaves them be). The same prompt again resumes at its
         last saved step end, so a newer end is worth more than an older one still waiting (whose
         state only a prompt leaving between the two would have found)."""
-        while not self._reserve(size):
-            with self._mu:
-                waiting = [(t, b, f) for t, b, f in self._step_saves.get(rid, ()) if not f.done()]
-                self._step_saves[rid] = waiting
-                saves, room = self._room_locked()
-                giving_way = []
-                for tokens, nbytes, f in waiting:
-                    if saves >= 1 and room >= size:
-                        break
-                    if not f.running():
-                        giving_way.append((tokens, f))
-                        saves, room = saves + 1, room + nbytes
-                if saves < 1 or room < size:
-                    return False
-            # Cancelling runs each save's callback here, which gives its room back; one a thread
-            # began meanwhile cannot be cancelled, and the room is worked out again.
-            for tokens, f in giving_way:
-                if not f.cancel():
+        if self._reserve(size):
+            return True
+        with self._mu:
+            # Chosen and let go of under one hold of the lock, which a save takes to begin: none
+            # begins between, so none gives way for a room that then is not there.
+            waiting = [e for e in self._step_saves.get(rid, ()) if e[1].copies is not None]
+            self._step_saves[rid] = waiting
+            saves, room = self._room_locked()
+            giving_way = []
+            for tokens, held, f in waiting:
+                if saves >= 1 and room >= size:
                     break
-                self._trace(event="step-save-dropped", req=rid, tokens=tokens, reason="superseded")
-        return True
+                if not held.begun:
+                    giving_way.append((tokens, held, f))
+                    saves, room = saves + 1, room + held.copies.nbytes
+            if saves < 1 or room < size:
+                return False
+            for _, held, _ in giving_way:
+                held.dropped = True
+                self._release_locked(held)
+        for tokens, _, f in giving_way:
+            f.cancel()  # off the pool's queue at once; one a thread took finds itself dropped
+            self._trace(event="step-save-dropped", req=rid, tokens=tokens, reason="superseded")
+        return self._reserve(size)  # room is only ever given back meanwhile: this takes it
 
     @property
     def _state_bytes(self) -> int:
@@ -1127,25 +1146,32 @@ class KvtierConnector(KVConnectorBase_V1):
         for plan, copy in zip(plans, copies):
             # The copies (GPU memory) are held through `held`, emptied when the save is dropped:
             # the pool's queue keeps a dropped save's arguments until a thread takes it.
-            held = [copy]
+            held = _Held(copy)
             f = self._io.submit(self._save, plan, done, held)
             with self._mu:
                 self._pending_saves.setdefault(plan.req_id, []).append((len(plan.token_ids), f))
                 if copy is not None:
-                    self._step_saves.setdefault(plan.req_id, []).append((len(plan.token_ids), copy.nbytes, f))
+                    self._step_saves.setdefault(plan.req_id, []).append((len(plan.token_ids), held, f))
             if copy is not None:
                 f.add_done_callback(functools.partial(self._copy_released, held))  # run at once if done
 
-    def _copy_released(self, held: list, _: "Future | None" = None) -> None:
-        with self._mu:  # once: by the save that ran, else (dropped) by its future's callback
-            if not held:
-                return
-            copies = held.pop()
-            self._step_copies -= 1
-            self._step_copy_bytes -= copies.nbytes
+    def _copy_released(self, held: _Held, _: "Future | None" = None) -> None:
+        with self._mu:  # once: by the save that ran, by one it gave way to, else by its future's callback
+            self._release_locked(held)
 
-    def _save(self, plan: SavePlan, done: "torch.cuda.Event | None", held: list) -> None:
-        copies = held[0]  # a save that runs was not dropped: `held` is whole
+    def _release_locked(self, held: _Held) -> None:
+        if held.copies is None:
+            return
+        self._step_copies -= 1
+        self._step_copy_bytes -= held.copies.nbytes
+        held.copies = None
+
+    def _save(self, plan: SavePlan, done: "torch.cuda.Event | None", held: _Held) -> None:
+        with self._mu:
+            if held.dropped:
+                return  # gave way to a newer step end of its request before it began
+            held.begun = True
+            copies = held.copies
         try:
             self._save_from(plan, done, copies)
         finally:

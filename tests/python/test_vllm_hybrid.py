@@ -11,6 +11,7 @@ request_finished_all_groups, found by a continuation and loaded into another req
 every byte a load must write is compared, vLLM's null block never written. Run by CI with the
 newest vLLM and with 0.26.0; skipped where vLLM cannot be imported."""
 import dataclasses
+import functools
 import glob
 import json
 import logging
@@ -20,6 +21,7 @@ import tempfile
 import threading
 import time
 import unittest
+from concurrent.futures import Future
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
@@ -36,6 +38,8 @@ try:
                                             MambaSpec, SlidingWindowSpec)
     from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request, RequestStatus
+
+    from kvtier import vllm_connector
     VLLM = None
 except ImportError as e:
     VLLM = str(e)
@@ -664,14 +668,14 @@ class HybridConnectorTest(unittest.TestCase):
             queued.append(queue.get_nowait())
         for w in queued:
             queue.put(w)
-        holding = [w for w in queued if w is not None and w.fn == worker._save and w.args[2]]
+        holding = [w for w in queued if w is not None and w.fn == worker._save and w.args[2].copies is not None]
         dropped = [f for f in kept if f.cancelled()]
         gate.set()
         self.assertTrue(kept, "no step-end save was queued")
         self.assertEqual(dropped, kept, "the preemption left step-end saves queued")
         self.assertLess(max(took), 5.0, "a step waited for saves queued before the ones it dropped")
         self.assertLessEqual(len(holding), worker._MAX_STEP_COPIES, "dropped saves still hold their copies")
-        self.assertTrue(all(not w.args[2] for w in queued if w is not None and w.future.cancelled()))
+        self.assertTrue(all(w.args[2].copies is None for w in queued if w is not None and w.future.cancelled()))
 
     def test_step_end_copies_that_cannot_be_made_skip_their_saves_and_give_their_room_back(self):
         """A step-end save's copies are GPU memory outside vLLM's budget: where they cannot be made
@@ -840,20 +844,61 @@ class HybridConnectorTest(unittest.TestCase):
                     return list(sizes)
 
                 # B: one step end, its window full, waiting with its copies.
-                (b,) = prefill("B", 4 * bs + 5, [4 * bs])
+                (b,) = prefill("B", 4 * bs + 5, [4 * bs, 5])  # every step given: no drawn step end between
                 # A's two step ends, one window block and then more: the second's copies larger.
                 worker._settings.step_copy_bytes = 10**12
-                first, second = prefill("A", 3 * bs + 5, [bs, 2 * bs])
+                first, second = prefill("A", 3 * bs + 5, [bs, 2 * bs, 5])
                 self.assertGreater(second, first)
                 for _, f in worker._pending_saves["A"]:
                     f.cancel()
                 # B's and the first fit; B's and the second do not, with or without the first.
                 worker._settings.step_copy_bytes = b + second - 1
-                prefill("C", 3 * bs + 5, [bs, 2 * bs])
+                prefill("C", 3 * bs + 5, [bs, 2 * bs, 5])
                 self.assertEqual([(tokens, f.cancelled()) for tokens, f in worker._pending_saves["C"]],
                                  [(bs, False)], "the older step end was cancelled for one that did not fit")
                 self.assertLessEqual(worker._step_copy_bytes, worker._settings.step_copy_bytes)
                 gate.set()
+
+    def test_step_ends_give_way_only_before_their_save_begins_and_then_never_run(self):
+        """Which of a request's waiting step ends give way to a newer one is chosen, and their room
+        given back, under the lock a save takes to begin: one a thread has begun never gives way
+        (a newer end that needs it then is not kept, and the older ones are left be), and one that
+        gave way never runs, even where a thread took it off the queue before its cancel."""
+        model = self.model_where(lambda m: m.mamba and not m.window)
+        trace = os.path.join(self.dir.name, "give-way.trace")
+        scheduler, worker = self.pair(model, os.path.join(self.dir.name, "give-way"), **{"kvtier.trace": trace})
+        worker._MAX_STEP_COPIES, size = 2, self.rng.randrange(1, 1 << 20)
+        worker._settings.step_copy_bytes = 3 * size  # the newer end needs both older ones gone
+        copies = [vllm_connector._StepCopies([], {}, size) for _ in range(2)]
+        helds = [vllm_connector._Held(c) for c in copies]
+        futures = [Future(), Future()]
+        for h, f in zip(helds, futures):
+            f.add_done_callback(functools.partial(worker._copy_released, h))
+        with worker._mu:
+            worker._step_copies, worker._step_copy_bytes = 2, 2 * size
+            worker._step_saves["A"] = [(10, helds[0], futures[0]), (20, helds[1], futures[1])]
+
+        def dropped():
+            lines = open(trace).read().splitlines() if os.path.exists(trace) else []
+            return [(e["tokens"], e["reason"]) for e in map(json.loads, lines) if e["event"] == "step-save-dropped"]
+
+        helds[1].begun = True  # a save thread has begun the newer of the two
+        self.assertFalse(worker._make_room("A", 3 * size))
+        self.assertEqual([(h.dropped, f.cancelled()) for h, f in zip(helds, futures)], [(False, False)] * 2)
+        self.assertEqual((worker._step_copies, worker._step_copy_bytes), (2, 2 * size))
+        self.assertEqual(dropped(), [])
+        helds[1].begun = False
+        self.assertTrue(futures[1].set_running_or_notify_cancel())  # a thread took it off the queue: no cancel
+        self.assertTrue(worker._make_room("A", 3 * size))
+        self.assertEqual([h.dropped for h in helds], [True, True])
+        self.assertEqual((worker._step_copies, worker._step_copy_bytes), (1, 3 * size))
+        self.assertEqual(dropped(), [(10, "superseded"), (20, "superseded")])
+        ran = []
+        worker._save_from = lambda *args: ran.append(args)
+        worker._save(vllm_connector.SavePlan("A", [1] * 20, [], at_step_end=True), None, helds[1])
+        futures[1].set_result(None)
+        self.assertEqual(ran, [], "a step end that gave way was saved")
+        self.assertEqual((worker._step_copies, worker._step_copy_bytes), (1, 3 * size), "room given back twice")
 
     def test_a_preempted_requests_step_saves_end_before_its_blocks_can_be_written_again(self):
         """vLLM takes a preempted request's blocks back at once and may hand them to another in the
@@ -864,7 +909,8 @@ class HybridConnectorTest(unittest.TestCase):
         held until its saves are reported."""
         model = self.model_where(lambda m: m.mamba and not m.window)
         manager = self.manager(model)
-        scheduler, worker = self.pair(model, os.path.join(self.dir.name, "preempted"))
+        trace = os.path.join(self.dir.name, "preempted.trace")
+        scheduler, worker = self.pair(model, os.path.join(self.dir.name, "preempted"), **{"kvtier.trace": trace})
         chunk = scheduler._settings.chunk_tokens
         n = min(2 * chunk + self.rng.randrange(1, chunk), NUM_BLOCKS * model.bs // 3)
         prompt = [self.rng.randrange(150000) for _ in range(n)]
@@ -912,6 +958,9 @@ class HybridConnectorTest(unittest.TestCase):
         self.step(scheduler, worker, so=so, prepare=zero_new_blocks, forward=lambda: None)
         self.assertGreaterEqual(time.perf_counter() - started, 0.25, "the running save was not waited for")
         self.assertTrue(pending[1].cancelled(), "a save not begun is dropped, not waited for")
+        dropped = [(e["tokens"], e["reason"]) for e in map(json.loads, open(trace).read().splitlines())
+                   if e["event"] == "step-save-dropped"]
+        self.assertEqual(dropped, [(2 * chunk, "preempted")], "kvtier.trace says which step end the preemption dropped")
         gate.set()
         worker._engine = real
         manager.free(other)
