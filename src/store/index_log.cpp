@@ -95,7 +95,8 @@ uint32_t segment_of(const JournalEntry& e) {
 
 void apply(const JournalEntry& e, std::unordered_map<Key128, RecordMeta, Key128Hash>& live,
            LoadedIndex& out) {
-  out.max_segment_id = std::max(out.max_segment_id, segment_of(e));
+  out.journal_max_segment_id = std::max(out.journal_max_segment_id, segment_of(e));
+  out.max_segment_id = std::max(out.max_segment_id, out.journal_max_segment_id);
   switch (e.op) {
     case JournalOp::kAdd:
       live[e.meta.key] = e.meta;

@@ -46,12 +46,13 @@ struct LoadedIndex {
   std::unordered_map<uint32_t, uint64_t> segment_uses;
   /// Highest segment id any entry names, dropped segments included: new segments go above it.
   uint32_t max_segment_id = 0;
-  bool needs_rebuild = false;        ///< Checkpoint or journal damaged: rescan segments.
-  bool checkpoint_found = false;     ///< An index checkpoint file exists (intact or not).
-  bool journal_found = false;        ///< An index journal file exists (empty or not).
-  std::string problem;               ///< Why, when needs_rebuild.
-  uint64_t journal_valid_bytes = 0;  ///< End of the last valid journal entry.
-  uint64_t journal_file_bytes = 0;   ///< Size of the journal file.
+  uint32_t journal_max_segment_id = 0;  ///< The same, of the journal's entries alone.
+  bool needs_rebuild = false;           ///< Checkpoint or journal damaged: rescan segments.
+  bool checkpoint_found = false;        ///< An index checkpoint file exists (intact or not).
+  bool journal_found = false;           ///< An index journal file exists (empty or not).
+  std::string problem;                  ///< Why, when needs_rebuild.
+  uint64_t journal_valid_bytes = 0;     ///< End of the last valid journal entry.
+  uint64_t journal_file_bytes = 0;      ///< Size of the journal file.
 };
 
 /// @brief Owner of the journal file; every file operation goes through `fs`, which must outlive it.

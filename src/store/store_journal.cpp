@@ -38,16 +38,24 @@ Status Store::checkpoint_locked() {
   if (highest_gone) uses.push_back({next_id_ - 1, 0});
   const std::vector<RecordMeta> live = live_records_locked();
   KVTIER_TRY(journal_->checkpoint(live, uses));
-  if (highest_gone) {
-    // The emptied journal names that id too: a rebuild, which the checkpoint's own damage calls
-    // for, reads the journal but not the checkpoint.
-    const JournalEntry floor{JournalOp::kUse, {}, next_id_ - 1, 0};
-    KVTIER_TRY(journal_->append(std::span(&floor, 1)));
-  }
   budget_.set_checkpoint_bytes(align_up(checkpoint_image_bytes(live.size(), uses.size())));
   segments_.uses_saved();
   unsaved_since_.reset();
+  keep_highest_id_locked(0);
   return {};
+}
+
+void Store::keep_highest_id_locked(uint32_t journal_names) {
+  // A rebuild, which a damaged checkpoint calls for, reads the journal but not the checkpoint: the
+  // journal names the highest id handed out too while its segment is gone.
+  if (next_id_ <= 1 || segments_.contains(next_id_ - 1) || journal_names >= next_id_ - 1) return;
+  const JournalEntry floor{JournalOp::kUse, {}, next_id_ - 1, 0};
+  if (Status kept = journal_->append(std::span(&floor, 1)); !kept.ok()) {
+    // The checkpoint holds it: only a rebuild before the next open or checkpoint, which try
+    // again, lacks it.
+    KVTIER_LOG(*log_, kWarn, "{}: keeping the highest segment id ({}) in the journal: {}", dir_,
+               next_id_ - 1, kept.to_string());
+  }
 }
 
 Status Store::append_locked(std::span<const JournalEntry> entries,

@@ -77,7 +77,11 @@ Status Store::load_index() {
   bool changed = loaded.needs_rebuild || dropped_at_open_ > 0 || !loaded.checkpoint_found ||
                  journal_->journal_bytes() > journal_budget_locked();
   KVTIER_TRY(enforce_capacity_locked(0));
-  if (changed) KVTIER_TRY(checkpoint_locked());
+  if (changed) {
+    KVTIER_TRY(checkpoint_locked());
+  } else {
+    keep_highest_id_locked(loaded.journal_max_segment_id);
+  }
   return {};
 }
 

@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <regex>
@@ -21,6 +23,7 @@
 #include "common/checksum.hpp"
 #include "common/keys.hpp"
 #include "fault_file_system.hpp"
+#include "store/index_log.hpp"
 #include "store/store.hpp"
 #include "test_util.hpp"
 
@@ -439,6 +442,63 @@ TEST(StoreFaults, FailedDirectorySyncsOfASecondDriveThenPowerCutsLoseNothing) {
 
 TEST(StoreCrashConsistency, PartlyWrittenBackCachesOverTwoDrivesNeverYieldWrongBytes) {
   run_crashes(CrashMode::kKeepSome, env_or("KVTIER_STORE_CRASHES", 100) / 2, 2);
+}
+
+// The highest id handed out, its segment gone, must outlive a damaged checkpoint: the journal a
+// checkpoint empties names it again. Where writing it there fails, the checkpoint still stands,
+// and the next open writes it.
+TEST(StoreFaults, TheHighestIdOutlivesAFailedWriteOfItToTheJournalAndThenADamagedCheckpoint) {
+  testing::TempDir dir;
+  CrashHarness h(dir.str(), 11, CrashMode::kDropUnsynced);
+  auto segment_ids = [&] {
+    std::vector<uint32_t> ids;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path())) {
+      const std::string n = e.path().filename().string();
+      if (n.starts_with("seg-")) ids.push_back(static_cast<uint32_t>(std::stoul(n.substr(4))));
+    }
+    return ids;
+  };
+  const uint64_t first = 1, second = 2;
+  ASSERT_OK(h.open());
+  ASSERT_OK(h.save(std::span(&first, 1)));
+  h.close();
+  ASSERT_EQ(segment_ids().size(), 1u);
+  const uint32_t gone = segment_ids()[0];
+  std::filesystem::path rank;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path())) {
+    if (e.path().filename() == "index.journal") rank = e.path().parent_path();
+  }
+  {  // its segment evicted, as a store's eviction journals it
+    auto journal =
+        IndexLog::open(rank.string(), std::filesystem::file_size(rank / "index.journal"));
+    ASSERT_OK(journal);
+    const JournalEntry drop{JournalOp::kDropSegment, {}, gone};
+    ASSERT_OK(journal->append(std::span(&drop, 1)));
+  }
+  ASSERT_OK(h.open());  // the drop applied: the file goes
+  h.close();
+  ASSERT_TRUE(segment_ids().empty());
+  std::filesystem::remove(rank / "index.ckpt");  // the next open writes a checkpoint
+  h.fs().add_fault({.op = FsOp::kWrite, .path_part = "index.journal", .nth = 1, .error = EIO});
+  Status opened = h.open();
+  h.fs().clear_faults();
+  ASSERT_OK(opened) << "a checkpoint was written: the open stands";
+  h.close();
+  ASSERT_EQ(std::filesystem::file_size(rank / "index.journal"), 0u) << "the write did not fail";
+  ASSERT_OK(h.open());  // writes the highest id to the journal now
+  h.close();
+  EXPECT_EQ(std::filesystem::file_size(rank / "index.journal"),
+            journal_entry_bytes(JournalOp::kUse));
+  {
+    std::fstream f(rank / "index.ckpt", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(24);  // the checkpoint's checksum
+    f.put('\x5a');
+  }
+  ASSERT_OK(h.open());  // a rebuild
+  ASSERT_OK(h.save(std::span(&second, 1)));
+  h.close();
+  ASSERT_EQ(segment_ids().size(), 1u);
+  EXPECT_GT(segment_ids()[0], gone) << "the gone segment's id was handed out again";
 }
 
 }  // namespace
