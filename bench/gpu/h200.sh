@@ -162,6 +162,15 @@ drive_spread() {
   say "== $name: segments per drive (drive:count/GB written): $(awk 'NR > 1 && $7 ~ /^[0-9]+$/ {
       n[$7]++; b[$7] += $3 } END { for (d in n) printf "%s:%d/%.2f\n", d, n[d], b[d] / 1e9 }' \
     "$OUT/$name-ls.txt" | sort -n | paste -sd' ')"
+  # Two stores of one layout that restore at different rates: how their files lie on each drive.
+  command -v filefrag > /dev/null || return 0
+  local root d=0 spread=()
+  for root in ${roots//,/ }; do
+    spread+=("$d:$(find "$root" -name 'seg-*.kvt' -exec filefrag {} + 2> /dev/null \
+      | awk '{ e += $(NF - 2) } END { printf "%d/%d", NR, e }')")
+    d=$((d + 1))
+  done
+  say "== $name: segment files and their extents per drive (drive:files/extents): ${spread[*]}"
 }
 
 need_fio() { command -v fio > /dev/null || { say "no fio: bench/gpu/build_fio.sh makes .deps/fio"; exit 1; }; }
