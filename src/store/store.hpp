@@ -272,6 +272,8 @@ class Store {
   /// Appends the highest id handed out to the journal where its segment is gone and the journal
   /// names no id as high (`journal_names`: the highest it does); a failure is a warning.
   void keep_highest_id_locked(uint32_t journal_names);
+  /// Whether an id was handed out and the segment of the highest is gone.
+  bool highest_id_gone_locked() const;
   /// Makes `entries` durable, preceded by the segment uses not yet recorded, and calls `apply` on
   /// each once it is. The journal is compacted into a checkpoint first wherever an append would
   /// take it past its budget; a long list goes in batches, each applied before the next.

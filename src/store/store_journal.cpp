@@ -34,8 +34,7 @@ Status Store::checkpoint_locked() {
   // The highest id handed out is kept even once its segment is gone, so that no later open hands it
   // out again: an eviction's unlink that was not yet durable can come back after a power cut, and
   // beside a new segment of its id on another drive the store would not open.
-  const bool highest_gone = next_id_ > 1 && !segments_.contains(next_id_ - 1);
-  if (highest_gone) uses.push_back({next_id_ - 1, 0});
+  if (highest_id_gone_locked()) uses.push_back({next_id_ - 1, 0});
   const std::vector<RecordMeta> live = live_records_locked();
   KVTIER_TRY(journal_->checkpoint(live, uses));
   budget_.set_checkpoint_bytes(align_up(checkpoint_image_bytes(live.size(), uses.size())));
@@ -45,10 +44,14 @@ Status Store::checkpoint_locked() {
   return {};
 }
 
+bool Store::highest_id_gone_locked() const {
+  return next_id_ > 1 && !segments_.contains(next_id_ - 1);
+}
+
 void Store::keep_highest_id_locked(uint32_t journal_names) {
   // A rebuild, which a damaged checkpoint calls for, reads the journal but not the checkpoint: the
   // journal names the highest id handed out too while its segment is gone.
-  if (next_id_ <= 1 || segments_.contains(next_id_ - 1) || journal_names >= next_id_ - 1) return;
+  if (!highest_id_gone_locked() || journal_names >= next_id_ - 1) return;
   const JournalEntry floor{JournalOp::kUse, {}, next_id_ - 1, 0};
   if (Status kept = journal_->append(std::span(&floor, 1)); !kept.ok()) {
     // The checkpoint holds it: only a rebuild before the next open or checkpoint, which try
