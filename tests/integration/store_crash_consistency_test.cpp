@@ -11,7 +11,6 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <random>
 #include <regex>
@@ -25,6 +24,7 @@
 #include "fault_file_system.hpp"
 #include "store/index_log.hpp"
 #include "store/store.hpp"
+#include "store_util.hpp"
 #include "test_util.hpp"
 
 namespace kvtier {
@@ -468,13 +468,7 @@ TEST(StoreFaults, TheHighestIdOutlivesAFailedWriteOfItToTheJournalAndThenADamage
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path())) {
     if (e.path().filename() == "index.journal") rank = e.path().parent_path();
   }
-  {  // its segment evicted, as a store's eviction journals it
-    auto journal =
-        IndexLog::open(rank.string(), std::filesystem::file_size(rank / "index.journal"));
-    ASSERT_OK(journal);
-    const JournalEntry drop{JournalOp::kDropSegment, {}, gone};
-    ASSERT_OK(journal->append(std::span(&drop, 1)));
-  }
+  ASSERT_NO_FATAL_FAILURE(testing::journal_drop(rank.string(), gone));  // its segment evicted
   ASSERT_OK(h.open());  // the drop applied: the file goes
   h.close();
   ASSERT_TRUE(segment_ids().empty());
@@ -489,12 +483,8 @@ TEST(StoreFaults, TheHighestIdOutlivesAFailedWriteOfItToTheJournalAndThenADamage
   h.close();
   EXPECT_EQ(std::filesystem::file_size(rank / "index.journal"),
             journal_entry_bytes(JournalOp::kUse));
-  {
-    std::fstream f(rank / "index.ckpt", std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(24);  // the checkpoint's checksum
-    f.put('\x5a');
-  }
-  ASSERT_OK(h.open());  // a rebuild
+  testing::flip_byte(rank / "index.ckpt", 24);  // the checkpoint's checksum
+  ASSERT_OK(h.open());                          // a rebuild
   ASSERT_OK(h.save(std::span(&second, 1)));
   h.close();
   ASSERT_EQ(segment_ids().size(), 1u);

@@ -13,7 +13,7 @@
 #include <fstream>
 
 #include "crash_workload.hpp"
-#include "store/index_log.hpp"
+#include "store_util.hpp"
 #include "synthetic.hpp"
 #include "test_util.hpp"
 
@@ -63,21 +63,8 @@ class StoreFaultTest : public ::testing::Test {
                          : static_cast<uint32_t>(std::stoul(files[0].stem().string().substr(4)));
   }
   /// Appends a drop of segment `id` to the closed store's journal.
-  void journal_drop(uint32_t id) const {
-    const std::string dir = dir_.str() + "/rank0of1";
-    auto journal = IndexLog::open(dir, fs::file_size(dir + "/index.journal"));
-    ASSERT_OK(journal);
-    const JournalEntry drop{JournalOp::kDropSegment, {}, id};
-    ASSERT_OK(journal->append(std::span(&drop, 1)));
-  }
-  static void flip_byte(const fs::path& file, uint64_t offset) {
-    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(static_cast<std::streamoff>(offset));
-    char c = 0;
-    f.get(c);
-    f.seekp(static_cast<std::streamoff>(offset));
-    f.put(static_cast<char>(c ^ 0x10));
-  }
+  void journal_drop(uint32_t id) const { testing::journal_drop(dir_.str() + "/rank0of1", id); }
+  static void flip_byte(const fs::path& file, uint64_t offset) { testing::flip_byte(file, offset); }
 
   testing::TempDir dir_;
   KvGeometry g_ = testing::tiny_geometry();
@@ -201,13 +188,7 @@ TEST_F(StoreFaultTest, SegmentIdOfAnEvictedSegmentIsNeverReused) {
     save(*e, a);
   }
   ASSERT_EQ(segment_files().size(), 1u);
-  {
-    const std::string dir = dir_.str() + "/rank0of1";
-    auto journal = IndexLog::open(dir, fs::file_size(dir + "/index.journal"));
-    ASSERT_OK(journal);
-    JournalEntry drop{JournalOp::kDropSegment, {}, 2};
-    ASSERT_OK(journal->append(std::span(&drop, 1)));
-  }
+  ASSERT_NO_FATAL_FAILURE(journal_drop(2));
   {
     auto e = open(options());
     save(*e, b);
