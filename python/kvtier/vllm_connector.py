@@ -567,7 +567,7 @@ class KvtierConnector(KVConnectorBase_V1):
         self._step_copies = 0  # step-end saves in flight, each with its copies (GPU memory outside vLLM's budget)
         self._step_copy_bytes = 0  # what their copies take
         self._copies_too_large = False  # a step end's copies alone passed kvtier.step_copy_bytes
-        # A request's step-end saves, oldest first: (tokens, bytes of its copies, future).
+        # A request's step-end saves, oldest first: (tokens, its copies as _Held, future).
         self._step_saves: dict[str, list[tuple[int, _Held, Future]]] = {}
         self._finished_seen: set[str] = set()
         self._load_errors: set[int] = set()
@@ -1144,7 +1144,7 @@ class KvtierConnector(KVConnectorBase_V1):
         if done is not None:
             done.record()
         for plan, copy in zip(plans, copies):
-            # The copies (GPU memory) are held through `held`, emptied when the save is dropped:
+            # The copies (GPU memory) are held through `held`, let go of when the save is dropped:
             # the pool's queue keeps a dropped save's arguments until a thread takes it.
             held = _Held(copy)
             f = self._io.submit(self._save, plan, done, held)
