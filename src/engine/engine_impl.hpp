@@ -156,6 +156,8 @@ class Engine::Impl {
   Result<RestoreResult> restore(std::span<const Token> tokens, const KvMemory& destination);
   Result<uint64_t> evict(std::span<const Token> tokens);
   Result<VerifyReport> verify(const ProgressFn& progress);
+  /// After the store rebuilt its index at open: every record read and checked, the damaged dropped.
+  void check_rebuilt_records();
   /// The records a restore of `tokens` reads from the drives (none given: every record).
   std::vector<LocatedRecord> read_plan(std::span<const Token> tokens);
   /// kvtier's own read of `records`, the bytes discarded; the file ranges they lie in.

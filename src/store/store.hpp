@@ -125,6 +125,9 @@ class Store {
   /// A snapshot's (Options::read_only): whether its writer has changed the index files since the
   /// snapshot was read, so that a newer one would hold more (or fewer) records.
   [[nodiscard]] bool index_changed() const;
+  /// Whether this open rebuilt the index from segment headers (a damaged or missing checkpoint or
+  /// journal): its records were taken by their headers, their payloads not read.
+  [[nodiscard]] bool index_rebuilt() const { return index_rebuilt_; }
   [[nodiscard]] const std::string& read_only_reason() const {
     return directory_.read_only_reason();
   }
@@ -317,6 +320,7 @@ class Store {
   uint64_t evicted_segments_ = 0;
   uint64_t evicted_records_ = 0;
   uint64_t recovered_records_ = 0;
+  bool index_rebuilt_ = false;
   uint64_t dropped_at_open_ = 0;
 
   // Capacity bounds everything the store writes (docs/format.md "Capacity"): the segments' measured

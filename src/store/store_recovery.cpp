@@ -42,6 +42,7 @@ Status Store::load_index() {
     }
     KVTIER_LOG(*log_, kWarn, "{}: {}; rebuilding the index from segment headers", dir_,
                loaded.problem);
+    index_rebuilt_ = true;
     loaded.records.clear();
     for (auto [id, drive] : ids) {
       KVTIER_ASSIGN_OR_RETURN(auto seg,

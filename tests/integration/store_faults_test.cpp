@@ -163,6 +163,32 @@ TEST_F(StoreFaultTest, CorruptCheckpointIsRebuiltFromSegmentHeaders) {
   EXPECT_EQ(restore_checked(*e, tokens).tokens_restored, 1500u);
 }
 
+// A rebuild finds records by their headers: one whose payload a crash left torn (a write never
+// acknowledged) comes back too. It is read and dropped at that open, so a later save of its key
+// stores the key again instead of taking the damaged copy for it; the intact ones are kept.
+TEST_F(StoreFaultTest, ARecordARebuildFindsDamagedIsDroppedSoASaveStoresItAgain) {
+  auto tokens = synthetic::tokens(7, 1500);  // six records
+  {
+    auto e = open(options());
+    save(*e, tokens);
+  }
+  ASSERT_EQ(segment_files().size(), 1u);
+  flip_byte(segment_files()[0], kBlock + 10);  // the first record's payload
+  { std::ofstream(dir_.str() + "/rank0of1/index.ckpt") << "KVTCKPT1 but not really a checkpoint"; }
+  auto e = open(options());
+  EXPECT_EQ(e->stats().checksum_misses, 1u);
+  auto found = e->lookup(tokens);
+  ASSERT_OK(found);
+  EXPECT_EQ(*found, 0u);  // the first chunk is gone, and with it every longer prefix
+  HostKv kv(g_, tokens.size());
+  synthetic::fill_kv(g_, tokens, kv.span(), tokens.size());
+  auto saved = e->save(tokens, kv.view);
+  ASSERT_OK(saved);
+  EXPECT_EQ(saved->chunks_written, 1u);
+  EXPECT_EQ(saved->chunks_present, 5u);
+  EXPECT_EQ(restore_checked(*e, tokens).tokens_restored, 1500u);
+}
+
 TEST_F(StoreFaultTest, JournalDamagedMidwayIsRebuiltFromSegmentHeaders) {
   auto a = synthetic::tokens(8, 1500);
   auto b = synthetic::tokens(9, 1500);
