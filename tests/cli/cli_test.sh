@@ -358,10 +358,17 @@ fi
 # A bench refused for its flags makes nothing: run from an empty directory, checked at the end.
 mkdir "$work/cwd" && cd "$work/cwd" || exit 1
 expect 2 "is not a request size" "${seed[@]}" --tokens 600 --fio-requests 1M,5000 --no-report
-# Any TP size: TP 1 restores what the two ranks saved into a TP-free store, every byte checked
-# (exit 1 if not); sizes the model or the store cannot serve are refused before anything is saved.
+# Any TP size: TP 1 restores what the two ranks saved into a TP-free store, and two ranks started
+# afresh do too (the same-TP row a TP change is held against), every byte checked (exit 1 if not);
+# sizes the model or the store cannot serve are refused before anything is saved.
 expect 0 "| posix TP 2->1 |" "${seed[@]}" --tokens 600 --device host --paths posix --no-report --fio off \
-  --store-format 2 --restore-ranks 1 --out "$work/tp-out"
+  --store-format 2 --restore-ranks 1,2 --out "$work/tp-out"
+if grep -q '^| posix TP 2->2 |' "$work/tp-out/table.md" && grep -q '"tp_restored": 2' "$work/tp-out/seed.json" &&
+   ! grep -q '"exact": false' "$work/tp-out/seed.json"; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); echo "FAIL: --restore-ranks 1,2 after --ranks 2 gave no byte-exact row 'posix TP 2->2'"
+fi
 # Coded records in the seed workload: bf16-like synthetic KV kept coded (the store reads fewer
 # bytes than the KV it delivers), from the drive and the DRAM tier, every byte checked.
 expect 0 "bytes per KV byte (coded records" "${seed[@]}" --tokens 2000 --device host --paths posix,dram \

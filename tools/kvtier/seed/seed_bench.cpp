@@ -174,7 +174,12 @@ class SeedRun {
       const auto world = static_cast<uint32_t>(v);
       KVTIER_EXPECTS(seen.insert(world).second,
                      fmt::format("--restore-ranks: {} is listed twice", world));
-      if (world == flags_.ranks) continue;  // the repeat phase itself
+      // The saving size itself is restored again by ranks of a stage of their own, as every other
+      // size is: the same-TP restore a TP change is held against, measured the same way.
+      if (world == flags_.ranks) {
+        restore_worlds_.push_back(world);
+        continue;
+      }
       KVTIER_EXPECTS(store_.store_format == 2,
                      "--restore-ranks needs --store-format 2: a store per rank (format 1) is read "
                      "only by ranks of the TP size that saved it");
@@ -665,7 +670,7 @@ class SeedRun {
   SeedFlags flags_;
   std::vector<SessionSpec> sessions_;
   std::vector<uint64_t> concurrency_levels_;  // --concurrency, checked before anything is made
-  std::vector<uint32_t> restore_worlds_;      // --restore-ranks, less --ranks itself
+  std::vector<uint32_t> restore_worlds_;      // --restore-ranks
   std::vector<Json> hello_;
   std::vector<Json> rows_;
   std::map<std::string, std::string> gds_notes_, fallbacks_, ceiling_names_;
