@@ -43,16 +43,19 @@ $OUT/summary.txt plus $OUT/runs.tar.gz (every log and run directory). With TESTS
                          rate and CPU per GB
   tuned N [SEED ARGS]    a store over N fast drives at kvtier's defaults (each drive's tuning, found
                          by its read probe, whole for each rank), twice, against fio's best request
-                         size and depth, and between them the two ranks sharing the tuning, as
-                         flags (as before each took the whole; TUNED_SHARED=0: not, 2: once more
-                         at the end); TUNED_PATHS (posix,gds) the paths of the default runs;
+                         size and depth (and destination_bench at that pattern into a plain
+                         buffer and into the GPU), and between them the two ranks sharing the
+                         tuning, as flags (as before each took the whole; TUNED_SHARED=0: not,
+                         2: once more at the end); TUNED_PATHS (posix,gds) the paths of the default runs;
                          N > 1: then 1, 2, 4, 8 sessions of 25K tokens restored at once
                          (TUNED_CONCURRENT=0: not)
   tp-change [N [SEED ARGS]]
                          TP-free stores over N fast drives (4) saved at TP 2, 8, 1, 4 (TP_SAVED) and
-                         restored at TP 1, 2, 4, 8 each (llama-3-70b, 30K tokens), every store with
-                         the first one's drive tunings (TP_SAME_TUNING=0: its own; TP_PASSES=2:
-                         each store's restores again, in the reverse order), then an MLA store
+                         restored at TP 1, 2, 4, 8 each (TP_RESTORED; llama-3-70b, 30K tokens), the
+                         saving size too by ranks of their own, every store with the first one's
+                         drive tunings (TP_SAME_TUNING=0: its own); TP_PASSES=P (1): every store
+                         kept and read again in P-1 more rounds over all of them, the stores and
+                         the restoring sizes in reverse order every other pass; then an MLA store
                          (deepseek-v3) saved at TP 8 and restored at TP 8, 1, 2 (TP_MLA=0: not)
   coded [N [SEED ARGS]]  coded records (issue 28) over N fast drives (1): a TP-free store of
                          bf16-like synthetic KV (--kv bf16-like; not a model's KV), or with
@@ -64,7 +67,9 @@ $OUT/summary.txt plus $OUT/runs.tar.gz (every log and run directory). With TESTS
                          on the GPU against D2D and pinned H2D copies) and, where .whl/ holds nvCOMP
                          (fetch_nvcomp_wheels.sh), bench/codec/nvcomp_bench.py (nvCOMP's codecs)
                          CODECS (off split16), CODED_PATHS (posix,gds), CODEC_BENCH=0 (skip the
-                         codecs alone), RUN_TAG (suffix of the runs' names)
+                         codecs alone), RUN_TAG (suffix of the runs' names); after each store,
+                         destination_bench on its files at fio's best pattern into a plain buffer
+                         and into the GPU (CODED_DEST=0: not)
   lanes [N [SEED ARGS]]  raw records over N fast drives (8), posix into GPU memory: a TP-free store
                          at its tuning, with 1M x 44M, at TP 4, and a per-rank store at its tuning
                          and with 1M x 12M (KV=file:PATH or forward, else random)
@@ -73,7 +78,7 @@ $OUT/summary.txt plus $OUT/runs.tar.gz (every log and run directory). With TESTS
   destination N [SEED ARGS]
                          a store over N fast drives at 4M x 1 per drive and rank, then
                          destination_bench (none of kvtier's code) on its segment files into a
-                         plain buffer, pinned memory, pinned + copy to the GPU, then kvtier again
+                         plain buffer and pinned + copy to the GPU, then kvtier again
   fio-scaling [MAX]      fio alone on 1, 2, 4 .. MAX fast drives (default 4), 16M at depth 1 and 8
   peers-drives N         the peers and kvtier on N fast drives, fio next to each round: N = 1 one
                          drive holds every configuration's files; N > 1 kvtier's store spans all,
@@ -306,6 +311,37 @@ scenario_drives() {
 # fio's best request size and depth (--fio-requests). The first run writes the store; the engines
 # opened for its repeat phase, or else the second run's, probe each drive and read with what they
 # found; `kvtier stat` shows it per drive.
+# destination_ceiling NAME DIR REQUEST DEPTH: destination_bench (liburing + CUDA, none of kvtier's
+# code) over the segment files of the store under /mnt/fast*/DIR, two readers per drive (the
+# ranks' streams), into a plain buffer and into pinned memory copied on to the GPU, alternating: on
+# RAM-backed drives the second is what any bounce-path reader can reach (every byte crosses host
+# memory three times, twice for fio).
+destination_ceiling() {
+  local name=$1 dir=$2 request=$3 depth=$4 d r dest files readers=()
+  for d in /mnt/fast*/"$dir"; do
+    for r in 0 1; do
+      files=$(find "$d" -name 'seg-*.kvt' 2> /dev/null | sort | awk -v r="$r" 'NR % 2 == r' | paste -sd,)
+      [ -n "$files" ] && readers+=(--rank "$files")
+    done
+  done
+  (( ${#readers[@]} )) || { say "$name: no segment files under /mnt/fast*/$dir"; return 0; }
+  for dest in plain pinned+h2d pinned+h2d plain; do
+    sync; echo 3 > /proc/sys/vm/drop_caches
+    say "$name: $dest, $request B x $depth, $(( ${#readers[@]} / 2 )) readers: $(build/h200/bench/kvtier_destination_bench \
+      --request "$request" --depth "$depth" --dest "$dest" "${readers[@]}")"
+  done
+}
+
+# destination_at_fio_best NAME DIR LOG: destination_ceiling at the best pattern of the first fio
+# sweep in a seed run's LOG (none there: nothing).
+destination_at_fio_best() {
+  local best
+  best=$(grep -m1 -o -- '-> [0-9.]* MB at depth [0-9]*' "$3" | awk '{ print $2, $6 }')
+  [ -n "$best" ] || return 0
+  destination_ceiling "$1" "$2" \
+    "$(python3 -c "import sys; print(round(float(sys.argv[1]) * 1e6 / 2**20) * 2**20)" "${best% *}")" "${best#* }"
+}
+
 scenario_tuned() {
   local n=${1:?tuned N}
   shift
@@ -315,6 +351,7 @@ scenario_tuned() {
   roots=$(fast_drive_list "$n" t)
   local paths=${TUNED_PATHS:-posix,gds}
   h200_seed "tuned$n-first" "$roots" --paths "$paths" --fio-requests 1M,2M,4M,8M,16M "$@"
+  destination_at_fio_best "tuned$n-destination" t "$OUT/tuned$n-first.txt"
   # The same store with the two ranks sharing the tuning (each half of it, whole requests, two at
   # least), as they did before each took the whole (TUNED_SHARED=0: not run): the sizes the first
   # run's line names, given as flags.
@@ -353,19 +390,26 @@ print(req, max(2, -(-stg // (2 * req))) * req)" "$line")
 }
 
 # Any TP size (issue 27): TP-free stores over N fast drives, saved by ranks of each TP size and
-# restored by ranks of every TP size into GPU memory (rows "posix TP A->B"; A->A is the same-TP
-# restore each TP change is held against): llama-3-70b (8 KV heads; 30K tokens, 9.8 GB), then
-# deepseek-v3's MLA latent (stored once, read whole by every rank; 50K tokens, 3.5 GB per rank).
+# restored by ranks of every TP size into GPU memory (rows "posix TP A->B"; A->A, ranks of the
+# saving size started afresh as every other size is, is the same-TP restore each TP change is held
+# against): llama-3-70b (8 KV heads; 30K tokens, 9.8 GB), then deepseek-v3's MLA latent (stored
+# once, read whole by every rank; 50K tokens, 3.5 GB per rank).
 scenario_tp_change() {
-  local n=${1:-4} a roots pass
+  local n=${1:-4} a roots pass gib order=${TP_RESTORED:-1,2,4,8} passes=${TP_PASSES:-1}
+  local saved=(${TP_SAVED:-2 8 1 4})
   shift
   need_fio
-  make_fast_drives "$n" "$(drive_gib "$n")" | tee -a "$OUT/summary.txt" || return 1
+  # More than one pass keeps every store to the end, its passes taken in rounds over all stores:
+  # two stores of one layout read in different windows differ by more than a TP change (runs 5-7),
+  # so A->B and B->B are read in the same rounds.
+  gib=$(drive_gib "$n")
+  (( passes > 1 )) && gib=$(( (10 * ${SESSIONS:-1} * ${#saved[@]} + n - 1) / n + 2 ))
+  make_fast_drives "$n" "$gib" | tee -a "$OUT/summary.txt" || return 1
   # Every store reads with the first one's drive tunings (TP_SAME_TUNING=0: each probes its own):
   # the probe's pick differs between identical stores, and what is measured is the TP change.
   local tunings=/root/tp-tunings d
   rm -rf "$tunings"
-  for a in ${TP_SAVED:-2 8 1 4}; do
+  for a in "${saved[@]}"; do
     roots=$(fast_drive_list "$n" "tp$a")
     if [ "${TP_SAME_TUNING:-1}" = 1 ] && [ -d "$tunings" ]; then
       for ((d = 0; d < n; d++)); do
@@ -374,22 +418,30 @@ scenario_tp_change() {
       say "tp-saved$a: the drives' tunings of the first store: $(cat "$tunings"/0/*/kvtier2/*/TUNING.json | tr -d '\n ')"
     fi
     TOKENS=30000 h200_seed "tp-saved$a" "$roots" --model llama-3-70b --store-format 2 --ranks "$a" \
-      --restore-ranks 1,2,4,8 --paths posix "$@"
+      --restore-ranks "$order" --paths posix "$@"
     drive_spread "tp-saved$a" "$roots" --model llama-3-70b --store-format 2
-    # TP_PASSES=2: every restore of the store once more, in a window of its own (the same store,
-    # saved again as it is), so that a TP change is held against more than one draw of the same TP.
-    for ((pass = 2; pass <= ${TP_PASSES:-1}; pass++)); do
-      TOKENS=30000 h200_seed "tp-saved$a-pass$pass" "$roots" --model llama-3-70b --store-format 2 --ranks "$a" \
-        --restore-ranks 8,4,2,1 --paths posix "$@"
-    done
     if [ ! -d "$tunings" ]; then
       for ((d = 0; d < n; d++)); do
         mkdir -p "$tunings/$d"
         (cd "/mnt/fast$d/tp$a" && find . -path '*/kvtier2/*/TUNING.json' | tar -cf - -T -) | tar -C "$tunings/$d" -xf -
       done
     fi
-    rm -rf /mnt/fast*/"tp$a"
+    (( passes > 1 )) || rm -rf /mnt/fast*/"tp$a"
   done
+  # Each later pass saves every store again as it is (nothing new to write) and restores it again.
+  # The store read first in a round reads slower on these drives (runs 7-9), so every other round
+  # takes the stores the other way round, as it does the restoring sizes.
+  local round
+  for ((pass = 2; pass <= passes; pass++)); do
+    order=$(tr ',' '\n' <<< "$order" | tac | paste -sd,)
+    round=("${saved[@]}")
+    (( pass % 2 == 0 )) && mapfile -t round < <(printf '%s\n' "${saved[@]}" | tac)
+    for a in "${round[@]}"; do
+      TOKENS=30000 h200_seed "tp-saved$a-pass$pass" "$(fast_drive_list "$n" "tp$a")" --model llama-3-70b \
+        --store-format 2 --ranks "$a" --restore-ranks "$order" --paths posix "$@"
+    done
+  done
+  for a in "${saved[@]}"; do rm -rf /mnt/fast*/"tp$a"; done
   [ "${TP_MLA:-1}" = 0 ] && return
   roots=$(fast_drive_list "$n" mla)
   TOKENS=50000 h200_seed "mla-saved8" "$roots" --model deepseek-v3 --store-format 2 --ranks 8 --restore-ranks 1,2 \
@@ -399,28 +451,15 @@ scenario_tp_change() {
 }
 
 scenario_destination() {
-  local n=${1:?destination N} roots r d files dest readers=() pattern
+  local n=${1:?destination N} roots
   shift
   need_fio
   make_fast_drives "$n" "$(drive_gib "$n")" | tee -a "$OUT/summary.txt" || return 1
   roots=$(fast_drive_list "$n" m)
   h200_seed "dest$n-4M-x1" "$roots" --paths posix --request-size 4M --staging $(( 4 * n ))M "$@"
-  for r in 0 1; do
-    for ((d = 0; d < n; d++)); do
-      files=$(find "/mnt/fast$d/m" -path "*/rank${r}of2/seg-*.kvt" 2> /dev/null | sort | paste -sd,)
-      [ -n "$files" ] && readers+=(--rank "$files")
-    done
-  done
-  say "destination_bench: $(( ${#readers[@]} / 2 )) readers (rank x drive)"
   # Each destination twice, in alternating order; one drive also at 16 MiB x 8 (kvtier's defaults).
-  for pattern in "4194304 1" "16777216 8"; do
-    [ "$pattern" = "16777216 8" ] && (( n > 1 )) && continue
-    for dest in plain pinned pinned+h2d pinned+h2d pinned plain; do
-      sync; echo 3 > /proc/sys/vm/drop_caches
-      say "$dest, ${pattern% *} B x ${pattern#* }: $(build/h200/bench/kvtier_destination_bench --request "${pattern% *}" \
-        --depth "${pattern#* }" --dest "$dest" "${readers[@]}")"
-    done
-  done
+  destination_ceiling "dest$n" m 4194304 1
+  (( n == 1 )) && destination_ceiling "dest$n" m 16777216 8
   h200_seed "dest$n-4M-x1-again" "$roots" --paths posix --request-size 4M --staging $(( 4 * n ))M "$@"
 }
 
@@ -546,6 +585,9 @@ scenario_coded() {
     h200_seed "coded$n-$c${RUN_TAG:-}" "$roots" --store-format 2 --kv "${KV:-bf16-like}" --compress "$c" \
       --paths "${CODED_PATHS:-posix,gds}" "$@"
     drive_spread "coded$n-$c${RUN_TAG:-}" "$roots" --model qwen3-coder-30b-a3b --store-format 2
+    # What any bounce-path reader delivers from these files into the GPU (CODED_DEST=0: not).
+    [ "${CODED_DEST:-1}" = 1 ] &&
+      destination_at_fio_best "coded$n-$c${RUN_TAG:-}-destination" "coded-$c" "$OUT/coded$n-$c${RUN_TAG:-}.txt"
     rm -rf /mnt/fast*/"coded-$c"
   done
 }
