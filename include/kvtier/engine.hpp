@@ -152,8 +152,8 @@ class KVTIER_EXPORT Engine {
 
   /// @brief The remote tier's keys of every chunk of `tokens` (whether stored or not), in the
   /// order a restore asks for them, with each value's expected size: so that an independent
-  /// client can measure the cluster on exactly the values a restore reads. kInvalidArgument
-  /// without a remote tier.
+  /// client can measure the cluster on exactly the values a restore reads (a hybrid model: its
+  /// full-attention chains). kInvalidArgument without a remote tier.
   [[nodiscard]] Result<std::vector<RemoteRecordKey>> remote_keys(std::span<const Token> tokens);
 
   /// @brief Publishes to the remote tier the local records the cluster lacks (or holds with a

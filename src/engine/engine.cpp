@@ -303,8 +303,12 @@ uint64_t Engine::Impl::local_prefix(std::span<const Token> tokens) {
 }
 
 uint64_t Engine::Impl::reachable_prefix(std::span<const Token> tokens) {
+  return reachable_prefix(tokens, chain_keys(namespace_, tokens, options_.geometry.chunk_tokens));
+}
+
+uint64_t Engine::Impl::reachable_prefix(std::span<const Token> tokens,
+                                        std::span<const Key128> keys) {
   const uint64_t chunk = options_.geometry.chunk_tokens;
-  const std::vector<Key128> keys = chain_keys(namespace_, tokens, chunk);
   const std::vector<LocatedRecord> found = find_prefix(tokens, keys);
   uint64_t hit = 0;
   for (const LocatedRecord& r : found) hit += r.meta.token_count;

@@ -289,7 +289,9 @@ Result<std::vector<RemoteRecordKey>> Engine::remote_keys(std::span<const Token> 
   return guarded([&]() -> Result<std::vector<RemoteRecordKey>> {
     std::vector<RemoteRecordKey> all;
     for (const auto& part : parts_) {
-      if (part->part_.kind != 1) continue;  // a hybrid model's window and state: local only
+      // A hybrid model's full-attention chains: its window and state records are named by where
+      // saves ended, not by every chunk.
+      if (part->part_.kind != 1) continue;
       KVTIER_ASSIGN_OR_RETURN(std::vector<RemoteRecordKey> k, part->remote_keys(tokens));
       all.insert(all.end(), k.begin(), k.end());
     }
@@ -299,10 +301,16 @@ Result<std::vector<RemoteRecordKey>> Engine::remote_keys(std::span<const Token> 
 Result<RemoteSyncReport> Engine::sync_remote(std::span<const Token> tokens,
                                              const ProgressFn& progress) {
   return guarded([&]() -> Result<RemoteSyncReport> {
+    // A hybrid model's window and state records are no chain of the tokens: of a token list,
+    // those a restore of its held prefix reads are published (every record without one).
+    std::vector<std::vector<LocatedRecord>> plans;
+    if (geometry_.hybrid() && !tokens.empty()) plans = hybrid_records(parts_, geometry_, tokens);
     RemoteSyncReport all;
-    for (const auto& part : parts_) {
-      if (part->part_.kind != 1) continue;  // a hybrid model's window and state: local only
-      KVTIER_ASSIGN_OR_RETURN(RemoteSyncReport r, part->sync_remote(tokens, progress));
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      Engine::Impl& part = *parts_[i];
+      KVTIER_ASSIGN_OR_RETURN(RemoteSyncReport r, plans.empty() || part.part_.kind == 1
+                                                      ? part.sync_remote(tokens, progress)
+                                                      : part.sync_records(plans[i], progress));
       all.records += r.records;
       all.already_present += r.already_present;
       all.published += r.published;

@@ -151,6 +151,8 @@ class Engine::Impl {
   uint64_t local_prefix(std::span<const Token> tokens);
   /// What lookup() answers, uncounted: the local prefix and what the tiers behind hold past it.
   uint64_t reachable_prefix(std::span<const Token> tokens);
+  /// The same with the chain's keys of `tokens` given (chain_keys over this part's namespace).
+  uint64_t reachable_prefix(std::span<const Token> tokens, std::span<const Key128> keys);
   /// Counts a lookup the facade answered from several parts (a hybrid model's).
   void count_lookup() { counters_.lookups++; }
   Result<RestoreResult> restore(std::span<const Token> tokens, const KvMemory& destination);
@@ -166,6 +168,9 @@ class Engine::Impl {
   /// The cluster keys and value sizes of `tokens`' chunks (Engine::remote_keys).
   Result<std::vector<RemoteRecordKey>> remote_keys(std::span<const Token> tokens) const;
   Result<RemoteSyncReport> sync_remote(std::span<const Token> tokens, const ProgressFn& progress);
+  /// Publishes those of `records` the cluster lacks (or holds with another size).
+  Result<RemoteSyncReport> sync_records(std::span<const LocatedRecord> records,
+                                        const ProgressFn& progress);
   Status drop_page_cache();
   Stats stats() const;
 
@@ -239,6 +244,10 @@ class Engine::Impl {
   /// How many chunks from `first` on (a run) the cluster holds with values of the size a restore
   /// expects: pipelined STRLENs, no value fetched. 0 while the cluster is unreachable.
   uint64_t remote_run(std::span<const Token> tokens, std::span<const Key128> keys, size_t first);
+  /// Which of `chunks` (named by key) the cluster holds with values of the size a restore
+  /// expects: pipelined STRLENs, no value fetched. None without a cluster tier or while it is
+  /// unreachable.
+  std::vector<bool> remote_holds(std::span<const ChunkRef> chunks);
   /// Restores the chunks of `job` from the cluster, past those this node served (from a partial
   /// last one's own chunk, see remote_start), through the route's prefetch window.
   void restore_from_remote(RestoreJob& job, const Tier* tier);
@@ -285,6 +294,10 @@ class Engine::Impl {
   /// writes them the POSIX way).
   Status write_records(Channel& channel, const SaveBatch& batch, DeviceTransfer& transfer,
                        size_t slots);
+  /// Whether the cluster holds each of `keys` with a value a restore of `tokens[i]` tokens
+  /// accepts; with `run`, asks no further batch once one holds a gap (a run's end).
+  std::vector<bool> remote_fits(std::span<const Key128> keys, std::span<const uint32_t> tokens,
+                                bool run);
   /// Checks and places one fetched batch of restore_from_remote into the job's destination;
   /// returns how many of its records verified (a prefix).
   uint64_t place_remote(RemoteFetch& fetched, RestoreJob& job, const Tier* tier);

@@ -211,8 +211,6 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
       part.memory_layers = rank.layers;
       part.kind = kind == LayerKind::kSlidingWindow ? 2 : 1;
       part.namespace_part = fmt::format("{}/kind{}", model_text, part.kind);
-      // Window records are kept near each save's end only: the cluster's chains hold none.
-      if (kind == LayerKind::kSlidingWindow) o.remote = {};
     }
     o.geometry.kv_heads = split.heads_per_group();
     o.geometry.kv_heads_total = 0;
@@ -284,7 +282,6 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
     StorePart part;
     Options o = options;
     KVTIER_ASSIGN_OR_RETURN(o.geometry, state_geometry(rank));
-    o.remote = {};
     o.compression = Compression::kOff;  // a state is not 16-bit KV words
     bounds(o, part, state_split);
     part.kind = 3;

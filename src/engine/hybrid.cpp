@@ -3,7 +3,9 @@
 #include "engine/hybrid.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <tuple>
+#include <unordered_set>
 
 #include "common/keys.hpp"
 #include "store/record_v2.hpp"
@@ -83,18 +85,33 @@ class Chain {
 
 uint32_t state_rows(const Engine::Impl& part) { return part.options_.geometry.chunk_tokens; }
 
-/// Whether every window and state part holds what a prefix of `end` tokens needs (`chains[i]`:
-/// part i's over the tokens, for those parts).
+/// The records window or state part `i` needs for a prefix of `end` tokens (`chains[i]`: its
+/// chain over the tokens); none for a full-attention part.
+std::vector<ChunkRef> boundary_refs(const Parts& parts, const std::vector<Chain>& chains,
+                                    const KvGeometry& model, size_t i, uint64_t end) {
+  switch (kind_of(*parts[i])) {
+    case RecordKind::kSlidingWindow:
+      return chains[i].refs(window_first_chunk(model, end), end);
+    case RecordKind::kState:
+      return {chains[i].state(end, state_rows(*parts[i]))};
+    case RecordKind::kFullAttention:
+      break;
+  }
+  return {};
+}
+
+/// Per part, the keys the cluster was found to hold (asked once for a lookup's candidates).
+using ClusterHeld = std::vector<std::unordered_set<Key128, Key128Hash>>;
+
+/// Whether every window and state part holds what a prefix of `end` tokens needs: in its store,
+/// or (`cluster` given) in the cluster.
 bool boundary_held(const Parts& parts, const std::vector<Chain>& chains, const KvGeometry& model,
-                   uint64_t end) {
+                   uint64_t end, const ClusterHeld* cluster = nullptr) {
   for (size_t i = 0; i < parts.size(); ++i) {
     Engine::Impl& p = *parts[i];
-    if (kind_of(p) == RecordKind::kSlidingWindow) {
-      const std::vector<ChunkRef> refs = chains[i].refs(window_first_chunk(model, end), end);
-      if (p.held_chunks(refs) != refs.size()) return false;
-    } else if (kind_of(p) == RecordKind::kState) {
-      const ChunkRef ref = chains[i].state(end, state_rows(p));
-      if (p.held_chunks(std::span(&ref, 1)) != 1) return false;
+    for (const ChunkRef& ref : boundary_refs(parts, chains, model, i, end)) {
+      if (p.held_chunks(std::span(&ref, 1)) == 1) continue;
+      if (cluster == nullptr || !(*cluster)[i].contains(ref.key)) return false;
     }
   }
   return true;
@@ -125,15 +142,20 @@ std::vector<Chain> chains_over(const Parts& parts, const KvGeometry& model,
   return chains;
 }
 
-/// The prefix of `tokens` every full-attention part holds locally (`chains`: chains_over()).
+/// The prefix of `tokens` every full-attention part holds locally, or (`reachable`) locally and
+/// in the tiers behind (the cluster) (`chains`: chains_over()).
 uint64_t full_prefix(const Parts& parts, std::span<const Token> tokens,
-                     const std::vector<Chain>& chains) {
+                     const std::vector<Chain>& chains, bool reachable) {
   uint64_t full = tokens.size();
   for (size_t i = 0; i < parts.size(); ++i) {
     if (kind_of(*parts[i]) != RecordKind::kFullAttention) continue;
     uint64_t held = 0;
-    for (const LocatedRecord& r : parts[i]->find_prefix(tokens, chains[i].keys()))
-      held += r.meta.token_count;
+    if (reachable) {
+      held = parts[i]->reachable_prefix(tokens, chains[i].keys());
+    } else {
+      for (const LocatedRecord& r : parts[i]->find_prefix(tokens, chains[i].keys()))
+        held += r.meta.token_count;
+    }
     full = std::min(full, held);
   }
   return full;
@@ -159,15 +181,13 @@ std::vector<uint64_t> inner_ends(const Parts& parts, const KvGeometry& model,
   return {};
 }
 
-/// The longest prefix every part holds locally (the cluster tier holds a hybrid model's
-/// full-attention KV, but its window and state records are local: hits are found here).
-uint64_t held_boundary(const Parts& parts, const KvGeometry& model, std::span<const Token> tokens) {
-  for (const auto& part : parts) part->follow_writer();
-  const std::vector<Chain> chains = chains_over(parts, model, tokens);
-  const uint64_t full = full_prefix(parts, tokens, chains);
-  if (full == 0) return 0;
-  // The full-attention parts hold every whole chunk below `full`; an end inside a chunk also
-  // needs its partial record in each of them.
+/// The ends a prefix of `tokens` may be served at, longest first: the full-attention prefix
+/// `full`, the chunk boundaries below it and the ends of saves inside each chunk (a state is
+/// kept wherever a save ended) whose partial records every full-attention part holds. Every key
+/// is the chains' or one hash of a partial chunk: linear in the list and the ends inside it.
+std::vector<uint64_t> candidate_ends(const Parts& parts, const KvGeometry& model,
+                                     std::span<const Token> tokens,
+                                     const std::vector<Chain>& chains, uint64_t full) {
   auto full_held = [&](uint64_t end) {
     for (size_t i = 0; i < parts.size(); ++i) {
       if (kind_of(*parts[i]) != RecordKind::kFullAttention) continue;
@@ -176,22 +196,95 @@ uint64_t held_boundary(const Parts& parts, const KvGeometry& model, std::span<co
     }
     return true;
   };
-  // From the end of the full-attention prefix down through the chunk boundaries before it and
-  // the ends of saves inside each chunk (a state is kept wherever a save ended). Every key is
-  // the chains' or one hash of a partial chunk: linear in the list and the ends inside it.
   const uint64_t chunk = model.chunk_tokens;
   std::vector<uint64_t> inner = inner_ends(parts, model, tokens.first(full), chains);
+  std::vector<uint64_t> ends;
   for (uint64_t end = full; end > 0;) {
-    if (boundary_held(parts, chains, model, end)) return end;
+    ends.push_back(end);
     const uint64_t below = (end - 1) / chunk * chunk;
     while (!inner.empty() && inner.back() > below) {
       const uint64_t at = inner.back();
       inner.pop_back();
-      if (at < end && full_held(at) && boundary_held(parts, chains, model, at)) return at;
+      if (at < end && full_held(at)) ends.push_back(at);
     }
     end = below;
   }
-  return 0;
+  return ends;
+}
+
+/// Where a save inside the chunk after `full` ended, as the cluster holds it: a session another
+/// node saved ended mid-chunk and `tokens` go on past it another way (a continuation), so the
+/// chains reach no further than `full`. Locally such ends are found by their records
+/// (inner_ends); of the cluster, every length the chunk may hold is asked, in one batch, of the
+/// first full-attention part's cluster, and the lengths it holds of the others'. An end counts
+/// where every full-attention part holds its partial record. Longest first; none where a
+/// full-attention part has no cluster tier.
+std::vector<uint64_t> cluster_partial_ends(const Parts& parts, const KvGeometry& model,
+                                           std::span<const Token> tokens,
+                                           const std::vector<Chain>& chains, uint64_t full) {
+  const uint64_t chunk = model.chunk_tokens;
+  if (full % chunk != 0 || full >= tokens.size()) return {};
+  // Lengths 1 .. last - 1: the chains asked for the whole `last` already.
+  std::vector<uint64_t> lengths(std::min(chunk, tokens.size() - full) - 1);
+  std::iota(lengths.begin(), lengths.end(), 1);
+  for (size_t i = 0; i < parts.size() && !lengths.empty(); ++i) {
+    Engine::Impl& p = *parts[i];
+    if (kind_of(p) != RecordKind::kFullAttention) continue;
+    if (p.remote_ == nullptr) return {};
+    std::vector<ChunkRef> refs;
+    for (uint64_t len : lengths) refs.push_back(chains[i].refs(full / chunk, full + len).back());
+    const std::vector<bool> held = p.remote_holds(refs);
+    std::vector<uint64_t> kept;
+    for (size_t j = 0; j < lengths.size(); ++j) {
+      if (held[j] || p.held_chunks(std::span(&refs[j], 1)) == 1) kept.push_back(lengths[j]);
+    }
+    lengths = std::move(kept);
+  }
+  std::vector<uint64_t> ends;
+  for (auto len = lengths.rbegin(); len != lengths.rend(); ++len) ends.push_back(full + *len);
+  return ends;
+}
+
+/// The longest prefix whose full-attention KV every full-attention part can serve (from its
+/// store or the cluster) and whose window and state records every other part holds, in its
+/// store or, where it has a cluster tier, in the cluster (another node saved them).
+uint64_t held_boundary(const Parts& parts, const KvGeometry& model, std::span<const Token> tokens) {
+  for (const auto& part : parts) part->follow_writer();
+  const std::vector<Chain> chains = chains_over(parts, model, tokens);
+  const uint64_t full = full_prefix(parts, tokens, chains, /*reachable=*/true);
+  if (full == 0) return 0;
+  const std::vector<uint64_t> ends = candidate_ends(parts, model, tokens, chains, full);
+  // This node's own records first. The cluster is asked only about the ends above the longest
+  // they serve (and those inside the chunk after `full`), once, for every window and state
+  // record of them the stores lack.
+  size_t above = 0;
+  while (above < ends.size() && !boundary_held(parts, chains, model, ends[above])) ++above;
+  const uint64_t local = above < ends.size() ? ends[above] : 0;
+  std::vector<uint64_t> asked = cluster_partial_ends(parts, model, tokens, chains, full);
+  asked.insert(asked.end(), ends.begin(), ends.begin() + static_cast<ptrdiff_t>(above));
+  if (asked.empty()) return local;
+  ClusterHeld cluster(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Engine::Impl& p = *parts[i];
+    if (kind_of(p) == RecordKind::kFullAttention) continue;
+    if (p.remote_ == nullptr) return local;
+    std::vector<ChunkRef> lacking;
+    std::unordered_set<Key128, Key128Hash> seen;
+    for (uint64_t end : asked) {
+      for (const ChunkRef& ref : boundary_refs(parts, chains, model, i, end)) {
+        if (seen.insert(ref.key).second && p.held_chunks(std::span(&ref, 1)) == 0)
+          lacking.push_back(ref);
+      }
+    }
+    const std::vector<bool> held = p.remote_holds(lacking);
+    for (size_t k = 0; k < lacking.size(); ++k) {
+      if (held[k]) cluster[i].insert(lacking[k].key);
+    }
+  }
+  for (uint64_t end : asked) {
+    if (boundary_held(parts, chains, model, end, &cluster)) return end;
+  }
+  return local;
 }
 
 }  // namespace
@@ -330,7 +423,7 @@ Result<uint64_t> hybrid_evict(const Parts& parts, const KvGeometry& model,
   // window and state records of the prefix the full-attention records hold are named by it, and
   // so are those of every save that ended inside a chunk of the list (one record a part each).
   const std::vector<Chain> chains = chains_over(parts, model, tokens);
-  const uint64_t full = full_prefix(parts, tokens, chains);
+  const uint64_t full = full_prefix(parts, tokens, chains, /*reachable=*/false);
   const std::vector<uint64_t> inner = inner_ends(parts, model, tokens.first(full), chains);
   uint64_t dropped = 0;
   for (size_t i = 0; i < parts.size(); ++i) {

@@ -37,9 +37,11 @@ Result<RestoreResult> Engine::Impl::restore_chunks(std::span<const ChunkRef> chu
   counters_.restores++;
   std::vector<Key128> keys;
   std::vector<uint64_t> firsts;
+  std::vector<uint32_t> counts;
   for (const ChunkRef& c : chunks) {
     keys.push_back(c.key);
     firsts.push_back(c.first);
+    counts.push_back(c.tokens);
   }
   std::vector<LocatedRecord> found = held_records(chunks);
   const uint64_t prefix =
@@ -50,6 +52,7 @@ Result<RestoreResult> Engine::Impl::restore_chunks(std::span<const ChunkRef> chu
   RestoreResult result;
   RestoreJob job({}, std::move(keys), std::move(found), destination, result);
   job.firsts = std::move(firsts);
+  job.counts = std::move(counts);
   KVTIER_TRY(run_restore(job, prefix));
   return result;
 }

@@ -17,8 +17,6 @@ class ClusterTier final : public Tier {
   std::string_view name() const override { return "cluster"; }
 
   Status restore(RestoreJob& job, ReadRoute& /*route*/) override {
-    // Chunks named by key (a hybrid model's window and state records) are kept locally only.
-    if (!job.firsts.empty()) return {};
     engine_.restore_from_remote(job, this);
     return {};
   }

@@ -74,11 +74,14 @@ std::optional<RecordMeta> expected_record(const RemoteFetch::Value& value, const
 
 void Engine::Impl::restore_from_remote(RestoreJob& job, const Tier* tier) {
   const KvGeometry& g = options_.geometry;
-  const uint64_t chunk = g.chunk_tokens;
+  const uint32_t chunk = g.chunk_tokens;
   const size_t local = std::min(job.served(), job.found.size());
-  const size_t from = remote_start(job.tokens, std::span(job.found).first(local));
+  // Chunks named by key hold exactly their own tokens (held_records), so the cluster goes on
+  // from the first one this node lacks; a chain may go on from inside a partial last record.
+  const size_t from =
+      job.firsts.empty() ? remote_start(job.tokens, std::span(job.found).first(local)) : local;
   size_t end = from;
-  while (end < job.keys.size() && std::min<uint64_t>((end + 1) * chunk, job.tokens.size()) <=
+  while (end < job.keys.size() && job.first_token(end, chunk) + job.chunk_size(end, chunk) <=
                                       job.destination.params.capacity_tokens) {
     ++end;
   }
@@ -101,7 +104,7 @@ void Engine::Impl::restore_from_remote(RestoreJob& job, const Tier* tier) {
 
 uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, RestoreJob& job, const Tier* tier) {
   const KvGeometry& g = options_.geometry;
-  const uint64_t chunk = g.chunk_tokens;
+  const uint32_t chunk = g.chunk_tokens;
   const size_t count = fetched.stop - fetched.begin;
   const auto& outcomes = fetched.outcomes;
   auto& values = fetched.values;
@@ -111,9 +114,8 @@ uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, RestoreJob& job, const
   std::vector<std::span<const std::byte>> images;
   std::vector<uint64_t> first_tokens;
   for (size_t j = 0; j < count; ++j) {
-    const uint64_t first = (fetched.begin + j) * chunk;
-    const auto tokens_here =
-        static_cast<uint32_t>(std::min<uint64_t>(chunk, job.tokens.size() - first));
+    const uint64_t first = job.first_token(fetched.begin + j, chunk);
+    const uint32_t tokens_here = job.chunk_size(fetched.begin + j, chunk);
     if (outcomes[j].state == remote::KeyState::kFailed) {
       remote_->counters.remote_errors += count - j;
       break;

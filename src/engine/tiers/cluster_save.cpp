@@ -109,10 +109,14 @@ Engine::Impl::Published Engine::Impl::publish(remote::ClusterClient& client,
 Result<RemoteSyncReport> Engine::Impl::sync_remote(std::span<const Token> tokens,
                                                    const ProgressFn& progress) {
   KVTIER_EXPECTS(remote_ != nullptr, "sync: the engine has no remote tier (Options::remote.seeds)");
+  return sync_records(tokens.empty() ? store_->all_records() : find_prefix(tokens), progress);
+}
+
+Result<RemoteSyncReport> Engine::Impl::sync_records(std::span<const LocatedRecord> records,
+                                                    const ProgressFn& progress) {
+  KVTIER_EXPECTS(remote_ != nullptr, "sync: the engine has no remote tier (Options::remote.seeds)");
   auto client = remote_->client();
   if (!client) return fail(ErrorCode::kIo, fmt::format("sync: remote tier {}", remote_->reason()));
-  const std::vector<LocatedRecord> records =
-      tokens.empty() ? store_->all_records() : find_prefix(tokens);
   RemoteSyncReport report;
   report.records = records.size();
   for (size_t begin = 0; begin < records.size(); begin += kSyncBatch) {

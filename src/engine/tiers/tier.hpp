@@ -7,6 +7,7 @@
 // write-through and write-behind, promotion) as verified record images a tier accepts.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -51,6 +52,13 @@ struct RestoreJob {
   [[nodiscard]] uint64_t first_token(size_t c, uint32_t chunk_tokens) const {
     return firsts.empty() ? c * uint64_t{chunk_tokens} : firsts[c];
   }
+  /// Chunk c's token count: the chain's (a whole chunk, or what is left of `tokens`), or the
+  /// one its ChunkRef names.
+  [[nodiscard]] uint32_t chunk_size(size_t c, uint32_t chunk_tokens) const {
+    if (!counts.empty()) return counts[c];
+    return static_cast<uint32_t>(
+        std::min<uint64_t>(chunk_tokens, tokens.size() - c * uint64_t{chunk_tokens}));
+  }
   /// The chunks served from the first on, without a gap.
   [[nodiscard]] size_t served() const {
     size_t c = 0;
@@ -63,8 +71,10 @@ struct RestoreJob {
   const std::vector<LocatedRecord> found;
   const KvMemory& destination;
   RestoreResult& result;
-  /// Each chunk's first token when the chunks are named by key (ChunkRef); empty: c * chunk.
+  /// Each chunk's first token and token count when the chunks are named by key (ChunkRef);
+  /// empty: c * chunk, and a chain's chunk sizes.
   std::vector<uint64_t> firsts;
+  std::vector<uint32_t> counts;
   std::vector<RecordState> state;  ///< per chunk; kCorrupt: every byte arrived and a check failed
   std::vector<uint32_t> tokens_served;
   std::vector<const Tier*> served_by;
