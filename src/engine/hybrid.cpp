@@ -182,17 +182,24 @@ std::vector<uint64_t> inner_ends(const Parts& parts, const KvGeometry& model,
 }
 
 /// The ends a prefix of `tokens` may be served at, longest first: the full-attention prefix
-/// `full`, the chunk boundaries below it and the ends of saves inside each chunk (a state is
-/// kept wherever a save ended) whose partial records every full-attention part holds. Every key
+/// `full` (inside a chunk: where every full-attention part holds the record ending there), the
+/// chunk boundaries below it and the ends of saves inside each chunk (a state is kept wherever a
+/// save ended) whose partial records every full-attention part holds. Every key
 /// is the chains' or one hash of a partial chunk: linear in the list and the ends inside it.
 std::vector<uint64_t> candidate_ends(const Parts& parts, const KvGeometry& model,
                                      std::span<const Token> tokens,
                                      const std::vector<Chain>& chains, uint64_t full) {
-  auto full_held = [&](uint64_t end) {
+  // A restore of the prefix of `end` tokens asks each group for the record that ends there: an
+  // end inside a chunk counts only where every group holds that record, here or in the cluster.
+  // The prefix every group reaches may end where one group holds the chunk only whole (another
+  // save, or eviction, took the groups differently).
+  auto ends_here = [&](uint64_t end) {
     for (size_t i = 0; i < parts.size(); ++i) {
-      if (kind_of(*parts[i]) != RecordKind::kFullAttention) continue;
+      Engine::Impl& p = *parts[i];
+      if (kind_of(p) != RecordKind::kFullAttention) continue;
       const ChunkRef last = chains[i].refs((end - 1) / model.chunk_tokens, end).back();
-      if (parts[i]->held_chunks(std::span(&last, 1)) != 1) return false;
+      if (p.held_chunks(std::span(&last, 1)) == 1) continue;
+      if (p.remote_ == nullptr || !p.remote_holds(std::span(&last, 1))[0]) return false;
     }
     return true;
   };
@@ -200,12 +207,12 @@ std::vector<uint64_t> candidate_ends(const Parts& parts, const KvGeometry& model
   std::vector<uint64_t> inner = inner_ends(parts, model, tokens.first(full), chains);
   std::vector<uint64_t> ends;
   for (uint64_t end = full; end > 0;) {
-    ends.push_back(end);
+    if (end % chunk == 0 || ends_here(end)) ends.push_back(end);  // only `full` can be inside
     const uint64_t below = (end - 1) / chunk * chunk;
     while (!inner.empty() && inner.back() > below) {
       const uint64_t at = inner.back();
       inner.pop_back();
-      if (at < end && full_held(at)) ends.push_back(at);
+      if (at < end && ends_here(at)) ends.push_back(at);
     }
     end = below;
   }
