@@ -109,8 +109,12 @@ bool boundary_held(const Parts& parts, const std::vector<Chain>& chains, const K
                    uint64_t end, const ClusterHeld* cluster = nullptr) {
   for (size_t i = 0; i < parts.size(); ++i) {
     Engine::Impl& p = *parts[i];
+    // restore_chunks serves a part's records from this node's tiers as a prefix only: from the
+    // first one missing here on, the cluster serves every record, those held here too.
+    bool gap = false;
     for (const ChunkRef& ref : boundary_refs(parts, chains, model, i, end)) {
-      if (p.held_chunks(std::span(&ref, 1)) == 1) continue;
+      if (!gap && p.held_chunks(std::span(&ref, 1)) == 1) continue;
+      gap = true;
       if (cluster == nullptr || !(*cluster)[i].contains(ref.key)) return false;
     }
   }
@@ -188,7 +192,8 @@ std::vector<uint64_t> inner_ends(const Parts& parts, const KvGeometry& model,
 /// is the chains' or one hash of a partial chunk: linear in the list and the ends inside it.
 std::vector<uint64_t> candidate_ends(const Parts& parts, const KvGeometry& model,
                                      std::span<const Token> tokens,
-                                     const std::vector<Chain>& chains, uint64_t full) {
+                                     const std::vector<Chain>& chains, uint64_t full,
+                                     bool use_cluster) {
   // A restore of the prefix of `end` tokens asks each group for the record that ends there: an
   // end inside a chunk counts only where every group holds that record, here or in the cluster.
   // The prefix every group reaches may end where one group holds the chunk only whole (another
@@ -199,7 +204,8 @@ std::vector<uint64_t> candidate_ends(const Parts& parts, const KvGeometry& model
       if (kind_of(p) != RecordKind::kFullAttention) continue;
       const ChunkRef last = chains[i].refs((end - 1) / model.chunk_tokens, end).back();
       if (p.held_chunks(std::span(&last, 1)) == 1) continue;
-      if (p.remote_ == nullptr || !p.remote_holds(std::span(&last, 1))[0]) return false;
+      if (!use_cluster || p.remote_ == nullptr || !p.remote_holds(std::span(&last, 1))[0])
+        return false;
     }
     return true;
   };
@@ -254,19 +260,23 @@ std::vector<uint64_t> cluster_partial_ends(const Parts& parts, const KvGeometry&
 
 /// The longest prefix whose full-attention KV every full-attention part can serve (from its
 /// store or the cluster) and whose window and state records every other part holds, in its
-/// store or, where it has a cluster tier, in the cluster (another node saved them).
-uint64_t held_boundary(const Parts& parts, const KvGeometry& model, std::span<const Token> tokens) {
+/// store or, where it has a cluster tier, in the cluster (another node saved them). Without
+/// `use_cluster`: what this node's own records serve.
+uint64_t held_boundary(const Parts& parts, const KvGeometry& model, std::span<const Token> tokens,
+                       bool use_cluster = true) {
   for (const auto& part : parts) part->follow_writer();
   const std::vector<Chain> chains = chains_over(parts, model, tokens);
-  const uint64_t full = full_prefix(parts, tokens, chains, /*reachable=*/true);
+  const uint64_t full = full_prefix(parts, tokens, chains, /*reachable=*/use_cluster);
   if (full == 0) return 0;
-  const std::vector<uint64_t> ends = candidate_ends(parts, model, tokens, chains, full);
+  const std::vector<uint64_t> ends =
+      candidate_ends(parts, model, tokens, chains, full, use_cluster);
   // This node's own records first. The cluster is asked only about the ends above the longest
   // they serve (and those inside the chunk after `full`), once, for every window and state
   // record of them the stores lack.
   size_t above = 0;
   while (above < ends.size() && !boundary_held(parts, chains, model, ends[above])) ++above;
   const uint64_t local = above < ends.size() ? ends[above] : 0;
+  if (!use_cluster) return local;
   std::vector<uint64_t> asked = cluster_partial_ends(parts, model, tokens, chains, full);
   asked.insert(asked.end(), ends.begin(), ends.begin() + static_cast<ptrdiff_t>(above));
   if (asked.empty()) return local;
@@ -278,9 +288,11 @@ uint64_t held_boundary(const Parts& parts, const KvGeometry& model, std::span<co
     std::vector<ChunkRef> lacking;
     std::unordered_set<Key128, Key128Hash> seen;
     for (uint64_t end : asked) {
+      // Every record from the first one this node lacks on (boundary_held).
+      bool gap = false;
       for (const ChunkRef& ref : boundary_refs(parts, chains, model, i, end)) {
-        if (seen.insert(ref.key).second && p.held_chunks(std::span(&ref, 1)) == 0)
-          lacking.push_back(ref);
+        gap = gap || p.held_chunks(std::span(&ref, 1)) == 0;
+        if (gap && seen.insert(ref.key).second) lacking.push_back(ref);
       }
     }
     const std::vector<bool> held = p.remote_holds(lacking);
@@ -363,52 +375,67 @@ Result<RestoreResult> hybrid_restore(const Parts& parts, const KvGeometry& model
                                      std::span<const Token> tokens, const Kv& destination,
                                      const StateMemory* state) {
   KVTIER_EXPECTS(!tokens.empty(), "restore: the token list is empty");
+  // The prefix of `end` tokens, all or nothing.
+  auto restore_at = [&](uint64_t end) -> Result<RestoreResult> {
+    const std::span<const Token> prefix = tokens.first(end);
+    const size_t window_first = window_first_chunk(model, end);
+    // What each kind of part must deliver for the prefix to be whole.
+    auto expected = [&](const Engine::Impl& p) -> uint64_t {
+      switch (kind_of(p)) {
+        case RecordKind::kFullAttention:
+          return end;
+        case RecordKind::kSlidingWindow:
+          return end - window_first * uint64_t{model.window_chunk()};
+        case RecordKind::kState:
+          return state_rows(p);
+      }
+      return 0;
+    };
+    auto one = [&](Engine::Impl& p) -> Result<RestoreResult> {
+      switch (kind_of(p)) {
+        case RecordKind::kFullAttention:  // through every tier, the cluster's included
+          return on_kv_memory(
+              p, destination, /*restore=*/true,
+              [&](Engine::Impl& q, const KvMemory& t) { return q.restore(prefix, t); });
+        case RecordKind::kSlidingWindow: {
+          KVTIER_ASSIGN_OR_RETURN(KvMemory memory, p.kv_memory_of(destination, /*restore=*/true));
+          return p.restore_chunks(part_refs(p, model, prefix, window_first), memory);
+        }
+        case RecordKind::kState: {
+          KVTIER_ASSIGN_OR_RETURN(KvMemory memory, p.state_memory_of(*state));
+          return p.restore_chunks(part_refs(p, model, prefix, window_first), memory);
+        }
+      }
+      return fail(ErrorCode::kInternal, "a part of an unknown kind");
+    };
+    std::vector<Result<RestoreResult>> results = each_part(parts, one);
+    bool whole = true;
+    for (size_t i = 0; i < results.size(); ++i)
+      whole = whole && results[i] && results[i]->tokens_restored == expected(*parts[i]);
+    KVTIER_ASSIGN_OR_RETURN(RestoreResult all, combine(std::move(results)));
+    all.tokens_restored = whole ? end : 0;
+    if (!whole && all.problem.empty()) {
+      all.problem = fmt::format(
+          "hybrid model: the full-attention KV, the last window's KV and the state at {} tokens "
+          "did not all restore; nothing was restored",
+          end);
+    }
+    return all;
+  };
   const uint64_t end = held_boundary(parts, model, tokens);
   if (end == 0) return RestoreResult{};
-  const std::span<const Token> prefix = tokens.first(end);
-  const size_t window_first = window_first_chunk(model, end);
-  // What each kind of part must deliver for the prefix to be whole.
-  auto expected = [&](const Engine::Impl& p) -> uint64_t {
-    switch (kind_of(p)) {
-      case RecordKind::kFullAttention:
-        return end;
-      case RecordKind::kSlidingWindow:
-        return end - window_first * uint64_t{model.window_chunk()};
-      case RecordKind::kState:
-        return state_rows(p);
-    }
-    return 0;
-  };
-  auto one = [&](Engine::Impl& p) -> Result<RestoreResult> {
-    switch (kind_of(p)) {
-      case RecordKind::kFullAttention:  // through every tier, the cluster's included
-        return on_kv_memory(
-            p, destination, /*restore=*/true,
-            [&](Engine::Impl& q, const KvMemory& t) { return q.restore(prefix, t); });
-      case RecordKind::kSlidingWindow: {
-        KVTIER_ASSIGN_OR_RETURN(KvMemory memory, p.kv_memory_of(destination, /*restore=*/true));
-        return p.restore_chunks(part_refs(p, model, prefix, window_first), memory);
-      }
-      case RecordKind::kState: {
-        KVTIER_ASSIGN_OR_RETURN(KvMemory memory, p.state_memory_of(*state));
-        return p.restore_chunks(part_refs(p, model, prefix, window_first), memory);
-      }
-    }
-    return fail(ErrorCode::kInternal, "a part of an unknown kind");
-  };
-  std::vector<Result<RestoreResult>> results = each_part(parts, one);
-  bool whole = true;
-  for (size_t i = 0; i < results.size(); ++i)
-    whole = whole && results[i] && results[i]->tokens_restored == expected(*parts[i]);
-  KVTIER_ASSIGN_OR_RETURN(RestoreResult all, combine(std::move(results)));
-  all.tokens_restored = whole ? end : 0;
-  if (!whole && all.problem.empty()) {
-    all.problem = fmt::format(
-        "hybrid model: the full-attention KV, the last window's KV and the state at {} tokens "
-        "did not all restore; nothing was restored",
-        end);
-  }
-  return all;
+  KVTIER_ASSIGN_OR_RETURN(RestoreResult all, restore_at(end));
+  if (all.tokens_restored != 0) return all;
+  // A record the cluster served failed its check, or the cluster went away: this node's own
+  // records may still serve a shorter boundary (the failed attempt's rows past it are left
+  // unspecified, as a failed restore leaves them).
+  const uint64_t own = held_boundary(parts, model, tokens, /*use_cluster=*/false);
+  if (own == 0 || own >= end) return all;
+  KVTIER_ASSIGN_OR_RETURN(RestoreResult local, restore_at(own));
+  if (local.tokens_restored == 0) return all;
+  local.problem =
+      fmt::format("at {} tokens: {}; this node's own records served {}", end, all.problem, own);
+  return local;
 }
 
 std::vector<std::vector<LocatedRecord>> hybrid_records(const Parts& parts, const KvGeometry& model,

@@ -305,5 +305,97 @@ TEST(EngineRemoteHybrid, SyncPublishesTheWindowAndStateRecordsTooWithOrWithoutAL
   }
 }
 
+/// A session of `n` drawn tokens, KV and (TP 1) state.
+HybridSession session_of(const Hybrid& m, uint64_t n, std::mt19937_64& rng) {
+  HybridSession s;
+  for (uint64_t i = 0; i < n; ++i) s.tokens.push_back(static_cast<Token>(rng() % 50000));
+  s.kv = testing::random_bytes(2 * m.layers() * n * m.heads * m.head_bytes(), rng);
+  s.states.push_back(testing::random_bytes(uint64_t{m.state_layers} * m.state_bytes, rng));
+  return s;
+}
+
+// A node restores a part's records from its own tiers only as a run from the first, the rest
+// from the cluster. Node A saved the first 12 tokens through the cluster (window records 0-5
+// there); node B saved all 24 with no cluster tier (window records 6-11 only on its drives). A
+// list going on past 20 another way: 20 and 16 need window records from both places in an
+// order a restore cannot serve, so the lookup says 12, and the restore delivers it.
+TEST(EngineRemoteHybrid, WindowRecordsHeldHereAfterOnesOnlyTheClusterHoldsAreNoHit) {
+  auto cluster = RedisCluster::start({});
+  ASSERT_OK(cluster);
+  const std::string seeds = (*cluster)->seeds();
+  std::mt19937_64 rng(testing::test_seed());
+  Hybrid m;
+  m.heads = 1;
+  m.kinds = {LayerKind::kFullAttention, LayerKind::kSlidingWindow};
+  m.head_dim = 8;
+  m.chunk = 4;
+  m.window = 12;
+  m.window_chunk = 2;
+  for (int round = 0; round < 3; ++round) {
+    const HybridSession s = session_of(m, 24, rng);
+    const HybridSession t = continuation(m, prefix_of(m, s, 20, 1, rng), 6, rng);
+    TempDir dir_a, dir_b;
+    save_node(dir_a, m, prefix_of(m, s, 12, 1, rng), 1, seeds);
+    save_node(dir_b, m, s, 1, "");
+    std::unique_ptr<Engine> e = open_node(dir_b, m, 0, 1, seeds);
+    ASSERT_TRUE(e);
+    testing::restore_rank(*e, m, t, 0, 1, 12, rng);
+    ASSERT_OK(testing::flush_cluster(**cluster));
+  }
+}
+
+// Node A's state at 40 is damaged in the cluster (its size intact); node B saved the first 16
+// tokens itself. The lookup finds 40; the restore there fails its check, and B's own records
+// serve 16: every byte of them right, B's state.
+TEST(EngineRemoteHybrid, ARestoreTheClusterFailsFallsBackToTheNodesOwnBoundary) {
+  auto cluster = RedisCluster::start({});
+  ASSERT_OK(cluster);
+  const std::string seeds = (*cluster)->seeds();
+  std::mt19937_64 rng(testing::test_seed());
+  Hybrid m;
+  m.heads = 2;
+  m.kinds = {LayerKind::kFullAttention};
+  m.head_dim = 8;
+  m.chunk = 8;
+  m.state_layers = 2;
+  m.state_bytes = 40;  // 80 bytes: no whole number of a group's 32-byte token rows
+  const HybridSession s = session_of(m, 40, rng);
+  const HybridSession p = prefix_of(m, s, 16, 1, rng);
+  TempDir dir_a, dir_b;
+  save_node(dir_a, m, s, 1, seeds);
+  uint64_t damaged = 0;
+  for (const auto& [name, port] : cluster_names(**cluster)) {
+    const testing::ToolRun len = (*cluster)->cli(port, {"strlen", name});
+    ASSERT_EQ(len.exit_code, 0) << len.output;
+    if (std::stoull(len.output) != kBlock + 80) continue;
+    const testing::ToolRun flip =
+        (*cluster)->cli(port, {"setrange", name, std::to_string(kBlock + 1), "kvtx"});
+    ASSERT_EQ(flip.exit_code, 0) << flip.output;
+    ++damaged;
+  }
+  ASSERT_EQ(damaged, 1u);
+  save_node(dir_b, m, p, 1, seeds);
+  std::unique_ptr<Engine> e = open_node(dir_b, m, 0, 1, seeds);
+  ASSERT_TRUE(e);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto held = e->lookup(s.tokens);
+    ASSERT_OK(held);
+    EXPECT_EQ(*held, 40u);  // the damaged value stays in the cluster, its size right
+    const uint64_t n = s.tokens.size();
+    const KvGeometry g = m.rank(0, 1);
+    std::vector<std::byte> got(g.bytes_for_tokens(n), testing::kUntouched);
+    std::vector<std::byte> state(uint64_t{m.state_layers} * m.state_bytes, testing::kUntouched);
+    const ChunkedKv dest{{got.data(), got.size(), MemoryKind::kHost, 0}, n};
+    auto restored = e->restore(s.tokens, dest, testing::state_view(state, m));
+    ASSERT_OK(restored);
+    EXPECT_EQ(restored->tokens_restored, 16u) << restored->problem;
+    EXPECT_NE(restored->problem.find("own records served 16"), std::string::npos)
+        << restored->problem;
+    testing::expect_rows(m, g.row_bytes(), got, n, s.kv, n, 16, /*untouched_past_the_hit=*/false);
+    EXPECT_TRUE(state == p.states[0]) << "not B's state at 16";
+  }
+  EXPECT_GT(e->stats().remote_rejected, 0u);
+}
+
 }  // namespace
 }  // namespace kvtier
