@@ -70,6 +70,17 @@ class Chain {
 
   [[nodiscard]] std::span<const Key128> keys() const { return keys_; }
 
+  /// The partial-chunk records after the whole-chunk boundary `at`, of 1 .. `count` tokens:
+  /// every prefix of the chunk hashed in one pass.
+  [[nodiscard]] std::vector<ChunkRef> partials(uint64_t at, uint64_t count) const {
+    const Key128 parent = at == 0 ? ns_ : keys_[at / chunk_ - 1];
+    std::vector<ChunkRef> out;
+    uint32_t len = 0;
+    for (const Key128& key : chunk_prefix_keys(parent, tokens_.subspan(at, count)))
+      out.push_back({key, parent, ++len, at});
+    return out;
+  }
+
   /// The state record of the prefix of `end` tokens: named by that prefix's last key.
   [[nodiscard]] ChunkRef state(uint64_t end, uint32_t state_rows) const {
     const ChunkRef last = refs((end - 1) / chunk_, end).back();
@@ -240,12 +251,14 @@ std::vector<uint64_t> cluster_partial_ends(const Parts& parts, const KvGeometry&
   // Lengths 1 .. last - 1: the chains asked for the whole `last` already.
   std::vector<uint64_t> lengths(std::min(chunk, tokens.size() - full) - 1);
   std::iota(lengths.begin(), lengths.end(), 1);
+  const uint64_t longest = lengths.size();
   for (size_t i = 0; i < parts.size() && !lengths.empty(); ++i) {
     Engine::Impl& p = *parts[i];
     if (kind_of(p) != RecordKind::kFullAttention) continue;
     if (p.remote_ == nullptr) return {};
+    const std::vector<ChunkRef> every = chains[i].partials(full, longest);
     std::vector<ChunkRef> refs;
-    for (uint64_t len : lengths) refs.push_back(chains[i].refs(full / chunk, full + len).back());
+    for (uint64_t len : lengths) refs.push_back(every[len - 1]);
     const std::vector<bool> held = p.remote_holds(refs);
     std::vector<uint64_t> kept;
     for (size_t j = 0; j < lengths.size(); ++j) {
