@@ -71,20 +71,44 @@ std::map<std::string, uint16_t> cluster_names(const RedisCluster& cluster) {
   return names;
 }
 
+/// One lookup and one restore of `t` (TP 1) into contiguous host memory and a state, both filled
+/// with kUntouched first: what each said and what the restore wrote.
+struct Restored {
+  uint64_t held = 0;
+  RestoreResult result;
+  std::vector<std::byte> kv, state;
+};
+
+Restored lookup_and_restore(Engine& e, const Hybrid& m, const HybridSession& t) {
+  Restored out;
+  auto held = e.lookup(t.tokens);
+  EXPECT_TRUE(held) << held.error().message();
+  out.held = held ? *held : 0;
+  const uint64_t n = t.tokens.size();
+  out.kv.assign(m.rank(0, 1).bytes_for_tokens(n), testing::kUntouched);
+  out.state.assign(uint64_t{m.state_layers} * m.state_bytes, testing::kUntouched);
+  const ChunkedKv dest{{out.kv.data(), out.kv.size(), MemoryKind::kHost, 0}, n};
+  auto restored = e.restore(t.tokens, dest, testing::state_view(out.state, m));
+  EXPECT_TRUE(restored) << restored.error().message();
+  if (restored) out.result = *restored;
+  return out;
+}
+
 /// A lookup of `t` finds `hit` tokens, and the restore refuses them whole (a part's record failed
 /// its check): nothing restored, the problem said.
 void expect_refused(Engine& e, const Hybrid& m, const HybridSession& t, uint64_t hit) {
-  auto held = e.lookup(t.tokens);
-  ASSERT_OK(held);
-  EXPECT_EQ(*held, hit);
-  const uint64_t n = t.tokens.size();
-  std::vector<std::byte> got(m.rank(0, 1).bytes_for_tokens(n), testing::kUntouched);
-  std::vector<std::byte> state(uint64_t{m.state_layers} * m.state_bytes, testing::kUntouched);
-  const ChunkedKv dest{{got.data(), got.size(), MemoryKind::kHost, 0}, n};
-  auto restored = e.restore(t.tokens, dest, testing::state_view(state, m));
-  ASSERT_OK(restored);
-  EXPECT_EQ(restored->tokens_restored, 0u);
-  EXPECT_FALSE(restored->problem.empty());
+  const Restored r = lookup_and_restore(e, m, t);
+  EXPECT_EQ(r.held, hit);
+  EXPECT_EQ(r.result.tokens_restored, 0u);
+  EXPECT_FALSE(r.result.problem.empty());
+}
+
+/// Changes four bytes of the value `name` (on master `port`) past its header block: its size
+/// stays right, so a lookup still counts it and only a restore's check finds it damaged.
+void damage_payload(const RedisCluster& cluster, uint16_t port, const std::string& name) {
+  const testing::ToolRun flip =
+      cluster.cli(port, {"setrange", name, std::to_string(kBlock + 1), "kvtx"});
+  ASSERT_EQ(flip.exit_code, 0) << flip.output;
 }
 
 /// `s`'s first `k` tokens with their KV (the same rows) and a state of its own drawn for each
@@ -243,11 +267,8 @@ TEST(EngineRemoteHybrid, TheLongestBoundaryAnyNodeSavedIsServedAndOneWithoutItsS
       ++found;
     }
     ASSERT_EQ(found, 1u);
-    // Four bytes of its payload changed: the size still fits, so the lookup finds the boundary,
-    // and the restore refuses it whole.
-    const testing::ToolRun flip =
-        (*cluster)->cli(port, {"setrange", b_state, std::to_string(kBlock + 1), "kvtx"});
-    ASSERT_EQ(flip.exit_code, 0) << flip.output;
+    // The lookup finds the boundary, and the restore refuses it whole.
+    damage_payload(**cluster, port, b_state);
     {
       SCOPED_TRACE("node D: B's state damaged in the cluster");
       TempDir dir_d;
@@ -368,9 +389,7 @@ TEST(EngineRemoteHybrid, ARestoreTheClusterFailsFallsBackToTheNodesOwnBoundary) 
     const testing::ToolRun len = (*cluster)->cli(port, {"strlen", name});
     ASSERT_EQ(len.exit_code, 0) << len.output;
     if (std::stoull(len.output) != kBlock + 80) continue;
-    const testing::ToolRun flip =
-        (*cluster)->cli(port, {"setrange", name, std::to_string(kBlock + 1), "kvtx"});
-    ASSERT_EQ(flip.exit_code, 0) << flip.output;
+    damage_payload(**cluster, port, name);
     ++damaged;
   }
   ASSERT_EQ(damaged, 1u);
@@ -378,21 +397,15 @@ TEST(EngineRemoteHybrid, ARestoreTheClusterFailsFallsBackToTheNodesOwnBoundary) 
   std::unique_ptr<Engine> e = open_node(dir_b, m, 0, 1, seeds);
   ASSERT_TRUE(e);
   for (int attempt = 0; attempt < 2; ++attempt) {
-    auto held = e->lookup(s.tokens);
-    ASSERT_OK(held);
-    EXPECT_EQ(*held, 40u);  // the damaged value stays in the cluster, its size right
+    const Restored r = lookup_and_restore(*e, m, s);
+    EXPECT_EQ(r.held, 40u);  // the damaged value stays in the cluster, its size right
+    EXPECT_EQ(r.result.tokens_restored, 16u) << r.result.problem;
+    EXPECT_NE(r.result.problem.find("own records served 16"), std::string::npos)
+        << r.result.problem;
     const uint64_t n = s.tokens.size();
-    const KvGeometry g = m.rank(0, 1);
-    std::vector<std::byte> got(g.bytes_for_tokens(n), testing::kUntouched);
-    std::vector<std::byte> state(uint64_t{m.state_layers} * m.state_bytes, testing::kUntouched);
-    const ChunkedKv dest{{got.data(), got.size(), MemoryKind::kHost, 0}, n};
-    auto restored = e->restore(s.tokens, dest, testing::state_view(state, m));
-    ASSERT_OK(restored);
-    EXPECT_EQ(restored->tokens_restored, 16u) << restored->problem;
-    EXPECT_NE(restored->problem.find("own records served 16"), std::string::npos)
-        << restored->problem;
-    testing::expect_rows(m, g.row_bytes(), got, n, s.kv, n, 16, /*untouched_past_the_hit=*/false);
-    EXPECT_TRUE(state == p.states[0]) << "not B's state at 16";
+    testing::expect_rows(m, m.rank(0, 1).row_bytes(), r.kv, n, s.kv, n, 16,
+                         /*untouched_past_the_hit=*/false);
+    EXPECT_TRUE(r.state == p.states[0]) << "not B's state at 16";
   }
   EXPECT_GT(e->stats().remote_rejected, 0u);
 }
