@@ -96,6 +96,9 @@ struct LatencyHistogram {
      checksum) are misses. */                                                                      \
   X(counter, remote, remote_hits, "records restored from the cluster, verified")                   \
   X(counter, remote, remote_absent, "records asked of the cluster that it did not hold")           \
+  /* Asked by size (STRLEN), never for values: what finding a prompt's boundary costs the        \
+     cluster (lookups, and restores that search again). */                                        \
+  X(counter, remote, remote_probes, "keys asked of the cluster by size to find how far it holds")  \
   X(counter, remote, remote_errors,                                                                \
     "records the cluster could not be asked for (timeout, failover, unreachable)")                 \
   X(counter, remote, remote_rejected, "values from the cluster that failed a check")               \

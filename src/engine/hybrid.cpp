@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <tuple>
 #include <unordered_set>
 
@@ -284,8 +285,8 @@ uint64_t held_boundary(const Parts& parts, const KvGeometry& model, std::span<co
   const std::vector<uint64_t> ends =
       candidate_ends(parts, model, tokens, chains, full, use_cluster);
   // This node's own records first. The cluster is asked only about the ends above the longest
-  // they serve (and those inside the chunk after `full`), once, for every window and state
-  // record of them the stores lack.
+  // they serve (and those inside the chunk after `full`), for the window and state records of
+  // them the stores lack.
   size_t above = 0;
   while (above < ends.size() && !boundary_held(parts, chains, model, ends[above])) ++above;
   const uint64_t local = above < ends.size() ? ends[above] : 0;
@@ -293,27 +294,68 @@ uint64_t held_boundary(const Parts& parts, const KvGeometry& model, std::span<co
   std::vector<uint64_t> asked = cluster_partial_ends(parts, model, tokens, chains, full);
   asked.insert(asked.end(), ends.begin(), ends.begin() + static_cast<ptrdiff_t>(above));
   if (asked.empty()) return local;
-  ClusterHeld cluster(parts.size());
-  for (size_t i = 0; i < parts.size(); ++i) {
-    Engine::Impl& p = *parts[i];
-    if (kind_of(p) == RecordKind::kFullAttention) continue;
-    if (p.remote_ == nullptr) return local;
-    std::vector<ChunkRef> lacking;
-    std::unordered_set<Key128, Key128Hash> seen;
-    for (uint64_t end : asked) {
-      // Every record from the first one this node lacks on (boundary_held).
-      bool gap = false;
-      for (const ChunkRef& ref : boundary_refs(parts, chains, model, i, end)) {
-        gap = gap || p.held_chunks(std::span(&ref, 1)) == 0;
-        if (gap && seen.insert(ref.key).second) lacking.push_back(ref);
-      }
-    }
-    const std::vector<bool> held = p.remote_holds(lacking);
-    for (size_t k = 0; k < lacking.size(); ++k) {
-      if (held[k]) cluster[i].insert(lacking[k].key);
-    }
+  for (const auto& part : parts) {
+    if (kind_of(*part) != RecordKind::kFullAttention && part->remote_ == nullptr) return local;
   }
-  for (uint64_t end : asked) {
+  // Each window and state part's records of `end` from the first one this node lacks on
+  // (boundary_held), none where it holds them all.
+  auto lacking_of = [&](size_t i, uint64_t end) {
+    std::vector<ChunkRef> refs = boundary_refs(parts, chains, model, i, end);
+    const auto gap = std::find_if(refs.begin(), refs.end(), [&](const ChunkRef& r) {
+      return parts[i]->held_chunks(std::span(&r, 1)) == 0;
+    });
+    refs.erase(refs.begin(), gap);
+    return refs;
+  };
+  // One batch per part asks about `refs` (each key once); the keys held go into `cluster`.
+  ClusterHeld cluster(parts.size());
+  auto ask = [&](size_t i, const std::vector<ChunkRef>& refs) {
+    std::vector<ChunkRef> batch;
+    std::unordered_set<Key128, Key128Hash> seen;
+    for (const ChunkRef& r : refs) {
+      if (!cluster[i].contains(r.key) && seen.insert(r.key).second) batch.push_back(r);
+    }
+    const std::vector<bool> held = parts[i]->remote_holds(batch);
+    for (size_t k = 0; k < batch.size(); ++k) {
+      if (held[k]) cluster[i].insert(batch[k].key);
+    }
+  };
+  // First only the last record each end needs of each part (its state, its window's last
+  // record). Window and state records are kept only near where saves ended, so few ends pass;
+  // asking about every window record of every end instead costs thousands of keys on a long
+  // prompt.
+  std::vector<std::optional<Key128>> last(parts.size() * asked.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (kind_of(*parts[i]) == RecordKind::kFullAttention) continue;
+    std::vector<ChunkRef> probes;
+    for (size_t e = 0; e < asked.size(); ++e) {
+      const std::vector<ChunkRef> lacking = lacking_of(i, asked[e]);
+      if (lacking.empty()) continue;
+      last[i * asked.size() + e] = lacking.back().key;
+      probes.push_back(lacking.back());
+    }
+    ask(i, probes);
+  }
+  std::vector<uint64_t> alive;
+  for (size_t e = 0; e < asked.size(); ++e) {
+    bool passed = true;
+    for (size_t i = 0; i < parts.size() && passed; ++i) {
+      const std::optional<Key128>& key = last[i * asked.size() + e];
+      passed = !key || cluster[i].contains(*key);
+    }
+    if (passed) alive.push_back(asked[e]);
+  }
+  // Then every earlier record the ends that passed lack.
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (kind_of(*parts[i]) == RecordKind::kFullAttention) continue;
+    std::vector<ChunkRef> rest;
+    for (uint64_t end : alive) {
+      const std::vector<ChunkRef> lacking = lacking_of(i, end);
+      rest.insert(rest.end(), lacking.begin(), lacking.end());
+    }
+    if (!rest.empty()) ask(i, rest);
+  }
+  for (uint64_t end : alive) {
     if (boundary_held(parts, chains, model, end, &cluster)) return end;
   }
   return local;

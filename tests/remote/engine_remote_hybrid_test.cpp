@@ -410,5 +410,40 @@ TEST(EngineRemoteHybrid, ARestoreTheClusterFailsFallsBackToTheNodesOwnBoundary) 
   EXPECT_GT(e->stats().remote_rejected, 0u);
 }
 
+// The cost of a lookup on a node that holds nothing, for a prompt node A saved whole: a window
+// of 24 one-token records and a state, 64 chunks. The cluster is asked about the full-attention
+// chain, then the last record each chunk end needs (its state, its window's last record), then
+// the rest of the one end whose state exists: ~3 keys a chunk and one window. Asking about every
+// window record of every end would cost one key a token (8 a chunk) for the window alone.
+TEST(EngineRemoteHybrid, ALookupAsksTheClusterAboutTheLastRecordsFirst) {
+  auto cluster = RedisCluster::start({});
+  ASSERT_OK(cluster);
+  const std::string seeds = (*cluster)->seeds();
+  std::mt19937_64 rng(testing::test_seed());
+  Hybrid m;
+  m.heads = 1;
+  m.kinds = {LayerKind::kFullAttention, LayerKind::kSlidingWindow};
+  m.head_dim = 8;
+  m.chunk = 8;
+  m.window = 24;
+  m.window_chunk = 1;
+  m.state_layers = 1;
+  m.state_bytes = 64;
+  const uint64_t chunks = 64, n = chunks * m.chunk;
+  const HybridSession s = session_of(m, n, rng);
+  TempDir dir_a, dir_b;
+  save_node(dir_a, m, s, 1, seeds);
+  std::unique_ptr<Engine> e = open_node(dir_b, m, 0, 1, seeds);
+  ASSERT_TRUE(e);
+  auto held = e->lookup(s.tokens);
+  ASSERT_OK(held);
+  EXPECT_EQ(*held, n);
+  const uint64_t probes = e->stats().remote_probes;
+  // chain + one key per chunk end for each of the window and the state + the window's records.
+  EXPECT_GE(probes, 3 * chunks);
+  EXPECT_LE(probes, 3 * chunks + m.window + 2) << "asked about more than the last records first";
+  testing::restore_rank(*e, m, s, 0, 1, n, rng);
+}
+
 }  // namespace
 }  // namespace kvtier

@@ -39,6 +39,7 @@ std::vector<bool> Engine::Impl::remote_fits(std::span<const Key128> keys,
     std::vector<std::string> names;
     names.reserve(stop - begin);
     for (size_t i = begin; i < stop; ++i) names.push_back(remote_key(keys[i]));
+    remote_->counters.remote_probes += names.size();
     const auto sizes = client->sizes(names, kLookupAttempts);
     remote_->note(sizes);
     bool all = true;
