@@ -321,33 +321,35 @@ uint64_t held_boundary(const Parts& parts, const KvGeometry& model, std::span<co
     }
   };
   // First only the last record each end needs of each part (its state, its window's last
-  // record). Window and state records are kept only near where saves ended, so few ends pass;
+  // record), the state parts first, each part asked only about the ends every part before it
+  // passed. Window and state records are kept only near where saves ended, so few ends pass;
   // asking about every window record of every end instead costs thousands of keys on a long
   // prompt.
-  std::vector<std::optional<Key128>> last(parts.size() * asked.size());
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (kind_of(*parts[i]) == RecordKind::kFullAttention) continue;
+  std::vector<size_t> order;
+  for (const RecordKind kind : {RecordKind::kState, RecordKind::kSlidingWindow}) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (kind_of(*parts[i]) == kind) order.push_back(i);
+    }
+  }
+  std::vector<uint64_t> alive = asked;
+  for (size_t i : order) {
     std::vector<ChunkRef> probes;
-    for (size_t e = 0; e < asked.size(); ++e) {
-      const std::vector<ChunkRef> lacking = lacking_of(i, asked[e]);
-      if (lacking.empty()) continue;
-      last[i * asked.size() + e] = lacking.back().key;
-      probes.push_back(lacking.back());
+    std::vector<std::optional<Key128>> last;
+    for (uint64_t end : alive) {
+      const std::vector<ChunkRef> lacking = lacking_of(i, end);
+      last.push_back(lacking.empty() ? std::nullopt : std::optional(lacking.back().key));
+      if (!lacking.empty()) probes.push_back(lacking.back());
     }
     ask(i, probes);
-  }
-  std::vector<uint64_t> alive;
-  for (size_t e = 0; e < asked.size(); ++e) {
-    bool passed = true;
-    for (size_t i = 0; i < parts.size() && passed; ++i) {
-      const std::optional<Key128>& key = last[i * asked.size() + e];
-      passed = !key || cluster[i].contains(*key);
+    std::vector<uint64_t> passed;
+    for (size_t e = 0; e < alive.size(); ++e) {
+      if (!last[e] || cluster[i].contains(*last[e])) passed.push_back(alive[e]);
     }
-    if (passed) alive.push_back(asked[e]);
+    alive = std::move(passed);
+    if (alive.empty()) return local;
   }
   // Then every earlier record the ends that passed lack.
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (kind_of(*parts[i]) == RecordKind::kFullAttention) continue;
+  for (size_t i : order) {
     std::vector<ChunkRef> rest;
     for (uint64_t end : alive) {
       const std::vector<ChunkRef> lacking = lacking_of(i, end);
