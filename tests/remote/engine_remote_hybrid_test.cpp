@@ -335,6 +335,19 @@ HybridSession session_of(const Hybrid& m, uint64_t n, std::mt19937_64& rng) {
   return s;
 }
 
+/// One head, a full-attention layer and a sliding-window layer of `window` tokens kept in records
+/// of `window_chunk`, chunks of `chunk`.
+Hybrid one_window_model(uint32_t chunk, uint32_t window, uint32_t window_chunk) {
+  Hybrid m;
+  m.heads = 1;
+  m.kinds = {LayerKind::kFullAttention, LayerKind::kSlidingWindow};
+  m.head_dim = 8;
+  m.chunk = chunk;
+  m.window = window;
+  m.window_chunk = window_chunk;
+  return m;
+}
+
 // A node restores a part's records from its own tiers only as a run from the first, the rest
 // from the cluster. Node A saved the first 12 tokens through the cluster (window records 0-5
 // there); node B saved all 24 with no cluster tier (window records 6-11 only on its drives). A
@@ -345,13 +358,7 @@ TEST(EngineRemoteHybrid, WindowRecordsHeldHereAfterOnesOnlyTheClusterHoldsAreNoH
   ASSERT_OK(cluster);
   const std::string seeds = (*cluster)->seeds();
   std::mt19937_64 rng(testing::test_seed());
-  Hybrid m;
-  m.heads = 1;
-  m.kinds = {LayerKind::kFullAttention, LayerKind::kSlidingWindow};
-  m.head_dim = 8;
-  m.chunk = 4;
-  m.window = 12;
-  m.window_chunk = 2;
+  const Hybrid m = one_window_model(4, 12, 2);
   for (int round = 0; round < 3; ++round) {
     const HybridSession s = session_of(m, 24, rng);
     const HybridSession t = continuation(m, prefix_of(m, s, 20, 1, rng), 6, rng);
@@ -420,13 +427,7 @@ TEST(EngineRemoteHybrid, ALookupAsksTheClusterAboutTheLastRecordsFirst) {
   ASSERT_OK(cluster);
   const std::string seeds = (*cluster)->seeds();
   std::mt19937_64 rng(testing::test_seed());
-  Hybrid m;
-  m.heads = 1;
-  m.kinds = {LayerKind::kFullAttention, LayerKind::kSlidingWindow};
-  m.head_dim = 8;
-  m.chunk = 8;
-  m.window = 24;
-  m.window_chunk = 1;
+  Hybrid m = one_window_model(8, 24, 1);
   m.state_layers = 1;
   m.state_bytes = 64;
   const uint64_t chunks = 64, n = chunks * m.chunk;
