@@ -43,8 +43,14 @@ class IoEngine {
   [[nodiscard]] virtual size_t fixed_buffers() const { return 0; }
   /// Starts every queued request.
   [[nodiscard]] virtual Status submit() = 0;
-  /// Waits until at least one request has completed; writes up to out.size() completions.
+  /// Waits until at least one request has completed, or wake() was called; writes up to
+  /// out.size() completions (none after a wake that came first).
   [[nodiscard]] virtual Result<size_t> wait(std::span<IoCompletion> out) = 0;
+  /// Makes a wait() blocked now, or the next one, return: another thread has work for the
+  /// engine's thread (a staging slot freed while every request of the engine's thread is still in
+  /// flight). The one call any thread may make. An engine whose wait() cannot be woken keeps the
+  /// default: that wait then returns at its next completion.
+  virtual void wake() {}
 };
 
 /// pread/pwrite, the buffered baseline: on the caller's thread inside enqueue() with one thread,

@@ -3,6 +3,7 @@
 #include "io/pipeline.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <deque>
 #include <mutex>
@@ -91,7 +92,20 @@ class PipelineRun {
     for (;;) {
       refill_freed_slots();
       if (in_flight_ > 0) {
+        // A slot a worker frees now would wait for the next completion to be refilled: the
+        // worker wakes the engine instead while this thread waits (or is about to).
+        io_waiting_.store(true);
+        bool freed;
+        {
+          std::lock_guard lock(mu_);
+          freed = !freed_.empty();
+        }
+        if (freed) {
+          io_waiting_.store(false);
+          continue;
+        }
         auto n = engine_.wait(completions_);
+        io_waiting_.store(false);
         if (!n) return n.error();
         for (size_t i = 0; i < *n; ++i) on_completion(completions_[i]);
         if (in_flight_ > 0) note(engine_.submit());
@@ -184,6 +198,9 @@ class PipelineRun {
       freed_.push_back(slot);
       --consuming_;
       cv_.notify_all();
+      // After the push: either the I/O thread, about to wait, finds the slot, or it has said it
+      // waits and is woken.
+      if (io_waiting_.load()) engine_.wake();
     }
   }
 
@@ -201,6 +218,7 @@ class PipelineRun {
   std::vector<bool> yielded_;  // I/O thread only
   size_t active_slots_;        // I/O thread only
   std::vector<std::thread> threads_;
+  std::atomic<bool> io_waiting_{false};  // the I/O thread waits on the engine (or is about to)
 
   std::mutex mu_;
   std::condition_variable cv_;

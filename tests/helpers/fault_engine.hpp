@@ -50,6 +50,7 @@ class FaultyEngine final : public IoEngine {
     return {};
   }
   Status submit() override { return in_flight_ > 0 ? inner_->submit() : Status{}; }
+  void wake() override { inner_->wake(); }
   Result<size_t> wait(std::span<IoCompletion> out) override {
     if (!injected_.empty()) {
       size_t n = 0;

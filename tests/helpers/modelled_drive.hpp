@@ -53,6 +53,9 @@ class ModelledEngine final : public IoEngine {
     return inner_->enqueue(r);
   }
   Status submit() override { return inner_flight_ > 0 ? inner_->submit() : Status{}; }
+  // A wake reaches the inner engine's wait only: one that comes while this engine sleeps until a
+  // modelled completion is due takes effect at that completion.
+  void wake() override { inner_->wake(); }
   Result<size_t> wait(std::span<IoCompletion> out) override {
     if (ready_.empty() && failed_.empty()) {
       std::vector<IoCompletion> got(inner_flight_);
@@ -62,6 +65,7 @@ class ModelledEngine final : public IoEngine {
       ready_.insert(ready_.end(), got.begin(), got.begin() + static_cast<long>(*n));
       std::sort(ready_.begin(), ready_.end(),
                 [&](auto& a, auto& b) { return due_[a.tag] < due_[b.tag]; });
+      if (ready_.empty()) return size_t{0};  // woken, nothing completed
     }
     std::deque<IoCompletion>& from = failed_.empty() ? ready_ : failed_;
     std::this_thread::sleep_until(due_[from.front().tag]);

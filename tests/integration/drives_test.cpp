@@ -230,6 +230,7 @@ class DriveProbe {
       return inner_->enqueue(r);
     }
     Status submit() override { return inner_->submit(); }
+    void wake() override { inner_->wake(); }
     Result<size_t> wait(std::span<IoCompletion> out) override {
       auto n = inner_->wait(out);
       if (n) in_flight_ -= *n;

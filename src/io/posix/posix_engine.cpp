@@ -66,13 +66,23 @@ class PosixEngine final : public IoEngine {
     std::unique_lock lock(mu_);
     if (done_.empty() && in_flight_ == 0)
       return fail(ErrorCode::kInternal, "wait() with nothing in flight");
-    completed_.wait(lock, [&] { return !done_.empty(); });
+    completed_.wait(lock, [&] { return !done_.empty() || woken_; });
+    woken_ = false;
     size_t n = 0;
     while (n < out.size() && !done_.empty()) {
       out[n++] = done_.front();
       done_.pop_front();
     }
     return n;
+  }
+
+  void wake() override {
+    if (workers_.empty()) return;  // requests ran inside enqueue(): wait() never blocks
+    {
+      std::lock_guard lock(mu_);
+      woken_ = true;
+    }
+    completed_.notify_all();
   }
 
  private:
@@ -100,6 +110,7 @@ class PosixEngine final : public IoEngine {
   std::deque<IoCompletion> done_;  // guarded by mu_ when there are workers
   size_t in_flight_ = 0;           // queued or running, guarded by mu_
   bool stop_ = false;
+  bool woken_ = false;  // guarded by mu_: wake() since the last wait()
 };
 
 }  // namespace

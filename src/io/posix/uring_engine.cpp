@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #include <liburing.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <sys/uio.h>
 
@@ -15,21 +18,30 @@
 namespace kvtier {
 namespace {
 
+/// The tag of the wake-up poll's completions: no request's (requests carry slot indices).
+constexpr uint64_t kWakeTag = ~uint64_t{0};
+
 /// One io_uring per engine; requests go in as read/write SQEs (O_DIRECT comes from the fd), as
-/// fixed-buffer ones where the buffer lies in a registered region.
+/// fixed-buffer ones where the buffer lies in a registered region. wake() writes an eventfd that
+/// the ring polls, so a wait() returns without a request's completion.
 class UringEngine final : public IoEngine {
  public:
   explicit UringEngine(uint32_t depth) : depth_(depth) {}
   ~UringEngine() override {
     if (ready_) io_uring_queue_exit(&ring_);
+    if (wake_fd_ >= 0) ::close(wake_fd_);
   }
   UringEngine(const UringEngine&) = delete;
   UringEngine& operator=(const UringEngine&) = delete;
 
   Status init() {
-    int rc = io_uring_queue_init(depth_, &ring_, 0);
+    // One entry more than the requests: the wake-up poll.
+    int rc = io_uring_queue_init(depth_ + 1, &ring_, 0);
     if (rc < 0) return Status(ErrorCode::kNotSupported, "io_uring_queue_init failed", -rc);
     ready_ = true;
+    // Without an eventfd the engine still works; its wait() only returns at completions.
+    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    rearm();
     return {};
   }
 
@@ -82,6 +94,7 @@ class UringEngine final : public IoEngine {
   }
 
   Result<size_t> wait(std::span<IoCompletion> out) override {
+    rearm();
     io_uring_cqe* cqe = nullptr;
     int rc;
     do {
@@ -89,11 +102,29 @@ class UringEngine final : public IoEngine {
     } while (rc == -EINTR);
     if (rc < 0) return fail(posix_error(-rc, "io_uring_wait_cqe"));
     size_t n = 0;
+    bool woken = false;
     while (n < out.size() && io_uring_peek_cqe(&ring_, &cqe) == 0) {
-      out[n++] = {io_uring_cqe_get_data64(cqe), cqe->res};
+      const uint64_t tag = io_uring_cqe_get_data64(cqe);
+      if (tag == kWakeTag) {
+        woken = true;
+      } else {
+        out[n++] = {tag, cqe->res};
+      }
       io_uring_cqe_seen(&ring_, cqe);
     }
+    if (woken) {
+      uint64_t count = 0;
+      // Reset the counter (0 already when two wakes met one poll); the next wait() polls again.
+      [[maybe_unused]] const ssize_t got = ::read(wake_fd_, &count, sizeof count);
+      armed_ = false;
+    }
     return n;
+  }
+
+  void wake() override {
+    if (wake_fd_ < 0) return;
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t put = ::write(wake_fd_, &one, sizeof one);
   }
 
  private:
@@ -106,9 +137,23 @@ class UringEngine final : public IoEngine {
     return -1;
   }
 
+  /// Polls the eventfd once more where no poll is pending (each wake ends one). A ring that
+  /// refuses the entry now is asked again at the next wait(); until then a wake goes unheard and
+  /// that wait() returns at its next completion.
+  void rearm() {
+    if (wake_fd_ < 0 || armed_) return;
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (sqe == nullptr) return;
+    io_uring_prep_poll_add(sqe, wake_fd_, POLLIN);
+    io_uring_sqe_set_data64(sqe, kWakeTag);
+    armed_ = submit().ok();
+  }
+
   uint32_t depth_;
   io_uring ring_{};
   bool ready_ = false;
+  int wake_fd_ = -1;    // set once, at init(); wake() may read it from any thread
+  bool armed_ = false;  // a poll of wake_fd_ is pending (the engine's thread only)
   std::vector<std::span<std::byte>> fixed_;  // registered with the ring, in registration order
 };
 

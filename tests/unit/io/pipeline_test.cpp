@@ -8,10 +8,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -56,6 +58,71 @@ class FaultyEngine final : public IoEngine {
  private:
   std::deque<IoCompletion> done_;
   int calls_ = 0;
+};
+
+/// Reads nothing; a request completes (whole) only when the test finishes it by its offset.
+/// wait() blocks until one is finished or wake() is called: the pipeline's I/O thread is then
+/// held in wait() exactly as long as the test keeps every request in flight.
+class HeldEngine final : public IoEngine {
+ public:
+  std::string_view name() const override { return "held"; }
+  uint32_t depth() const override { return 8; }
+  Status enqueue(const IoRequest& r) override {
+    std::lock_guard lock(mu_);
+    pending_[r.offset] = {r.tag, r.length};
+    changed_.notify_all();
+    return {};
+  }
+  Status submit() override { return {}; }
+  Result<size_t> wait(std::span<IoCompletion> out) override {
+    std::unique_lock lock(mu_);
+    waiting_ = true;
+    changed_.notify_all();
+    changed_.wait(lock, [&] { return !done_.empty() || woken_; });
+    waiting_ = false;
+    woken_ = false;
+    size_t n = 0;
+    while (n < out.size() && !done_.empty()) {
+      out[n++] = done_.front();
+      done_.pop_front();
+    }
+    return n;
+  }
+  void wake() override {
+    std::lock_guard lock(mu_);
+    woken_ = true;
+    changed_.notify_all();
+  }
+  void finish(uint64_t offset) {
+    std::lock_guard lock(mu_);
+    auto it = pending_.find(offset);
+    ASSERT_NE(it, pending_.end()) << "no request reads offset " << offset;
+    done_.push_back(it->second);
+    pending_.erase(it);
+    changed_.notify_all();
+  }
+  /// Whether, within `limit`, a thread comes to block in wait() with nothing to return.
+  bool blocked_in_wait(std::chrono::seconds limit) {
+    std::unique_lock lock(mu_);
+    return changed_.wait_for(lock, limit, [&] { return waiting_ && done_.empty() && !woken_; });
+  }
+  /// Whether, within `limit`, the requests in flight come to read exactly `offsets`.
+  bool in_flight_become(const std::set<uint64_t>& offsets, std::chrono::seconds limit) {
+    std::unique_lock lock(mu_);
+    return changed_.wait_for(lock, limit, [&] {
+      std::set<uint64_t> now;
+      for (const auto& [offset, c] : pending_) now.insert(offset);
+      return now == offsets;
+    });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<uint64_t, IoCompletion> pending_;  // by offset: tag, and the length as the result
+  std::deque<IoCompletion> done_;
+  bool woken_ = false;
+  bool waiting_ = false;
 };
 
 class CollectSink final : public PieceSink {
@@ -150,6 +217,49 @@ TEST_F(PipelineTest, ReadPastEndOfFileIsCorruptNotAHang) {
   CollectSink sink(got, beyond);
   FaultyEngine engine;
   EXPECT_EQ(run_pipeline(engine, beyond, spans_, false, sink).code(), ErrorCode::kCorrupt);
+}
+
+// Two slots, one worker: when the first read completes and the worker hands its slot back, the
+// slot reads the third piece at once, while the second read is still in flight. Before the
+// worker woke the engine, the freed slot waited for the next completion, and a lane ran at
+// about half the requests in flight its slots allow.
+TEST(PipelineWake, ASlotAWorkerFreesReadsAgainWhileTheOtherReadIsStillInFlight) {
+  constexpr uint32_t kPiece = 4096;
+  const std::vector<Piece> pieces = {
+      {-1, 0, kPiece}, {-1, kPiece, kPiece}, {-1, 2 * kPiece, kPiece}};
+  std::vector<AlignedBuffer> bufs;
+  std::vector<std::span<std::byte>> spans;
+  for (int i = 0; i < 2; ++i) spans.push_back(bufs.emplace_back(kPiece).span());
+  std::vector<std::byte> got(3 * kPiece);
+  HeldEngine engine;
+  // The first piece is consumed only once the I/O thread waits on the engine again: its slot is
+  // then freed while that thread is blocked.
+  class GatedSink final : public PieceSink {
+   public:
+    GatedSink(HeldEngine& e, std::vector<std::byte>& got, std::span<const Piece> pieces)
+        : engine_(e), collect(got, pieces) {}
+    Status consume(size_t index, size_t slot, std::span<const std::byte> data) override {
+      if (index == 0) {
+        EXPECT_TRUE(engine_.blocked_in_wait(std::chrono::seconds(20)));
+      }
+      return collect.consume(index, slot, data);
+    }
+    HeldEngine& engine_;
+    CollectSink collect;
+  } sink(engine, got, pieces);
+  Status result;
+  std::thread run([&] { result = run_pipeline(engine, pieces, spans, false, sink, 1); });
+  const auto limit = std::chrono::seconds(20);
+  ASSERT_TRUE(engine.in_flight_become({0, kPiece}, limit));
+  engine.finish(0);
+  EXPECT_TRUE(engine.in_flight_become({kPiece, 2 * kPiece}, limit))
+      << "the freed slot waited for the other read to complete";
+  engine.finish(kPiece);
+  ASSERT_TRUE(engine.in_flight_become({2 * kPiece}, limit));
+  engine.finish(2 * kPiece);
+  run.join();
+  ASSERT_OK(result);
+  EXPECT_EQ(sink.collect.consumed, 3);
 }
 
 TEST(StagingPool, BoundsSlotsAndReturnsThemOnRelease) {
@@ -345,6 +455,34 @@ TEST(IoEngines, UringAndPosixMoveTheSameBytes) {
   EXPECT_EQ(got, data);
   if (!fallback.empty()) GTEST_SKIP() << "io_uring unavailable here: " << fallback;
   EXPECT_EQ(uring->name(), "io_uring");
+}
+
+// A wait() with a read in flight that cannot complete (an empty pipe) returns, with no
+// completion, when another thread wakes the engine; the read then completes as usual.
+TEST(IoEngines, AUringWaitReturnsWhenWokenBeforeAnyCompletion) {
+  auto engine = make_uring_engine(2);
+  if (!engine) GTEST_SKIP() << "io_uring unavailable here: " << engine.error().message();
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const UniqueFd in(fds[0]), out(fds[1]);
+  std::byte buf[8];
+  ASSERT_OK((*engine)->enqueue({in.get(), 0, buf, sizeof buf, false, 7}));
+  ASSERT_OK((*engine)->submit());
+  std::thread waker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    (*engine)->wake();
+  });
+  IoCompletion c[2];
+  auto woken = (*engine)->wait(c);
+  waker.join();
+  ASSERT_OK(woken);
+  EXPECT_EQ(*woken, 0u);
+  ASSERT_EQ(::write(out.get(), "kvtier!", 8), 8);
+  auto read = (*engine)->wait(c);
+  ASSERT_OK(read);
+  ASSERT_EQ(*read, 1u);
+  EXPECT_EQ(c[0].tag, 7u);
+  EXPECT_EQ(c[0].result, 8);
 }
 
 TEST(IoEngines, UringWithFixedBuffersMovesTheSameBytesInsideAndOutsideThem) {
