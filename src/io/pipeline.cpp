@@ -199,8 +199,12 @@ class PipelineRun {
       --consuming_;
       cv_.notify_all();
       // After the push: either the I/O thread, about to wait, finds the slot, or it has said it
-      // waits and is woken.
-      if (io_waiting_.load()) engine_.wake();
+      // waits and is woken (outside the lock: the wake is a system call).
+      if (io_waiting_.load()) {
+        lock.unlock();
+        engine_.wake();
+        lock.lock();
+      }
     }
   }
 

@@ -35,13 +35,14 @@ class UringEngine final : public IoEngine {
   UringEngine& operator=(const UringEngine&) = delete;
 
   Status init() {
-    // One entry more than the requests: the wake-up poll.
-    int rc = io_uring_queue_init(depth_ + 1, &ring_, 0);
+    // The wake-up poll needs no entry of its own: wait() arms it after the requests were submitted.
+    int rc = io_uring_queue_init(depth_, &ring_, 0);
     if (rc < 0) return Status(ErrorCode::kNotSupported, "io_uring_queue_init failed", -rc);
     ready_ = true;
     // Without an eventfd the engine still works; its wait() only returns at completions.
+    // Armed at the first wait(), not here: before Linux 5.13 registering buffers waits for the
+    // ring to go idle, and a pending poll would keep it busy for ever.
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    rearm();
     return {};
   }
 
@@ -146,7 +147,10 @@ class UringEngine final : public IoEngine {
     if (sqe == nullptr) return;
     io_uring_prep_poll_add(sqe, wake_fd_, POLLIN);
     io_uring_sqe_set_data64(sqe, kWakeTag);
-    armed_ = submit().ok();
+    // Queued now whether or not this submit goes through (the next one takes it along): arming
+    // it again would leave two polls pending.
+    armed_ = true;
+    (void)submit();
   }
 
   uint32_t depth_;
