@@ -193,6 +193,9 @@ class PipelineRun {
       Status st = skip ? Status()
                        : sink_.consume(state_[slot].piece, slot,
                                        slots_[slot].first(pieces_[state_[slot].piece].length));
+      // The slot's asynchronous use (a GPU copy) is waited for here, not by the I/O thread when it
+      // refills the slot: blocked there, it would reap no completion and start no other slot.
+      if (!skip && st.ok()) st = sink_.release(slot);
       lock.lock();
       if (!st.ok() && error_.ok()) error_ = std::move(st);
       freed_.push_back(slot);

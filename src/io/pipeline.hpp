@@ -39,7 +39,9 @@ class PieceSink {
                                        std::span<const std::byte> /*data*/) {
     return {};
   }
-  /// Called before `slot` is reused: wait here for any asynchronous use of its bytes.
+  /// Called before `slot` is reused: wait here for any asynchronous use of its bytes. May be called
+  /// more than once for one use (a worker waits, then the slot's refill asks again): the later
+  /// calls find nothing to wait for.
   [[nodiscard]] virtual Status release(size_t /*slot*/) { return {}; }
 };
 

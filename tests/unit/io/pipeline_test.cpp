@@ -262,6 +262,72 @@ TEST(PipelineWake, ASlotAWorkerFreesReadsAgainWhileTheOtherReadIsStillInFlight) 
   EXPECT_EQ(sink.collect.consumed, 3);
 }
 
+// Two slots, two workers: while a worker waits for the first slot's asynchronous use (a GPU copy
+// a sink's release() waits for), the I/O thread goes on reaping: the second read completes and is
+// consumed. Were the wait left to the I/O thread when it refills the slot, nothing would be reaped
+// until the copy ended, and a lane's other reads would sit completed behind it.
+TEST(PipelineWake, TheIoThreadReapsWhileASlotsDeviceWorkIsWaitedFor) {
+  constexpr uint32_t kPiece = 4096;
+  const std::vector<Piece> pieces = {
+      {-1, 0, kPiece}, {-1, kPiece, kPiece}, {-1, 2 * kPiece, kPiece}};
+  std::vector<AlignedBuffer> bufs;
+  std::vector<std::span<std::byte>> spans;
+  for (int i = 0; i < 2; ++i) spans.push_back(bufs.emplace_back(kPiece).span());
+  std::vector<std::byte> got(3 * kPiece);
+  HeldEngine engine;
+  // Releasing the first piece's slot waits until the second piece has been consumed.
+  class CopyingSink final : public PieceSink {
+   public:
+    CopyingSink(std::vector<std::byte>& got, std::span<const Piece> pieces)
+        : collect(got, pieces) {}
+    Status consume(size_t index, size_t slot, std::span<const std::byte> data) override {
+      std::lock_guard lock(mu_);
+      Status st = collect.consume(index, slot, data);
+      if (index == 0) first_slot_ = slot;
+      consumed_.insert(index);
+      changed_.notify_all();
+      return st;
+    }
+    Status release(size_t slot) override {
+      std::unique_lock lock(mu_);
+      if (slot != first_slot_ || !consumed_.contains(0) || waited_) return {};
+      waited_ = true;
+      changed_.notify_all();
+      second_seen_while_waiting =
+          changed_.wait_for(lock, std::chrono::seconds(5), [&] { return consumed_.contains(1); });
+      return {};
+    }
+    /// Whether, within `limit`, some thread waits in release() for the first piece's slot.
+    bool waiting_to_release(std::chrono::seconds limit) {
+      std::unique_lock lock(mu_);
+      return changed_.wait_for(lock, limit, [&] { return waited_; });
+    }
+    CollectSink collect;
+    bool second_seen_while_waiting = false;
+
+   private:
+    std::mutex mu_;
+    std::condition_variable changed_;
+    std::set<size_t> consumed_;
+    size_t first_slot_ = SIZE_MAX;
+    bool waited_ = false;
+  } sink(got, pieces);
+  Status result;
+  std::thread run([&] { result = run_pipeline(engine, pieces, spans, false, sink, 2); });
+  const auto limit = std::chrono::seconds(20);
+  ASSERT_TRUE(engine.in_flight_become({0, kPiece}, limit));
+  engine.finish(0);
+  ASSERT_TRUE(sink.waiting_to_release(limit));
+  engine.finish(kPiece);
+  ASSERT_TRUE(engine.in_flight_become({2 * kPiece}, limit));
+  engine.finish(2 * kPiece);
+  run.join();
+  ASSERT_OK(result);
+  EXPECT_TRUE(sink.second_seen_while_waiting)
+      << "no completion was reaped while the first slot's device work was waited for";
+  EXPECT_EQ(sink.collect.consumed, 3);
+}
+
 TEST(StagingPool, BoundsSlotsAndReturnsThemOnRelease) {
   StagingPool pool(4 << 20, 1 << 20);
   EXPECT_EQ(pool.slot_count(), 4u);
