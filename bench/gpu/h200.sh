@@ -122,7 +122,7 @@ virtio_seed() {
   stdbuf -oL "$K" bench --workload seed --store /root/seed-store --out "/root/runs/$name" "$@" 2>&1 \
     | grep -v "%$" > "$OUT/$name.txt"
   say "== $name (virtio disk: $*): $(( $(date +%s) - start )) s"
-  grep -E "^\| |fio ceiling|WARNING|ERROR" "$OUT/$name.txt" | tee -a "$OUT/summary.txt"
+  grep -E "^\| |^SLOTS |fio ceiling|WARNING|ERROR" "$OUT/$name.txt" | tee -a "$OUT/summary.txt"
   rm -rf /root/seed-store
 }
 

@@ -150,7 +150,7 @@ h200_seed() {
     --sessions "${SESSIONS:-1}" --tokens "${TOKENS:-100000}" --keep --no-report --out "/root/runs/$name" "$@" 2>&1 \
     | grep -v "%$" > "$OUT/$name.txt"
   echo "== $name (--store $store $*): $(( $(date +%s) - start )) s" | tee -a "$OUT/summary.txt"
-  grep -E "^\| (posix|gds|dram)|fio ceiling|WARNING|ERROR|^kvtier: " "$OUT/$name.txt" | tee -a "$OUT/summary.txt"
+  grep -E "^\| (posix|gds|dram)|^SLOTS |fio ceiling|WARNING|ERROR|^kvtier: " "$OUT/$name.txt" | tee -a "$OUT/summary.txt"
 }
 
 # h200_left [MARGIN]: whether more than MARGIN seconds (default 60) of the call's budget are left:

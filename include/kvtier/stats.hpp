@@ -82,6 +82,18 @@ struct LatencyHistogram {
   X(counter, engine, staging_bytes_read, "bytes read from storage into host staging")              \
   X(counter, engine, device_copy_bytes, "bytes copied between staging and a device")               \
   X(counter, engine, restore_host_bytes, "host memory traffic of restores (accounted)")            \
+  /* Where the staging slots of reads from the drives (restores, verifies, moves between tiers)    \
+     spent their time, in nanoseconds summed over slots: read_slot_ns is slots x the reads' time;  \
+     of it, a request in flight, read and waiting for a consumer thread, consumed (headers checked,\
+     copies queued), waiting for the slot's copy to the device, and waiting to be refilled. The    \
+     rest the slots sat idle (before their first piece, after their last, handed to another      \
+     operation). A drive read fully busy shows in reading; a slow consumer or device elsewhere.  */ \
+  X(counter, engine, read_slot_ns, "staging slot time of reads (slots x their time), ns")          \
+  X(counter, engine, read_slot_reading_ns, "slot time with a read in flight, ns")                  \
+  X(counter, engine, read_slot_queued_ns, "slot time read and waiting for a consumer thread, ns")  \
+  X(counter, engine, read_slot_consuming_ns, "slot time being consumed, ns")                       \
+  X(counter, engine, read_slot_device_wait_ns, "slot time waiting for its copy to a device, ns")   \
+  X(counter, engine, read_slot_refill_wait_ns, "slot time waiting to be refilled, ns")             \
   X(counter, store, evicted_segments, "segments evicted to stay under capacity")                   \
   X(counter, store, evicted_records, "records dropped by eviction, evict() or corruption")         \
   X(gauge, store, recovered_records, "records loaded from the index at open")                      \

@@ -21,6 +21,7 @@ class LaneSink final : public PieceSink {
     return sink_.consume(global_[index], base_ + slot, data);
   }
   Status release(size_t slot) override { return sink_.release(base_ + slot); }
+  void account(const SlotTimes& times) override { sink_.account(times); }
 
  private:
   PieceSink& sink_;

@@ -183,6 +183,15 @@ class ScatterSink final : public PieceSink {
     return transfer_ == nullptr ? Status() : transfer_->release(slot);
   }
 
+  void account(const SlotTimes& times) override {
+    std::lock_guard lock(times_mu_);
+    times_ += times;
+  }
+  [[nodiscard]] SlotTimes slot_times() {
+    std::lock_guard lock(times_mu_);
+    return times_;
+  }
+
  private:
   /// What one piece holds: payload spans of raw records, stored spans of coded records a device
   /// decodes, and the bytes of coded records consumed.
@@ -300,6 +309,8 @@ class ScatterSink final : public PieceSink {
   CodedLanding* coded_;
   std::mutex progress_mu_;
   std::atomic<uint64_t> done_{0};
+  std::mutex times_mu_;
+  SlotTimes times_;  // guarded by times_mu_
 };
 
 }  // namespace
@@ -372,9 +383,16 @@ Result<ReadOutcome> ReadRoute::read_stored(Channel& channel, std::span<const Loc
                    coded ? &*coded : nullptr);
   out.status = channel.read(read.files, read.io.pieces, lease, sink, consumer_threads());
   out.host_bytes = channel.host_bytes(read.io.bytes);
+  const SlotTimes slots = sink.slot_times();
+  counters_.read_slot_ns += slots.total;
+  counters_.read_slot_reading_ns += slots.reading;
+  counters_.read_slot_queued_ns += slots.queued;
+  counters_.read_slot_consuming_ns += slots.consuming;
+  counters_.read_slot_device_wait_ns += slots.device_wait;
+  counters_.read_slot_refill_wait_ns += slots.refill_wait;
   if (transfer) {
     out.absorb(*transfer);
-    device_copy_bytes_ += transfer->device_copy_bytes();
+    counters_.device_copy_bytes += transfer->device_copy_bytes();
     out.host_bytes += transfer->host_memory_bytes();
   }
   return out;

@@ -15,6 +15,7 @@
 #include "common/checksum.hpp"
 #include "datapath/transfer_kit.hpp"
 #include "device/device.hpp"
+#include "engine/counters.hpp"
 #include "engine/record_codec.hpp"
 #include "kvtier/engine.hpp"
 #include "store/store.hpp"
@@ -78,11 +79,12 @@ class ReadRoute {
  public:
   /// `coded_run_bytes`: decoded bytes of coded records a read into device memory holds room for
   /// at a time (kCodedRunBytes unless KVTIER_CODED_RUN_BYTES says otherwise).
-  ReadRoute(TransferKit& kit, RecordShape shape, std::atomic<uint64_t>& device_copy_bytes,
+  /// `counters`: where the route counts device copies and its staging slots' time.
+  ReadRoute(TransferKit& kit, RecordShape shape, EngineCounters& counters,
             uint64_t coded_run_bytes = kCodedRunBytes)
       : kit_(kit),
         shape_(std::move(shape)),
-        device_copy_bytes_(device_copy_bytes),
+        counters_(counters),
         coded_run_bytes_(coded_run_bytes) {}
 
   /// Reads `records` through `channel` into `destination` (or, with none, checks them on the
@@ -156,7 +158,7 @@ class ReadRoute {
 
   TransferKit& kit_;
   const RecordShape shape_;
-  std::atomic<uint64_t>& device_copy_bytes_;
+  EngineCounters& counters_;
   uint64_t coded_run_bytes_;
 };
 

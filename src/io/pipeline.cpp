@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "api/try.hpp"
@@ -15,9 +17,45 @@
 namespace kvtier {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 struct SlotState {
   size_t piece = 0;
   uint32_t done = 0;  // bytes already transferred (short transfers are resumed)
+  // When the slot entered its present state (reading, queued, handed back); unset before its first
+  // piece and once handed to another operation.
+  std::optional<Clock::time_point> since;
+};
+
+uint64_t nanos(Clock::duration d) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+}
+
+/// SlotTimes as the threads of one run add to it.
+struct SlotClock {
+  std::atomic<uint64_t> reading{0}, queued{0}, consuming{0}, device_wait{0}, refill_wait{0};
+
+  /// Adds the time since `st.since` to `bucket` and restarts the slot's clock at `now`.
+  static void spend(std::atomic<uint64_t>& bucket, SlotState& st, Clock::time_point now) {
+    if (st.since) bucket.fetch_add(nanos(now - *st.since), std::memory_order_relaxed);
+    st.since = now;
+  }
+  /// Runs `call`, adding its time to `bucket`.
+  template <typename Call>
+  static Status timed(std::atomic<uint64_t>& bucket, Call&& call) {
+    const Clock::time_point t0 = Clock::now();
+    Status st = call();
+    bucket.fetch_add(nanos(Clock::now() - t0), std::memory_order_relaxed);
+    return st;
+  }
+  [[nodiscard]] SlotTimes snapshot(uint64_t total) const {
+    return {total,
+            reading.load(),
+            queued.load(),
+            consuming.load(),
+            device_wait.load(),
+            refill_wait.load()};
+  }
 };
 
 IoRequest request_for(const Piece& p, std::span<std::byte> slot, uint32_t done, bool write,
@@ -46,6 +84,14 @@ class PipelineRun {
         active_slots_(slots.size()) {}
 
   Status run() {
+    const Clock::time_point began = Clock::now();
+    Status st = run_all();
+    sink_.account(clock_.snapshot(nanos(Clock::now() - began) * slots_.size()));
+    return st;
+  }
+
+ private:
+  Status run_all() {
     for (unsigned w = 0; w < workers_; ++w) threads_.emplace_back([this] { worker_loop(); });
     for (size_t s = 0; s < slots_.size() && next_ < pieces_.size() && ok(); ++s) note(start(s));
     if (in_flight_ > 0) note(engine_.submit());
@@ -59,12 +105,12 @@ class PipelineRun {
     if (!broken.ok()) return broken;
     if (!error_.ok()) return error_;
     for (size_t s = 0; s < slots_.size(); ++s) {
-      if (!yielded_[s]) KVTIER_TRY(sink_.release(s));
+      if (yielded_[s]) continue;
+      KVTIER_TRY(SlotClock::timed(clock_.device_wait, [&] { return sink_.release(s); }));
     }
     return {};
   }
 
- private:
   bool ok() {
     std::lock_guard lock(mu_);
     return error_.ok();
@@ -77,11 +123,17 @@ class PipelineRun {
 
   Status start(size_t slot) {
     const size_t index = next_++;
-    KVTIER_TRY(sink_.release(slot));
-    state_[slot] = {index, 0};
+    SlotState& st = state_[slot];
+    SlotClock::spend(clock_.refill_wait, st, Clock::now());
+    KVTIER_TRY(SlotClock::timed(clock_.device_wait, [&] { return sink_.release(slot); }));
+    st.piece = index;
+    st.done = 0;
     std::span<std::byte> data = slots_[slot].first(pieces_[index].length);
-    if (write_) KVTIER_TRY(sink_.fill(index, slot, data));
+    if (write_) {
+      KVTIER_TRY(SlotClock::timed(clock_.consuming, [&] { return sink_.fill(index, slot, data); }));
+    }
     KVTIER_TRY(engine_.enqueue(request_for(pieces_[index], data, 0, write_, slot)));
+    st.since = Clock::now();
     ++in_flight_;
     return {};
   }
@@ -128,7 +180,9 @@ class PipelineRun {
       if (next_ < pieces_.size() && ok()) {
         // Others wait for staging: hand this slot back once its device work is done.
         if (yield_ != nullptr && active_slots_ > 1 && yield_->should_yield()) {
-          note(sink_.release(slot));
+          SlotClock::spend(clock_.refill_wait, state_[slot], Clock::now());
+          state_[slot].since.reset();
+          note(SlotClock::timed(clock_.device_wait, [&] { return sink_.release(slot); }));
           yield_->yield(slot);
           yielded_[slot] = true;
           --active_slots_;
@@ -156,9 +210,13 @@ class PipelineRun {
       return note({ErrorCode::kCorrupt, "segment file ends before a record does (short read)"});
     st.done += static_cast<uint32_t>(c.result);
     if (st.done < piece.length) return resume(slot);  // short transfer: go on from where it stopped
+    SlotClock::spend(clock_.reading, st, Clock::now());
     if (write_) return hand_back(slot);
     if (workers_ == 0) {
-      note(sink_.consume(st.piece, slot, slots_[slot].first(piece.length)));
+      note(SlotClock::timed(clock_.consuming, [&] {
+        return sink_.consume(st.piece, slot, slots_[slot].first(piece.length));
+      }));
+      st.since = Clock::now();
       return hand_back(slot);
     }
     {
@@ -190,12 +248,17 @@ class PipelineRun {
       const bool skip = !error_.ok();
       lock.unlock();
       // state_[slot] is stable: the I/O thread does not touch a slot until it comes back freed.
-      Status st = skip ? Status()
-                       : sink_.consume(state_[slot].piece, slot,
-                                       slots_[slot].first(pieces_[state_[slot].piece].length));
+      SlotState& held = state_[slot];
+      SlotClock::spend(clock_.queued, held, Clock::now());
+      Status st = skip ? Status() : SlotClock::timed(clock_.consuming, [&] {
+        return sink_.consume(held.piece, slot, slots_[slot].first(pieces_[held.piece].length));
+      });
       // The slot's asynchronous use (a GPU copy) is waited for here, not by the I/O thread when it
       // refills the slot: blocked there, it would reap no completion and start no other slot.
-      if (!skip && st.ok()) st = sink_.release(slot);
+      if (!skip && st.ok()) {
+        st = SlotClock::timed(clock_.device_wait, [&] { return sink_.release(slot); });
+      }
+      held.since = Clock::now();
       lock.lock();
       if (!st.ok() && error_.ok()) error_ = std::move(st);
       freed_.push_back(slot);
@@ -226,6 +289,7 @@ class PipelineRun {
   size_t active_slots_;        // I/O thread only
   std::vector<std::thread> threads_;
   std::atomic<bool> io_waiting_{false};  // the I/O thread waits on the engine (or is about to)
+  SlotClock clock_;
 
   std::mutex mu_;
   std::condition_variable cv_;

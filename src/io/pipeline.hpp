@@ -24,6 +24,28 @@ struct Piece {
   uint32_t length = 0;
 };
 
+/// Where a pipeline's staging slots spent their time, in nanoseconds summed over the slots. What
+/// is left of `total` the slots sat idle: before their first piece, after their last, or handed
+/// to another operation.
+struct SlotTimes {
+  uint64_t total = 0;        ///< slots x the run's time
+  uint64_t reading = 0;      ///< a request for the slot's piece in flight
+  uint64_t queued = 0;       ///< read, waiting for a consumer thread
+  uint64_t consuming = 0;    ///< in sink.consume() (reads) or sink.fill() (writes)
+  uint64_t device_wait = 0;  ///< in sink.release(): the slot's asynchronous use (a GPU copy)
+  uint64_t refill_wait = 0;  ///< handed back, waiting for the I/O thread to start its next piece
+
+  SlotTimes& operator+=(const SlotTimes& o) {
+    total += o.total;
+    reading += o.reading;
+    queued += o.queued;
+    consuming += o.consuming;
+    device_wait += o.device_wait;
+    refill_wait += o.refill_wait;
+    return *this;
+  }
+};
+
 /// What a pipeline does with each piece's bytes.
 class PieceSink {
  public:
@@ -43,6 +65,9 @@ class PieceSink {
   /// more than once for one use (a worker waits, then the slot's refill asks again): the later
   /// calls find nothing to wait for.
   [[nodiscard]] virtual Status release(size_t /*slot*/) { return {}; }
+  /// Once a run is over (also after an error): where its slots' time went. Several pipelines may
+  /// share a sink (one per drive) and call this at once.
+  virtual void account(const SlotTimes& /*times*/) {}
 };
 
 class SlotYield;

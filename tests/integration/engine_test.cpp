@@ -319,6 +319,30 @@ TEST_F(EngineTest, HostBytesAreAccountedPerPath) {
   }
 }
 
+// A restore from the drives accounts its staging slots' time: some of it reading, and no more in
+// the parts than the slots had.
+TEST_F(EngineTest, ARestoreAccountsWhereItsStagingSlotsSpentTheirTime) {
+  auto tokens = synthetic::tokens(73, 3000);
+  auto e = open();
+  save(*e, tokens);
+  const Stats before = e->stats();
+  HostKv out(g_, tokens.size());
+  auto r = e->restore(tokens, out.view);
+  ASSERT_OK(r);
+  ASSERT_EQ(r->tokens_restored, tokens.size());
+  const Stats s = e->stats();
+  const uint64_t total = s.read_slot_ns - before.read_slot_ns;
+  const uint64_t parts = (s.read_slot_reading_ns - before.read_slot_reading_ns) +
+                         (s.read_slot_queued_ns - before.read_slot_queued_ns) +
+                         (s.read_slot_consuming_ns - before.read_slot_consuming_ns) +
+                         (s.read_slot_device_wait_ns - before.read_slot_device_wait_ns) +
+                         (s.read_slot_refill_wait_ns - before.read_slot_refill_wait_ns);
+  EXPECT_GT(s.read_slot_reading_ns, before.read_slot_reading_ns);
+  EXPECT_GT(s.read_slot_consuming_ns, before.read_slot_consuming_ns);
+  EXPECT_GT(total, 0u);
+  EXPECT_LE(parts, total);
+}
+
 TEST_F(EngineTest, ResavingWithADifferentSourceNeverServesItFromDram) {
   auto tokens = synthetic::tokens(72, 1000);
   Options o = testing::small_options(dir_.str(), g_);

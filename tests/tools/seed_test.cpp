@@ -145,6 +145,35 @@ TEST(SeedSummary, RatiosToFioArePerRequestOrAgainstTheRunsMedianFioRate) {
   EXPECT_NE(without.find("NOT MEASURED in this run (fio not found)"), std::string::npos);
 }
 
+TEST(SeedSummary, SlotSharesAreMediansOfEachStatesShareOfTheSlotsTime) {
+  std::vector<Json> rows;
+  // Three restores: reading 50%, 60% and 80% of the slots' time; waiting for the device 40%, 20%
+  // and 10%; the rest idle.
+  for (auto [reading, device] : {std::pair{50, 40}, {60, 20}, {80, 10}}) {
+    Json r = repeat_row("posix", 1, 1e9, 1.0);
+    r["slot_total_ns"] = 1000;
+    r["slot_reading_ns"] = reading * 10;
+    r["slot_queued_ns"] = 0;
+    r["slot_consuming_ns"] = 0;
+    r["slot_device_wait_ns"] = device * 10;
+    r["slot_refill_wait_ns"] = 0;
+    rows.push_back(r);
+  }
+  rows.push_back(repeat_row("gds", 1, 1e9, 1.0));  // cuFile: no staging slots, no line
+  Json s = summarize(rows);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_DOUBLE_EQ(s[0]["slot_share_reading"].get<double>(), 0.6);
+  EXPECT_DOUBLE_EQ(s[0]["slot_share_device_wait"].get<double>(), 0.2);
+  const std::string table = render_table(s, Json::object(), {});
+  EXPECT_NE(table.find("SLOTS posix (chunk 256):"), std::string::npos) << table;
+  EXPECT_NE(table.find("a read in flight 60%"), std::string::npos) << table;
+  EXPECT_NE(table.find("waiting for its copy to the device 20%"), std::string::npos) << table;
+  EXPECT_NE(table.find("idle (before a slot's first piece or after its last) 20%"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("SLOTS gds"), std::string::npos) << table;
+}
+
 TEST(SeedSummary, GdsThatFellBackOrRanInCompatModeIsNamedSo) {
   std::vector<Json> rows = {repeat_row("gds", 1, 1e9, 1.0)};
   Json s = summarize(rows);

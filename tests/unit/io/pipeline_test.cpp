@@ -328,6 +328,85 @@ TEST(PipelineWake, TheIoThreadReapsWhileASlotsDeviceWorkIsWaitedFor) {
   EXPECT_EQ(sink.collect.consumed, 3);
 }
 
+// Every state a slot passes through is timed: consume() and release() here take known times, and
+// the run accounts at least that much to each, within the slots' total.
+TEST_F(PipelineTest, SlotTimesAccountConsumingAndWaitingForTheDevice) {
+  using std::chrono::milliseconds;
+  class SlowSink final : public PieceSink {
+   public:
+    SlowSink(std::vector<std::byte>& got, std::span<const Piece> pieces, size_t slots)
+        : collect(got, pieces), copying_(slots) {}
+    Status consume(size_t index, size_t slot, std::span<const std::byte> data) override {
+      std::this_thread::sleep_for(milliseconds(2));
+      std::lock_guard lock(mu_);
+      copying_[slot] = true;
+      return collect.consume(index, slot, data);
+    }
+    Status release(size_t slot) override {
+      {
+        std::lock_guard lock(mu_);
+        if (!copying_[slot]) return {};
+        copying_[slot] = false;
+      }
+      std::this_thread::sleep_for(milliseconds(3));
+      return {};
+    }
+    void account(const SlotTimes& t) override {
+      std::lock_guard lock(mu_);
+      times += t;
+      ++runs;
+    }
+    CollectSink collect;
+    SlotTimes times;
+    int runs = 0;
+
+   private:
+    std::mutex mu_;
+    std::vector<bool> copying_;
+  };
+  for (unsigned workers : {0u, 2u}) {
+    SCOPED_TRACE(::testing::Message() << workers << " workers");
+    std::vector<std::byte> got(data_.size());
+    SlowSink sink(got, pieces_, spans_.size());
+    FaultyEngine engine;
+    ASSERT_OK(run_pipeline(engine, pieces_, spans_, false, sink, workers));
+    EXPECT_EQ(got, data_);
+    ASSERT_EQ(sink.runs, 1);
+    const SlotTimes& t = sink.times;
+    const uint64_t ms = 1'000'000;
+    EXPECT_GE(t.consuming, 16 * 2 * ms);
+    EXPECT_GE(t.device_wait, 16 * 3 * ms);
+    EXPECT_GT(t.reading, 0u);
+    EXPECT_GE(t.total, t.reading + t.queued + t.consuming + t.device_wait + t.refill_wait);
+    // Three slots over at least 16 x 5 ms of work spread over them.
+    EXPECT_GE(t.total, 16 * 5 * ms);
+  }
+}
+
+// A read held in flight is time a slot spends reading.
+TEST(PipelineSlotTimes, ARequestHeldInFlightIsTimeSpentReading) {
+  constexpr uint32_t kPiece = 4096;
+  const std::vector<Piece> pieces = {{-1, 0, kPiece}};
+  AlignedBuffer buf(kPiece);
+  const std::vector<std::span<std::byte>> spans = {buf.span()};
+  std::vector<std::byte> got(kPiece);
+  class Timing final : public PieceSink {
+   public:
+    void account(const SlotTimes& t) override { times = t; }
+    SlotTimes times;
+  } sink;
+  HeldEngine engine;
+  Status result;
+  std::thread run([&] { result = run_pipeline(engine, pieces, spans, false, sink, 1); });
+  ASSERT_TRUE(engine.in_flight_become({0}, std::chrono::seconds(20)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  engine.finish(0);
+  run.join();
+  ASSERT_OK(result);
+  EXPECT_GE(sink.times.reading, 30'000'000u);
+  EXPECT_GE(sink.times.total, sink.times.reading);
+}
+
 TEST(StagingPool, BoundsSlotsAndReturnsThemOnRelease) {
   StagingPool pool(4 << 20, 1 << 20);
   EXPECT_EQ(pool.slot_count(), 4u);

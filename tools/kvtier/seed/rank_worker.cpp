@@ -255,7 +255,18 @@ class Worker {
                 {"remote", after.remote},
                 {"via_gds", after.gds_restores > before.gds_restores},
                 {"gds", after.gds},
-                {"fallback", after.io_fallback}};
+                {"fallback", after.io_fallback},
+                {"slot_ns", slot_times(before, after)}};
+  }
+
+  // Where the restore's staging slots spent their time (Stats' read_slot_*), in ns.
+  static Json slot_times(const Stats& before, const Stats& after) {
+    return Json{{"total", after.read_slot_ns - before.read_slot_ns},
+                {"reading", after.read_slot_reading_ns - before.read_slot_reading_ns},
+                {"queued", after.read_slot_queued_ns - before.read_slot_queued_ns},
+                {"consuming", after.read_slot_consuming_ns - before.read_slot_consuming_ns},
+                {"device_wait", after.read_slot_device_wait_ns - before.read_slot_device_wait_ns},
+                {"refill_wait", after.read_slot_refill_wait_ns - before.read_slot_refill_wait_ns}};
   }
 
   // Concurrent restores: session i of the list goes to cache i, on thread i.

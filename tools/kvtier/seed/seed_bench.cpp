@@ -598,7 +598,11 @@ class SeedRun {
         uint64_t host = 0, read = 0, restored = 0, dram_hits = 0, misses = 0;
         bool gds = true;
         std::string problem, gds_note, fallback;
+        std::map<std::string, uint64_t> slots;  // both ranks' staging slot time, by state
         for (const Json& r : w.replies) {
+          if (r.contains("slot_ns")) {
+            for (const auto& [part, ns] : r["slot_ns"].items()) slots[part] += ns.get<uint64_t>();
+          }
           host += r["host_bytes"].get<uint64_t>();
           read += r["bytes_read"].get<uint64_t>();
           restored += r["kv_bytes"].get<uint64_t>();
@@ -610,6 +614,7 @@ class SeedRun {
           fallback = r.value("fallback", "");
         }
         row["host_bytes_accounted"] = host;
+        for (const auto& [part, ns] : slots) row[fmt::format("slot_{}_ns", part)] = ns;
         row["bytes_read"] = read;
         row["kv_bytes_restored"] = restored;
         row["dram_hits"] = dram_hits;

@@ -3,6 +3,7 @@
 #include "seed_table.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -195,6 +196,39 @@ void put_fio_ratio(Json& s, const std::vector<const Json*>& members,
 
 }  // namespace
 
+/// The states a staging slot's time is split into (Stats' read_slot_*), as the rank workers name
+/// them, and what each means.
+constexpr std::array<const char*, 5> kSlotStates = {"reading", "queued", "consuming", "device_wait",
+                                                    "refill_wait"};
+constexpr std::array<const char*, 5> kSlotStateText = {
+    "a read in flight", "read, waiting for a consumer thread",
+    "being consumed (headers checked, copies queued)", "waiting for its copy to the device",
+    "waiting to be refilled"};
+
+/// One line per restore configuration: the median shares of the staging slots' time by state.
+std::string slot_lines(const Json& summary) {
+  std::string t;
+  for (const Json& s : summary) {
+    if (s["phase"] != "repeat" || !s.value("slot_share_reading", Json()).is_number()) continue;
+    std::string parts;
+    double accounted = 0;
+    for (size_t i = 0; i < kSlotStates.size(); ++i) {
+      const std::string key = fmt::format("slot_share_{}", kSlotStates[i]);
+      if (!s.contains(key) || !s[key].is_number()) continue;
+      const double share = s[key].get<double>();
+      accounted += share;
+      parts +=
+          fmt::format("{}{} {:.0f}%", parts.empty() ? "" : ", ", kSlotStateText[i], 100 * share);
+    }
+    t += fmt::format(
+        "SLOTS {} (chunk {}): of the staging slots' time (slots x the read's time, all ranks and "
+        "drives), {}; idle (before a slot's first piece or after its last) {:.0f}% (medians)\n",
+        s["config"].get<std::string>(), s["chunk_tokens"].get<int>(), parts,
+        100 * std::max(0.0, 1 - accounted));
+  }
+  return t;
+}
+
 Json summarize(const std::vector<Json>& rows) {
   // Groups in first-seen order.
   const auto groups = group_rows(rows, [](const Json& r) -> std::optional<std::string> {
@@ -308,6 +342,16 @@ Json summarize(const std::vector<Json>& rows) {
     s["byte_exact"] = exact;
     s["dram_hit_records"] = hits;
     s["via_cufile"] = cufile;
+    // Where the staging slots' time went: each state's median share of it.
+    for (const char* part : kSlotStates) {
+      put(s, fmt::format("slot_share_{}", part).c_str(),
+          median_of(members, [part](const Json& r) -> std::optional<double> {
+            auto ns = field(r, fmt::format("slot_{}_ns", part).c_str());
+            auto total = field(r, "slot_total_ns");
+            if (!ns || !total || *total <= 0) return std::nullopt;
+            return *ns / *total;
+          }));
+    }
     out.push_back(std::move(s));
   }
   return out;
@@ -424,6 +468,7 @@ std::string render_table(const Json& summary, const Json& machine,
        "memcpy on the "
        "host-emulated device).\n";
   t += ratio_notes(summary, cufile, machine.value("gpu", false));
+  t += slot_lines(summary);
   for (const auto& [config, note] : cufile) t += fmt::format("cuFile ({}): {}\n", config, note);
   // Every disk configuration must have read its bytes from the device, not from a cache.
   for (const Json& s : summary) {
