@@ -167,5 +167,9 @@ h200_results() {
   rm -rf "$OUT" /root/runs && mkdir -p "$OUT" /root/runs
   trap "cp '$OUT/summary.txt' '$H200_FINAL_OUT/' 2>/dev/null; tar -C /root -czf '$H200_FINAL_OUT/runs.tar.gz' '$1' runs 2>/dev/null" EXIT
   say "commit: $(cat .commit 2>/dev/null || echo unknown)"
+  # kvtier's own environment overrides change what a run measures: named with its results.
+  local overrides
+  overrides=$(env | grep '^KVTIER_' | sort | tr '\n' ' ')
+  [ -z "$overrides" ] || say "environment: $overrides"
 }
 say() { echo "$*" | tee -a "$OUT/summary.txt"; }

@@ -2,7 +2,9 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #include "api/env.hpp"
 
+#include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include <fmt/format.h>
@@ -18,6 +20,20 @@ Result<std::optional<uint64_t>> env_size(const char* name) {
   auto parsed = parse_size(value);
   if (!parsed) return fail(parsed.error().with_context(name));
   return std::optional<uint64_t>(*parsed);
+}
+
+/// A whole number from 1 to `most`.
+Result<std::optional<uint32_t>> env_count(const char* name, uint32_t most) {
+  const char* value = std::getenv(name);
+  if (value == nullptr) return std::optional<uint32_t>();
+  uint32_t n = 0;
+  const char* end = value + std::strlen(value);
+  const auto [at, ec] = std::from_chars(value, end, n);
+  if (ec != std::errc() || at != end || n == 0 || n > most) {
+    return fail(ErrorCode::kInvalidArgument,
+                fmt::format("{}={}: expected a whole number from 1 to {}", name, value, most));
+  }
+  return std::optional<uint32_t>(n);
 }
 
 Result<std::optional<LogLevel>> env_log_level() {
@@ -52,6 +68,7 @@ Result<EnvOverrides> read_env_overrides() {
     return fail(ErrorCode::kInvalidArgument,
                 "KVTIER_CODED_RUN_BYTES=0: a run must hold at least one record (say a size)");
   }
+  KVTIER_ASSIGN_OR_RETURN(env.consumer_threads, env_count("KVTIER_CONSUMER_THREADS", 256));
   return env;
 }
 

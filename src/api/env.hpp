@@ -21,6 +21,7 @@ struct EnvOverrides {
   std::optional<uint64_t> staging_bytes;     // KVTIER_STAGING_BYTES
   std::optional<uint64_t> dram_bytes;        // KVTIER_DRAM_BYTES
   std::optional<uint64_t> coded_run_bytes;   // KVTIER_CODED_RUN_BYTES
+  std::optional<uint32_t> consumer_threads;  // KVTIER_CONSUMER_THREADS (1-256)
 };
 
 [[nodiscard]] Result<EnvOverrides> read_env_overrides();

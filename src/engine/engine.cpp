@@ -146,9 +146,9 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
                                              impl->store_->direct_io(),
                                              impl->store_->direct_io_fallback(), impl->log_);
   KVTIER_ASSIGN_OR_RETURN(EnvOverrides env, read_env_overrides());
-  impl->read_route_ =
-      std::make_unique<ReadRoute>(*impl->kit_, impl->store_->record_shape(), impl->counters_,
-                                  env.coded_run_bytes.value_or(kCodedRunBytes));
+  impl->read_route_ = std::make_unique<ReadRoute>(
+      *impl->kit_, impl->store_->record_shape(), impl->counters_,
+      env.coded_run_bytes.value_or(kCodedRunBytes), env.consumer_threads);
   if (!o.remote.seeds.empty()) {
     KVTIER_ASSIGN_OR_RETURN(impl->remote_, ClusterLink::open(o.remote, impl->log_));
   }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <future>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -68,6 +69,13 @@ struct ReadOutcome {
   }
 };
 
+/// Consumer threads of a read of `slots` staging slots (`set`: KVTIER_CONSUMER_THREADS). Into host
+/// memory a consumer checksums and copies each piece, which costs more CPU than reading it: as many
+/// as the cores, up to 4 (the I/O thread mostly sleeps in the kernel). Into a device a consumer
+/// queues the piece's copy and then sleeps until it is done, before the slot goes back to be read
+/// into again: one a slot (64 at most), so every slot's copy can be under way at once.
+[[nodiscard]] unsigned consumer_threads(bool device, size_t slots, std::optional<uint32_t> set);
+
 /// The files of `records` (those with one), each once, as a channel moves them.
 [[nodiscard]] std::vector<ChannelFile> channel_files(std::span<const LocatedRecord> records);
 
@@ -80,12 +88,16 @@ class ReadRoute {
   /// `coded_run_bytes`: decoded bytes of coded records a read into device memory holds room for
   /// at a time (kCodedRunBytes unless KVTIER_CODED_RUN_BYTES says otherwise).
   /// `counters`: where the route counts device copies and its staging slots' time.
+  /// `consumer_threads`: how many threads take each read's pieces as they land (unset: as many as
+  /// the cores, up to 4, into host memory; one per staging slot into a device).
   ReadRoute(TransferKit& kit, RecordShape shape, EngineCounters& counters,
-            uint64_t coded_run_bytes = kCodedRunBytes)
+            uint64_t coded_run_bytes = kCodedRunBytes,
+            std::optional<uint32_t> consumer_threads = std::nullopt)
       : kit_(kit),
         shape_(std::move(shape)),
         counters_(counters),
-        coded_run_bytes_(coded_run_bytes) {}
+        coded_run_bytes_(coded_run_bytes),
+        consumer_threads_(consumer_threads) {}
 
   /// Reads `records` through `channel` into `destination` (or, with none, checks them on the
   /// host: a host-resident channel only). A record with a file is read from it; one without is
@@ -160,6 +172,7 @@ class ReadRoute {
   const RecordShape shape_;
   EngineCounters& counters_;
   uint64_t coded_run_bytes_;
+  std::optional<uint32_t> consumer_threads_;
 };
 
 }  // namespace kvtier

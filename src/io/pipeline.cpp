@@ -78,7 +78,8 @@ class PipelineRun {
         sink_(sink),
         state_(slots.size()),
         completions_(slots.size()),
-        workers_(write ? 0 : workers),
+        // A worker holds a slot while it consumes it: more workers than slots would only wait.
+        workers_(write ? 0 : static_cast<unsigned>(std::min<size_t>(workers, slots.size()))),
         yield_(yield),
         yielded_(slots.size(), false),
         active_slots_(slots.size()) {}

@@ -82,6 +82,21 @@ TEST(Options, MalformedEnvironmentIsAnError) {
   EXPECT_EQ(o.resolved().error().code(), ErrorCode::kInvalidArgument);
 }
 
+TEST(Options, ConsumerThreadsFromTheEnvironmentAreAWholeNumberFromOneTo256) {
+  for (const char* bad : {"0", "257", "-1", "4k", "two", ""}) {
+    SCOPED_TRACE(bad);
+    EnvGuard set("KVTIER_CONSUMER_THREADS", bad);
+    const auto env = read_env_overrides();
+    ASSERT_FALSE(env.has_value());
+    EXPECT_EQ(env.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(env.error().message().find("KVTIER_CONSUMER_THREADS"), std::string::npos);
+  }
+  EnvGuard set("KVTIER_CONSUMER_THREADS", "16");
+  const auto env = read_env_overrides();
+  ASSERT_OK(env);
+  EXPECT_EQ(env->consumer_threads, 16u);
+}
+
 TEST(Options, ACodedRunOfNoBytesIsRefusedAndASizeIsTaken) {
   Options o;
   o.root = "/tmp/x";
