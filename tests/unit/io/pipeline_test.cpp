@@ -219,18 +219,28 @@ TEST_F(PipelineTest, ReadPastEndOfFileIsCorruptNotAHang) {
   EXPECT_EQ(run_pipeline(engine, beyond, spans_, false, sink).code(), ErrorCode::kCorrupt);
 }
 
+/// Three 4 KiB pieces of no file through two slots, for an engine that holds requests until told
+/// (HeldEngine).
+struct ThreePiecesTwoSlots {
+  static constexpr uint32_t kPiece = 4096;
+  std::vector<Piece> pieces = {{-1, 0, kPiece}, {-1, kPiece, kPiece}, {-1, 2 * kPiece, kPiece}};
+  std::vector<AlignedBuffer> bufs;
+  std::vector<std::span<std::byte>> spans;
+  std::vector<std::byte> got = std::vector<std::byte>(3 * kPiece);
+  ThreePiecesTwoSlots() {
+    for (int i = 0; i < 2; ++i) bufs.emplace_back(kPiece);
+    for (AlignedBuffer& b : bufs) spans.push_back(b.span());
+  }
+};
+
 // Two slots, one worker: when the first read completes and the worker hands its slot back, the
 // slot reads the third piece at once, while the second read is still in flight. Before the
 // worker woke the engine, the freed slot waited for the next completion, and a lane ran at
 // about half the requests in flight its slots allow.
 TEST(PipelineWake, ASlotAWorkerFreesReadsAgainWhileTheOtherReadIsStillInFlight) {
-  constexpr uint32_t kPiece = 4096;
-  const std::vector<Piece> pieces = {
-      {-1, 0, kPiece}, {-1, kPiece, kPiece}, {-1, 2 * kPiece, kPiece}};
-  std::vector<AlignedBuffer> bufs;
-  std::vector<std::span<std::byte>> spans;
-  for (int i = 0; i < 2; ++i) spans.push_back(bufs.emplace_back(kPiece).span());
-  std::vector<std::byte> got(3 * kPiece);
+  ThreePiecesTwoSlots t;
+  constexpr uint32_t kPiece = ThreePiecesTwoSlots::kPiece;
+  const std::vector<Piece>& pieces = t.pieces;
   HeldEngine engine;
   // The first piece is consumed only once the I/O thread waits on the engine again: its slot is
   // then freed while that thread is blocked.
@@ -246,9 +256,9 @@ TEST(PipelineWake, ASlotAWorkerFreesReadsAgainWhileTheOtherReadIsStillInFlight) 
     }
     HeldEngine& engine_;
     CollectSink collect;
-  } sink(engine, got, pieces);
+  } sink(engine, t.got, pieces);
   Status result;
-  std::thread run([&] { result = run_pipeline(engine, pieces, spans, false, sink, 1); });
+  std::thread run([&] { result = run_pipeline(engine, pieces, t.spans, false, sink, 1); });
   const auto limit = std::chrono::seconds(20);
   ASSERT_TRUE(engine.in_flight_become({0, kPiece}, limit));
   engine.finish(0);
@@ -267,13 +277,9 @@ TEST(PipelineWake, ASlotAWorkerFreesReadsAgainWhileTheOtherReadIsStillInFlight) 
 // consumed. Were the wait left to the I/O thread when it refills the slot, nothing would be reaped
 // until the copy ended, and a lane's other reads would sit completed behind it.
 TEST(PipelineWake, TheIoThreadReapsWhileASlotsDeviceWorkIsWaitedFor) {
-  constexpr uint32_t kPiece = 4096;
-  const std::vector<Piece> pieces = {
-      {-1, 0, kPiece}, {-1, kPiece, kPiece}, {-1, 2 * kPiece, kPiece}};
-  std::vector<AlignedBuffer> bufs;
-  std::vector<std::span<std::byte>> spans;
-  for (int i = 0; i < 2; ++i) spans.push_back(bufs.emplace_back(kPiece).span());
-  std::vector<std::byte> got(3 * kPiece);
+  ThreePiecesTwoSlots t;
+  constexpr uint32_t kPiece = ThreePiecesTwoSlots::kPiece;
+  const std::vector<Piece>& pieces = t.pieces;
   HeldEngine engine;
   // Releasing the first piece's slot waits until the second piece has been consumed.
   class CopyingSink final : public PieceSink {
@@ -311,9 +317,9 @@ TEST(PipelineWake, TheIoThreadReapsWhileASlotsDeviceWorkIsWaitedFor) {
     std::set<size_t> consumed_;
     size_t first_slot_ = SIZE_MAX;
     bool waited_ = false;
-  } sink(got, pieces);
+  } sink(t.got, pieces);
   Status result;
-  std::thread run([&] { result = run_pipeline(engine, pieces, spans, false, sink, 2); });
+  std::thread run([&] { result = run_pipeline(engine, pieces, t.spans, false, sink, 2); });
   const auto limit = std::chrono::seconds(20);
   ASSERT_TRUE(engine.in_flight_become({0, kPiece}, limit));
   engine.finish(0);
@@ -389,7 +395,6 @@ TEST(PipelineSlotTimes, ARequestHeldInFlightIsTimeSpentReading) {
   const std::vector<Piece> pieces = {{-1, 0, kPiece}};
   AlignedBuffer buf(kPiece);
   const std::vector<std::span<std::byte>> spans = {buf.span()};
-  std::vector<std::byte> got(kPiece);
   class Timing final : public PieceSink {
    public:
     void account(const SlotTimes& t) override { times = t; }
