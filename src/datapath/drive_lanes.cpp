@@ -89,8 +89,12 @@ Status read_across_drives(std::span<const ChannelFile> files, std::span<const Pi
     l.global.push_back(p);
   }
   std::mutex yield_mu;
-  const unsigned lane_workers =
-      workers == 0 ? 0 : std::max<unsigned>(1, workers / static_cast<unsigned>(lanes));
+  // Each lane its share of the workers by its share of the slots (rounded up, one at least): a
+  // read that asks one worker a slot gets one for every slot of every lane.
+  auto lane_workers = [&](const Lane& l) -> unsigned {
+    if (workers == 0) return 0;
+    return static_cast<unsigned>(std::max<size_t>(1, (workers * l.slots + slots - 1) / slots));
+  };
   auto run = [&](Lane& l) {
     if (l.pieces.empty()) return;
     LaneSink lane_sink(sink, l.global, l.slot_base);
@@ -98,7 +102,7 @@ Status read_across_drives(std::span<const ChannelFile> files, std::span<const Pi
     const FixedBuffers slots = lease.slots().subspan(l.slot_base, l.slots);
     auto io = make_engine(slots, l.pieces.size());
     l.status = run_pipeline(*io, l.pieces, slots,
-                            /*write=*/false, lane_sink, lane_workers, &lane_yield);
+                            /*write=*/false, lane_sink, lane_workers(l), &lane_yield);
   };
   std::vector<std::thread> threads;
   for (size_t i = 1; i < lanes; ++i) threads.emplace_back(run, std::ref(lane[i]));

@@ -22,7 +22,8 @@ namespace kvtier {
 /// flight; with fewer slots than drives, drives share a group). A group's error stops that group
 /// only: the others read on, so a failing drive costs only its own records. Returns the first
 /// error. The sink sees the pieces' and slots' indices into `pieces` and `lease`, as run_pipeline
-/// gives them.
+/// gives them. `workers` consumer threads are shared among the groups by their slots (rounded up,
+/// one at least each).
 [[nodiscard]] Status read_across_drives(std::span<const ChannelFile> files,
                                         std::span<const Piece> pieces, StagingPool::Lease& lease,
                                         PieceSink& sink, unsigned workers,
