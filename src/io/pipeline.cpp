@@ -230,8 +230,11 @@ class PipelineRun {
 
   void resume(size_t slot) {
     const SlotState& st = state_[slot];
-    note(engine_.enqueue(request_for(pieces_[st.piece], slots_[slot], st.done, write_, slot)));
-    ++in_flight_;
+    Status queued =
+        engine_.enqueue(request_for(pieces_[st.piece], slots_[slot], st.done, write_, slot));
+    // A request the engine refused completes never: counted in flight, it would be waited for.
+    if (queued.ok()) ++in_flight_;
+    note(std::move(queued));
   }
 
   void hand_back(size_t slot) {

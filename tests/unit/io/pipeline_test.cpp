@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -28,10 +29,12 @@ namespace {
 class FaultyEngine final : public IoEngine {
  public:
   std::function<int64_t(const IoRequest&, int call)> fault;  // returns 0 for "no fault"
+  std::function<bool(int call)> refuse;  // true: enqueue() fails, nothing queued
   std::string_view name() const override { return "faulty"; }
   uint32_t depth() const override { return 8; }
   Status enqueue(const IoRequest& r) override {
     int call = calls_++;
+    if (refuse && refuse(call)) return {ErrorCode::kIo, "the engine refused a request"};
     int64_t forced = fault ? fault(r, call) : 0;
     if (forced < 0) {
       done_.push_back({r.tag, forced});
@@ -199,6 +202,31 @@ TEST_F(PipelineTest, EioStopsThePipelineWithAnIoError) {
   EXPECT_EQ(st.code(), ErrorCode::kIo);
   EXPECT_EQ(st.native_error(), EIO);
   EXPECT_LT(sink.consumed, 16);
+}
+
+// A short read's remainder the engine refuses to queue is an error, not a request waited for
+// forever.
+TEST_F(PipelineTest, ARefusedResumeOfAShortReadIsAnErrorNotAHang) {
+  std::vector<std::byte> got(data_.size());
+  CollectSink sink(got, pieces_);
+  FaultyEngine engine;
+  engine.fault = [](const IoRequest&, int call) -> int64_t { return call == 0 ? 4096 : 0; };
+  engine.refuse = [](int call) { return call == 3; };  // three slots started, then the resume
+  std::atomic<bool> done{false};
+  Status st;
+  std::thread run([&] {
+    st = run_pipeline(engine, pieces_, spans_, false, sink);
+    done = true;
+  });
+  for (int i = 0; i < 1000 && !done; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (!done) {
+    // Stuck for good: say so and end here (the thread cannot be joined).
+    std::fprintf(stderr, "run_pipeline still waits 10 s after its engine refused a request\n");
+    std::_Exit(1);
+  }
+  run.join();
+  EXPECT_EQ(st.code(), ErrorCode::kIo) << st.to_string();
 }
 
 TEST_F(PipelineTest, EnospcOnWriteIsNoSpace) {
