@@ -285,7 +285,7 @@ class Worker {
       caches_.push_back(std::move(*kv));
     }
     std::vector<Json> results(ids.size());
-    const uint64_t gds_before = engine_ ? engine_->stats().gds_restores : 0;
+    const Stats before = engine_ ? engine_->stats() : Stats{};
     std::vector<std::thread> threads;
     for (size_t i = 0; i < ids.size(); ++i) {
       threads.emplace_back([&, i] {
@@ -316,9 +316,11 @@ class Worker {
       });
     }
     for (auto& t : threads) t.join();
+    const Stats after = engine_ ? engine_->stats() : Stats{};
     Json out = {{"ok", true},
                 {"results", Json::array()},
-                {"gds_restores", engine_ ? engine_->stats().gds_restores - gds_before : 0}};
+                {"gds_restores", after.gds_restores - before.gds_restores}};
+    if (op == "restore_many") out["slot_ns"] = slot_times(before, after);
     for (Json& r : results) {
       if (!r.value("ok", false)) return r;
       out["results"].push_back(std::move(r));

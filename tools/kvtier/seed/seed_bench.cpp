@@ -49,6 +49,17 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
+/// Adds a rank's reply's staging slot time (its "slot_ns", by state) to `slots`.
+void add_slot_times(const Json& reply, std::map<std::string, uint64_t>& slots) {
+  if (!reply.contains("slot_ns")) return;
+  for (const auto& [part, ns] : reply["slot_ns"].items()) slots[part] += ns.get<uint64_t>();
+}
+
+/// A row's slot_<state>_ns columns (seed_table's SLOTS lines).
+void put_slot_times(Json& row, const std::map<std::string, uint64_t>& slots) {
+  for (const auto& [part, ns] : slots) row[fmt::format("slot_{}_ns", part)] = ns;
+}
+
 template <typename T>
 Status status_of(const Result<T>& r) {
   return r ? Status{} : r.error();
@@ -452,7 +463,9 @@ class SeedRun {
       std::vector<double> latency(n, 0);
       uint64_t restored = 0, host = 0;
       bool via_cufile = true;
+      std::map<std::string, uint64_t> slots;  // every rank's staging slot time, by state
       for (const Json& reply : w.replies) {
+        add_slot_times(reply, slots);
         via_cufile = via_cufile && reply.value("gds_restores", uint64_t{0}) >= n;
         for (uint64_t k = 0; k < n; ++k) {
           const Json& r = reply["results"][k];
@@ -462,6 +475,7 @@ class SeedRun {
         }
       }
       row["latencies"] = latency;
+      put_slot_times(row, slots);
       row["via_cufile"] = via_cufile;
       row["kv_bytes_restored"] = restored;
       row["host_bytes_accounted"] = host;
@@ -598,11 +612,9 @@ class SeedRun {
         uint64_t host = 0, read = 0, restored = 0, dram_hits = 0, misses = 0;
         bool gds = true;
         std::string problem, gds_note, fallback;
-        std::map<std::string, uint64_t> slots;  // both ranks' staging slot time, by state
+        std::map<std::string, uint64_t> slots;  // every rank's staging slot time, by state
         for (const Json& r : w.replies) {
-          if (r.contains("slot_ns")) {
-            for (const auto& [part, ns] : r["slot_ns"].items()) slots[part] += ns.get<uint64_t>();
-          }
+          add_slot_times(r, slots);
           host += r["host_bytes"].get<uint64_t>();
           read += r["bytes_read"].get<uint64_t>();
           restored += r["kv_bytes"].get<uint64_t>();
@@ -614,7 +626,7 @@ class SeedRun {
           fallback = r.value("fallback", "");
         }
         row["host_bytes_accounted"] = host;
-        for (const auto& [part, ns] : slots) row[fmt::format("slot_{}_ns", part)] = ns;
+        put_slot_times(row, slots);
         row["bytes_read"] = read;
         row["kv_bytes_restored"] = restored;
         row["dram_hits"] = dram_hits;

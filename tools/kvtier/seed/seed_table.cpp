@@ -205,26 +205,53 @@ constexpr std::array<const char*, 5> kSlotStateText = {
     "being consumed (headers checked, copies queued)", "waiting for its copy to the device",
     "waiting to be refilled"};
 
-/// One line per restore configuration: the median shares of the staging slots' time by state.
+/// Where the staging slots' time went over `members`: each state's median share of it.
+void put_slot_shares(Json& s, const std::vector<const Json*>& members) {
+  for (const char* part : kSlotStates) {
+    put(s, fmt::format("slot_share_{}", part).c_str(),
+        median_of(members, [part](const Json& r) -> std::optional<double> {
+          auto ns = field(r, fmt::format("slot_{}_ns", part).c_str());
+          auto total = field(r, "slot_total_ns");
+          if (!ns || !total || *total <= 0) return std::nullopt;
+          return *ns / *total;
+        }));
+  }
+  // What no state took: before a slot's first piece, after its last, handed elsewhere.
+  put(s, "slot_share_idle", median_of(members, [](const Json& r) -> std::optional<double> {
+        auto total = field(r, "slot_total_ns");
+        if (!total || *total <= 0) return std::nullopt;
+        double taken = 0;
+        for (const char* part : kSlotStates) {
+          taken += field(r, fmt::format("slot_{}_ns", part).c_str()).value_or(0);
+        }
+        return std::max(0.0, 1 - taken / *total);
+      }));
+}
+
+/// A SLOTS line for summary `s` (put_slot_shares'), named `what`; empty where it has none.
+std::string slot_line(const Json& s, const std::string& what) {
+  if (!s.value("slot_share_reading", Json()).is_number()) return "";
+  std::string parts;
+  for (size_t i = 0; i < kSlotStates.size(); ++i) {
+    const std::string key = fmt::format("slot_share_{}", kSlotStates[i]);
+    if (!s.contains(key) || !s[key].is_number()) continue;
+    parts += fmt::format("{}{} {:.0f}%", parts.empty() ? "" : ", ", kSlotStateText[i],
+                         100 * s[key].get<double>());
+  }
+  const Json idle = s.value("slot_share_idle", Json());
+  return fmt::format(
+      "SLOTS {}: of the staging slots' time (slots x the read's time, all ranks and drives), {}; "
+      "idle (before a slot's first piece or after its last) {:.0f}% (medians)\n",
+      what, parts, idle.is_number() ? 100 * idle.get<double>() : 0.0);
+}
+
+/// One SLOTS line per restore configuration.
 std::string slot_lines(const Json& summary) {
   std::string t;
   for (const Json& s : summary) {
-    if (s["phase"] != "repeat" || !s.value("slot_share_reading", Json()).is_number()) continue;
-    std::string parts;
-    double accounted = 0;
-    for (size_t i = 0; i < kSlotStates.size(); ++i) {
-      const std::string key = fmt::format("slot_share_{}", kSlotStates[i]);
-      if (!s.contains(key) || !s[key].is_number()) continue;
-      const double share = s[key].get<double>();
-      accounted += share;
-      parts +=
-          fmt::format("{}{} {:.0f}%", parts.empty() ? "" : ", ", kSlotStateText[i], 100 * share);
-    }
-    t += fmt::format(
-        "SLOTS {} (chunk {}): of the staging slots' time (slots x the read's time, all ranks and "
-        "drives), {}; idle (before a slot's first piece or after its last) {:.0f}% (medians)\n",
-        s["config"].get<std::string>(), s["chunk_tokens"].get<int>(), parts,
-        100 * std::max(0.0, 1 - accounted));
+    if (s["phase"] != "repeat") continue;
+    t += slot_line(s, fmt::format("{} (chunk {})", s["config"].get<std::string>(),
+                                  s["chunk_tokens"].get<int>()));
   }
   return t;
 }
@@ -342,16 +369,7 @@ Json summarize(const std::vector<Json>& rows) {
     s["byte_exact"] = exact;
     s["dram_hit_records"] = hits;
     s["via_cufile"] = cufile;
-    // Where the staging slots' time went: each state's median share of it.
-    for (const char* part : kSlotStates) {
-      put(s, fmt::format("slot_share_{}", part).c_str(),
-          median_of(members, [part](const Json& r) -> std::optional<double> {
-            auto ns = field(r, fmt::format("slot_{}_ns", part).c_str());
-            auto total = field(r, "slot_total_ns");
-            if (!ns || !total || *total <= 0) return std::nullopt;
-            return *ns / *total;
-          }));
-    }
+    put_slot_shares(s, members);
     out.push_back(std::move(s));
   }
   return out;
@@ -582,6 +600,7 @@ Json summarize_concurrency(const std::vector<Json>& rows, double load_alone_gbps
     }
     s["byte_exact_rounds"] = exact;
     s["via_cufile"] = cufile;
+    put_slot_shares(s, members);
     out.push_back(std::move(s));
   }
   return out;
@@ -637,6 +656,10 @@ std::string render_concurrency_table(const Json& summary, const Json& machine,
          "round above it.\n";
   }
   for (const auto& [config, note] : cufile) t += fmt::format("cuFile ({}): {}\n", config, note);
+  for (const Json& s : summary) {
+    t += slot_line(s, fmt::format("{}, {} at once", s["config"].get<std::string>(),
+                                  s["concurrency"].get<int>()));
+  }
   return t;
 }
 
