@@ -15,6 +15,8 @@ packages+=(fio)
 packages+=(libhiredis-dev redis-server redis-tools)
 # clang-format-14: tools/check_format.sh (CI) checks the C++ against .clang-format with it.
 packages+=(clang-format-14)
+# gdb: a test that hangs has its threads' stacks printed with it (tests/helpers/hang_watchdog.cpp).
+packages+=(gdb)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -12,6 +13,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -101,19 +104,40 @@ RedisCluster::NodeInfo parse_node_line(const std::string& line) {
 
 }  // namespace
 
-ToolRun run_tool(const std::vector<std::string>& argv) {
+ToolRun run_tool(const std::vector<std::string>& argv, std::chrono::milliseconds limit) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return {};
   const pid_t pid = spawn(argv, fds[1]);
   close(fds[1]);
   ToolRun run;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  bool timed_out = false;
   char buffer[4096];
-  for (ssize_t n; (n = read(fds[0], buffer, sizeof(buffer))) > 0;)
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd readable{fds[0], POLLIN, 0};
+    const int ready = left.count() > 0 ? poll(&readable, 1, static_cast<int>(left.count())) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      timed_out = true;
+      break;
+    }
+    const ssize_t n = read(fds[0], buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
     run.output.append(buffer, static_cast<size_t>(n));
+  }
   close(fds[0]);
+  if (timed_out) ::kill(pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (timed_out) {
+    run.exit_code = 124;
+    run.output += "\n(" + argv.front() + " killed: still running after " +
+                  std::to_string(limit.count()) + " ms)";
+  }
   return run;
 }
 
@@ -135,12 +159,18 @@ Result<std::unique_ptr<RedisCluster>> RedisCluster::start(Config config) {
     return fail(ErrorCode::kNotSupported,
                 "redis-server is not installed (tools/setup.sh installs it)");
   }
-  std::unique_ptr<RedisCluster> cluster(new RedisCluster(std::move(config)));
-  if (Status s = cluster->launch(); !s.ok()) return fail(s);
-  if (cluster->config_.cluster && cluster->config_.form_cluster) {
-    if (Status s = cluster->create_cluster(); !s.ok()) return fail(s);
+  // A cluster whose nodes did not come to agree is started again on new ports (its servers are
+  // killed with it): the suite runs on loaded machines, and one such start is no test's failure.
+  for (int attempt = 1;; ++attempt) {
+    std::unique_ptr<RedisCluster> cluster(new RedisCluster(config));
+    if (Status s = cluster->launch(); !s.ok()) return fail(s);
+    if (!cluster->config_.cluster || !cluster->config_.form_cluster) return cluster;
+    Status formed = cluster->create_cluster();
+    if (formed.ok()) return cluster;
+    if (attempt == 3) return fail(formed);
+    std::fprintf(stderr, "redis cluster: start %d of 3 failed (%s); starting again\n", attempt,
+                 formed.to_string().c_str());
   }
-  return cluster;
 }
 
 Status RedisCluster::launch() {
@@ -212,7 +242,8 @@ Status RedisCluster::create_cluster() {
               {"--cluster-replicas", std::to_string(config_.replicas_per_master), "--cluster-yes"});
   if (!config_.password.empty())
     argv.insert(argv.end(), {"-a", config_.password, "--no-auth-warning"});
-  const ToolRun run = run_tool(argv);
+  // A second or two when the nodes meet; the test's time limit is 120 s.
+  const ToolRun run = run_tool(argv, 30s);
   if (run.exit_code != 0) return error("redis-cli --cluster create failed: " + run.output);
   if (Status st = wait_state_ok(20s); !st.ok()) return st;
   // cluster_state:ok comes before every node has heard that the replicas are replicas: wait until

@@ -25,8 +25,11 @@ struct ToolRun {
   std::string output;  // stdout and stderr together
 };
 
-/// Runs argv[0] (looked up in PATH) with the rest as arguments and waits for it.
-ToolRun run_tool(const std::vector<std::string>& argv);
+/// Runs argv[0] (looked up in PATH) with the rest as arguments and waits for it, at most `limit`:
+/// past it the tool is killed and the run's exit code is 124, its output saying so. (redis-cli
+/// --cluster create waits without end for nodes that never agree.)
+ToolRun run_tool(const std::vector<std::string>& argv,
+                 std::chrono::milliseconds limit = std::chrono::seconds(90));
 
 class RedisCluster {
  public:

@@ -69,6 +69,7 @@ inline uint64_t test_seed() {
     const char* env = std::getenv("KVTIER_TEST_SEED");
     uint64_t s = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
     std::printf("KVTIER_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
+    std::fflush(stdout);  // a test killed later would lose it in the buffer
     return s;
   }();
   return seed;

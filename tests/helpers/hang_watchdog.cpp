@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 kvtier authors
+// A test still running after KVTIER_TEST_HANG_S seconds (300 unless set; the cluster tests set it
+// under ctest's limit for them) has every thread's stack printed by gdb, then the process aborts.
+// Killed by ctest's timeout instead, a hang leaves only the test's name: not even its seed, which
+// sits in a stdout buffer never flushed.
+#include <gtest/gtest.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::chrono::seconds hang_limit() {
+  const char* env = std::getenv("KVTIER_TEST_HANG_S");
+  const long s = env != nullptr ? std::strtol(env, nullptr, 10) : 0;
+  return std::chrono::seconds(s > 0 ? s : 300);
+}
+
+/// Prints every thread's stack of this process to stderr through gdb, waiting at most `limit` for
+/// it.
+void print_stacks(std::chrono::seconds limit) {
+  const std::string pid = std::to_string(getpid());
+  // Where Yama restricts ptrace to ancestors, this lets the child attach to its parent.
+  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    dup2(STDERR_FILENO, STDOUT_FILENO);
+    execlp("gdb", "gdb", "-p", pid.c_str(), "-batch", "-nx", "-ex", "thread apply all bt",
+           static_cast<char*>(nullptr));
+    std::fprintf(stderr, "hang watchdog: gdb could not be run (tools/setup.sh installs it)\n");
+    _exit(127);
+  }
+  if (child < 0) return;
+  const auto deadline = Clock::now() + limit;
+  while (waitpid(child, nullptr, WNOHANG) == 0) {
+    if (Clock::now() > deadline) {
+      kill(child, SIGKILL);
+      waitpid(child, nullptr, 0);
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+class HangWatchdog final : public ::testing::EmptyTestEventListener {
+ public:
+  void OnTestProgramStart(const ::testing::UnitTest&) override {
+    thread_ = std::thread([this] { watch(); });
+  }
+  void OnTestProgramEnd(const ::testing::UnitTest&) override {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  void OnTestStart(const ::testing::TestInfo& test) override {
+    std::lock_guard lock(mu_);
+    name_ = std::string(test.test_suite_name()) + "." + test.name();
+    deadline_ = Clock::now() + limit_;
+    cv_.notify_all();
+  }
+  void OnTestEnd(const ::testing::TestInfo&) override {
+    std::lock_guard lock(mu_);
+    deadline_.reset();
+  }
+
+ private:
+  void watch() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      if (stop_) return;
+      if (!deadline_) {
+        cv_.wait(lock);
+        continue;
+      }
+      const Clock::time_point deadline = *deadline_;
+      if (Clock::now() < deadline) {
+        cv_.wait_until(lock, deadline);
+        continue;
+      }
+      std::fflush(stdout);
+      std::fprintf(stderr, "\nhang watchdog: %s still runs after %lld s; every thread's stack:\n",
+                   name_.c_str(), static_cast<long long>(limit_.count()));
+      print_stacks(std::chrono::seconds(15));
+      std::fflush(stderr);
+      std::abort();
+    }
+  }
+
+  const std::chrono::seconds limit_ = hang_limit();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<Clock::time_point> deadline_;  // of the test running now
+  std::string name_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// gtest_main's main() runs every test after static initialisation: the listener is in place.
+[[maybe_unused]] const bool registered = [] {
+  ::testing::UnitTest::GetInstance()->listeners().Append(new HangWatchdog);
+  return true;
+}();
+
+}  // namespace
