@@ -44,7 +44,8 @@ class IoEngine {
   /// Starts every queued request.
   [[nodiscard]] virtual Status submit() = 0;
   /// Waits until at least one request has completed, or wake() was called; writes up to
-  /// out.size() completions (none after a wake that came first).
+  /// out.size() completions (none after a wake that came first). Requests still queued (a submit
+  /// the kernel refused for a moment) are started first.
   [[nodiscard]] virtual Result<size_t> wait(std::span<IoCompletion> out) = 0;
   /// Makes a wait() blocked now, or the next one, return: another thread has work for the
   /// engine's thread (a staging slot freed while every request of the engine's thread is still in

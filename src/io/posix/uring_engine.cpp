@@ -8,6 +8,8 @@
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -20,6 +22,13 @@ namespace {
 
 /// The tag of the wake-up poll's completions: no request's (requests carry slot indices).
 constexpr uint64_t kWakeTag = ~uint64_t{0};
+
+/// io_uring_enter's refusals that pass: no memory for a request now (EAGAIN), completions to be
+/// reaped first (EBUSY).
+bool transient(int rc) { return rc == -EAGAIN || rc == -EBUSY; }
+
+/// A wait() refused this many times in a row, a millisecond apart, is an error.
+constexpr int kRefusalsBeforeError = 5000;
 
 /// One io_uring per engine; requests go in as read/write SQEs (O_DIRECT comes from the fd), as
 /// fixed-buffer ones where the buffer lies in a registered region. wake() writes an eventfd that
@@ -90,18 +99,26 @@ class UringEngine final : public IoEngine {
     do {
       rc = io_uring_submit(&ring_);
     } while (rc == -EINTR);
-    if (rc < 0) return posix_error(-rc, "io_uring_submit");
+    // Short of memory for a moment, or completions to reap first: the requests stay queued and
+    // wait() hands them over with its own call.
+    if (rc < 0 && !transient(rc)) return posix_error(-rc, "io_uring_submit");
     return {};
   }
 
   Result<size_t> wait(std::span<IoCompletion> out) override {
     rearm();
+    // Submits whatever is still queued (a submit refused for a moment) as it waits: a wait for
+    // requests the kernel never got would never end.
+    for (int refused = 0;;) {
+      const int rc = io_uring_submit_and_wait(&ring_, 1);
+      if (io_uring_cq_ready(&ring_) > 0) break;
+      if (rc >= 0 || rc == -EINTR) continue;
+      if (!transient(rc) || ++refused > kRefusalsBeforeError) {
+        return fail(posix_error(-rc, "io_uring_submit_and_wait"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     io_uring_cqe* cqe = nullptr;
-    int rc;
-    do {
-      rc = io_uring_wait_cqe(&ring_, &cqe);
-    } while (rc == -EINTR);
-    if (rc < 0) return fail(posix_error(-rc, "io_uring_wait_cqe"));
     size_t n = 0;
     bool woken = false;
     while (n < out.size() && io_uring_peek_cqe(&ring_, &cqe) == 0) {
