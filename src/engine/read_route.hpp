@@ -140,8 +140,11 @@ class ReadRoute {
         sent = stop;
       }
     };
-    top_up(depth);
-    while (!outstanding.empty()) {
+    // Topped up at each turn, once the batch placed before is gone: with room for one batch only
+    // (depth 1), the next is asked for after the one before was placed.
+    for (;;) {
+      top_up(depth);
+      if (outstanding.empty()) break;
       Batch current = outstanding.front().get();
       outstanding.pop_front();
       top_up(depth - 1);

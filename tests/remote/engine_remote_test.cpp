@@ -161,6 +161,34 @@ TEST(EngineRemote, AnyStagingBoundRestoresExactlyTheClustersPrefix) {
   }
 }
 
+// Staging that holds no two records (here not one: 1 MiB, records of 1 MiB and a header) fetches
+// one batch at a time, placing each before the next is asked for: every chunk the cluster holds
+// comes back, not the first batch alone.
+TEST(EngineRemote, StagingSmallerThanTwoRecordsStillRestoresTheWholePrefix) {
+  auto cluster = RedisCluster::start({});
+  ASSERT_OK(cluster);
+  std::mt19937_64 rng(test_seed());
+  const KvGeometry g = testing::tiny_geometry(1024);
+  const uint64_t tokens = 3 * 1024 + 1 + rng() % 3000;
+  TempDir dir_a, dir_b;
+  auto a = Engine::open(node_options(dir_a, g, (*cluster)->seeds()));
+  ASSERT_OK(a);
+  const Session s = make_session(g, rng(), tokens);
+  auto saved = (*a)->save(s.tokens, s.kv->view);
+  ASSERT_OK(saved);
+  ASSERT_TRUE(wait_for(**a, &Stats::remote_writes, saved->chunks_written));
+  Options ob = node_options(dir_b, g, (*cluster)->seeds());
+  ob.io_request_bytes = 1 << 20;
+  ob.staging_bytes = 1 << 20;
+  auto b = Engine::open(ob);
+  ASSERT_OK(b);
+  testing::HostKv out(g, tokens);
+  auto r = (*b)->restore(s.tokens, out.view);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->tokens_restored, tokens) << r->problem << " / " << (*b)->stats().remote;
+  EXPECT_EQ(synthetic::first_mismatch(g, s.tokens, out.span(), tokens), tokens);
+}
+
 TEST(EngineRemote, FlippedTruncatedOrForeignValuesAreMissesNeverWrongBytes) {
   auto cluster = RedisCluster::start({});
   ASSERT_OK(cluster);
