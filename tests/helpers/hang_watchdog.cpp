@@ -9,14 +9,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -28,18 +33,19 @@ std::chrono::seconds hang_limit() {
   return std::chrono::seconds(s > 0 ? s : 300);
 }
 
-/// Prints every thread's stack of this process to stderr through gdb, waiting at most `limit` for
-/// it.
-void print_stacks(std::chrono::seconds limit) {
-  const std::string pid = std::to_string(getpid());
-  // Where Yama restricts ptrace to ancestors, this lets the child attach to its parent.
-  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+/// Prints every thread's stack of process `pid` to stderr through gdb, waiting at most `limit` for
+/// it. Between fork and exec the child only makes system calls (another thread may hold the
+/// allocator's lock).
+void print_stacks(pid_t pid, std::chrono::seconds limit) {
+  const std::string id = std::to_string(pid);
+  const char* const argv[] = {
+      "gdb", "-p", id.c_str(), "-batch", "-nx", "-ex", "thread apply all bt", nullptr};
+  static const char kNoGdb[] = "hang watchdog: gdb could not be run (tools/setup.sh installs it)\n";
   const pid_t child = fork();
   if (child == 0) {
     dup2(STDERR_FILENO, STDOUT_FILENO);
-    execlp("gdb", "gdb", "-p", pid.c_str(), "-batch", "-nx", "-ex", "thread apply all bt",
-           static_cast<char*>(nullptr));
-    std::fprintf(stderr, "hang watchdog: gdb could not be run (tools/setup.sh installs it)\n");
+    execvp(argv[0], const_cast<char* const*>(argv));
+    [[maybe_unused]] const ssize_t said = write(STDERR_FILENO, kNoGdb, sizeof kNoGdb - 1);
     _exit(127);
   }
   if (child < 0) return;
@@ -52,6 +58,25 @@ void print_stacks(std::chrono::seconds limit) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+/// The processes this one started that still run (a tool the test waits for may be what hangs).
+std::vector<pid_t> children() {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream list(task.path() / "children");
+    for (pid_t pid; list >> pid;) out.push_back(pid);
+  }
+  return out;
+}
+
+std::string command_line(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::replace(line.begin(), line.end(), '\0', ' ');
+  line.erase(line.find_last_not_of(' ') + 1);  // redis-server pads the title it sets
+  return line;
 }
 
 class HangWatchdog final : public ::testing::EmptyTestEventListener {
@@ -95,7 +120,17 @@ class HangWatchdog final : public ::testing::EmptyTestEventListener {
       std::fflush(stdout);
       std::fprintf(stderr, "\nhang watchdog: %s still runs after %lld s; every thread's stack:\n",
                    name_.c_str(), static_cast<long long>(limit_.count()));
-      print_stacks(std::chrono::seconds(15));
+      // Where Yama restricts ptrace to ancestors, this lets gdb attach to this process.
+      prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+      print_stacks(getpid(), std::chrono::seconds(10));
+      // The servers a test started wait for requests by design; a tool or helper may be stuck.
+      for (const pid_t child : children()) {
+        const std::string command = command_line(child);
+        std::fprintf(stderr, "\nhang watchdog: child process %d: %s\n", static_cast<int>(child),
+                     command.c_str());
+        std::fflush(stderr);
+        if (command.rfind("redis-server", 0) != 0) print_stacks(child, std::chrono::seconds(5));
+      }
       std::fflush(stderr);
       std::abort();
     }
