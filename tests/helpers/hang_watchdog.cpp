@@ -18,7 +18,6 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -92,15 +91,17 @@ class HangWatchdog final : public ::testing::EmptyTestEventListener {
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
   }
+  // No notify: the watcher wakes at deadlines only, not as a test starts, which may fork then
+  // (a child copies whatever lock a running thread holds).
   void OnTestStart(const ::testing::TestInfo& test) override {
     std::lock_guard lock(mu_);
     name_ = std::string(test.test_suite_name()) + "." + test.name();
     deadline_ = Clock::now() + limit_;
-    cv_.notify_all();
+    running_ = true;
   }
   void OnTestEnd(const ::testing::TestInfo&) override {
     std::lock_guard lock(mu_);
-    deadline_.reset();
+    running_ = false;
   }
 
  private:
@@ -108,13 +109,10 @@ class HangWatchdog final : public ::testing::EmptyTestEventListener {
     std::unique_lock lock(mu_);
     for (;;) {
       if (stop_) return;
-      if (!deadline_) {
-        cv_.wait(lock);
-        continue;
-      }
-      const Clock::time_point deadline = *deadline_;
-      if (Clock::now() < deadline) {
-        cv_.wait_until(lock, deadline);
+      const Clock::time_point now = Clock::now();
+      if (!running_ || now < deadline_) {
+        // A test that starts meanwhile has a later deadline than this wait's end.
+        cv_.wait_until(lock, running_ ? deadline_ : now + limit_);
         continue;
       }
       std::fflush(stdout);
@@ -139,7 +137,8 @@ class HangWatchdog final : public ::testing::EmptyTestEventListener {
   const std::chrono::seconds limit_ = hang_limit();
   std::mutex mu_;
   std::condition_variable cv_;
-  std::optional<Clock::time_point> deadline_;  // of the test running now
+  Clock::time_point deadline_;  // of the test running now, or of the last one
+  bool running_ = false;
   std::string name_;
   bool stop_ = false;
   std::thread thread_;

@@ -38,12 +38,12 @@ std::pair<pid_t, FILE*> spawn_saver(const std::string& root, uint64_t seed,
                                     const char* mode = "save-loop") {
   int pipefd[2];
   if (::pipe(pipefd) != 0) return {-1, nullptr};
+  const std::string s = std::to_string(seed);  // the child only makes system calls before exec
   pid_t pid = ::fork();
   if (pid == 0) {
     ::dup2(pipefd[1], STDOUT_FILENO);
     ::close(pipefd[0]);
     ::close(pipefd[1]);
-    std::string s = std::to_string(seed);
     ::execl(KVTIER_TEST_HELPER, KVTIER_TEST_HELPER, mode, root.c_str(), s.c_str(), nullptr);
     ::_exit(127);
   }
