@@ -329,7 +329,16 @@ Status RedisCluster::wait_replicated() const {
   for (size_t i = 0; i < ports_.size(); ++i) {
     if (pids_[i] <= 0) continue;
     for (;;) {
-      const std::string info = cli(ports_[i], {"info", "replication"}).output;
+      const ToolRun asked = cli(ports_[i], {"info", "replication"});
+      if (asked.exit_code != 0) {
+        // Not an answer that the node is a replica: asked again until the deadline.
+        if (std::chrono::steady_clock::now() > deadline)
+          return error("info replication on port " + std::to_string(ports_[i]) + ": " +
+                       asked.output);
+        std::this_thread::sleep_for(20ms);
+        continue;
+      }
+      const std::string& info = asked.output;
       if (info.find("role:master") == std::string::npos) break;
       // Every "slaveN:...,offset=X," line must have the master's offset.
       const size_t at = info.find("master_repl_offset:");
