@@ -72,8 +72,9 @@ struct KVTIER_EXPORT RemoteOptions {
   /// Time to live of records written to the cluster, in seconds; 0: none (Redis's maxmemory
   /// policy, e.g. allkeys-lru, evicts).
   uint64_t ttl_seconds = 0;
-  /// Bound on saved records waiting to be written behind to the cluster; a save that finds the
-  /// queue full leaves its records out (counted in Stats::remote_write_drops), never waits.
+  /// Bound on saved records waiting to be written behind to the cluster; a save queues its first
+  /// records as far as there is room and leaves the rest out (counted in
+  /// Stats::remote_write_drops), never waits.
   uint32_t queue_records = 4096;
   /// Bound on the bytes that work waiting in that queue holds: records fetched from the cluster
   /// and waiting to be copied into the local store (promotion). A hit that would pass it is served

@@ -64,6 +64,49 @@ TEST(EngineRemote, AHitPastThePromotionByteBoundIsServedNotPromoted) {
   EXPECT_NE(refused.error().message().find("queue_bytes"), std::string::npos);
 }
 
+// A save of more records than the write-behind queue holds queues its first records as far as
+// there is room, in order (not none): the cluster holds a prefix of it, which another node
+// restores byte-exact, and the rest is counted as dropped. A restore fetching more records than
+// that node's queue holds promotes its first ones the same way.
+TEST(EngineRemote, ASaveOrFetchLongerThanTheQueueQueuesItsFirstRecords) {
+  auto cluster = RedisCluster::start({});
+  ASSERT_OK(cluster);
+  std::mt19937_64 rng(test_seed());
+  const KvGeometry g = testing::tiny_geometry(16);
+  const uint32_t bound = 2 + static_cast<uint32_t>(rng() % 7);
+  const uint64_t tokens = uint64_t{16} * (4 * bound + rng() % 20) + rng() % 16;
+  SCOPED_TRACE(::testing::Message() << "queue of " << bound << " records, " << tokens << " tokens");
+  TempDir dir_a, dir_b;
+  Options oa = node_options(dir_a, g, (*cluster)->seeds());
+  oa.remote.queue_records = bound;
+  auto a = Engine::open(oa);
+  ASSERT_OK(a);
+  const Session s = make_session(g, rng(), tokens);
+  auto saved = (*a)->save(s.tokens, s.kv->view);
+  ASSERT_OK(saved);
+  (*a)->wait_remote();
+  const Stats sa = (*a)->stats();
+  EXPECT_GE(sa.remote_writes, bound) << sa.remote;
+  EXPECT_EQ(sa.remote_writes + sa.remote_write_drops, saved->chunks_written);
+  EXPECT_EQ(sa.remote_write_errors, 0u) << sa.remote;
+  const uint64_t held = std::min<uint64_t>(tokens, sa.remote_writes * 16);
+
+  Options ob = node_options(dir_b, g, (*cluster)->seeds());
+  ob.remote.queue_records = 1;
+  auto b = Engine::open(ob);
+  ASSERT_OK(b);
+  testing::HostKv out(g, tokens);
+  auto restored = (*b)->restore(s.tokens, out.view);
+  ASSERT_OK(restored);
+  EXPECT_EQ(restored->tokens_restored, held) << restored->problem;
+  EXPECT_EQ(synthetic::first_mismatch(g, s.tokens, out.span(), tokens), held);
+  (*b)->wait_remote();
+  const Stats sb = (*b)->stats();
+  EXPECT_GE(sb.remote_promoted, 1u) << sb.remote;
+  EXPECT_EQ(sb.remote_promoted + sb.remote_write_drops, sa.remote_writes);
+  EXPECT_EQ(sb.records, sb.remote_promoted);  // B's own store holds what it promoted
+}
+
 TEST(EngineRemote, NodeBRestoresNodeASessionsByteExactForSeveralGeometries) {
   auto cluster = RedisCluster::start({});
   ASSERT_OK(cluster);

@@ -2,6 +2,8 @@
 // SPDX-FileCopyrightText: 2026 kvtier authors
 #include "engine/tiers/cluster_link.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "remote/credentials.hpp"
@@ -108,19 +110,38 @@ void ClusterLink::note(const std::vector<remote::KeyOutcome>& outcomes) {
   if (!outcomes.empty()) set_reason("ok");
 }
 
-void ClusterLink::post(uint64_t records, uint64_t bytes, std::function<void()> work) {
+bool ClusterLink::post(uint64_t records, uint64_t bytes, std::function<void()> work) {
   {
     std::lock_guard lock(mu_);
     if (stop_ || queued_records_ + records > queue_bound_ ||
         queued_bytes_ + bytes > queue_bytes_bound_) {
       counters.remote_write_drops += records;
-      return;
+      return false;
     }
     queued_records_ += records;
     queued_bytes_ += bytes;
     queue_.push_back(Work{records, bytes, std::move(work)});
   }
   wake_.notify_one();
+  return true;
+}
+
+void ClusterLink::post_in_order(std::span<const uint64_t> held,
+                                const std::function<std::function<void()>(size_t, size_t)>& make) {
+  // A quarter: the worker runs the first groups while the queue still has room for the next.
+  const uint64_t most_records = std::max<uint64_t>(1, queue_bound_ / 4);
+  const uint64_t most_bytes = queue_bytes_bound_ / 4;
+  for (size_t begin = 0; begin < held.size();) {
+    size_t end = begin + 1;
+    uint64_t bytes = held[begin];
+    while (end < held.size() && end - begin < most_records && bytes + held[end] <= most_bytes)
+      bytes += held[end++];
+    if (!post(end - begin, bytes, make(begin, end))) {
+      counters.remote_write_drops += held.size() - end;
+      return;
+    }
+    begin = end;
+  }
 }
 
 void ClusterLink::run() {

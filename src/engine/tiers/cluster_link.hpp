@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -44,8 +45,16 @@ class ClusterLink {
   /// kReconnectInterval).
   [[nodiscard]] std::shared_ptr<remote::ClusterClient> client();
   /// Runs `work` on the background worker unless `records` more, or the `bytes` it holds, would
-  /// pass the queue's bounds, in which case they are counted as dropped. Never blocks.
-  void post(uint64_t records, uint64_t bytes, std::function<void()> work);
+  /// pass the queue's bounds, in which case they are counted as dropped. Never blocks. Whether it
+  /// was queued.
+  bool post(uint64_t records, uint64_t bytes, std::function<void()> work);
+  /// Posts records `held` (the bytes each holds while queued) in consecutive groups of at most a
+  /// quarter of the queue's bounds (one record at least), `make(begin, end)` making each group's
+  /// work: a save or fetch of more records than the queue takes is queued from its first record
+  /// on as far as there is room, not refused whole. After the first group refused, the rest are
+  /// counted as dropped: a chain's later records are of no use without the earlier ones.
+  void post_in_order(std::span<const uint64_t> held,
+                     const std::function<std::function<void()>(size_t, size_t)>& make);
   /// Notes the outcome of a batch: per-key failures make the reason in Stats.
   void note(const std::vector<remote::KeyOutcome>& outcomes);
 

@@ -184,21 +184,25 @@ Result<std::vector<RemoteRecordKey>> Engine::Impl::remote_keys(
 
 void Engine::Impl::promote(std::vector<RecordMeta> metas, std::vector<remote::OwnedValue> values,
                            Tier& into) {
-  const uint64_t count = metas.size();
-  if (count == 0) return;
-  uint64_t bytes = 0;
-  for (const auto& v : values) bytes += v.bytes.size();
-  remote_->post(count, bytes, [this, &into, metas = std::move(metas), values = std::move(values)] {
-    // A move between tiers: the verified images into the tier in front.
-    std::vector<std::span<const std::byte>> images;
-    for (const auto& v : values) images.push_back(v.bytes);
-    auto taken = into.accept(metas, images);
-    if (taken) {
-      remote_->counters.remote_promoted += metas.size();
-    } else {
-      KVTIER_LOG(log_, kWarn, "remote tier: promoting {} record(s) into the {}: {}", metas.size(),
-                 into.name(), taken.error().to_string());
-    }
+  std::vector<uint64_t> held;
+  for (const auto& v : values) held.push_back(v.bytes.size());
+  remote_->post_in_order(held, [&](size_t begin, size_t end) -> std::function<void()> {
+    std::vector<RecordMeta> group(metas.begin() + static_cast<ptrdiff_t>(begin),
+                                  metas.begin() + static_cast<ptrdiff_t>(end));
+    std::vector<remote::OwnedValue> owned;
+    for (size_t i = begin; i < end; ++i) owned.push_back(std::move(values[i]));
+    return [this, &into, group = std::move(group), owned = std::move(owned)] {
+      // A move between tiers: the verified images into the tier in front.
+      std::vector<std::span<const std::byte>> images;
+      for (const auto& v : owned) images.push_back(v.bytes);
+      auto taken = into.accept(group, images);
+      if (taken) {
+        remote_->counters.remote_promoted += group.size();
+      } else {
+        KVTIER_LOG(log_, kWarn, "remote tier: promoting {} record(s) into the {}: {}", group.size(),
+                   into.name(), taken.error().to_string());
+      }
+    };
   });
 }
 

@@ -22,11 +22,13 @@ constexpr size_t kSyncBatch = 1024;
 }  // namespace
 
 void Engine::Impl::write_behind(std::span<const RecordMeta> records) {
-  std::vector<Key128> keys;
-  for (const RecordMeta& m : records) keys.push_back(m.key);
-  const uint64_t count = keys.size();
   // Keys only (no record bytes held): the records are read back from the store when it runs.
-  remote_->post(count, 0, [this, keys = std::move(keys)] { write_behind_now(keys); });
+  const std::vector<uint64_t> held(records.size(), 0);
+  remote_->post_in_order(held, [&](size_t begin, size_t end) -> std::function<void()> {
+    std::vector<Key128> keys;
+    for (size_t i = begin; i < end; ++i) keys.push_back(records[i].key);
+    return [this, keys = std::move(keys)] { write_behind_now(keys); };
+  });
 }
 
 void Engine::Impl::write_behind_now(std::span<const Key128> keys) {
