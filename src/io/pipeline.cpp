@@ -9,6 +9,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "api/try.hpp"
@@ -436,7 +437,22 @@ Status run_on_threads(size_t pieces, StagingPool::Lease& lease,
     }
   };
   std::vector<std::thread> threads;
-  for (size_t s = 0; s < lease.slots().size(); ++s) threads.emplace_back(worker, s);
+  {
+    // Held while threads start: none decides to leave before `running` counts those that did.
+    std::lock_guard lock(mu);
+    const size_t want = std::min(lease.slots().size(), kMostTransferThreads);
+    for (size_t s = 0; s < want; ++s) {
+      try {
+        threads.emplace_back(worker, s);
+      } catch (const std::system_error&) {
+        break;  // no more threads to be had: those started do the work
+      }
+    }
+    running = std::max<size_t>(1, threads.size());
+    // Slots no thread holds go back to the pool at once.
+    for (size_t s = running; s < lease.slots().size(); ++s) lease.yield(s);
+  }
+  if (threads.empty()) worker(0);
   for (auto& t : threads) t.join();
   return error;
 }

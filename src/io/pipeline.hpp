@@ -153,9 +153,15 @@ class StagingPool {
   std::atomic<size_t> leases_{0};
 };
 
+/// Threads run_on_threads starts at most: each of cuFile's requests blocks one, and more requests
+/// in flight than this gain a drive nothing while each thread costs a stack (a lease of 4 KiB
+/// slots may hold tens of thousands).
+inline constexpr size_t kMostTransferThreads = 64;
+
 /// For synchronous I/O (cuFile): runs body(piece, slot) for every piece in [0, pieces) on one
-/// thread per slot of `lease` (parallel transfers come from parallel callers; bytes in flight stay
-/// bounded by the slots). Before a slot is reused, or handed back, release(slot) waits for any
+/// thread per slot of `lease`, kMostTransferThreads at most, the slots beyond handed back to the
+/// pool at once (parallel transfers come from parallel callers; bytes in flight stay bounded by
+/// the slots). Before a slot is reused, or handed back, release(slot) waits for any
 /// asynchronous use of its bytes. A thread gives its slot back to the pool when others wait for
 /// slots and the lease holds more than its share, keeping at least one thread. On the first error
 /// no new piece starts; that error is returned.

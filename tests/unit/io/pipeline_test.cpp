@@ -546,6 +546,41 @@ TEST(RunOnThreads, RunsEveryPieceOnceAndReleasesEverySlotItUsed) {
   EXPECT_EQ(released, 100 + 4);  // before each piece, and once more at the end of each thread
 }
 
+// A lease of more slots than run_on_threads starts threads for (4 KiB slots of a large staging):
+// at most kMostTransferThreads pieces run at once, each once, on slots below that count, and the
+// slots beyond go back to the pool while the run goes on.
+TEST(RunOnThreads, ALeaseOfThousandsOfSlotsRunsOnABoundedNumberOfThreads) {
+  const size_t slots = kMostTransferThreads * 40 + 7;
+  std::vector<std::byte> memory(slots * 4096);
+  std::vector<std::span<std::byte>> spans;
+  for (size_t i = 0; i < slots; ++i) spans.push_back(std::span(memory).subspan(i * 4096, 4096));
+  StagingPool pool(std::move(spans), 4096);
+  auto lease = pool.acquire(slots);
+  ASSERT_EQ(lease.slots().size(), slots);
+  std::vector<std::atomic<int>> runs(slots * 2);
+  std::atomic<size_t> active{0}, most{0}, highest_slot{0};
+  std::atomic<size_t> free_meanwhile{0};
+  Status st = run_on_threads(
+      runs.size(), lease, [](size_t) { return Status{}; },
+      [&](size_t piece, size_t slot) {
+        const size_t now = ++active;
+        for (size_t m = most.load(); now > m && !most.compare_exchange_weak(m, now);) {
+        }
+        for (size_t h = highest_slot.load();
+             slot > h && !highest_slot.compare_exchange_weak(h, slot);) {
+        }
+        if (piece == runs.size() / 2) free_meanwhile = pool.acquire(1).slots().size();
+        ++runs[piece];
+        --active;
+        return Status{};
+      });
+  ASSERT_OK(st);
+  for (auto& r : runs) EXPECT_EQ(r.load(), 1);
+  EXPECT_LE(most.load(), kMostTransferThreads);
+  EXPECT_LT(highest_slot.load(), kMostTransferThreads);
+  EXPECT_EQ(free_meanwhile.load(), 1u);  // a slot the run had no thread for, handed back
+}
+
 TEST(RunOnThreads, TheFirstErrorStopsNewPiecesAndIsReturned) {
   StagingPool pool(2 << 20, 1 << 20);
   auto lease = pool.acquire(2);
