@@ -45,7 +45,10 @@ class UringEngine final : public IoEngine {
 
   Status init() {
     // The wake-up poll needs no entry of its own: wait() arms it after the requests were submitted.
-    int rc = io_uring_queue_init(depth_, &ring_, 0);
+    // Clamped to the kernel's most entries (32,768): a lease of more slots (4 KiB requests over a
+    // large staging) would otherwise be refused a ring and run on pread threads. enqueue()
+    // submits when the queue is full, and the completion queue holds twice as many.
+    int rc = io_uring_queue_init(depth_, &ring_, IORING_SETUP_CLAMP);
     if (rc < 0) return Status(ErrorCode::kNotSupported, "io_uring_queue_init failed", -rc);
     ready_ = true;
     // Without an eventfd the engine still works; its wait() only returns at completions.

@@ -734,6 +734,26 @@ TEST(IoEngines, AUringWaitSubmitsWhatIsStillQueued) {
   EXPECT_EQ(std::memcmp(second, "second!", 8), 0);
 }
 
+// A ring for more requests than the kernel gives one (a lease of 70,000 4 KiB slots) is one of
+// the most it gives, not a refusal that sends the read to pread threads.
+TEST(IoEngines, AUringDeeperThanTheKernelAllowsIsClampedNotRefused) {
+  if (!make_uring_engine(2)) GTEST_SKIP() << "io_uring unavailable here";
+  auto deep = make_uring_engine(70000);
+  ASSERT_OK(deep);
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const UniqueFd in(fds[0]), out(fds[1]);
+  ASSERT_EQ(::write(out.get(), "kvtier!", 8), 8);
+  std::byte got[8];
+  ASSERT_OK((*deep)->enqueue({in.get(), 0, got, sizeof got, false, 3}));
+  ASSERT_OK((*deep)->submit());
+  IoCompletion c[1];
+  auto n = (*deep)->wait(c);
+  ASSERT_OK(n);
+  ASSERT_EQ(*n, 1u);
+  EXPECT_EQ(c[0].result, 8);
+}
+
 TEST(IoEngines, UringWithFixedBuffersMovesTheSameBytesInsideAndOutsideThem) {
   testing::TempDir dir;
   auto fd = open_file(dir.str() + "/f", O_RDWR | O_CREAT);
