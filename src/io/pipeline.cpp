@@ -8,6 +8,7 @@
 #include <chrono>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <system_error>
 #include <thread>
@@ -441,11 +442,14 @@ Status run_on_threads(size_t pieces, StagingPool::Lease& lease,
     // Held while threads start: none decides to leave before `running` counts those that did.
     std::lock_guard lock(mu);
     const size_t want = std::min(lease.slots().size(), kMostTransferThreads);
+    threads.reserve(want);
     for (size_t s = 0; s < want; ++s) {
       try {
         threads.emplace_back(worker, s);
       } catch (const std::system_error&) {
         break;  // no more threads to be had: those started do the work
+      } catch (const std::bad_alloc&) {
+        break;
       }
     }
     running = std::max<size_t>(1, threads.size());

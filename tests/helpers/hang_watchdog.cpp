@@ -1,23 +1,30 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// A test still running after KVTIER_TEST_HANG_S seconds (300 unless set; the cluster tests set it
+// A test still running after KVTIER_TEST_HANG_S seconds (600 unless set; the cluster tests set it
 // under ctest's limit for them) has every thread's stack printed by gdb, then the process aborts.
 // Killed by ctest's timeout instead, a hang leaves only the test's name: not even its seed, which
 // sits in a stdout buffer never flushed.
+//
+// The watcher is a process of its own, forked before the first test while the test process has
+// one thread, and told of each test's start and end through a socket. A thread would make every
+// later fork of a test a fork of a multi-threaded process, which TSan refuses to let start
+// threads (death tests and the fault tests run the engine in such children).
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,12 +36,11 @@ using Clock = std::chrono::steady_clock;
 std::chrono::seconds hang_limit() {
   const char* env = std::getenv("KVTIER_TEST_HANG_S");
   const long s = env != nullptr ? std::strtol(env, nullptr, 10) : 0;
-  return std::chrono::seconds(s > 0 ? s : 300);
+  return std::chrono::seconds(s > 0 ? s : 600);
 }
 
 /// Prints every thread's stack of process `pid` to stderr through gdb, waiting at most `limit` for
-/// it. Between fork and exec the child only makes system calls (another thread may hold the
-/// allocator's lock).
+/// it.
 void print_stacks(pid_t pid, std::chrono::seconds limit) {
   const std::string id = std::to_string(pid);
   const char* const argv[] = {
@@ -59,13 +65,17 @@ void print_stacks(pid_t pid, std::chrono::seconds limit) {
   }
 }
 
-/// The processes this one started that still run (a tool the test waits for may be what hangs).
-std::vector<pid_t> children() {
+/// The processes `pid` started that still run, but `except` (a tool the test waits for may be
+/// what hangs).
+std::vector<pid_t> children_of(pid_t pid, pid_t except) {
   std::vector<pid_t> out;
   std::error_code ec;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
     std::ifstream list(task.path() / "children");
-    for (pid_t pid; list >> pid;) out.push_back(pid);
+    for (pid_t child; list >> child;) {
+      if (child != except) out.push_back(child);
+    }
   }
   return out;
 }
@@ -78,70 +88,95 @@ std::string command_line(pid_t pid) {
   return line;
 }
 
+/// The watcher process: reads "S<name>\n" (a test started) and "E\n" (it ended) from `in`; a test
+/// running past `limit` has its process's stacks printed and is sent SIGABRT. Ends when the test
+/// process closes its end (it ended).
+[[noreturn]] void watch(int in, pid_t tests, std::chrono::seconds limit) {
+  std::string pending, name;
+  bool running = false;
+  Clock::time_point deadline;
+  for (;;) {
+    int timeout = -1;
+    if (running) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      timeout = static_cast<int>(std::max<int64_t>(0, left.count()));
+    }
+    pollfd readable{in, POLLIN, 0};
+    const int ready = poll(&readable, 1, timeout);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready > 0) {
+      char buffer[512];
+      const ssize_t n = read(in, buffer, sizeof buffer);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) _exit(0);
+      pending.append(buffer, static_cast<size_t>(n));
+      for (size_t end; (end = pending.find('\n')) != std::string::npos;) {
+        running = pending[0] == 'S';
+        if (running) {
+          name = pending.substr(1, end - 1);
+          deadline = Clock::now() + limit;
+        }
+        pending.erase(0, end + 1);
+      }
+      continue;
+    }
+    if (!running || Clock::now() < deadline) continue;
+    std::fprintf(stderr, "\nhang watchdog: %s still runs after %lld s; every thread's stack:\n",
+                 name.c_str(), static_cast<long long>(limit.count()));
+    std::fflush(stderr);
+    print_stacks(tests, std::chrono::seconds(10));
+    // The servers a test started wait for requests by design; a tool or helper may be stuck.
+    for (const pid_t child : children_of(tests, getpid())) {
+      const std::string command = command_line(child);
+      std::fprintf(stderr, "\nhang watchdog: child process %d: %s\n", static_cast<int>(child),
+                   command.c_str());
+      std::fflush(stderr);
+      if (command.rfind("redis-server", 0) != 0) print_stacks(child, std::chrono::seconds(5));
+    }
+    kill(tests, SIGABRT);
+    _exit(0);
+  }
+}
+
 class HangWatchdog final : public ::testing::EmptyTestEventListener {
  public:
   void OnTestProgramStart(const ::testing::UnitTest&) override {
-    thread_ = std::thread([this] { watch(); });
-  }
-  void OnTestProgramEnd(const ::testing::UnitTest&) override {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
+    // A socket, not a pipe: a write to a watcher that is gone fails (MSG_NOSIGNAL) instead of
+    // raising SIGPIPE in the test process.
+    int fds[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return;
+    const pid_t tests = getpid();
+    const std::chrono::seconds limit = hang_limit();
+    std::fflush(nullptr);  // else a child that flushes at its exit (TSan's does) repeats the output
+    const pid_t watcher = fork();
+    if (watcher == 0) {
+      close(fds[1]);
+      watch(fds[0], tests, limit);
     }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    close(fds[0]);
+    if (watcher < 0) {
+      close(fds[1]);
+      return;
+    }
+    // Where Yama lets a process be traced by its ancestors only, the watcher's gdb may trace it.
+    prctl(PR_SET_PTRACER, watcher, 0, 0, 0);
+    out_ = fds[1];
   }
-  // No notify: the watcher wakes at deadlines only, not as a test starts, which may fork then
-  // (a child copies whatever lock a running thread holds).
   void OnTestStart(const ::testing::TestInfo& test) override {
-    std::lock_guard lock(mu_);
-    name_ = std::string(test.test_suite_name()) + "." + test.name();
-    deadline_ = Clock::now() + limit_;
-    running_ = true;
+    std::fflush(stdout);
+    tell("S" + std::string(test.test_suite_name()) + "." + test.name() + "\n");
   }
-  void OnTestEnd(const ::testing::TestInfo&) override {
-    std::lock_guard lock(mu_);
-    running_ = false;
-  }
+  void OnTestEnd(const ::testing::TestInfo&) override { tell("E\n"); }
 
  private:
-  void watch() {
-    std::unique_lock lock(mu_);
-    for (;;) {
-      if (stop_) return;
-      const Clock::time_point now = Clock::now();
-      if (!running_ || now < deadline_) {
-        // A test that starts meanwhile has a later deadline than this wait's end.
-        cv_.wait_until(lock, running_ ? deadline_ : now + limit_);
-        continue;
-      }
-      std::fflush(stdout);
-      std::fprintf(stderr, "\nhang watchdog: %s still runs after %lld s; every thread's stack:\n",
-                   name_.c_str(), static_cast<long long>(limit_.count()));
-      // Where Yama restricts ptrace to ancestors, this lets gdb attach to this process.
-      prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-      print_stacks(getpid(), std::chrono::seconds(10));
-      // The servers a test started wait for requests by design; a tool or helper may be stuck.
-      for (const pid_t child : children()) {
-        const std::string command = command_line(child);
-        std::fprintf(stderr, "\nhang watchdog: child process %d: %s\n", static_cast<int>(child),
-                     command.c_str());
-        std::fflush(stderr);
-        if (command.rfind("redis-server", 0) != 0) print_stacks(child, std::chrono::seconds(5));
-      }
-      std::fflush(stderr);
-      std::abort();
-    }
+  void tell(const std::string& line) const {
+    if (out_ < 0) return;
+    // Short lines go whole; a watcher that is gone costs nothing more.
+    [[maybe_unused]] const ssize_t put = send(out_, line.data(), line.size(), MSG_NOSIGNAL);
   }
 
-  const std::chrono::seconds limit_ = hang_limit();
-  std::mutex mu_;
-  std::condition_variable cv_;
-  Clock::time_point deadline_;  // of the test running now, or of the last one
-  bool running_ = false;
-  std::string name_;
-  bool stop_ = false;
-  std::thread thread_;
+  int out_ = -1;
 };
 
 // gtest_main's main() runs every test after static initialisation: the listener is in place.

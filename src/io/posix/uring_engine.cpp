@@ -7,6 +7,7 @@
 
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <thread>
@@ -47,8 +48,10 @@ class UringEngine final : public IoEngine {
     // The wake-up poll needs no entry of its own: wait() arms it after the requests were submitted.
     // Clamped to the kernel's most entries (32,768): a lease of more slots (4 KiB requests over a
     // large staging) would otherwise be refused a ring and run on pread threads. enqueue()
-    // submits when the queue is full, and the completion queue holds twice as many.
+    // submits when the queue is full. Kernels before 5.6 know no clamp: there a ring of at most
+    // 4,096 entries.
     int rc = io_uring_queue_init(depth_, &ring_, IORING_SETUP_CLAMP);
+    if (rc == -EINVAL) rc = io_uring_queue_init(std::min<uint32_t>(depth_, 4096), &ring_, 0);
     if (rc < 0) return Status(ErrorCode::kNotSupported, "io_uring_queue_init failed", -rc);
     ready_ = true;
     // Without an eventfd the engine still works; its wait() only returns at completions.
@@ -115,6 +118,7 @@ class UringEngine final : public IoEngine {
     for (int refused = 0;;) {
       const int rc = io_uring_submit_and_wait(&ring_, 1);
       if (io_uring_cq_ready(&ring_) > 0) break;
+      if (rc >= 0) refused = 0;
       if (rc >= 0 || rc == -EINTR) continue;
       if (!transient(rc) || ++refused > kRefusalsBeforeError) {
         return fail(posix_error(-rc, "io_uring_submit_and_wait"));
