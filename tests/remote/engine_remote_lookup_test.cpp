@@ -20,22 +20,13 @@ namespace {
 
 using testing::make_session;
 using testing::node_options;
+using testing::publish_from_node_a;
 using testing::RedisCluster;
 using testing::Session;
 using testing::TempDir;
 using testing::test_seed;
 using testing::wait_for;
 using Clock = std::chrono::steady_clock;
-
-/// Saves `s` on a node of its own and waits until the cluster has every record.
-void publish_from_node_a(const RedisCluster& cluster, const KvGeometry& g, const Session& s) {
-  TempDir dir;
-  auto a = Engine::open(node_options(dir, g, cluster.seeds()));
-  ASSERT_OK(a);
-  auto saved = (*a)->save(s.tokens, s.kv->view);
-  ASSERT_OK(saved);
-  ASSERT_TRUE(wait_for(**a, &Stats::remote_writes, saved->chunks_written)) << (*a)->stats().remote;
-}
 
 /// Node B's lookup, then its restore into a destination poisoned first: the restore must deliver
 /// exactly what the lookup said, byte-exact.

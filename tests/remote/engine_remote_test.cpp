@@ -23,6 +23,7 @@ using kvtier::testing::TempDir;
 using kvtier::testing::test_seed;
 using testing::make_session;
 using testing::node_options;
+using testing::publish_from_node_a;
 using testing::Session;
 using testing::wait_for;
 using namespace std::chrono_literals;
@@ -213,13 +214,9 @@ TEST(EngineRemote, StagingSmallerThanTwoRecordsStillRestoresTheWholePrefix) {
   std::mt19937_64 rng(test_seed());
   const KvGeometry g = testing::tiny_geometry(1024);
   const uint64_t tokens = 3 * 1024 + 1 + rng() % 3000;
-  TempDir dir_a, dir_b;
-  auto a = Engine::open(node_options(dir_a, g, (*cluster)->seeds()));
-  ASSERT_OK(a);
   const Session s = make_session(g, rng(), tokens);
-  auto saved = (*a)->save(s.tokens, s.kv->view);
-  ASSERT_OK(saved);
-  ASSERT_TRUE(wait_for(**a, &Stats::remote_writes, saved->chunks_written));
+  ASSERT_NO_FATAL_FAILURE(publish_from_node_a(**cluster, g, s));
+  TempDir dir_b;
   Options ob = node_options(dir_b, g, (*cluster)->seeds());
   ob.io_request_bytes = 1 << 20;
   ob.staging_bytes = 1 << 20;
@@ -237,13 +234,8 @@ TEST(EngineRemote, FlippedTruncatedOrForeignValuesAreMissesNeverWrongBytes) {
   ASSERT_OK(cluster);
   const KvGeometry g = testing::tiny_geometry(64);
   const uint64_t n = 64 * 8;
-  TempDir dir_a, dir_b;
-  auto a = Engine::open(node_options(dir_a, g, (*cluster)->seeds()));
-  ASSERT_OK(a);
   const Session s = make_session(g, test_seed(), n);
-  auto saved = (*a)->save(s.tokens, s.kv->view);
-  ASSERT_OK(saved);
-  ASSERT_TRUE(wait_for(**a, &Stats::remote_writes, 8));
+  ASSERT_NO_FATAL_FAILURE(publish_from_node_a(**cluster, g, s));
   const std::vector<Key128> keys = chain_keys(namespace_key(g, ""), s.tokens, g.chunk_tokens);
 
   auto client = remote::ClusterClient::create(remote::testing::config_for(**cluster));

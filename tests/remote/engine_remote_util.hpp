@@ -42,6 +42,17 @@ inline Session make_session(const KvGeometry& g, uint64_t seed, uint64_t n) {
   return s;
 }
 
+/// Saves `s` on a node of its own and waits until the cluster has every record.
+inline void publish_from_node_a(const RedisCluster& cluster, const KvGeometry& g,
+                                const Session& s) {
+  TempDir dir;
+  auto a = Engine::open(node_options(dir, g, cluster.seeds()));
+  ASSERT_OK(a);
+  auto saved = (*a)->save(s.tokens, s.kv->view);
+  ASSERT_OK(saved);
+  ASSERT_TRUE(wait_for(**a, &Stats::remote_writes, saved->chunks_written)) << (*a)->stats().remote;
+}
+
 /// Keys the cluster's masters hold (DBSIZE of each; replicas hold copies).
 inline Result<uint64_t> cluster_keys(const RedisCluster& cluster) {
   auto nodes = cluster.nodes();
