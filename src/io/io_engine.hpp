@@ -35,8 +35,11 @@ class IoEngine {
  public:
   virtual ~IoEngine() = default;
   [[nodiscard]] virtual std::string_view name() const = 0;
-  /// Most requests that may be in flight at once.
+  /// Most requests that run at once (the ring's entries, the pread threads).
   [[nodiscard]] virtual uint32_t depth() const = 0;
+  /// Most requests the engine may hold at once, running or queued inside it; a pipeline with more
+  /// staging slots leaves the rest to others. io_uring: what its completion queue holds.
+  [[nodiscard]] virtual size_t most_held() const { return SIZE_MAX; }
   /// Queues a request; it may start at once or at submit().
   [[nodiscard]] virtual Status enqueue(const IoRequest& request) = 0;
   /// How many buffers the kernel holds registered for this engine (make_uring_engine's `fixed`).

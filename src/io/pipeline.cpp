@@ -78,13 +78,14 @@ class PipelineRun {
         slots_(slots),
         write_(write),
         sink_(sink),
+        usable_(std::min(slots.size(), engine.most_held())),
         state_(slots.size()),
         completions_(slots.size()),
         // A worker holds a slot while it consumes it: more workers than slots would only wait.
-        workers_(write ? 0 : static_cast<unsigned>(std::min<size_t>(workers, slots.size()))),
+        workers_(write ? 0 : static_cast<unsigned>(std::min<size_t>(workers, usable_))),
         yield_(yield),
         yielded_(slots.size(), false),
-        active_slots_(slots.size()) {}
+        active_slots_(usable_) {}
 
   Status run() {
     const Clock::time_point began = Clock::now();
@@ -95,8 +96,13 @@ class PipelineRun {
 
  private:
   Status run_all() {
+    // Slots beyond what the engine holds would have requests it cannot take: they go to others.
+    for (size_t s = usable_; s < slots_.size(); ++s) {
+      if (yield_ != nullptr) yield_->yield(s);
+      yielded_[s] = true;
+    }
     for (unsigned w = 0; w < workers_; ++w) threads_.emplace_back([this] { worker_loop(); });
-    for (size_t s = 0; s < slots_.size() && next_ < pieces_.size() && ok(); ++s) note(start(s));
+    for (size_t s = 0; s < usable_ && next_ < pieces_.size() && ok(); ++s) note(start(s));
     if (in_flight_ > 0) note(engine_.submit());
     Status broken = io_loop();
     {
@@ -285,6 +291,7 @@ class PipelineRun {
   std::span<const std::span<std::byte>> slots_;
   const bool write_;
   PieceSink& sink_;
+  const size_t usable_;  // slots the engine can hold requests for; those after are not used
   std::vector<SlotState> state_;           // I/O thread, or the worker holding the slot
   std::vector<IoCompletion> completions_;  // I/O thread only
   size_t next_ = 0;                        // I/O thread only

@@ -78,6 +78,7 @@ class SlotYield;
 /// must then be thread-safe across pieces). On the first error no new piece starts, in-flight ones
 /// are drained, and that error is returned. With `yield`, a slot whose piece is done is handed back
 /// (after sink.release()) instead of refilled whenever yield->should_yield(), keeping at least one.
+/// Slots past engine.most_held() are used not at all (handed back at once, with `yield`).
 [[nodiscard]] Status run_pipeline(IoEngine& engine, std::span<const Piece> pieces,
                                   std::span<const std::span<std::byte>> slots, bool write,
                                   PieceSink& sink, unsigned workers = 0,

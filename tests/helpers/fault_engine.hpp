@@ -35,6 +35,7 @@ class FaultyEngine final : public IoEngine {
       : inner_(std::move(inner)), rule_(std::move(rule)), calls_(std::move(calls)) {}
   std::string_view name() const override { return inner_->name(); }
   uint32_t depth() const override { return inner_->depth(); }
+  size_t most_held() const override { return inner_->most_held(); }
   Status enqueue(const IoRequest& r) override {
     const Fault f = (*rule_)(r, (*calls_)++);
     if (!f.inject) {

@@ -37,6 +37,7 @@ class ModelledEngine final : public IoEngine {
       : inner_(std::move(inner)), model_(model), free_at_(model.channels, Clock::now()) {}
   std::string_view name() const override { return inner_->name(); }
   uint32_t depth() const override { return inner_->depth(); }
+  size_t most_held() const override { return inner_->most_held(); }
   Status enqueue(const IoRequest& r) override {
     const auto now = Clock::now();
     auto lane = std::min_element(free_at_.begin(), free_at_.end());

@@ -224,6 +224,7 @@ class DriveProbe {
     }
     std::string_view name() const override { return inner_->name(); }
     uint32_t depth() const override { return inner_->depth(); }
+    size_t most_held() const override { return inner_->most_held(); }
     Status enqueue(const IoRequest& r) override {
       seen_.drives.insert(dir_of_fd(r.fd, probe_.dirs_));
       seen_.max_in_flight = std::max(seen_.max_in_flight, ++in_flight_);

@@ -54,6 +54,9 @@ class UringEngine final : public IoEngine {
     if (rc == -EINVAL) rc = io_uring_queue_init(std::min<uint32_t>(depth_, 4096), &ring_, 0);
     if (rc < 0) return Status(ErrorCode::kNotSupported, "io_uring_queue_init failed", -rc);
     ready_ = true;
+    depth_ = ring_.sq.ring_entries;
+    // One completion entry stays free for the wake-up poll.
+    most_held_ = std::max<size_t>(1, ring_.cq.ring_entries - 1);
     // Without an eventfd the engine still works; its wait() only returns at completions.
     // Armed at the first wait(), not here: before Linux 5.13 registering buffers waits for the
     // ring to go idle, and a pending poll would keep it busy for ever.
@@ -76,6 +79,7 @@ class UringEngine final : public IoEngine {
   std::string_view name() const override { return "io_uring"; }
   size_t fixed_buffers() const override { return fixed_.size(); }
   uint32_t depth() const override { return depth_; }
+  size_t most_held() const override { return most_held_; }
 
   Status enqueue(const IoRequest& r) override {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
@@ -180,7 +184,8 @@ class UringEngine final : public IoEngine {
     (void)submit();
   }
 
-  uint32_t depth_;
+  uint32_t depth_;  // as asked, then as the kernel granted
+  size_t most_held_ = 1;
   io_uring ring_{};
   bool ready_ = false;
   int wake_fd_ = -1;    // set once, at init(); wake() may read it from any thread

@@ -19,6 +19,8 @@
 #include <set>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "common/posix.hpp"
 #include "test_util.hpp"
 
@@ -30,21 +32,24 @@ class FaultyEngine final : public IoEngine {
  public:
   std::function<int64_t(const IoRequest&, int call)> fault;  // returns 0 for "no fault"
   std::function<bool(int call)> refuse;  // true: enqueue() fails, nothing queued
+  size_t holds = SIZE_MAX;               // most_held()
+  size_t most_seen = 0;                  // most requests it held at once
   std::string_view name() const override { return "faulty"; }
   uint32_t depth() const override { return 8; }
+  size_t most_held() const override { return holds; }
   Status enqueue(const IoRequest& r) override {
     int call = calls_++;
     if (refuse && refuse(call)) return {ErrorCode::kIo, "the engine refused a request"};
     int64_t forced = fault ? fault(r, call) : 0;
     if (forced < 0) {
-      done_.push_back({r.tag, forced});
+      done(r.tag, forced);
       return {};
     }
     uint32_t len =
         forced > 0 ? static_cast<uint32_t>(std::min<int64_t>(forced, r.length)) : r.length;
     ssize_t n = r.write ? ::pwrite(r.fd, r.buffer, len, static_cast<off_t>(r.offset))
                         : ::pread(r.fd, r.buffer, len, static_cast<off_t>(r.offset));
-    done_.push_back({r.tag, n < 0 ? -errno : n});
+    done(r.tag, n < 0 ? -errno : n);
     return {};
   }
   Status submit() override { return {}; }
@@ -59,6 +64,10 @@ class FaultyEngine final : public IoEngine {
   }
 
  private:
+  void done(uint64_t tag, int64_t result) {
+    done_.push_back({tag, result});
+    most_seen = std::max(most_seen, done_.size());
+  }
   std::deque<IoCompletion> done_;
   int calls_ = 0;
 };
@@ -141,7 +150,7 @@ class CollectSink final : public PieceSink {
     std::memcpy(data.data(), out_.data() + pieces_[index].offset, data.size());
     return {};
   }
-  int consumed = 0;
+  std::atomic<int> consumed{0};  // workers consume at once
 
  private:
   std::vector<std::byte>& out_;
@@ -176,6 +185,42 @@ TEST_F(PipelineTest, ReadsEveryPieceThroughFewerSlots) {
   ASSERT_OK(run_pipeline(engine, pieces_, spans_, false, sink));
   EXPECT_EQ(sink.consumed, 16);
   EXPECT_EQ(got, data_);
+}
+
+/// Records the slots a run hands back; never asks for more.
+class RecordingYield final : public SlotYield {
+ public:
+  bool should_yield() const override { return false; }
+  void yield(size_t slot) override { given.push_back(slot); }
+  std::vector<size_t> given;
+};
+
+// An engine that holds fewer requests than the lease has slots (an io_uring's completion queue
+// against a lease of tens of thousands of small slots) is never handed more; the slots it cannot
+// hold go back to the pool, and every byte still arrives.
+TEST_F(PipelineTest, SlotsBeyondWhatTheEngineHoldsAreHandedBackUnused) {
+  for (size_t slots : {3u, 6u}) {
+    std::vector<AlignedBuffer> memory;
+    std::vector<std::span<std::byte>> spans;
+    for (size_t i = 0; i < slots; ++i) spans.push_back(memory.emplace_back(64 << 10).span());
+    for (size_t holds : {1u, 2u, 5u, 9u}) {
+      SCOPED_TRACE(fmt::format("{} slots, the engine holds {}", slots, holds));
+      std::vector<std::byte> got(data_.size());
+      CollectSink sink(got, pieces_);
+      FaultyEngine engine;
+      engine.holds = holds;
+      engine.fault = [](const IoRequest&, int call) -> int64_t {
+        return call % 4 == 0 ? 8192 : 0;  // short reads, resumed in the same slot
+      };
+      RecordingYield yield;
+      ASSERT_OK(run_pipeline(engine, pieces_, spans, false, sink, 2, &yield));
+      EXPECT_EQ(got, data_);
+      EXPECT_LE(engine.most_seen, std::min(holds, slots));
+      std::vector<size_t> expected;
+      for (size_t s = holds; s < slots; ++s) expected.push_back(s);
+      EXPECT_EQ(yield.given, expected);
+    }
+  }
 }
 
 TEST_F(PipelineTest, ShortTransfersAndEintrAreResumed) {
@@ -742,6 +787,10 @@ TEST(IoEngines, AUringDeeperThanTheKernelAllowsIsClampedNotRefused) {
   if (!make_uring_engine(32768)) GTEST_SKIP() << "no io_uring of 32,768 entries here";
   auto deep = make_uring_engine(70000);
   ASSERT_OK(deep);
+  // It says what it got, and holds no more than its completion queue takes.
+  EXPECT_LE((*deep)->depth(), 32768u);
+  EXPECT_LE((*deep)->most_held(), 2 * size_t{(*deep)->depth()});
+  EXPECT_LT((*deep)->most_held(), 70000u);
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
   const UniqueFd in(fds[0]), out(fds[1]);
