@@ -301,8 +301,9 @@ class Engine::Impl {
   /// Checks and places one fetched batch of restore_from_remote into the job's destination;
   /// returns how many of its records verified (a prefix).
   uint64_t place_remote(RemoteFetch& fetched, RestoreJob& job, const Tier* tier);
-  /// Moves verified remote records (header + payload) into the tier `into`, in the background.
-  void promote(std::vector<RecordMeta> metas, std::vector<remote::OwnedValue> values, Tier& into);
+  /// Moves verified remote records (header + payload) into the tier `into`, in the background;
+  /// false when the queue refused some (those are counted as dropped).
+  bool promote(std::vector<RecordMeta> metas, std::vector<remote::OwnedValue> values, Tier& into);
   /// The tier a restore asks just before `tier` (where its hits are promoted), or null.
   Tier* tier_in_front_of(const Tier* tier);
   void write_behind_now(std::span<const Key128> keys);

@@ -108,6 +108,45 @@ TEST(EngineRemote, ASaveOrFetchLongerThanTheQueueQueuesItsFirstRecords) {
   EXPECT_EQ(sb.records, sb.remote_promoted);  // B's own store holds what it promoted
 }
 
+// A restore fetched in several batches (staging for a few records) through a promotion queue of
+// one record: once a record is dropped, no later one of that restore is promoted, whichever batch
+// it came in. The store in front holds a prefix of the chain, never records after a gap.
+TEST(EngineRemote, PromotionStopsForTheWholeRestoreAtTheFirstDroppedRecord) {
+  auto cluster = RedisCluster::start({});
+  ASSERT_OK(cluster);
+  std::mt19937_64 rng(test_seed());
+  const KvGeometry g = testing::tiny_geometry(16);
+  const uint64_t tokens = 16 * (40 + rng() % 40) + rng() % 16;
+  const uint64_t chunks = (tokens + 15) / 16;
+  SCOPED_TRACE(::testing::Message() << tokens << " tokens");
+  const Session s = make_session(g, rng(), tokens);
+  ASSERT_NO_FATAL_FAILURE(publish_from_node_a(**cluster, g, s));
+  TempDir dir_b;
+  Options ob = node_options(dir_b, g, (*cluster)->seeds());
+  ob.remote.queue_records = 1;
+  ob.io_request_bytes = ob.staging_bytes = 64 << 10;  // records of 16 KiB and a header
+  auto b = Engine::open(ob);
+  ASSERT_OK(b);
+  testing::HostKv out(g, tokens);
+  auto restored = (*b)->restore(s.tokens, out.view);
+  ASSERT_OK(restored);
+  EXPECT_EQ(restored->tokens_restored, tokens) << restored->problem;
+  EXPECT_EQ(synthetic::first_mismatch(g, s.tokens, out.span(), tokens), tokens);
+  (*b)->wait_remote();
+  const Stats sb = (*b)->stats();
+  EXPECT_GE(sb.remote_promoted, 1u) << sb.remote;
+  EXPECT_EQ(sb.remote_promoted + sb.remote_write_drops, chunks);
+  b->reset();
+  // Asked without the cluster, which holds the whole chain.
+  ob.remote.seeds.clear();
+  auto alone = Engine::open(ob);
+  ASSERT_OK(alone);
+  EXPECT_EQ((*alone)->stats().records, sb.remote_promoted);
+  auto local = (*alone)->lookup(s.tokens);
+  ASSERT_OK(local);
+  EXPECT_EQ(*local, std::min<uint64_t>(tokens, sb.remote_promoted * 16));
+}
+
 TEST(EngineRemote, NodeBRestoresNodeASessionsByteExactForSeveralGeometries) {
   auto cluster = RedisCluster::start({});
   ASSERT_OK(cluster);

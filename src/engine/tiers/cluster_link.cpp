@@ -126,7 +126,7 @@ bool ClusterLink::post(uint64_t records, uint64_t bytes, std::function<void()> w
   return true;
 }
 
-void ClusterLink::post_in_order(std::span<const uint64_t> held,
+bool ClusterLink::post_in_order(std::span<const uint64_t> held,
                                 const std::function<std::function<void()>(size_t, size_t)>& make) {
   // A quarter: the worker runs the first groups while the queue still has room for the next.
   const uint64_t most_records = std::max<uint64_t>(1, queue_bound_ / 4);
@@ -138,10 +138,11 @@ void ClusterLink::post_in_order(std::span<const uint64_t> held,
       bytes += held[end++];
     if (!post(end - begin, bytes, make(begin, end))) {
       counters.remote_write_drops += held.size() - end;
-      return;
+      return false;
     }
     begin = end;
   }
+  return true;
 }
 
 void ClusterLink::run() {

@@ -52,8 +52,9 @@ class ClusterLink {
   /// quarter of the queue's bounds (one record at least), `make(begin, end)` making each group's
   /// work: a save or fetch of more records than the queue takes is queued from its first record
   /// on as far as there is room, not refused whole. After the first group refused, the rest are
-  /// counted as dropped: a chain's later records are of no use without the earlier ones.
-  void post_in_order(std::span<const uint64_t> held,
+  /// counted as dropped: a chain's later records are of no use without the earlier ones. Returns
+  /// whether every group was queued.
+  bool post_in_order(std::span<const uint64_t> held,
                      const std::function<std::function<void()>(size_t, size_t)>& make);
   /// Notes the outcome of a batch: per-key failures make the reason in Stats.
   void note(const std::vector<remote::KeyOutcome>& outcomes);

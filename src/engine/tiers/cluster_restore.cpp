@@ -161,7 +161,12 @@ uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, RestoreJob& job, const
     metas.push_back(located[j].meta);
     verified.push_back(std::move(values[j].value));
   }
-  if (Tier* front = tier_in_front_of(tier)) promote(std::move(metas), std::move(verified), *front);
+  if (Tier* front = tier_in_front_of(tier); front != nullptr && job.promoting) {
+    job.promoting = promote(std::move(metas), std::move(verified), *front);
+  } else if (front != nullptr) {
+    // An earlier batch's records were dropped: these would follow a gap in the tier in front.
+    remote_->counters.remote_write_drops += metas.size();
+  }
   return intact;
 }
 
@@ -182,11 +187,11 @@ Result<std::vector<RemoteRecordKey>> Engine::Impl::remote_keys(
   return out;
 }
 
-void Engine::Impl::promote(std::vector<RecordMeta> metas, std::vector<remote::OwnedValue> values,
+bool Engine::Impl::promote(std::vector<RecordMeta> metas, std::vector<remote::OwnedValue> values,
                            Tier& into) {
   std::vector<uint64_t> held;
   for (const auto& v : values) held.push_back(v.bytes.size());
-  remote_->post_in_order(held, [&](size_t begin, size_t end) -> std::function<void()> {
+  return remote_->post_in_order(held, [&](size_t begin, size_t end) -> std::function<void()> {
     std::vector<RecordMeta> group(metas.begin() + static_cast<ptrdiff_t>(begin),
                                   metas.begin() + static_cast<ptrdiff_t>(end));
     std::vector<remote::OwnedValue> owned;

@@ -79,6 +79,9 @@ struct RestoreJob {
   std::vector<uint32_t> tokens_served;
   std::vector<const Tier*> served_by;
   std::vector<Key128> corrupt;  ///< records of `found` found corrupt (and dropped) by a tier
+  /// Whether records fetched from a lower tier are still moved into the one in front: not after
+  /// one was dropped, since the chain there would have a gap.
+  bool promoting = true;
   RestoreTally tally;
 };
 
