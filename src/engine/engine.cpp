@@ -54,23 +54,25 @@ Status host_allocation_failed(std::string_view what, uint64_t bytes) {
 }
 
 Result<std::unique_ptr<StagingPool>> make_staging(const Options& o) {
-  KVTIER_TRY(check_host_memory(o.staging_bytes, "staging"));
+  const uint64_t bytes = StagingPool::bytes_for(o.staging_bytes, o.io_request_bytes);
+  KVTIER_TRY(check_host_memory(bytes, "staging"));
   try {
     return std::make_unique<StagingPool>(o.staging_bytes, o.io_request_bytes);
   } catch (const std::bad_alloc&) {
-    return fail(host_allocation_failed("staging", o.staging_bytes));
+    return fail(host_allocation_failed("staging", bytes));
   }
 }
 
-/// The remote tier's value buffers: as many as the staging bound holds.
+/// The remote tier's value buffers: as many as the staging bound holds, one record at least.
 Result<std::shared_ptr<RemoteArena>> make_remote_arena(const Options& o) {
-  const char* what = "remote tier buffers (the staging size)";
-  KVTIER_TRY(check_host_memory(o.staging_bytes, what));
+  const char* what = "remote tier buffers (the staging size, one record at least)";
+  const uint64_t record = kBlock + o.geometry.bytes_for_tokens(o.geometry.chunk_tokens);
+  const uint64_t bytes = RemoteArena::bytes_for(record, o.staging_bytes);
+  KVTIER_TRY(check_host_memory(bytes, what));
   try {
-    return std::make_shared<RemoteArena>(
-        kBlock + o.geometry.bytes_for_tokens(o.geometry.chunk_tokens), o.staging_bytes);
+    return std::make_shared<RemoteArena>(record, o.staging_bytes);
   } catch (const std::bad_alloc&) {
-    return fail(host_allocation_failed(what, o.staging_bytes));
+    return fail(host_allocation_failed(what, bytes));
   }
 }
 

@@ -330,8 +330,12 @@ void split_into_pieces(int fd, uint64_t offset, uint64_t length, uint64_t max_pi
   }
 }
 
+uint64_t StagingPool::bytes_for(uint64_t total_bytes, uint64_t slot_bytes) {
+  return std::max<uint64_t>(1, total_bytes / slot_bytes) * slot_bytes;
+}
+
 StagingPool::StagingPool(uint64_t total_bytes, uint64_t slot_bytes) : slot_bytes_(slot_bytes) {
-  size_t count = std::max<uint64_t>(1, total_bytes / slot_bytes);
+  const size_t count = bytes_for(total_bytes, slot_bytes) / slot_bytes;
   for (size_t i = 0; i < count; ++i) {
     owned_.emplace_back(slot_bytes);
     slots_.push_back(owned_.back().span());

@@ -107,6 +107,8 @@ class StagingPool {
  public:
   /// Owns total_bytes / slot_bytes page-aligned host slots (at least one).
   StagingPool(uint64_t total_bytes, uint64_t slot_bytes);
+  /// The host memory such a pool owns: one slot at least, whatever `total_bytes` says.
+  [[nodiscard]] static uint64_t bytes_for(uint64_t total_bytes, uint64_t slot_bytes);
   /// Shares memory it does not own (e.g. device buffers registered with cuFile): the same admission
   /// control over someone else's slots, each `slot_bytes` long. The memory must outlive the pool.
   StagingPool(std::vector<std::span<std::byte>> borrowed, uint64_t slot_bytes);

@@ -23,10 +23,15 @@ uint64_t page_up(uint64_t bytes) {
 
 }  // namespace
 
+uint64_t RemoteArena::bytes_for(uint64_t value_bytes, uint64_t bound_bytes) {
+  const uint64_t stride = page_up(value_bytes);
+  return std::max<uint64_t>(1, bound_bytes / stride) * stride;
+}
+
 RemoteArena::RemoteArena(uint64_t value_bytes, uint64_t bound_bytes)
     : value_bytes_(value_bytes),
       stride_(page_up(value_bytes)),
-      memory_(std::max<uint64_t>(1, bound_bytes / stride_) * stride_) {
+      memory_(bytes_for(value_bytes, bound_bytes)) {
   for (size_t s = memory_.size() / stride_; s > 0; --s) free_.push_back(s - 1);
 }
 

@@ -25,6 +25,9 @@ namespace kvtier {
 class RemoteArena : public std::enable_shared_from_this<RemoteArena> {
  public:
   RemoteArena(uint64_t value_bytes, uint64_t bound_bytes);
+  /// The host memory such an arena holds: one page-rounded value at least, whatever
+  /// `bound_bytes` says.
+  [[nodiscard]] static uint64_t bytes_for(uint64_t value_bytes, uint64_t bound_bytes);
   [[nodiscard]] remote::ValueBuffer lend(size_t len);
   /// The whole region (to pin it once).
   [[nodiscard]] std::span<std::byte> memory() const { return memory_.span(); }
