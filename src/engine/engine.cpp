@@ -93,8 +93,9 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   if (part.no_dram) impl->options_.dram_bytes = 0;  // not even from KVTIER_DRAM_BYTES
   auto split_staging = [&part](Options& o) {
     if (part.staging_split > 1) {
-      o.staging_bytes =
-          std::max(o.io_request_bytes, o.staging_bytes / part.staging_split / 4096 * 4096);
+      const StoreShare each = split_share(o.staging_bytes, o.io_request_bytes, part.staging_split);
+      o.io_request_bytes = each.request_bytes;
+      o.staging_bytes = each.staging_bytes;
     }
   };
   const uint64_t whole_staging = impl->options_.staging_bytes;  // the rank's, before any split
@@ -128,8 +129,9 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   impl->options_.staging_bytes = whole_staging;
   KVTIER_ASSIGN_OR_RETURN(bool retuned, impl->apply_tuning(options));
   if (part.tuned_readers > 0 && impl->io_settings_.source == "tuned") {
-    impl->options_.staging_bytes =
-        tuned_share(o.staging_bytes, o.io_request_bytes, part.tuned_readers);
+    const StoreShare each = tuned_share(o.staging_bytes, o.io_request_bytes, part.tuned_readers);
+    impl->options_.io_request_bytes = each.request_bytes;
+    impl->options_.staging_bytes = each.staging_bytes;
     retuned = o.io_request_bytes != defaults_request || o.staging_bytes != defaults_staging;
   } else if (part.staging_split > 1) {
     split_staging(impl->options_);

@@ -249,14 +249,12 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
     io = first->io_settings_;
   }
   const bool tuned = io.source == "tuned";
-  const uint64_t tuned_each = tuned_share(io.staging_bytes, io.request_bytes, rank_stores);
+  const StoreShare each = tuned ? tuned_share(io.staging_bytes, io.request_bytes, rank_stores)
+                                : split_share(io.staging_bytes, io.request_bytes, rank_stores);
   auto add = [&](Options o, const StorePart& part) -> Status {
-    if (tuned) {
-      o.io_request_bytes = io.request_bytes;
-      o.staging_bytes = tuned_each;
-    } else if (rank_stores > 1) {
-      o.io_request_bytes = io.request_bytes;
-      o.staging_bytes = std::max(io.request_bytes, share(io.staging_bytes, rank_stores));
+    if (tuned || rank_stores > 1) {
+      o.io_request_bytes = each.request_bytes;
+      o.staging_bytes = each.staging_bytes;
     }
     KVTIER_ASSIGN_OR_RETURN(auto impl, open_part(o, part, rank));
     parts.push_back(std::move(impl));
@@ -305,7 +303,14 @@ Result<std::vector<std::unique_ptr<Engine::Impl>>> open_store_parts(const Option
                                    : "defaults (tuning off)";
     }
     shown.staging_bytes = io.staging_bytes;
-    shown.source += fmt::format(" (staging split over {} {})", rank_stores, kinds_of_store);
+    shown.request_bytes = each.request_bytes;
+    shown.source +=
+        fmt::format(" (staging split over {} {}{})", rank_stores, kinds_of_store,
+                    each.request_bytes < io.request_bytes
+                        ? fmt::format(", in requests of {}: one of {} each would "
+                                      "pass it",
+                                      size_text(each.request_bytes), size_text(io.request_bytes))
+                        : "");
   }
   return parts;
 }

@@ -263,22 +263,44 @@ IoSettings io_from_tuning(std::vector<DriveTuningInfo> drives, const Options& re
   return s;
 }
 
-uint64_t tuned_share(uint64_t staging, uint64_t request, uint32_t stores) {
-  const uint64_t each = std::max<uint64_t>(stores, 1) * request;
+uint64_t request_that_fits(uint64_t request, uint64_t count, uint32_t stores, uint64_t bound) {
+  constexpr uint64_t kPage = 4096;
+  const uint64_t each = std::max<uint64_t>(count, 1) * std::max<uint32_t>(stores, 1);
+  if (each * request <= bound) return request;
+  return std::max(kPage, bound / each / kPage * kPage);
+}
+
+StoreShare tuned_share(uint64_t staging, uint64_t request, uint32_t stores) {
+  stores = std::max<uint32_t>(stores, 1);
+  request = request_that_fits(request, 2, stores, kMaxTunedStaging);
+  const uint64_t each = stores * request;
   uint64_t requests = (staging + each - 1) / each;
   if (requests * each > kMaxTunedStaging) requests = kMaxTunedStaging / each;
-  return std::max<uint64_t>(requests, 2) * request;
+  return {request, std::max<uint64_t>(requests, 2) * request};
+}
+
+StoreShare split_share(uint64_t staging, uint64_t request, uint32_t stores) {
+  stores = std::max<uint32_t>(stores, 1);
+  request = request_that_fits(request, 1, stores, staging);
+  return {request, std::max(request, staging / stores / 4096 * 4096)};
 }
 
 void share_tuned_settings(IoSettings& s, uint32_t stores) {
-  const uint64_t each = tuned_share(s.staging_bytes, s.request_bytes, stores);
+  const StoreShare each = tuned_share(s.staging_bytes, s.request_bytes, stores);
+  const std::string smaller =
+      each.request_bytes < s.request_bytes
+          ? fmt::format(", in requests of {} where it found {}", size_text(each.request_bytes),
+                        size_text(s.request_bytes))
+          : "";
   s.source += stores > 1
                   ? fmt::format(
                         " (the drives' {} in flight from each rank, over the {} stores it "
-                        "reads: {} each)",
-                        size_text(s.staging_bytes), stores, size_text(each))
-                  : fmt::format(" (the drives' {} in flight from each rank)", size_text(each));
-  s.staging_bytes = each * stores;
+                        "reads: {} each{})",
+                        size_text(s.staging_bytes), stores, size_text(each.staging_bytes), smaller)
+                  : fmt::format(" (the drives' {} in flight from each rank)",
+                                size_text(each.staging_bytes));
+  s.request_bytes = each.request_bytes;
+  s.staging_bytes = each.staging_bytes * stores;
 }
 
 }  // namespace kvtier

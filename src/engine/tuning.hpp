@@ -60,14 +60,32 @@ enum class TuneMode {
 /// The most staging a tuning gives a rank.
 inline constexpr uint64_t kMaxTunedStaging = uint64_t{1} << 30;
 
-/// One store's share of a tuning's `staging` when a rank reads `stores` stores at once (a TP-free
-/// model's head groups, windows and state): whole requests of `request`, rounded up, two at least
-/// (a staging pool of one slot makes a save wait for a whole restore), rounded down where the
-/// stores together would pass kMaxTunedStaging otherwise. The probe timed one reader,
-/// so its staging is what one reader wants in flight: each rank reads with all of it, split over
-/// its stores, whatever the TP size (docs/perf.md: sharing it among the ranks read 1.2-1.6x
-/// slower).
-[[nodiscard]] uint64_t tuned_share(uint64_t staging, uint64_t request, uint32_t stores);
+/// One store's request size and staging when a rank reads several stores at once (a TP-free
+/// model's head groups, windows and state).
+struct StoreShare {
+  uint64_t request_bytes = 0;
+  uint64_t staging_bytes = 0;
+};
+
+/// `request`, or less where `count` requests for each of `stores` stores would pass `bound`: the
+/// most that fits, in whole 4 KiB (4 KiB at least). Many stores read with smaller requests rather
+/// than take staging past the bound.
+[[nodiscard]] uint64_t request_that_fits(uint64_t request, uint64_t count, uint32_t stores,
+                                         uint64_t bound);
+
+/// One store's share of a tuning's `staging` when a rank reads `stores` stores at once: whole
+/// requests of `request`, rounded up, two at least (a staging pool of one slot makes a save wait
+/// for a whole restore), rounded down where the stores together would pass kMaxTunedStaging
+/// otherwise; where even two each would, smaller requests (request_that_fits). The probe timed
+/// one reader, so its staging is what one reader wants in flight: each rank reads with all of
+/// it, split over its stores, whatever the TP size (docs/perf.md: sharing it among the ranks read
+/// 1.2-1.6x slower).
+[[nodiscard]] StoreShare tuned_share(uint64_t staging, uint64_t request, uint32_t stores);
+
+/// One store's share of a rank's `staging` as given (the defaults, or sizes asked for): an equal
+/// part in whole 4 KiB, one request at least; smaller requests where one each would pass
+/// `staging` (request_that_fits).
+[[nodiscard]] StoreShare split_share(uint64_t staging, uint64_t request, uint32_t stores);
 
 /// Turns `s`, a tuning's settings with the probe's whole staging, into a rank's that reads `stores`
 /// stores at once: their shares (tuned_share), and a source that says so.

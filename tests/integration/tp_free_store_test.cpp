@@ -381,8 +381,11 @@ TEST(TpFreeStore, CapacityAndDramAreSharedOverTheGroupsAndAStoresOwnCapacityIsKe
     // The rank's staging is split over its groups' stores, which restore at once.
     const IoSettings io = (*e)->io_settings();
     EXPECT_EQ(io.staging_bytes, o.staging_bytes);
-    EXPECT_EQ(io.request_bytes, o.io_request_bytes);
-    EXPECT_NE(io.source.find("options (staging split over 8 head-group stores)"), std::string::npos)
+    // 64 KiB requests, one for each of 8 stores, would pass the 256 KiB asked for: smaller ones.
+    EXPECT_EQ(io.request_bytes, o.io_request_bytes / 2);
+    EXPECT_NE(io.source.find("options (staging split over 8 head-group stores, in requests of "
+                             "32 KiB: one of 64 KiB each would pass it)"),
+              std::string::npos)
         << io.source;
     std::vector<std::byte> slice = rank_slice(m, whole, 0, 1);
     ASSERT_TRUE((*e)->save(tokens, host_kv(slice, m.tokens)));
@@ -425,6 +428,41 @@ TEST(TpFreeStore, CapacityAndDramAreSharedOverTheGroupsAndAStoresOwnCapacityIsKe
   std::vector<std::byte> slice = rank_slice(m, whole, 0, 1);
   ASSERT_TRUE((*kept)->save(tokens, host_kv(slice, m.tokens)));
   EXPECT_EQ((*kept)->stats().dram_records, 16u);  // 2 chunks x 8 groups
+}
+
+// A rank's staging split over more stores than it holds requests for (8 groups, one 64 KiB
+// request each would be 512 KiB against 256 KiB): the stores read with smaller requests, keeping
+// to the staging asked for, and serve every byte.
+TEST(TpFreeStore, StagingTooSmallForARequestPerStoreShrinksTheRequestsNotTheBound) {
+  Model m{.heads = 8,
+          .layers = 4,
+          .head_dim = 128,
+          .element_bytes = 2,
+          .chunk = 64,  // records of 128 KiB: several requests each
+          .max_tp = 8,
+          .tokens = 300};
+  std::mt19937_64 rng(testing::test_seed());
+  const std::vector<std::byte> whole = whole_kv(m, rng);
+  const std::vector<Token> tokens = token_run(m.tokens, 3);
+  TempDir dir;
+  Options o = options_for(dir.str(), m.rank(0, 1), m.max_tp);
+  ASSERT_EQ(o.io_request_bytes, 64u << 10);
+  ASSERT_EQ(o.staging_bytes, 256u << 10);
+  auto e = Engine::open(o);
+  ASSERT_TRUE(e) << e.error().message();
+  const IoSettings io = (*e)->io_settings();
+  EXPECT_EQ(io.staging_bytes, 256u << 10);
+  EXPECT_EQ(io.request_bytes, 32u << 10);
+  EXPECT_NE(io.source.find("in requests of 32 KiB: one of 64 KiB each would pass it"),
+            std::string::npos)
+      << io.source;
+  std::vector<std::byte> slice = rank_slice(m, whole, 0, 1);
+  ASSERT_TRUE((*e)->save(tokens, host_kv(slice, m.tokens)));
+  std::vector<std::byte> got(slice.size());
+  auto r = (*e)->restore(tokens, host_kv(got, m.tokens));
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->tokens_restored, m.tokens);
+  EXPECT_TRUE(got == slice);
 }
 
 TEST(TpFreeStore, StatsCountWhatTheCallsDelivered) {

@@ -513,7 +513,8 @@ TEST_F(TuningTest, ATpFreeModelsStoresShareOneProbeAndEachRankTheSameBytesInFlig
   const IoSettings first = first_probe_of(o, tuned);
   ASSERT_EQ(first.drives.size(), 1u);
   // The rank at TP 1 holds both groups: both shares, the whole.
-  EXPECT_EQ(first.staging_bytes, 2 * tuned_share(tuned, first.request_bytes, 2)) << describe(first);
+  EXPECT_EQ(first.staging_bytes, 2 * tuned_share(tuned, first.request_bytes, 2).staging_bytes)
+      << describe(first);
   EXPECT_EQ(first.staging_bytes, tuned) << describe(first);  // four in flight or more: no floor
   EXPECT_NE(first.source.find("in flight from each rank, over the 2 stores it reads"),
             std::string::npos)

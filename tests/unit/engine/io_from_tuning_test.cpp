@@ -66,29 +66,89 @@ TEST(IoFromTuning, AnUntunedDriveCountsAsTheTunedOnesMeanAndAnOfflineOneNotAtAll
 
 // A TP-free model's stores share a tuning's staging: whole requests each, rounded up, two at least.
 TEST(TunedShare, EachStoreTakesWholeRequestsRoundedUpTwoAtLeastAndTheStoresTogetherTheWhole) {
-  EXPECT_EQ(tuned_share(16 * kMiB, kMiB, 8), 2 * kMiB);
-  EXPECT_EQ(tuned_share(11 * kMiB, kMiB, 4), 3 * kMiB);  // 2.75 requests: three
-  EXPECT_EQ(tuned_share(17 * kMiB, kMiB, 8), 3 * kMiB);
-  EXPECT_EQ(tuned_share(11 * kMiB, kMiB, 8), 2 * kMiB);     // 1.4 requests: the floor, two
-  EXPECT_EQ(tuned_share(2 * kMiB, 4 * kMiB, 8), 8 * kMiB);  // two requests at least
-  EXPECT_EQ(tuned_share(8 * kMiB, kMiB, 0), 8 * kMiB);      // no stores counts as one
+  auto staging = [](uint64_t staging, uint64_t request, uint32_t stores) {
+    const StoreShare each = tuned_share(staging, request, stores);
+    EXPECT_EQ(each.request_bytes, request);  // nowhere near the cap: the request as found
+    return each.staging_bytes;
+  };
+  EXPECT_EQ(staging(16 * kMiB, kMiB, 8), 2 * kMiB);
+  EXPECT_EQ(staging(11 * kMiB, kMiB, 4), 3 * kMiB);  // 2.75 requests: three
+  EXPECT_EQ(staging(17 * kMiB, kMiB, 8), 3 * kMiB);
+  EXPECT_EQ(staging(11 * kMiB, kMiB, 8), 2 * kMiB);     // 1.4 requests: the floor, two
+  EXPECT_EQ(staging(2 * kMiB, 4 * kMiB, 8), 8 * kMiB);  // two requests at least
+  EXPECT_EQ(staging(8 * kMiB, kMiB, 0), 8 * kMiB);      // no stores counts as one
   // 1 GiB in 16 MiB requests over 3 stores: 22 requests each would pass the cap, 21 do not.
-  EXPECT_EQ(tuned_share(kMaxTunedStaging, 16 * kMiB, 3), 21 * 16 * kMiB);
+  EXPECT_EQ(staging(kMaxTunedStaging, 16 * kMiB, 3), 21 * 16 * kMiB);
+}
+
+// Two requests of 16 MiB for each of 129 stores (a hybrid model of 64 KV heads at max_tp 64) would
+// be 4 GiB: the requests shrink so that the stores keep to the 1 GiB cap.
+TEST(TunedShare, SoManyStoresThatTwoRequestsEachPassTheCapReadWithSmallerRequests) {
+  const StoreShare each = tuned_share(kMaxTunedStaging, 16 * kMiB, 129);
+  EXPECT_LT(each.request_bytes, 16 * kMiB);
+  EXPECT_EQ(each.request_bytes % 4096, 0u);
+  EXPECT_EQ(each.staging_bytes, 2 * each.request_bytes);
+  EXPECT_LE(129 * each.staging_bytes, kMaxTunedStaging);
+  EXPECT_GT(129 * (each.staging_bytes + 2 * 4096), kMaxTunedStaging);  // the most that fits
+}
+
+TEST(TunedShare, DrawnSharesKeepTheCapAndTheFloor) {
   std::mt19937_64 rng(testing::test_seed());
-  for (int trial = 0; trial < 2000; ++trial) {
-    const uint64_t request = (uint64_t{1} << (12 + rng() % 13));
+  for (int trial = 0; trial < 4000; ++trial) {
+    const uint64_t request = (uint64_t{1} << (12 + rng() % 13)) * (1 + rng() % 3);
     const uint64_t staging = request * (1 + rng() % 64);
-    const auto stores = static_cast<uint32_t>(1 + rng() % 48);
-    const uint64_t each = tuned_share(staging, request, stores);
+    const auto stores = static_cast<uint32_t>(1 + rng() % (trial % 2 == 0 ? 48 : 300));
+    const StoreShare each = tuned_share(staging, request, stores);
     SCOPED_TRACE(::testing::Message() << staging << " over " << stores << " at " << request);
-    EXPECT_EQ(each % request, 0u);
-    EXPECT_GE(each, 2 * request);
-    // The stores keep what the drives want, less than one more request each, and no more than
-    // the cap, unless the two-request floor gives them more.
-    const uint64_t floor = 2 * stores * request;
-    EXPECT_LE(each * stores, std::max(kMaxTunedStaging, floor));
-    EXPECT_GE(each * stores, std::min(staging, kMaxTunedStaging - stores * request + 1));
-    EXPECT_LT(each * stores, std::max(staging + stores * request, floor + 1));
+    EXPECT_EQ(each.request_bytes % 4096, 0u);
+    EXPECT_GE(each.request_bytes, 4096u);
+    EXPECT_LE(each.request_bytes, request);
+    EXPECT_EQ(each.staging_bytes % each.request_bytes, 0u);
+    EXPECT_GE(each.staging_bytes, 2 * each.request_bytes);
+    // The request shrinks only where two of it each would pass the cap; the stores then keep to
+    // it (4 KiB requests are the least: only past 131,072 stores could they not).
+    if (each.request_bytes < request) {
+      EXPECT_GT(2 * stores * request, kMaxTunedStaging);
+      EXPECT_EQ(each.staging_bytes, 2 * each.request_bytes);
+    }
+    EXPECT_LE(each.staging_bytes * stores, kMaxTunedStaging);
+    // The stores keep what the drives want, less than one more request each, when it fits.
+    if (each.request_bytes == request) {
+      EXPECT_GE(each.staging_bytes * stores,
+                std::min(staging, kMaxTunedStaging - stores * request + 1));
+      EXPECT_LT(each.staging_bytes * stores,
+                std::max(staging + stores * request, 2 * stores * request + 1));
+    }
+  }
+}
+
+// The defaults (or sizes asked for) split over a rank's stores: an equal part each, one request
+// at least, and requests small enough that one each keeps to the rank's staging.
+TEST(SplitShare, DrawnSplitsKeepTheRanksStagingWithOneRequestEachAtLeast) {
+  EXPECT_EQ(split_share(128 * kMiB, 16 * kMiB, 4).staging_bytes, 32 * kMiB);
+  EXPECT_EQ(split_share(128 * kMiB, 16 * kMiB, 4).request_bytes, 16 * kMiB);
+  // 17 stores (a hybrid model: 8 groups, their windows, the state) and 16 MiB requests: one each
+  // would be 272 MiB against 128 MiB.
+  const StoreShare hybrid = split_share(128 * kMiB, 16 * kMiB, 17);
+  EXPECT_LE(17 * hybrid.staging_bytes, 128 * kMiB);
+  EXPECT_EQ(hybrid.staging_bytes, hybrid.request_bytes);
+  std::mt19937_64 rng(testing::test_seed());
+  for (int trial = 0; trial < 4000; ++trial) {
+    const uint64_t request = (uint64_t{1} << (12 + rng() % 13)) * (1 + rng() % 3);
+    const uint64_t staging = request * (1 + rng() % 64);
+    const auto stores = static_cast<uint32_t>(1 + rng() % 300);
+    const StoreShare each = split_share(staging, request, stores);
+    SCOPED_TRACE(::testing::Message() << staging << " over " << stores << " at " << request);
+    EXPECT_EQ(each.request_bytes % 4096, 0u);
+    EXPECT_GE(each.request_bytes, 4096u);
+    EXPECT_LE(each.request_bytes, request);
+    EXPECT_GE(each.staging_bytes, each.request_bytes);
+    EXPECT_EQ(each.staging_bytes % 4096, 0u);
+    // Within the rank's staging, unless even 4 KiB each is more.
+    EXPECT_LE(each.staging_bytes * stores, std::max<uint64_t>(staging, 4096 * stores));
+    if (each.request_bytes < request) {
+      EXPECT_GT(stores * request, staging);
+    }
   }
 }
 
