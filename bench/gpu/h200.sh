@@ -70,6 +70,10 @@ $OUT/summary.txt plus $OUT/runs.tar.gz (every log and run directory). With TESTS
                          codecs alone), RUN_TAG (suffix of the runs' names); after each store,
                          destination_bench on its files at fio's best pattern into a plain buffer
                          and into the GPU (CODED_DEST=0: not)
+  consumers [N [SEED ARGS]]
+                         a store over N fast drives (8) at its tuning, written once, then restored
+                         with each consumer-thread count of CONSUMERS in turn ("4 default 4
+                         default"), fio beside each
   lanes [N [SEED ARGS]]  raw records over N fast drives (8), posix into GPU memory: a TP-free store
                          at its tuning, with 1M x 44M, at TP 4, and a per-rank store at its tuning
                          and with 1M x 12M (KV=file:PATH or forward, else random)
@@ -96,7 +100,7 @@ scenario=${1:-}
 [ -n "$scenario" ] && shift
 case "$scenario" in
   tests | verify | gpu-bench | seed | shared | reliability | peers | model | one-drive | drives | tuned | tp-change | coded | \
-    destination | lanes | \
+    destination | lanes | consumers | \
     fio-scaling | peers-drives | striped) ;;
   -h | --help | help)
     usage
@@ -619,6 +623,28 @@ scenario_lanes() {
   lane_run rank-12M --store-format 1 --request-size 1M --staging 12M "$@"
 }
 
+# The consumer-thread count against itself on one store: a store over N fast drives (8) written
+# at its tuning, then restored with each count of CONSUMERS in turn ("default": kvtier's own, one
+# per staging slot; default list "4 default 4 default": alternating, so that a drift of the
+# machine between windows shows), fio beside each.
+scenario_consumers() {
+  local n=${1:-8} c i=0 roots
+  shift
+  need_fio
+  make_fast_drives "$n" "$(drive_gib "$n")" | tee -a "$OUT/summary.txt" || return 1
+  roots=$(fast_drive_list "$n" t)
+  h200_seed "consumers$n-write" "$roots" --paths posix --fio-requests 1M "$@"
+  for c in ${CONSUMERS:-4 default 4 default}; do
+    i=$(( i + 1 ))
+    say "consumers$n-$i: KVTIER_CONSUMER_THREADS=$c"
+    if [ "$c" = default ]; then
+      (unset KVTIER_CONSUMER_THREADS; h200_seed "consumers$n-$i-$c" "$roots" --paths posix --fio-requests 1M "$@")
+    else
+      (export KVTIER_CONSUMER_THREADS=$c; h200_seed "consumers$n-$i-$c" "$roots" --paths posix --fio-requests 1M "$@")
+    fi
+  done
+}
+
 h200_results "h200-$scenario"
 say "scenario: $scenario $*"
 h200_machine
@@ -627,7 +653,7 @@ h200_build || exit 1
 if [ "${TESTS:-}" = 1 ] && [ "$scenario" != tests ] && [ "$scenario" != verify ]; then run_tests; fi
 drop_fast_drives 2> /dev/null
 case "$scenario" in
-  one-drive | drives | tuned | tp-change | coded | lanes | destination | fio-scaling | peers-drives | striped)
+  one-drive | drives | tuned | tp-change | coded | lanes | consumers | destination | fio-scaling | peers-drives | striped)
     say "LABEL: $FAST_DRIVE_LABEL" ;;
 esac
 "scenario_${scenario//-/_}" "$@"
