@@ -98,7 +98,9 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
       o.staging_bytes = each.staging_bytes;
     }
   };
-  const uint64_t whole_staging = impl->options_.staging_bytes;  // the rank's, before any split
+  // The rank's, before any split.
+  const uint64_t whole_request = impl->options_.io_request_bytes;
+  const uint64_t whole_staging = impl->options_.staging_bytes;
   split_staging(impl->options_);
   const Options& o = impl->options_;
   impl->log_ = Logger(o.log_sink, o.log_level.value_or(LogLevel::kWarn));
@@ -124,8 +126,9 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
   impl->store_.reset(std::move(store));
   impl->store_config_ = config;
   const uint64_t defaults_request = o.io_request_bytes, defaults_staging = o.staging_bytes;
-  // The tuning (or the defaults it falls back to) is the rank's whole staging, in io_settings_;
-  // this store reads with its share.
+  // The tuning (or the defaults it falls back to) is the rank's whole request and staging, in
+  // io_settings_; this store reads with its share.
+  impl->options_.io_request_bytes = whole_request;
   impl->options_.staging_bytes = whole_staging;
   KVTIER_ASSIGN_OR_RETURN(bool retuned, impl->apply_tuning(options));
   if (part.tuned_readers > 0 && impl->io_settings_.source == "tuned") {
@@ -138,8 +141,8 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
     retuned = o.io_request_bytes != defaults_request || o.staging_bytes != defaults_staging;
   }
   if (retuned) {
-    KVTIER_TRY(
-        impl->remake_host_buffers(staging, defaults_request, defaults_staging, whole_staging));
+    KVTIER_TRY(impl->remake_host_buffers(staging, {defaults_request, defaults_staging, "", {}},
+                                         {whole_request, whole_staging, "", {}}));
   }
   std::vector<std::span<std::byte>> pinned;
   if (impl->dram_) pinned.push_back(impl->dram_->arena());
@@ -201,8 +204,8 @@ Result<bool> Engine::Impl::apply_tuning(const Options& asked) {
 }
 
 Status Engine::Impl::remake_host_buffers(std::unique_ptr<StagingPool>& staging,
-                                         uint64_t defaults_request, uint64_t defaults_staging,
-                                         uint64_t defaults_shown) {
+                                         const IoSettings& defaults,
+                                         const IoSettings& defaults_shown) {
   staging.reset();
   remote_arena_.reset();
   auto tuned = make_staging(options_);
@@ -211,9 +214,10 @@ Status Engine::Impl::remake_host_buffers(std::unique_ptr<StagingPool>& staging,
     KVTIER_LOG(log_, kWarn, "drive tuning: {}; reading with the defaults instead",
                tuned.error().message());
     io_settings_.source = "defaults (the tuned staging could not be had)";
-    io_settings_.request_bytes = options_.io_request_bytes = defaults_request;
-    options_.staging_bytes = defaults_staging;
-    io_settings_.staging_bytes = defaults_shown;
+    options_.io_request_bytes = defaults.request_bytes;
+    options_.staging_bytes = defaults.staging_bytes;
+    io_settings_.request_bytes = defaults_shown.request_bytes;
+    io_settings_.staging_bytes = defaults_shown.staging_bytes;
     KVTIER_ASSIGN_OR_RETURN(tuned, make_staging(options_));
   }
   staging = std::move(*tuned);

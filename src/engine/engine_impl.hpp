@@ -122,10 +122,10 @@ class Engine::Impl {
   /// staging, unless `asked` or the environment set either or tuning is off; whether they changed.
   Result<bool> apply_tuning(const Options& asked);
   /// Staging (and the remote tier's buffers, sized like it) again at options_'s tuned sizes, or
-  /// at the defaults where the tuned ones cannot be had (`defaults_shown`: the staging
-  /// io_settings_ then says, the rank's whole where this store has a share of it).
-  Status remake_host_buffers(std::unique_ptr<StagingPool>& staging, uint64_t defaults_request,
-                             uint64_t defaults_staging, uint64_t defaults_shown);
+  /// at this store's `defaults` where the tuned ones cannot be had (`defaults_shown`: the sizes
+  /// io_settings_ then says, the rank's whole where this store has a share of them).
+  Status remake_host_buffers(std::unique_ptr<StagingPool>& staging, const IoSettings& defaults,
+                             const IoSettings& defaults_shown);
   Result<IoSettings> tune();
   ~Impl();
 

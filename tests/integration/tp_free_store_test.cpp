@@ -465,6 +465,33 @@ TEST(TpFreeStore, StagingTooSmallForARequestPerStoreShrinksTheRequestsNotTheBoun
   EXPECT_TRUE(got == slice);
 }
 
+// The same at kvtier's defaults (16 MiB requests, 128 MiB a rank), tuning on and nothing to probe
+// yet, over 16 head groups: 8 MiB requests, and io_settings says so against the defaults' own.
+TEST(TpFreeStore, TheDefaultsSplitOverManyGroupsSayTheSmallerRequest) {
+  Model m{.heads = 16,
+          .layers = 1,
+          .head_dim = 8,
+          .element_bytes = 2,
+          .chunk = 8,
+          .max_tp = 16,
+          .tokens = 16};
+  TempDir dir;
+  Options o = options_for(dir.str(), m.rank(0, 1), m.max_tp);
+  o.io_request_bytes = 0;
+  o.staging_bytes = 0;
+  o.tune = true;
+  o.segment_bytes = 16 << 20;
+  auto e = Engine::open(o);
+  ASSERT_TRUE(e) << e.error().message();
+  const IoSettings io = (*e)->io_settings();
+  EXPECT_EQ(io.request_bytes, 8u << 20);
+  EXPECT_EQ(io.staging_bytes, 128u << 20);
+  EXPECT_NE(io.source.find("defaults (staging split over 16 head-group stores, in requests of 8 "
+                           "MiB: one of 16 MiB each would pass it)"),
+            std::string::npos)
+      << io.source;
+}
+
 TEST(TpFreeStore, StatsCountWhatTheCallsDelivered) {
   Model m{.heads = 4,
           .layers = 1,
