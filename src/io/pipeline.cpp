@@ -78,7 +78,7 @@ class PipelineRun {
         slots_(slots),
         write_(write),
         sink_(sink),
-        usable_(std::min(slots.size(), engine.most_held())),
+        usable_(std::clamp<size_t>(engine.most_held(), 1, slots.size())),
         state_(slots.size()),
         completions_(slots.size()),
         // A worker holds a slot while it consumes it: more workers than slots would only wait.
@@ -90,7 +90,8 @@ class PipelineRun {
   Status run() {
     const Clock::time_point began = Clock::now();
     Status st = run_all();
-    sink_.account(clock_.snapshot(nanos(Clock::now() - began) * slots_.size()));
+    // The slots it could use: those handed back at the start are another run's.
+    sink_.account(clock_.snapshot(nanos(Clock::now() - began) * usable_));
     return st;
   }
 

@@ -54,7 +54,7 @@ class UringEngine final : public IoEngine {
     if (rc == -EINVAL) rc = io_uring_queue_init(std::min<uint32_t>(depth_, 4096), &ring_, 0);
     if (rc < 0) return Status(ErrorCode::kNotSupported, "io_uring_queue_init failed", -rc);
     ready_ = true;
-    depth_ = ring_.sq.ring_entries;
+    depth_ = std::min(depth_, ring_.sq.ring_entries);  // the kernel rounds up, and clamps
     // One completion entry stays free for the wake-up poll.
     most_held_ = std::max<size_t>(1, ring_.cq.ring_entries - 1);
     // Without an eventfd the engine still works; its wait() only returns at completions.
@@ -184,7 +184,7 @@ class UringEngine final : public IoEngine {
     (void)submit();
   }
 
-  uint32_t depth_;  // as asked, then as the kernel granted
+  uint32_t depth_;  // as asked, at most what the kernel granted
   size_t most_held_ = 1;
   io_uring ring_{};
   bool ready_ = false;
