@@ -72,8 +72,8 @@ $OUT/summary.txt plus $OUT/runs.tar.gz (every log and run directory). With TESTS
                          and into the GPU (CODED_DEST=0: not)
   consumers [N [SEED ARGS]]
                          a store over N fast drives (8) at its tuning, written once, then restored
-                         with each consumer-thread count of CONSUMERS in turn ("4 default 4
-                         default"), fio beside each
+                         with each consumer-thread count of CONSUMERS in turn ("4 64 4 64";
+                         64: one a staging slot), fio beside each
   lanes [N [SEED ARGS]]  raw records over N fast drives (8), posix into GPU memory: a TP-free store
                          at its tuning, with 1M x 44M, at TP 4, and a per-rank store at its tuning
                          and with 1M x 12M (KV=file:PATH or forward, else random)
@@ -624,9 +624,9 @@ scenario_lanes() {
 }
 
 # The consumer-thread count against itself on one store: a store over N fast drives (8) written
-# at its tuning, then restored with each count of CONSUMERS in turn ("default": kvtier's own, one
-# per staging slot; default list "4 default 4 default": alternating, so that a drift of the
-# machine between windows shows), fio beside each.
+# at its tuning, then restored with each count of CONSUMERS in turn ("default": kvtier's own, the
+# cores up to 4; 64 gives every staging slot one; default list "4 64 4 64": alternating, so that
+# a drift of the machine between windows shows), fio beside each.
 scenario_consumers() {
   local n=${1:-8} c i=0 roots
   shift
@@ -634,7 +634,7 @@ scenario_consumers() {
   make_fast_drives "$n" "$(drive_gib "$n")" | tee -a "$OUT/summary.txt" || return 1
   roots=$(fast_drive_list "$n" t)
   h200_seed "consumers$n-write" "$roots" --paths posix --fio-requests 1M "$@"
-  for c in ${CONSUMERS:-4 default 4 default}; do
+  for c in ${CONSUMERS:-4 64 4 64}; do
     i=$(( i + 1 ))
     say "consumers$n-$i: KVTIER_CONSUMER_THREADS=$c"
     if [ "$c" = default ]; then
