@@ -624,9 +624,9 @@ scenario_lanes() {
 }
 
 # The consumer-thread count against itself on one store: a store over N fast drives (8) written
-# at its tuning, then restored with each count of CONSUMERS in turn ("default": kvtier's own, the
-# cores up to 4; 64 gives every staging slot one; default list "4 64 4 64": alternating, so that
-# a drift of the machine between windows shows), fio beside each.
+# at its tuning, then restored with each count of CONSUMERS in turn ("default": kvtier's own, one
+# a staging slot, as 64 gives too; default list "4 64 4 64": alternating, so that a drift of the
+# machine between windows shows), fio beside each.
 scenario_consumers() {
   local n=${1:-8} c i=0 roots
   shift

@@ -67,9 +67,12 @@ struct ReadPlan {
 
 }  // namespace
 
-unsigned consumer_threads(std::optional<uint32_t> set) {
+unsigned consumer_threads(bool device, size_t slots, std::optional<uint32_t> set) {
   if (set) return *set;
-  return std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+  const unsigned cores = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+  if (!device) return cores;
+  constexpr size_t kMostDeviceConsumers = 64;
+  return static_cast<unsigned>(std::clamp<size_t>(slots, cores, kMostDeviceConsumers));
 }
 
 namespace {
@@ -386,8 +389,9 @@ Result<ReadOutcome> ReadRoute::read_stored(Channel& channel, std::span<const Loc
   }
   ScatterSink sink(read, transfer.get(), channel.residency(), shape_, out, progress, keep,
                    coded ? &*coded : nullptr);
-  out.status =
-      channel.read(read.files, read.io.pieces, lease, sink, consumer_threads(consumer_threads_));
+  const bool device = destination != nullptr && destination->kind != MemoryKind::kHost;
+  out.status = channel.read(read.files, read.io.pieces, lease, sink,
+                            consumer_threads(device, lease.slots().size(), consumer_threads_));
   out.host_bytes = channel.host_bytes(read.io.bytes);
   const SlotTimes slots = sink.slot_times();
   counters_.read_slot_ns += slots.total;

@@ -69,13 +69,14 @@ struct ReadOutcome {
   }
 };
 
-/// Consumer threads of a read (`set`: KVTIER_CONSUMER_THREADS): as many as the cores, up to 4, a
-/// drive lane's share of them one at least. Into host memory a consumer checksums and copies each
-/// piece, which costs more CPU than reading it; into a device it queues the piece's copy and sleeps
-/// until it is done. One per staging slot into a device was measured: the slots waited for a
-/// consumer 1-3% of their time either way, and the reader took 40% more CPU a GB, which on drives
-/// whose reads are CPU copies is the drives' own (docs/results/consumer-threads-h100).
-[[nodiscard]] unsigned consumer_threads(std::optional<uint32_t> set);
+/// Consumer threads of a read of `slots` staging slots (`set`: KVTIER_CONSUMER_THREADS). Into host
+/// memory a consumer checksums and copies each piece, which costs more CPU than reading it: as many
+/// as the cores, up to 4 (the I/O thread mostly sleeps in the kernel). Into a device a consumer
+/// queues the piece's copy and then sleeps until it is done, before the slot goes back to be read
+/// into again: one a slot (64 at most), so every slot's copy can be under way at once. Measured
+/// against 4 (docs/results/consumer-threads-h100): 1.12-1.35x the rate where reads had waited for
+/// a consumer 25-39% of their time, for 0.04-0.06 core-s more a GB.
+[[nodiscard]] unsigned consumer_threads(bool device, size_t slots, std::optional<uint32_t> set);
 
 /// The files of `records` (those with one), each once, as a channel moves them.
 [[nodiscard]] std::vector<ChannelFile> channel_files(std::span<const LocatedRecord> records);
@@ -90,7 +91,7 @@ class ReadRoute {
   /// at a time (kCodedRunBytes unless KVTIER_CODED_RUN_BYTES says otherwise).
   /// `counters`: where the route counts device copies and its staging slots' time.
   /// `consumer_threads`: how many threads take each read's pieces as they land (unset: as many as
-  /// the cores, up to 4).
+  /// the cores, up to 4, into host memory; one per staging slot into a device).
   ReadRoute(TransferKit& kit, RecordShape shape, EngineCounters& counters,
             uint64_t coded_run_bytes = kCodedRunBytes,
             std::optional<uint32_t> consumer_threads = std::nullopt)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 kvtier authors
-// How many threads consume a read's pieces: the cores, up to 4, or what KVTIER_CONSUMER_THREADS
-// says when it says (options_test.cpp: its parsing).
+// How many threads consume a read's pieces: the cores into host memory, a thread a staging slot
+// into a device, what KVTIER_CONSUMER_THREADS says when it says (options_test.cpp: its parsing).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,10 +13,15 @@
 namespace kvtier {
 namespace {
 
-TEST(ConsumerThreads, TheCoresUpToFourOrWhatIsSet) {
-  EXPECT_EQ(consumer_threads(std::nullopt),
-            std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
-  for (uint32_t set : {1u, 3u, 7u, 64u, 256u}) EXPECT_EQ(consumer_threads(set), set);
+TEST(ConsumerThreads, TheCoresIntoHostMemoryAndOneASlotIntoADevice) {
+  const unsigned cores = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+  for (size_t slots : {size_t{1}, size_t{3}, size_t{10}, size_t{38}, size_t{64}, size_t{600}}) {
+    SCOPED_TRACE(slots);
+    EXPECT_EQ(consumer_threads(false, slots, std::nullopt), cores);
+    EXPECT_EQ(consumer_threads(true, slots, std::nullopt), std::clamp<size_t>(slots, cores, 64));
+    EXPECT_EQ(consumer_threads(true, slots, 3), 3u);
+    EXPECT_EQ(consumer_threads(false, slots, 7), 7u);
+  }
 }
 
 }  // namespace
