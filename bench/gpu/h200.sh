@@ -637,11 +637,10 @@ scenario_consumers() {
   for c in ${CONSUMERS:-4 64 4 64}; do
     i=$(( i + 1 ))
     say "consumers$n-$i: KVTIER_CONSUMER_THREADS=$c"
-    if [ "$c" = default ]; then
-      (unset KVTIER_CONSUMER_THREADS; h200_seed "consumers$n-$i-$c" "$roots" --paths posix --fio-requests 1M "$@")
-    else
-      (export KVTIER_CONSUMER_THREADS=$c; h200_seed "consumers$n-$i-$c" "$roots" --paths posix --fio-requests 1M "$@")
-    fi
+    (
+      if [ "$c" = default ]; then unset KVTIER_CONSUMER_THREADS; else export KVTIER_CONSUMER_THREADS=$c; fi
+      h200_seed "consumers$n-$i-$c" "$roots" --paths posix --fio-requests 1M "$@"
+    )
   done
 }
 

@@ -141,8 +141,8 @@ Result<std::unique_ptr<Engine::Impl>> Engine::Impl::create(const Options& option
     retuned = o.io_request_bytes != defaults_request || o.staging_bytes != defaults_staging;
   }
   if (retuned) {
-    KVTIER_TRY(impl->remake_host_buffers(staging, {defaults_request, defaults_staging, "", {}},
-                                         {whole_request, whole_staging, "", {}}));
+    KVTIER_TRY(impl->remake_host_buffers(staging, {defaults_request, defaults_staging},
+                                         {whole_request, whole_staging}));
   }
   std::vector<std::span<std::byte>> pinned;
   if (impl->dram_) pinned.push_back(impl->dram_->arena());

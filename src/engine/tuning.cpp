@@ -22,6 +22,7 @@ namespace kvtier {
 namespace {
 
 constexpr const char* kOffline = "not tuned: the drive is offline";
+constexpr uint64_t kPage = 4096;  // requests and staging shares are whole pages (O_DIRECT)
 
 std::mutex config_mu;
 std::optional<TuningConfig> config_override;
@@ -264,7 +265,6 @@ IoSettings io_from_tuning(std::vector<DriveTuningInfo> drives, const Options& re
 }
 
 uint64_t request_that_fits(uint64_t request, uint64_t count, uint32_t stores, uint64_t bound) {
-  constexpr uint64_t kPage = 4096;
   const uint64_t each = std::max<uint64_t>(count, 1) * std::max<uint32_t>(stores, 1);
   if (each * request <= bound) return request;
   return std::max(kPage, bound / each / kPage * kPage);
@@ -282,7 +282,7 @@ StoreShare tuned_share(uint64_t staging, uint64_t request, uint32_t stores) {
 StoreShare split_share(uint64_t staging, uint64_t request, uint32_t stores) {
   stores = std::max<uint32_t>(stores, 1);
   request = request_that_fits(request, 1, stores, staging);
-  return {request, std::max(request, staging / stores / 4096 * 4096)};
+  return {request, std::max(request, staging / stores / kPage * kPage)};
 }
 
 void share_tuned_settings(IoSettings& s, uint32_t stores) {

@@ -161,11 +161,13 @@ uint64_t Engine::Impl::place_remote(RemoteFetch& fetched, RestoreJob& job, const
     metas.push_back(located[j].meta);
     verified.push_back(std::move(values[j].value));
   }
-  if (Tier* front = tier_in_front_of(tier); front != nullptr && job.promoting) {
-    job.promoting = promote(std::move(metas), std::move(verified), *front);
-  } else if (front != nullptr) {
-    // An earlier batch's records were dropped: these would follow a gap in the tier in front.
-    remote_->counters.remote_write_drops += metas.size();
+  if (Tier* front = tier_in_front_of(tier)) {
+    if (job.promoting) {
+      job.promoting = promote(std::move(metas), std::move(verified), *front);
+    } else {
+      // An earlier batch's records were dropped: these would follow a gap in the tier in front.
+      remote_->counters.remote_write_drops += metas.size();
+    }
   }
   return intact;
 }
